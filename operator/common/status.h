@@ -1,0 +1,109 @@
+// Status and StatusOr: errors as values, in the LevelDB style.
+//
+// A Status is a code plus a message. Every function that can fail returns one
+// (or a StatusOr<T>); exceptions from third-party libraries are caught at the
+// call site and turned into a Status, so none crosses a module boundary.
+// Both types are [[nodiscard]]: an ignored error is a compile error.
+#pragma once
+
+#include <cassert>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+
+namespace kubetrain {
+
+enum class StatusCode {
+  kOk = 0,
+  kInvalidArgument,
+  kNotFound,
+  kAlreadyExists,
+  kConflict,
+  kPermissionDenied,
+  kUnauthenticated,
+  kResourceExhausted,
+  kFailedPrecondition,
+  kGone,
+  kUnavailable,
+  kDeadlineExceeded,
+  kInternal,
+};
+
+std::string_view StatusCodeName(StatusCode code);
+
+class [[nodiscard]] Status {
+ public:
+  Status() = default;
+  Status(StatusCode code, std::string message) : code_(code), message_(std::move(message)) {}
+
+  static Status Ok() { return Status(); }
+
+  bool ok() const { return code_ == StatusCode::kOk; }
+  StatusCode code() const { return code_; }
+  const std::string& message() const { return message_; }
+
+  // "InvalidArgument: <message>", or "OK".
+  std::string ToString() const;
+
+  // Returns a copy whose message is "<context>: <message>".
+  Status WithContext(std::string_view context) const;
+
+  friend bool operator==(const Status& a, const Status& b) {
+    return a.code_ == b.code_ && a.message_ == b.message_;
+  }
+
+ private:
+  StatusCode code_ = StatusCode::kOk;
+  std::string message_;
+};
+
+inline Status InvalidArgument(std::string message) {
+  return Status(StatusCode::kInvalidArgument, std::move(message));
+}
+inline Status NotFound(std::string message) {
+  return Status(StatusCode::kNotFound, std::move(message));
+}
+inline Status Internal(std::string message) {
+  return Status(StatusCode::kInternal, std::move(message));
+}
+inline Status Unavailable(std::string message) {
+  return Status(StatusCode::kUnavailable, std::move(message));
+}
+inline Status FailedPrecondition(std::string message) {
+  return Status(StatusCode::kFailedPrecondition, std::move(message));
+}
+
+// Holds either a T or a non-OK Status.
+template <typename T>
+class [[nodiscard]] StatusOr {
+ public:
+  StatusOr(T value) : v_(std::move(value)) {}  // NOLINT: implicit by design
+  StatusOr(Status status) : v_(std::move(status)) {  // NOLINT: implicit by design
+    assert(!std::get<Status>(v_).ok() && "StatusOr built from an OK Status");
+  }
+
+  bool ok() const { return std::holds_alternative<T>(v_); }
+  Status status() const { return ok() ? Status::Ok() : std::get<Status>(v_); }
+
+  const T& value() const& { return std::get<T>(v_); }
+  T& value() & { return std::get<T>(v_); }
+  T&& value() && { return std::get<T>(std::move(v_)); }
+  const T& operator*() const& { return value(); }
+  T& operator*() & { return value(); }
+  const T* operator->() const { return &value(); }
+  T* operator->() { return &value(); }
+
+ private:
+  std::variant<T, Status> v_;
+};
+
+}  // namespace kubetrain
+
+// Returns the Status from the enclosing function if `expr` is not OK.
+#define KT_RETURN_IF_ERROR(expr)                 \
+  do {                                           \
+    ::kubetrain::Status kt_status_ = (expr);     \
+    if (!kt_status_.ok()) return kt_status_;     \
+  } while (false)

@@ -1,0 +1,41 @@
+#include "operator/common/status.h"
+
+#include <gtest/gtest.h>
+
+namespace kubetrain {
+namespace {
+
+TEST(StatusTest, DefaultIsOk) {
+  Status s;
+  EXPECT_TRUE(s.ok());
+  EXPECT_EQ(s.ToString(), "OK");
+}
+
+TEST(StatusTest, ErrorCarriesCodeAndMessageWithContext) {
+  Status s = NotFound("pod ps-0").WithContext("reconcile job a");
+  EXPECT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), StatusCode::kNotFound);
+  EXPECT_EQ(s.ToString(), "NotFound: reconcile job a: pod ps-0");
+}
+
+TEST(StatusOrTest, HoldsValueOrError) {
+  StatusOr<int> v = 7;
+  ASSERT_TRUE(v.ok());
+  EXPECT_EQ(*v, 7);
+  StatusOr<int> e = InvalidArgument("bad");
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.status().code(), StatusCode::kInvalidArgument);
+}
+
+Status FailsWhen(bool fail) {
+  KT_RETURN_IF_ERROR(fail ? Internal("boom") : Status::Ok());
+  return Status::Ok();
+}
+
+TEST(StatusTest, ReturnIfErrorPropagates) {
+  EXPECT_TRUE(FailsWhen(false).ok());
+  EXPECT_EQ(FailsWhen(true).code(), StatusCode::kInternal);
+}
+
+}  // namespace
+}  // namespace kubetrain
