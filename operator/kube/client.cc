@@ -1,0 +1,602 @@
+#include "operator/kube/client.h"
+
+#include <curl/curl.h>
+#include <sys/stat.h>
+
+#include <atomic>
+#include <cctype>
+#include <mutex>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "kubetrain/version.h"
+#include "operator/kube/rate_limiter.h"
+
+namespace kubetrain::kube {
+namespace {
+
+using json = nlohmann::json;
+
+std::once_flag g_curl_init;
+
+std::string PercentEncode(std::string_view s) {
+  static const char* hex = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : s) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
+      out.push_back(static_cast<char>(c));
+    } else {
+      out.push_back('%');
+      out.push_back(hex[c >> 4]);
+      out.push_back(hex[c & 15]);
+    }
+  }
+  return out;
+}
+
+void AddParam(std::string& q, std::string_view key, std::string_view value) {
+  if (value.empty()) return;
+  q += q.empty() ? '?' : '&';
+  q += key;
+  q += '=';
+  q += PercentEncode(value);
+}
+
+std::string ListQuery(const ListOptions& o, bool watch) {
+  std::string q;
+  if (watch) AddParam(q, "watch", "true");
+  AddParam(q, "labelSelector", o.label_selector);
+  AddParam(q, "fieldSelector", o.field_selector);
+  if (o.limit > 0 && !watch) AddParam(q, "limit", std::to_string(o.limit));
+  if (!watch) AddParam(q, "continue", o.continue_token);
+  AddParam(q, "resourceVersion", o.resource_version);
+  if (!watch) AddParam(q, "resourceVersionMatch", o.resource_version_match);
+  if (watch && o.timeout_seconds > 0)
+    AddParam(q, "timeoutSeconds", std::to_string(o.timeout_seconds));
+  if (watch && o.allow_watch_bookmarks) AddParam(q, "allowWatchBookmarks", "true");
+  return q;
+}
+
+bool IsIdempotent(std::string_view method) {
+  return method == "GET" || method == "PUT" || method == "DELETE" || method == "HEAD";
+}
+
+// Connection errors where the request cannot have reached the server.
+bool NeverSent(CURLcode rc) {
+  return rc == CURLE_COULDNT_CONNECT || rc == CURLE_COULDNT_RESOLVE_HOST ||
+         rc == CURLE_COULDNT_RESOLVE_PROXY;
+}
+
+Status CurlError(CURLcode rc, const char* errbuf, std::string_view what) {
+  std::string detail = errbuf && *errbuf ? errbuf : curl_easy_strerror(rc);
+  std::string msg = std::string(what) + ": " + detail;
+  switch (rc) {
+    case CURLE_PEER_FAILED_VERIFICATION:
+    case CURLE_SSL_CACERT_BADFILE:
+      return Status(StatusCode::kUnavailable,
+                    msg + " (TLS: the server certificate is not trusted by the configured CA)");
+    case CURLE_OPERATION_TIMEDOUT:
+      return Status(StatusCode::kDeadlineExceeded, msg);
+    default:
+      return Unavailable(msg);
+  }
+}
+
+struct CurlSlist {
+  curl_slist* list = nullptr;
+  ~CurlSlist() { curl_slist_free_all(list); }
+  void Add(const std::string& s) { list = curl_slist_append(list, s.c_str()); }
+};
+
+}  // namespace
+
+std::string ResourcePath(const ResourceRef& r, std::string_view ns, std::string_view name,
+                         std::string_view subresource) {
+  std::string p = r.group.empty() ? "/api/" + r.version : "/apis/" + r.group + "/" + r.version;
+  if (r.namespaced && !ns.empty()) {
+    p += "/namespaces/";
+    p += PercentEncode(ns);
+  }
+  p += "/";
+  p += r.resource;
+  if (!name.empty()) {
+    p += "/";
+    p += PercentEncode(name);
+    if (!subresource.empty()) {
+      p += "/";
+      p += subresource;
+    }
+  }
+  return p;
+}
+
+Status ApiError(long http_status, std::string_view body, std::string_view what) {
+  std::string reason, message;
+  try {
+    json j = json::parse(body);
+    if (j.is_object() && j.value("kind", "") == "Status") {
+      reason = j.value("reason", "");
+      message = j.value("message", "");
+    }
+  } catch (const json::exception&) {
+  }
+  if (message.empty()) message = std::string(body.substr(0, 512));
+  StatusCode code = StatusCode::kInternal;
+  switch (http_status) {
+    case 400:
+      code = StatusCode::kInvalidArgument;
+      if (reason.empty()) reason = "BadRequest";
+      break;
+    case 401:
+      code = StatusCode::kUnauthenticated;
+      if (reason.empty()) reason = "Unauthorized";
+      break;
+    case 403:
+      code = StatusCode::kPermissionDenied;
+      if (reason.empty()) reason = "Forbidden";
+      break;
+    case 404:
+      code = StatusCode::kNotFound;
+      if (reason.empty()) reason = "NotFound";
+      break;
+    case 409:
+      code = reason == "AlreadyExists" ? StatusCode::kAlreadyExists : StatusCode::kConflict;
+      if (reason.empty()) reason = "Conflict";
+      break;
+    case 410:
+      code = StatusCode::kGone;
+      if (reason.empty()) reason = "Gone";
+      break;
+    case 422:
+      code = StatusCode::kInvalidArgument;
+      if (reason.empty()) reason = "Invalid";
+      break;
+    case 429:
+      code = StatusCode::kResourceExhausted;
+      if (reason.empty()) reason = "TooManyRequests";
+      break;
+    case 504:
+      code = StatusCode::kDeadlineExceeded;
+      if (reason.empty()) reason = "Timeout";
+      break;
+    default:
+      if (http_status >= 500) code = StatusCode::kUnavailable;
+      if (reason.empty()) reason = "HTTP";
+  }
+  // An "Expired" reason may come with other codes in old servers.
+  if (reason == "Expired" || reason == "Gone") code = StatusCode::kGone;
+  return Status(code, reason + " (" + std::to_string(http_status) + ") " + std::string(what) +
+                          ": " + message);
+}
+
+class Client::Impl {
+ public:
+  explicit Impl(Config cfg)
+      : config_(std::move(cfg)),
+        limiter_(config_.qps, config_.burst),
+        user_agent_(std::string("kubetrain/") + kubetrain::kVersion) {}
+
+  ~Impl() {
+    for (CURL* h : idle_) curl_easy_cleanup(h);
+  }
+
+  const Config& config() const { return config_; }
+
+  // Sends one request with retries. `on_data`, when set, receives the body
+  // incrementally (watch); then the body is only kept for non-2xx responses.
+  using DataFn = std::function<bool(std::string_view)>;  // false = abort
+  StatusOr<HttpResponse> Send(std::string_view method, const std::string& path,
+                              const std::string& body, std::string_view content_type,
+                              const DataFn* on_data, std::stop_token stop, long timeout_ms) {
+    std::mt19937 rng(std::random_device{}());
+    auto backoff = std::chrono::milliseconds(100);
+    for (int attempt = 0;; ++attempt) {
+      limiter_.Wait();
+      CURLcode rc = CURLE_OK;
+      char errbuf[CURL_ERROR_SIZE] = {0};
+      HttpResponse resp;
+      std::string retry_after;
+      rc = Perform(method, path, body, content_type, on_data, stop, timeout_ms, resp, retry_after,
+                   errbuf);
+      if (stop.stop_requested() && rc == CURLE_ABORTED_BY_CALLBACK) return resp;
+      bool retry = false;
+      std::chrono::milliseconds wait = backoff;
+      if (rc != CURLE_OK) {
+        if (rc == CURLE_ABORTED_BY_CALLBACK || rc == CURLE_WRITE_ERROR)
+          return resp;  // the data callback asked to stop
+        retry = NeverSent(rc) || (IsIdempotent(method) && rc != CURLE_PEER_FAILED_VERIFICATION &&
+                                  rc != CURLE_SSL_CACERT_BADFILE && on_data == nullptr);
+        if (!retry || attempt >= config_.max_retries)
+          return CurlError(rc, errbuf, std::string(method) + " " + config_.server + path);
+      } else if (resp.status == 429) {
+        retry = attempt < config_.max_retries;
+        if (!retry_after.empty()) {
+          try {
+            wait = std::chrono::seconds(std::stoi(retry_after));
+          } catch (...) {
+          }
+        }
+      } else if (resp.status >= 500 && IsIdempotent(method) && on_data == nullptr) {
+        retry = attempt < config_.max_retries;
+      }
+      if (!retry) return resp;
+      // Full jitter keeps many clients from retrying in lockstep.
+      auto jittered = std::chrono::milliseconds(
+          std::uniform_int_distribution<long>(wait.count() / 2, wait.count())(rng));
+      std::this_thread::sleep_for(jittered);
+      backoff = std::min<std::chrono::milliseconds>(backoff * 2, std::chrono::seconds(5));
+    }
+  }
+
+ private:
+  struct Transfer {
+    const DataFn* on_data = nullptr;
+    HttpResponse* resp = nullptr;
+    std::string* retry_after = nullptr;
+    CURL* handle = nullptr;
+    long status = -1;
+    std::stop_token stop;
+  };
+
+  static size_t OnWrite(char* ptr, size_t size, size_t n, void* user) {
+    auto* t = static_cast<Transfer*>(user);
+    size_t len = size * n;
+    if (t->status < 0) curl_easy_getinfo(t->handle, CURLINFO_RESPONSE_CODE, &t->status);
+    if (t->on_data && t->status >= 200 && t->status < 300) {
+      if (!(*t->on_data)(std::string_view(ptr, len))) return 0;
+      return len;
+    }
+    t->resp->body.append(ptr, len);
+    return len;
+  }
+
+  static size_t OnHeader(char* ptr, size_t size, size_t n, void* user) {
+    auto* t = static_cast<Transfer*>(user);
+    std::string_view line(ptr, size * n);
+    constexpr std::string_view kKey = "retry-after:";
+    if (line.size() > kKey.size()) {
+      std::string lower(line.substr(0, kKey.size()));
+      for (auto& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      if (lower == kKey) {
+        std::string v(line.substr(kKey.size()));
+        while (!v.empty() && std::isspace(static_cast<unsigned char>(v.back()))) v.pop_back();
+        while (!v.empty() && std::isspace(static_cast<unsigned char>(v.front()))) v.erase(0, 1);
+        *t->retry_after = v;
+      }
+    }
+    return size * n;
+  }
+
+  static int OnProgress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
+    auto* t = static_cast<Transfer*>(user);
+    return t->stop.stop_requested() ? 1 : 0;
+  }
+
+  CURL* Acquire() {
+    {
+      std::lock_guard lock(pool_mu_);
+      if (!idle_.empty()) {
+        CURL* h = idle_.back();
+        idle_.pop_back();
+        return h;
+      }
+    }
+    return curl_easy_init();
+  }
+
+  void Release(CURL* h) {
+    // curl_easy_reset clears options but keeps the handle's live connections,
+    // so the next request on it reuses the TCP/TLS session.
+    curl_easy_reset(h);
+    std::lock_guard lock(pool_mu_);
+    if (idle_.size() < kMaxIdle) {
+      idle_.push_back(h);
+      return;
+    }
+    curl_easy_cleanup(h);
+  }
+
+  std::string Token() {
+    if (config_.token_file.empty()) return config_.token;
+    struct stat st {};
+    std::lock_guard lock(token_mu_);
+    if (::stat(config_.token_file.c_str(), &st) == 0 &&
+        (st.st_mtim.tv_sec != token_mtime_ || cached_token_.empty())) {
+      auto tok = ReadFile(config_.token_file);
+      if (tok.ok()) {
+        std::string v = *tok;
+        while (!v.empty() && std::isspace(static_cast<unsigned char>(v.back()))) v.pop_back();
+        cached_token_ = v;
+        token_mtime_ = st.st_mtim.tv_sec;
+      }
+    }
+    return cached_token_;
+  }
+
+  CURLcode Perform(std::string_view method, const std::string& path, const std::string& body,
+                   std::string_view content_type, const DataFn* on_data, std::stop_token stop,
+                   long timeout_ms, HttpResponse& resp, std::string& retry_after, char* errbuf) {
+    CURL* h = Acquire();
+    if (!h) return CURLE_OUT_OF_MEMORY;
+    std::string url = config_.server + path;
+    Transfer t{on_data, &resp, &retry_after, h, -1, stop};
+    CurlSlist headers;
+    headers.Add("Accept: application/json");
+    if (!body.empty() || method == "POST" || method == "PUT" || method == "PATCH")
+      headers.Add("Content-Type: " + std::string(content_type));
+    std::string token = Token();
+    if (!token.empty()) headers.Add("Authorization: Bearer " + token);
+
+    curl_easy_setopt(h, CURLOPT_URL, url.c_str());
+    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers.list);
+    curl_easy_setopt(h, CURLOPT_USERAGENT, user_agent_.c_str());
+    curl_easy_setopt(h, CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_2TLS);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS,
+                     static_cast<long>(config_.connect_timeout.count()));
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout_ms);
+    curl_easy_setopt(h, CURLOPT_ACCEPT_ENCODING, "");  // gzip when the server offers it
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, &Impl::OnWrite);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &t);
+    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, &Impl::OnHeader);
+    curl_easy_setopt(h, CURLOPT_HEADERDATA, &t);
+    curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, &Impl::OnProgress);
+    curl_easy_setopt(h, CURLOPT_XFERINFODATA, &t);
+    // TLS: verification stays on unless the kubeconfig says otherwise.
+    curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, config_.insecure_skip_tls_verify ? 0L : 1L);
+    curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, config_.insecure_skip_tls_verify ? 0L : 2L);
+    curl_blob ca{}, cert{}, key{};
+    if (!config_.ca_pem.empty()) {
+      ca = {const_cast<char*>(config_.ca_pem.data()), config_.ca_pem.size(), CURL_BLOB_NOCOPY};
+      curl_easy_setopt(h, CURLOPT_CAINFO_BLOB, &ca);
+    }
+    if (!config_.client_cert_pem.empty()) {
+      cert = {const_cast<char*>(config_.client_cert_pem.data()), config_.client_cert_pem.size(),
+              CURL_BLOB_NOCOPY};
+      key = {const_cast<char*>(config_.client_key_pem.data()), config_.client_key_pem.size(),
+             CURL_BLOB_NOCOPY};
+      curl_easy_setopt(h, CURLOPT_SSLCERT_BLOB, &cert);
+      curl_easy_setopt(h, CURLOPT_SSLCERTTYPE, "PEM");
+      curl_easy_setopt(h, CURLOPT_SSLKEY_BLOB, &key);
+      curl_easy_setopt(h, CURLOPT_SSLKEYTYPE, "PEM");
+    }
+    std::string m(method);
+    if (m == "GET") {
+      curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
+    } else {
+      curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, m.c_str());
+      curl_easy_setopt(h, CURLOPT_POSTFIELDS, body.c_str());
+      curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body.size()));
+    }
+    CURLcode rc = curl_easy_perform(h);
+    long status = 0;
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+    resp.status = status;
+    // Certificates and the error buffer are only borrowed for this transfer.
+    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, nullptr);
+    Release(h);
+    return rc;
+  }
+
+  static constexpr size_t kMaxIdle = 16;
+
+  // Constant after construction.
+  const Config config_;
+  TokenBucket limiter_;
+  const std::string user_agent_;
+
+  std::mutex pool_mu_;
+  std::vector<CURL*> idle_;  // guarded by pool_mu_
+
+  std::mutex token_mu_;
+  std::string cached_token_;  // guarded by token_mu_
+  long token_mtime_ = -1;     // guarded by token_mu_
+};
+
+StatusOr<std::unique_ptr<Client>> Client::Create(Config config) {
+  std::call_once(g_curl_init, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+  if (config.server.empty()) return InvalidArgument("kube client: config has no server");
+  return std::unique_ptr<Client>(new Client(std::make_unique<Impl>(std::move(config))));
+}
+
+Client::Client(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Client::~Client() = default;
+
+const Config& Client::config() const {
+  return impl_->config();
+}
+
+namespace {
+
+StatusOr<json> Decode(const StatusOr<HttpResponse>& resp, std::string_view what) {
+  if (!resp.ok()) return resp.status();
+  if (resp->status < 200 || resp->status >= 300) return ApiError(resp->status, resp->body, what);
+  try {
+    return json::parse(resp->body);
+  } catch (const json::exception& e) {
+    return Internal(std::string(what) + ": response is not JSON: " + e.what());
+  }
+}
+
+std::string NameOf(const json& obj) {
+  if (!obj.is_object()) return "";
+  auto md = obj.find("metadata");
+  if (md == obj.end() || !md->is_object()) return "";
+  return md->value("name", "");
+}
+
+}  // namespace
+
+StatusOr<HttpResponse> Client::Do(std::string_view method, const std::string& path,
+                                  const std::string& body, std::string_view content_type) {
+  return impl_->Send(method, path, body, content_type, nullptr, {},
+                     static_cast<long>(impl_->config().request_timeout.count()));
+}
+
+StatusOr<json> Client::Get(const ResourceRef& r, std::string_view ns, std::string_view name) {
+  std::string path = ResourcePath(r, ns, name);
+  return Decode(Do("GET", path), "GET " + path);
+}
+
+StatusOr<json> Client::List(const ResourceRef& r, std::string_view ns, const ListOptions& opts) {
+  std::string path = ResourcePath(r, ns) + ListQuery(opts, false);
+  return Decode(Do("GET", path), "GET " + path);
+}
+
+StatusOr<json> Client::ListAll(const ResourceRef& r, std::string_view ns, ListOptions opts) {
+  auto first = List(r, ns, opts);
+  if (!first.ok()) return first;
+  json result = std::move(*first);
+  if (!result["items"].is_array()) result["items"] = json::array();
+  for (;;) {
+    std::string cont = result["metadata"].value("continue", "");
+    if (cont.empty()) break;
+    opts.continue_token = cont;
+    opts.resource_version.clear();  // continue tokens carry their own snapshot
+    auto page = List(r, ns, opts);
+    if (!page.ok()) return page;
+    auto& items = (*page)["items"];
+    if (items.is_array())
+      for (auto& it : items) result["items"].push_back(std::move(it));
+    result["metadata"]["continue"] = (*page)["metadata"].value("continue", "");
+  }
+  result["metadata"].erase("continue");
+  return result;
+}
+
+StatusOr<json> Client::Create(const ResourceRef& r, std::string_view ns, const json& obj) {
+  std::string path = ResourcePath(r, ns);
+  return Decode(Do("POST", path, obj.dump()), "POST " + path);
+}
+
+StatusOr<json> Client::Update(const ResourceRef& r, std::string_view ns, const json& obj) {
+  std::string name = NameOf(obj);
+  if (name.empty()) return InvalidArgument("Update: object has no metadata.name");
+  std::string path = ResourcePath(r, ns, name);
+  return Decode(Do("PUT", path, obj.dump()), "PUT " + path);
+}
+
+StatusOr<json> Client::UpdateStatus(const ResourceRef& r, std::string_view ns, const json& obj) {
+  std::string name = NameOf(obj);
+  if (name.empty()) return InvalidArgument("UpdateStatus: object has no metadata.name");
+  std::string path = ResourcePath(r, ns, name, "status");
+  return Decode(Do("PUT", path, obj.dump()), "PUT " + path);
+}
+
+StatusOr<json> Client::Patch(const ResourceRef& r, std::string_view ns, std::string_view name,
+                             PatchType type, const json& patch, const PatchOptions& opts) {
+  std::string path = ResourcePath(r, ns, name, opts.subresource);
+  std::string q;
+  AddParam(q, "fieldManager", opts.field_manager);
+  std::string_view ct;
+  switch (type) {
+    case PatchType::kMerge:
+      ct = "application/merge-patch+json";
+      break;
+    case PatchType::kJson:
+      ct = "application/json-patch+json";
+      break;
+    case PatchType::kStrategicMerge:
+      ct = "application/strategic-merge-patch+json";
+      break;
+    case PatchType::kApply:
+      ct = "application/apply-patch+yaml";  // JSON is valid YAML
+      if (opts.field_manager.empty())
+        return InvalidArgument("Patch: server-side apply needs a field manager");
+      if (opts.force) AddParam(q, "force", "true");
+      break;
+  }
+  return Decode(Do("PATCH", path + q, patch.dump(), ct), "PATCH " + path);
+}
+
+StatusOr<json> Client::Apply(const ResourceRef& r, std::string_view ns, const json& obj,
+                             std::string_view field_manager, bool force,
+                             std::string_view subresource) {
+  std::string name = NameOf(obj);
+  if (name.empty()) return InvalidArgument("Apply: object has no metadata.name");
+  PatchOptions opts;
+  opts.field_manager = field_manager;
+  opts.force = force;
+  opts.subresource = subresource;
+  return Patch(r, ns, name, PatchType::kApply, obj, opts);
+}
+
+Status Client::Delete(const ResourceRef& r, std::string_view ns, std::string_view name,
+                      const DeleteOptions& opts) {
+  std::string path = ResourcePath(r, ns, name);
+  json body = {{"apiVersion", "v1"}, {"kind", "DeleteOptions"}};
+  if (!opts.propagation_policy.empty()) body["propagationPolicy"] = opts.propagation_policy;
+  if (opts.grace_period_seconds) body["gracePeriodSeconds"] = *opts.grace_period_seconds;
+  if (!opts.precondition_uid.empty()) body["preconditions"]["uid"] = opts.precondition_uid;
+  if (!opts.precondition_resource_version.empty())
+    body["preconditions"]["resourceVersion"] = opts.precondition_resource_version;
+  auto resp = Do("DELETE", path, body.dump());
+  if (!resp.ok()) return resp.status();
+  if (resp->status < 200 || resp->status >= 300)
+    return ApiError(resp->status, resp->body, "DELETE " + path);
+  return Status::Ok();
+}
+
+Status Client::Watch(const ResourceRef& r, std::string_view ns, const ListOptions& opts,
+                     const WatchHandler& handler, std::stop_token stop) {
+  std::string path = ResourcePath(r, ns) + ListQuery(opts, true);
+  const std::string what = "WATCH " + path;
+  std::string pending;  // an incomplete line carried across chunks
+  Status result;
+  Impl::DataFn on_data = [&](std::string_view chunk) -> bool {
+    pending.append(chunk);
+    size_t start = 0;
+    for (;;) {
+      size_t nl = pending.find('\n', start);
+      if (nl == std::string::npos) break;
+      std::string_view line(pending.data() + start, nl - start);
+      start = nl + 1;
+      if (line.empty()) continue;
+      try {
+        json ev = json::parse(line);
+        std::string type = ev.value("type", "");
+        WatchEvent out;
+        if (type == "ADDED") {
+          out.type = WatchEventType::kAdded;
+        } else if (type == "MODIFIED") {
+          out.type = WatchEventType::kModified;
+        } else if (type == "DELETED") {
+          out.type = WatchEventType::kDeleted;
+        } else if (type == "BOOKMARK") {
+          out.type = WatchEventType::kBookmark;
+        } else if (type == "ERROR") {
+          const json& st = ev["object"];
+          long code = st.is_object() ? st.value("code", 500L) : 500L;
+          result = ApiError(code, st.dump(), what);
+          return false;
+        } else {
+          result = Internal(what + ": unknown watch event type \"" + type + "\"");
+          return false;
+        }
+        out.object = std::move(ev["object"]);
+        result = handler(std::move(out));
+        if (!result.ok()) return false;
+      } catch (const json::exception& e) {
+        result = Internal(what + ": malformed watch event: " + e.what());
+        return false;
+      }
+    }
+    pending.erase(0, start);
+    return true;
+  };
+  // The server ends the watch after timeoutSeconds; the client allows a
+  // margin on top so a silent, dead connection is still noticed.
+  long timeout_ms = opts.timeout_seconds > 0 ? (opts.timeout_seconds + 30) * 1000L : 0L;
+  auto resp = impl_->Send("GET", path, "", "", &on_data, stop, timeout_ms);
+  if (!result.ok()) return result;
+  if (!resp.ok()) return resp.status();
+  if (stop.stop_requested()) return Status::Ok();
+  if (resp->status < 200 || resp->status >= 300) return ApiError(resp->status, resp->body, what);
+  return Status::Ok();
+}
+
+}  // namespace kubetrain::kube

@@ -1,0 +1,171 @@
+// kube::Client: generic REST verbs and watch against one Kubernetes apiserver.
+//
+//   auto client = kube::Client::Create(*kube::LoadDefaultConfig(flag_kubeconfig));
+//   auto pod = (*client)->Get(kube::kPods, "default", "worker-0");
+//   if (!pod.ok() && pod.status().code() == StatusCode::kNotFound) ...
+//
+// Errors are Status values. API errors map their reason to a code and keep the
+// reason and the server's message in the text ("Conflict (409): ..."):
+//   NotFound -> kNotFound, AlreadyExists -> kAlreadyExists, Conflict -> kConflict,
+//   Invalid/BadRequest -> kInvalidArgument, Gone/Expired -> kGone,
+//   Forbidden -> kPermissionDenied, Unauthorized -> kUnauthenticated,
+//   TooManyRequests -> kResourceExhausted, 5xx/connection -> kUnavailable/kInternal,
+//   Timeout -> kDeadlineExceeded.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <stop_token>
+#include <string>
+#include <string_view>
+
+#include "operator/common/status.h"
+#include "operator/kube/config.h"
+
+namespace kubetrain::kube {
+
+// Names an API resource. `group` is "" for the core group.
+struct ResourceRef {
+  std::string group;
+  std::string version;
+  std::string resource;  // plural, lower case: "pods"
+  bool namespaced = true;
+};
+
+inline const ResourceRef kPods{"", "v1", "pods", true};
+inline const ResourceRef kServices{"", "v1", "services", true};
+inline const ResourceRef kSecrets{"", "v1", "secrets", true};
+inline const ResourceRef kConfigMaps{"", "v1", "configmaps", true};
+inline const ResourceRef kNamespaces{"", "v1", "namespaces", false};
+inline const ResourceRef kNodes{"", "v1", "nodes", false};
+inline const ResourceRef kLeases{"coordination.k8s.io", "v1", "leases", true};
+inline const ResourceRef kEvents{"events.k8s.io", "v1", "events", true};
+inline const ResourceRef kCustomResourceDefinitions{"apiextensions.k8s.io", "v1",
+                                                    "customresourcedefinitions", false};
+
+struct ListOptions {
+  std::string label_selector;  // "app=x,role in (ps,worker)"
+  std::string field_selector;  // "metadata.name=x"
+  int64_t limit = 0;           // page size; 0 = server default (everything)
+  std::string continue_token;
+  std::string resource_version;        // list: "" = most recent (quorum), "0" = any
+  std::string resource_version_match;  // "NotOlderThan" / "Exact"
+  int timeout_seconds = 0;             // watch: server closes after this many seconds
+  bool allow_watch_bookmarks = true;   // watch only
+};
+
+enum class PatchType {
+  kMerge,           // application/merge-patch+json
+  kJson,            // application/json-patch+json
+  kStrategicMerge,  // application/strategic-merge-patch+json (built-in types only)
+  kApply,           // server-side apply (application/apply-patch+yaml); needs field_manager
+};
+
+struct PatchOptions {
+  std::string field_manager;  // required for kApply
+  bool force = false;         // kApply: take ownership of conflicting fields
+  std::string subresource;    // "" or "status"
+};
+
+struct DeleteOptions {
+  std::string propagation_policy;  // "", "Foreground", "Background", "Orphan"
+  std::string precondition_uid;
+  std::string precondition_resource_version;
+  std::optional<int64_t> grace_period_seconds;
+};
+
+enum class WatchEventType { kAdded, kModified, kDeleted, kBookmark };
+
+struct WatchEvent {
+  WatchEventType type;
+  nlohmann::json object;
+};
+
+// Returns OK to keep watching; any error stops the watch and is returned by Watch().
+using WatchHandler = std::function<Status(WatchEvent&&)>;
+
+// One HTTP exchange, for the generic Do().
+struct HttpResponse {
+  long status = 0;
+  std::string body;
+};
+
+// Contract: owns a pool of libcurl handles (connections are kept alive and
+// reused; HTTP/2 is negotiated when the server offers it), a client-side
+// token bucket (Config::qps/burst) shared by all calls, and the retry policy:
+// 429 is retried for every verb after Retry-After; connection errors and 5xx
+// are retried with exponential backoff for idempotent verbs only (GET, PUT,
+// DELETE; never POST or PATCH). The bearer token file, if any, is re-read when
+// it changes. All methods are thread-safe; Watch blocks the calling thread.
+class Client {
+ public:
+  [[nodiscard]] static StatusOr<std::unique_ptr<Client>> Create(Config config);
+  ~Client();
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  const Config& config() const;
+
+  // `ns` is ignored for cluster-scoped resources; for List/Watch on a
+  // namespaced resource, "" means all namespaces.
+  [[nodiscard]] StatusOr<nlohmann::json> Get(const ResourceRef& r, std::string_view ns,
+                                             std::string_view name);
+  // One page: the List object; "metadata.continue" is set when there is more.
+  [[nodiscard]] StatusOr<nlohmann::json> List(const ResourceRef& r, std::string_view ns,
+                                              const ListOptions& opts = {});
+  // Follows "continue" until the end; returns the List with every item and
+  // the resourceVersion of the first page. A 410 mid-way is returned as kGone.
+  [[nodiscard]] StatusOr<nlohmann::json> ListAll(const ResourceRef& r, std::string_view ns,
+                                                 ListOptions opts = {});
+  [[nodiscard]] StatusOr<nlohmann::json> Create(const ResourceRef& r, std::string_view ns,
+                                                const nlohmann::json& obj);
+  // PUT; the object's metadata.resourceVersion, when set, is a precondition
+  // (stale -> kConflict).
+  [[nodiscard]] StatusOr<nlohmann::json> Update(const ResourceRef& r, std::string_view ns,
+                                                const nlohmann::json& obj);
+  [[nodiscard]] StatusOr<nlohmann::json> UpdateStatus(const ResourceRef& r, std::string_view ns,
+                                                      const nlohmann::json& obj);
+  [[nodiscard]] StatusOr<nlohmann::json> Patch(const ResourceRef& r, std::string_view ns,
+                                               std::string_view name, PatchType type,
+                                               const nlohmann::json& patch,
+                                               const PatchOptions& opts = {});
+  // Server-side apply of a full intent object (needs apiVersion, kind, metadata.name).
+  [[nodiscard]] StatusOr<nlohmann::json> Apply(const ResourceRef& r, std::string_view ns,
+                                               const nlohmann::json& obj,
+                                               std::string_view field_manager, bool force = false,
+                                               std::string_view subresource = "");
+  [[nodiscard]] Status Delete(const ResourceRef& r, std::string_view ns, std::string_view name,
+                              const DeleteOptions& opts = {});
+
+  // Streams watch events to `handler` until the server ends the stream (OK),
+  // `stop` is requested (OK), the handler returns an error (that error), or
+  // the watch fails. An expired resourceVersion ("410 Gone" as HTTP status or
+  // as an ERROR event) is returned as kGone. Events are read incrementally:
+  // one JSON object per line, delivered as soon as its line is complete.
+  [[nodiscard]] Status Watch(const ResourceRef& r, std::string_view ns, const ListOptions& opts,
+                             const WatchHandler& handler, std::stop_token stop = {});
+
+  // Raw request against `path` ("/api/v1/..."), with rate limiting and
+  // retries, no error mapping. For the verbs above, prefer them.
+  [[nodiscard]] StatusOr<HttpResponse> Do(std::string_view method, const std::string& path,
+                                          const std::string& body = "",
+                                          std::string_view content_type = "application/json");
+
+  class Impl;
+
+ private:
+  explicit Client(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// URL path of a collection or an object: "/apis/g/v/namespaces/ns/res[/name[/sub]]".
+std::string ResourcePath(const ResourceRef& r, std::string_view ns, std::string_view name = "",
+                         std::string_view subresource = "");
+
+// Maps an HTTP status and an apiserver Status body to a Status (see above).
+Status ApiError(long http_status, std::string_view body, std::string_view what);
+
+}  // namespace kubetrain::kube

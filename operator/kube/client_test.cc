@@ -1,0 +1,59 @@
+#include "operator/kube/client.h"
+
+#include <gtest/gtest.h>
+
+namespace kubetrain::kube {
+namespace {
+
+TEST(ResourcePathTest, CoreNamespacedObject) {
+  EXPECT_EQ(ResourcePath(kPods, "ns", "p"), "/api/v1/namespaces/ns/pods/p");
+}
+
+TEST(ResourcePathTest, GroupClusterScopedIgnoresNamespace) {
+  EXPECT_EQ(ResourcePath(kCustomResourceDefinitions, "ns", "x"),
+            "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/x");
+}
+
+TEST(ResourcePathTest, AllNamespacesAndSubresource) {
+  EXPECT_EQ(ResourcePath(kLeases, ""), "/apis/coordination.k8s.io/v1/leases");
+  ResourceRef tj{"kubetrain.io", "v1alpha1", "trainingjobs", true};
+  EXPECT_EQ(ResourcePath(tj, "a", "j", "status"),
+            "/apis/kubetrain.io/v1alpha1/namespaces/a/trainingjobs/j/status");
+}
+
+TEST(ApiErrorTest, MapsReasonsToCodesAndKeepsMessage) {
+  auto s =
+      ApiError(409, R"({"kind":"Status","reason":"AlreadyExists","message":"pods \"x\" exists"})",
+               "POST /p");
+  EXPECT_EQ(s.code(), StatusCode::kAlreadyExists);
+  EXPECT_NE(s.message().find("AlreadyExists (409) POST /p: pods \"x\" exists"), std::string::npos)
+      << s.message();
+  EXPECT_EQ(ApiError(409, R"({"kind":"Status","reason":"Conflict"})", "").code(),
+            StatusCode::kConflict);
+  EXPECT_EQ(ApiError(404, "{}", "").code(), StatusCode::kNotFound);
+  EXPECT_EQ(ApiError(410, R"({"kind":"Status","reason":"Expired"})", "").code(), StatusCode::kGone);
+  EXPECT_EQ(ApiError(422, R"({"kind":"Status","reason":"Invalid"})", "").code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(ApiError(403, "", "").code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(ApiError(401, "", "").code(), StatusCode::kUnauthenticated);
+  EXPECT_EQ(ApiError(429, "", "").code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(ApiError(503, "not json", "").code(), StatusCode::kUnavailable);
+}
+
+TEST(ClientTest, CreateRejectsEmptyServer) {
+  auto c = Client::Create(Config{});
+  EXPECT_EQ(c.status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(ClientTest, ConnectionRefusedIsUnavailableAfterRetries) {
+  Config cfg;
+  cfg.server = "http://127.0.0.1:1";  // nothing listens on port 1
+  cfg.max_retries = 1;
+  auto c = Client::Create(cfg);
+  ASSERT_TRUE(c.ok());
+  auto r = (*c)->Get(kPods, "default", "x");
+  EXPECT_EQ(r.status().code(), StatusCode::kUnavailable) << r.status().ToString();
+}
+
+}  // namespace
+}  // namespace kubetrain::kube
