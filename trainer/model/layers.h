@@ -1,0 +1,106 @@
+// oneDNN building blocks: a fully connected layer (inner product) with optional ReLU.
+//
+// Each layer builds its primitives once, for a fixed batch size, in the order oneDNN's
+// examples use (engine -> stream -> memory descriptors -> primitive descriptors ->
+// primitives) and then only executes them. Parameters and gradients live in buffers the
+// caller owns (one flat vector per model, so a whole model's parameters can be pulled
+// from / pushed to parameter servers as one array); Bind() points the layer at them.
+//
+// Not thread-safe: one layer object per training thread.
+#pragma once
+
+#include <memory>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <vector>
+
+#include "operator/common/status.h"
+
+namespace kubetrain::trainer {
+
+// The CPU engine and an in-order stream shared by all layers of a model.
+struct DnnlContext {
+  dnnl::engine engine{dnnl::engine::kind::cpu, 0};
+  dnnl::stream stream{engine};
+};
+
+class DenseLayer {
+ public:
+  // in -> out, with ReLU after the affine map when `relu`. Errors: InvalidArgument for
+  // non-positive sizes, Internal when oneDNN refuses the configuration.
+  static StatusOr<std::unique_ptr<DenseLayer>> Create(DnnlContext* ctx, int batch, int in, int out,
+                                                      bool relu);
+
+  int in() const { return in_; }
+  int out() const { return out_; }
+  // Weights [out x in] row-major, then bias [out].
+  size_t NumParams() const { return static_cast<size_t>(out_) * in_ + out_; }
+
+  // Points the layer at its slice of the model's parameters and gradients.
+  void Bind(float* params, float* grads);
+
+  // src [batch x in] must stay valid until Backward. Result in output().
+  void Forward(const float* src);
+  const float* output() const { return relu_ ? act_.data() : pre_.data(); }
+  const float* preactivation() const { return pre_.data(); }
+
+  // diff_dst [batch x out]. Overwrites the weight/bias gradients; writes diff_src
+  // [batch x in] unless it is null (the first layer needs no input gradient).
+  void Backward(const float* diff_dst, float* diff_src);
+
+ private:
+  DenseLayer(DnnlContext* ctx, int batch, int in, int out, bool relu);
+  void Build();
+
+  // Constant after construction.
+  DnnlContext* ctx_;
+  const int batch_, in_, out_;
+  const bool relu_;
+
+  std::vector<float> pre_, act_, diff_pre_;
+  dnnl::memory src_m_, w_m_, b_m_, pre_m_, act_m_, diff_w_m_, diff_b_m_, diff_act_m_, diff_pre_m_,
+      diff_src_m_;
+  dnnl::inner_product_forward fwd_;
+  dnnl::inner_product_backward_data bwd_data_;
+  dnnl::inner_product_backward_weights bwd_weights_;
+  dnnl::eltwise_forward relu_fwd_;
+  dnnl::eltwise_backward relu_bwd_;
+  const float* src_ = nullptr;
+};
+
+// A stack of DenseLayers: ReLU on every layer except the last. Parameters of all layers
+// are laid out one after the other in the order of the layers.
+class Mlp {
+ public:
+  static StatusOr<std::unique_ptr<Mlp>> Create(DnnlContext* ctx, int batch,
+                                               const std::vector<int>& sizes);
+  size_t NumParams() const { return num_params_; }
+  void Bind(float* params, float* grads);
+  const float* Forward(const float* src);
+  void Backward(const float* diff_out, float* diff_src);
+  // Deterministic He-uniform weights, zero biases, from `seed` alone.
+  void Init(uint64_t seed, float* params) const;
+  // Multiply-adds of one forward + backward pass, for GFLOPS figures.
+  double FlopsPerStep() const;
+  const std::vector<std::unique_ptr<DenseLayer>>& layers() const { return layers_; }
+
+ private:
+  std::vector<std::unique_ptr<DenseLayer>> layers_;
+  std::vector<std::vector<float>> diff_buf_;  // gradient w.r.t. each hidden activation
+  size_t num_params_ = 0;
+  int batch_ = 0;
+};
+
+// splitmix64: a tiny, portable, seedable generator so that parameter initialisation is
+// identical on every process (workers, PS and the single-process run).
+inline uint64_t SplitMix64(uint64_t& state) {
+  uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+// Uniform in [-1, 1).
+inline float UniformSym(uint64_t& state) {
+  return static_cast<float>(static_cast<double>(SplitMix64(state) >> 11) * 0x1.0p-52 - 1.0);
+}
+
+}  // namespace kubetrain::trainer

@@ -1,0 +1,254 @@
+#include "trainer/model/model.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <thread>
+
+#include "trainer/model/loss.h"
+
+namespace kubetrain::trainer {
+namespace {
+
+class WideDeep : public Model {
+ public:
+  explicit WideDeep(const WideDeepConfig& c) : c_(c) {}
+
+  Status Build() {
+    std::vector<int> sizes = {c_.num_dense + c_.num_cat * c_.embedding_dim};
+    sizes.insert(sizes.end(), c_.hidden.begin(), c_.hidden.end());
+    sizes.push_back(1);
+    auto mlp = Mlp::Create(&ctx_, c_.batch_size, sizes);
+    if (!mlp.ok()) return mlp.status();
+    mlp_ = std::move(*mlp);
+    params_.assign(mlp_->NumParams(), 0.f);
+    grads_.assign(mlp_->NumParams(), 0.f);
+    mlp_->Bind(params_.data(), grads_.data());
+    input_.resize(static_cast<size_t>(c_.batch_size) * sizes[0]);
+    diff_input_.resize(input_.size());
+    logits_.resize(c_.batch_size);
+    diff_logits_.resize(c_.batch_size);
+    return Status::Ok();
+  }
+
+  int batch_size() const override { return c_.batch_size; }
+  int num_outputs() const override { return 1; }
+  size_t NumDenseParams() const override { return params_.size(); }
+  int SparseRowDim() const override { return c_.embedding_dim + 1; }
+  void InitDense(uint64_t seed, float* out) const override { mlp_->Init(seed, out); }
+  double MlpFlopsPerStep() const override { return mlp_->FlopsPerStep(); }
+
+  StatusOr<float> TrainStep(const Batch& b, const SparseLookup& lookup, const float* rows,
+                            float* row_grads) override {
+    KT_RETURN_IF_ERROR(CheckBatch(b));
+    try {
+      Forward(b, lookup, rows);
+      const float loss =
+          SigmoidBinaryCrossEntropy(logits_.data(), b.label.data(), b.size, diff_logits_.data());
+      mlp_->Backward(diff_logits_.data(), diff_input_.data());
+      // Scatter the input gradient back to the rows; the wide weight's gradient is
+      // the logit's gradient itself.
+      const int dim = SparseRowDim();
+      const int in = InputWidth();
+      std::memset(row_grads, 0, sizeof(float) * lookup.ids.size() * dim);
+      for (int s = 0; s < b.size; ++s) {
+        const float* d = diff_input_.data() + static_cast<size_t>(s) * in + c_.num_dense;
+        for (int f = 0; f < c_.num_cat; ++f) {
+          float* g = row_grads + static_cast<size_t>(lookup.index[s * c_.num_cat + f]) * dim;
+          for (int k = 0; k < c_.embedding_dim; ++k) g[k] += d[f * c_.embedding_dim + k];
+          g[c_.embedding_dim] += diff_logits_[s];
+        }
+      }
+      return loss;
+    } catch (const dnnl::error& e) {
+      return Internal(std::string("oneDNN: ") + e.what());
+    }
+  }
+
+  Status Predict(const Batch& b, const SparseLookup& lookup, const float* rows,
+                 float* probs) override {
+    KT_RETURN_IF_ERROR(CheckBatch(b));
+    try {
+      Forward(b, lookup, rows);
+    } catch (const dnnl::error& e) {
+      return Internal(std::string("oneDNN: ") + e.what());
+    }
+    for (int s = 0; s < b.size; ++s) probs[s] = Sigmoid(logits_[s]);
+    return Status::Ok();
+  }
+
+ private:
+  int InputWidth() const { return c_.num_dense + c_.num_cat * c_.embedding_dim; }
+
+  Status CheckBatch(const Batch& b) const {
+    if (b.size != c_.batch_size || b.num_dense != c_.num_dense || b.num_cat != c_.num_cat) {
+      return InvalidArgument("batch shape (" + std::to_string(b.size) + ", " +
+                             std::to_string(b.num_dense) + " dense, " + std::to_string(b.num_cat) +
+                             " categorical) does not match the model");
+    }
+    return Status::Ok();
+  }
+
+  void Forward(const Batch& b, const SparseLookup& lookup, const float* rows) {
+    const int dim = SparseRowDim();
+    const int in = InputWidth();
+    for (int s = 0; s < b.size; ++s) {
+      float* x = input_.data() + static_cast<size_t>(s) * in;
+      std::memcpy(x, b.dense.data() + static_cast<size_t>(s) * c_.num_dense,
+                  sizeof(float) * c_.num_dense);
+      float wide = 0.f;
+      for (int f = 0; f < c_.num_cat; ++f) {
+        const float* row = rows + static_cast<size_t>(lookup.index[s * c_.num_cat + f]) * dim;
+        std::memcpy(x + c_.num_dense + f * c_.embedding_dim, row, sizeof(float) * c_.embedding_dim);
+        wide += row[c_.embedding_dim];
+      }
+      logits_[s] = wide;
+    }
+    const float* deep = mlp_->Forward(input_.data());
+    for (int s = 0; s < b.size; ++s) logits_[s] += deep[s];
+  }
+
+  const WideDeepConfig c_;
+  DnnlContext ctx_;
+  std::unique_ptr<Mlp> mlp_;
+  std::vector<float> input_, diff_input_, logits_, diff_logits_;
+};
+
+class MlpClassifier : public Model {
+ public:
+  explicit MlpClassifier(const MlpClassifierConfig& c) : c_(c) {}
+
+  Status Build() {
+    if (c_.num_classes < 2) return InvalidArgument("an MLP classifier needs at least 2 classes");
+    std::vector<int> sizes = {c_.num_features};
+    sizes.insert(sizes.end(), c_.hidden.begin(), c_.hidden.end());
+    sizes.push_back(c_.num_classes);
+    auto mlp = Mlp::Create(&ctx_, c_.batch_size, sizes);
+    if (!mlp.ok()) return mlp.status();
+    mlp_ = std::move(*mlp);
+    params_.assign(mlp_->NumParams(), 0.f);
+    grads_.assign(mlp_->NumParams(), 0.f);
+    mlp_->Bind(params_.data(), grads_.data());
+    diff_logits_.resize(static_cast<size_t>(c_.batch_size) * c_.num_classes);
+    return Status::Ok();
+  }
+
+  int batch_size() const override { return c_.batch_size; }
+  int num_outputs() const override { return c_.num_classes; }
+  size_t NumDenseParams() const override { return params_.size(); }
+  int SparseRowDim() const override { return 0; }
+  void InitDense(uint64_t seed, float* out) const override { mlp_->Init(seed, out); }
+  double MlpFlopsPerStep() const override { return mlp_->FlopsPerStep(); }
+
+  StatusOr<float> TrainStep(const Batch& b, const SparseLookup&, const float*, float*) override {
+    KT_RETURN_IF_ERROR(CheckBatch(b));
+    try {
+      const float* logits = mlp_->Forward(b.dense.data());
+      const float loss =
+          SoftmaxCrossEntropy(logits, b.label.data(), b.size, c_.num_classes, diff_logits_.data());
+      mlp_->Backward(diff_logits_.data(), nullptr);
+      return loss;
+    } catch (const dnnl::error& e) {
+      return Internal(std::string("oneDNN: ") + e.what());
+    }
+  }
+
+  Status Predict(const Batch& b, const SparseLookup&, const float*, float* probs) override {
+    KT_RETURN_IF_ERROR(CheckBatch(b));
+    const float* logits;
+    try {
+      logits = mlp_->Forward(b.dense.data());
+    } catch (const dnnl::error& e) {
+      return Internal(std::string("oneDNN: ") + e.what());
+    }
+    for (int s = 0; s < b.size; ++s) {
+      const float* z = logits + static_cast<size_t>(s) * c_.num_classes;
+      float* p = probs + static_cast<size_t>(s) * c_.num_classes;
+      const float m = *std::max_element(z, z + c_.num_classes);
+      float sum = 0;
+      for (int k = 0; k < c_.num_classes; ++k) sum += (p[k] = std::exp(z[k] - m));
+      for (int k = 0; k < c_.num_classes; ++k) p[k] /= sum;
+    }
+    return Status::Ok();
+  }
+
+ private:
+  Status CheckBatch(const Batch& b) const {
+    if (b.size != c_.batch_size || b.num_dense != c_.num_features) {
+      return InvalidArgument("batch shape (" + std::to_string(b.size) + ", " +
+                             std::to_string(b.num_dense) + " features) does not match the model");
+    }
+    for (int s = 0; s < b.size; ++s) {
+      if (b.label[s] < 0 || b.label[s] >= static_cast<float>(c_.num_classes)) {
+        return InvalidArgument("label " + std::to_string(b.label[s]) + " is not a class in [0, " +
+                               std::to_string(c_.num_classes) + ")");
+      }
+    }
+    return Status::Ok();
+  }
+
+  const MlpClassifierConfig c_;
+  DnnlContext ctx_;
+  std::unique_ptr<Mlp> mlp_;
+  std::vector<float> diff_logits_;
+};
+
+int ReadCgroupCpuLimit() {
+  // cgroup v2: "max 100000" or "<quota> <period>".
+  std::ifstream v2("/sys/fs/cgroup/cpu.max");
+  std::string quota;
+  long period = 0;
+  if (v2 >> quota >> period) {
+    if (quota == "max" || period <= 0) return 0;
+    const long q = std::stol(quota);
+    return static_cast<int>((q + period - 1) / period);
+  }
+  std::ifstream q1("/sys/fs/cgroup/cpu/cpu.cfs_quota_us");
+  std::ifstream p1("/sys/fs/cgroup/cpu/cpu.cfs_period_us");
+  long q = 0;
+  if (q1 >> q && p1 >> period && q > 0 && period > 0) {
+    return static_cast<int>((q + period - 1) / period);
+  }
+  return 0;
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Model>> CreateWideDeep(const WideDeepConfig& config) {
+  if (config.embedding_dim <= 0) return InvalidArgument("embedding dimension must be positive");
+  auto m = std::make_unique<WideDeep>(config);
+  KT_RETURN_IF_ERROR(m->Build());
+  return std::unique_ptr<Model>(std::move(m));
+}
+
+StatusOr<std::unique_ptr<Model>> CreateMlpClassifier(const MlpClassifierConfig& config) {
+  auto m = std::make_unique<MlpClassifier>(config);
+  KT_RETURN_IF_ERROR(m->Build());
+  return std::unique_ptr<Model>(std::move(m));
+}
+
+void InitSparseRow(uint64_t seed, uint64_t id, int dim, float* row) {
+  uint64_t state = seed ^ (id * 0x9e3779b97f4a7c15ULL);
+  for (int k = 0; k + 1 < dim; ++k) row[k] = 0.05f * UniformSym(state);
+  row[dim - 1] = 0.f;
+}
+
+int DefaultThreadCount() {
+  const int cores = std::max(1u, std::thread::hardware_concurrency());
+  int limit = 0;
+  try {
+    limit = ReadCgroupCpuLimit();
+  } catch (const std::exception&) {
+    limit = 0;  // unreadable/garbled cgroup files: no limit known
+  }
+  return limit > 0 ? std::min(limit, cores) : cores;
+}
+
+void SetComputeThreads(int n) {
+  omp_set_num_threads(std::max(1, n));
+}
+
+}  // namespace kubetrain::trainer

@@ -1,0 +1,215 @@
+// Gradient checks: every analytic gradient (oneDNN backward primitives, the losses, the
+// embedding scatter) against central finite differences of the forward pass.
+#include "trainer/model/model.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+
+#include "trainer/model/layers.h"
+#include "trainer/model/loss.h"
+
+namespace kubetrain::trainer {
+namespace {
+
+std::vector<float> RandomVector(size_t n, uint64_t seed, float scale = 1.f) {
+  std::vector<float> v(n);
+  for (auto& x : v) x = scale * UniformSym(seed);
+  return v;
+}
+
+// Central difference of f around x[i].
+double NumericGrad(const std::function<double()>& f, float* x, double eps) {
+  const float saved = *x;
+  *x = static_cast<float>(saved + eps);
+  const double up = f();
+  *x = static_cast<float>(saved - eps);
+  const double down = f();
+  *x = saved;
+  return (up - down) / (2 * eps);
+}
+
+void ExpectClose(double analytic, double numeric, const std::string& what) {
+  EXPECT_NEAR(analytic, numeric, 2e-3 + 0.03 * std::fabs(numeric)) << what;
+}
+
+class DenseLayerGradTest : public ::testing::TestWithParam<bool> {};
+
+TEST_P(DenseLayerGradTest, BackwardMatchesFiniteDifferences) {
+  const bool relu = GetParam();
+  const int batch = 3, in = 5, out = 4;
+  DnnlContext ctx;
+  auto layer = DenseLayer::Create(&ctx, batch, in, out, relu);
+  ASSERT_TRUE(layer.ok()) << layer.status().ToString();
+  DenseLayer& l = **layer;
+  std::vector<float> params = RandomVector(l.NumParams(), 1);
+  std::vector<float> grads(l.NumParams());
+  std::vector<float> x = RandomVector(static_cast<size_t>(batch) * in, 2);
+  const std::vector<float> r = RandomVector(static_cast<size_t>(batch) * out, 3);
+  l.Bind(params.data(), grads.data());
+
+  // Loss = sum(output .* r), so d loss / d output = r.
+  auto loss = [&]() {
+    l.Forward(x.data());
+    double s = 0;
+    for (size_t i = 0; i < r.size(); ++i) s += static_cast<double>(l.output()[i]) * r[i];
+    return s;
+  };
+  loss();
+  // Keep clear of ReLU's kink, where finite differences are meaningless.
+  for (int i = 0; i < batch * out; ++i) ASSERT_GT(std::fabs(l.preactivation()[i]), 0.005f);
+  std::vector<float> dx(x.size());
+  l.Backward(r.data(), dx.data());
+  const std::vector<float> analytic_params = grads;
+
+  for (size_t i = 0; i < params.size(); ++i) {
+    ExpectClose(analytic_params[i], NumericGrad(loss, &params[i], 1e-3),
+                "param " + std::to_string(i));
+  }
+  for (size_t i = 0; i < x.size(); ++i) {
+    ExpectClose(dx[i], NumericGrad(loss, &x[i], 1e-3), "input " + std::to_string(i));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(WithAndWithoutRelu, DenseLayerGradTest, ::testing::Bool());
+
+TEST(DenseLayerTest, RejectsNonPositiveSizes) {
+  DnnlContext ctx;
+  auto layer = DenseLayer::Create(&ctx, 0, 3, 3, true);
+  ASSERT_FALSE(layer.ok());
+  EXPECT_EQ(layer.status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(LossTest, SigmoidBceGradientAndStability) {
+  std::vector<float> z = {-3.f, -0.5f, 0.f, 0.7f, 4.f};
+  const std::vector<float> y = {0, 1, 1, 0, 1};
+  std::vector<float> g(z.size());
+  SigmoidBinaryCrossEntropy(z.data(), y.data(), 5, g.data());
+  auto f = [&]() {
+    return static_cast<double>(SigmoidBinaryCrossEntropy(z.data(), y.data(), 5, nullptr));
+  };
+  for (size_t i = 0; i < z.size(); ++i) ExpectClose(g[i], NumericGrad(f, &z[i], 1e-2), "logit");
+  // Huge logits neither overflow nor lose the loss.
+  const float big[2] = {1000.f, -1000.f};
+  const float lab[2] = {0.f, 1.f};
+  EXPECT_NEAR(SigmoidBinaryCrossEntropy(big, lab, 2, nullptr), 1000.f, 1e-3);
+}
+
+TEST(LossTest, SoftmaxCrossEntropyGradient) {
+  std::vector<float> z = RandomVector(12, 9, 2.f);  // 4 samples x 3 classes
+  const std::vector<float> y = {0, 2, 1, 2};
+  std::vector<float> g(z.size());
+  const float l = SoftmaxCrossEntropy(z.data(), y.data(), 4, 3, g.data());
+  EXPECT_GT(l, 0.f);
+  auto f = [&]() {
+    return static_cast<double>(SoftmaxCrossEntropy(z.data(), y.data(), 4, 3, nullptr));
+  };
+  for (size_t i = 0; i < z.size(); ++i) ExpectClose(g[i], NumericGrad(f, &z[i], 1e-2), "logit");
+}
+
+Batch SmallCriteoBatch(int size, int num_dense, int num_cat) {
+  Batch b;
+  b.size = size;
+  b.num_dense = num_dense;
+  b.num_cat = num_cat;
+  b.dense = RandomVector(static_cast<size_t>(size) * num_dense, 21);
+  for (int i = 0; i < size * num_cat; ++i)
+    b.cat.push_back(static_cast<uint64_t>(i % 5));  // shared ids
+  for (int i = 0; i < size; ++i) b.label.push_back(static_cast<float>(i % 2));
+  return b;
+}
+
+TEST(WideDeepTest, GradientsMatchFiniteDifferences) {
+  WideDeepConfig c;
+  c.batch_size = 4;
+  c.num_dense = 3;
+  c.num_cat = 2;
+  c.embedding_dim = 3;
+  c.hidden = {6, 5};
+  auto model = CreateWideDeep(c);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  Model& m = **model;
+  m.InitDense(7, m.dense_params().data());
+  const Batch b = SmallCriteoBatch(c.batch_size, c.num_dense, c.num_cat);
+  const SparseLookup lookup = SparseLookup::Build(b);
+  ASSERT_EQ(lookup.ids.size(), 5u);
+  const int dim = m.SparseRowDim();
+  ASSERT_EQ(dim, 4);
+  std::vector<float> rows = RandomVector(lookup.ids.size() * dim, 8, 0.5f);
+  std::vector<float> row_grads(rows.size());
+  auto loss = [&]() {
+    std::vector<float> scratch(rows.size());
+    return static_cast<double>(*m.TrainStep(b, lookup, rows.data(), scratch.data()));
+  };
+  ASSERT_TRUE(m.TrainStep(b, lookup, rows.data(), row_grads.data()).ok());
+  const std::vector<float> dense_grads = m.dense_grads();
+  for (size_t i = 0; i < rows.size(); ++i) {
+    ExpectClose(row_grads[i], NumericGrad(loss, &rows[i], 1e-3), "row value " + std::to_string(i));
+  }
+  for (size_t i = 0; i < m.NumDenseParams(); ++i) {
+    ExpectClose(dense_grads[i], NumericGrad(loss, &m.dense_params()[i], 1e-4),
+                "dense param " + std::to_string(i));
+  }
+}
+
+TEST(WideDeepTest, RejectsBatchOfWrongShape) {
+  WideDeepConfig c;
+  c.batch_size = 4;
+  c.num_dense = 3;
+  c.num_cat = 2;
+  c.embedding_dim = 2;
+  c.hidden = {4};
+  auto model = CreateWideDeep(c);
+  ASSERT_TRUE(model.ok());
+  const Batch b = SmallCriteoBatch(3, 3, 2);
+  const SparseLookup lookup = SparseLookup::Build(b);
+  std::vector<float> rows(lookup.ids.size() * 3), grads(rows.size());
+  auto r = (*model)->TrainStep(b, lookup, rows.data(), grads.data());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(MlpClassifierTest, GradientsMatchFiniteDifferences) {
+  MlpClassifierConfig c;
+  c.batch_size = 4;
+  c.num_features = 3;
+  c.num_classes = 3;
+  c.hidden = {5};
+  auto model = CreateMlpClassifier(c);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  Model& m = **model;
+  m.InitDense(3, m.dense_params().data());
+  Batch b = SmallCriteoBatch(4, 3, 0);
+  b.label = {0, 2, 1, 2};
+  const SparseLookup lookup;
+  ASSERT_TRUE(m.TrainStep(b, lookup, nullptr, nullptr).ok());
+  const std::vector<float> analytic = m.dense_grads();
+  auto loss = [&]() { return static_cast<double>(*m.TrainStep(b, lookup, nullptr, nullptr)); };
+  for (size_t i = 0; i < analytic.size(); ++i) {
+    ExpectClose(analytic[i], NumericGrad(loss, &m.dense_params()[i], 1e-3),
+                "param " + std::to_string(i));
+  }
+  std::vector<float> probs(12);
+  ASSERT_TRUE(m.Predict(b, lookup, nullptr, probs.data()).ok());
+  EXPECT_NEAR(probs[0] + probs[1] + probs[2], 1.f, 1e-5);
+  b.label[0] = 3;  // not a class
+  EXPECT_FALSE(m.TrainStep(b, lookup, nullptr, nullptr).ok());
+}
+
+TEST(InitTest, DeterministicFromSeed) {
+  std::vector<float> a(5), b(5), c(5);
+  InitSparseRow(1, 42, 5, a.data());
+  InitSparseRow(1, 42, 5, b.data());
+  InitSparseRow(1, 43, 5, c.data());
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a, c);
+  EXPECT_EQ(a[4], 0.f);  // wide weight starts at zero
+}
+
+TEST(ThreadsTest, DefaultThreadCountIsPositive) {
+  EXPECT_GE(DefaultThreadCount(), 1);
+}
+
+}  // namespace
+}  // namespace kubetrain::trainer
