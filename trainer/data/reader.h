@@ -1,0 +1,89 @@
+// Readers for training data in local files.
+//
+// Formats:
+//   criteo_tsv  label \t I1..I13 \t C1..C26   (Criteo display-ads; empty fields = missing)
+//   criteo_csv  the same 40 fields separated by commas
+//   dense_csv   label,f1,...,fn               (label = class index; for the MLP classifier;
+//                                               a non-numeric first line is a header)
+// Each worker reads its own stripe: counting lines over all files in order, line i belongs
+// to worker i % num_workers. Malformed lines are counted and skipped; once more than
+// max_bad_lines are seen, Next() fails with a message naming the last bad line.
+//
+// Not thread-safe; one reader per worker.
+#pragma once
+
+#include <cstdint>
+#include <fstream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "operator/common/status.h"
+#include "trainer/model/batch.h"
+
+namespace kubetrain::trainer {
+
+enum class DataFormat { kCriteoTsv, kCriteoCsv, kDenseCsv };
+
+StatusOr<DataFormat> ParseDataFormat(std::string_view name);
+
+constexpr int kCriteoDense = 13;
+constexpr int kCriteoCat = 26;
+
+// A categorical value's 64-bit id: the field index and the raw string, hashed (FNV-1a),
+// so equal strings in different fields are different features. Missing values get a
+// per-field id of their own.
+uint64_t HashFeature(int field, std::string_view value);
+// Criteo integer counts are heavy-tailed: feed the network sign(x) * log(1 + |x|).
+float TransformCount(double x);
+
+// Parses one Criteo line into row `row` of `b` (which must be sized for it).
+Status ParseCriteoLine(std::string_view line, char sep, Batch* b, int row);
+// Parses one dense CSV line with `num_features` features into row `row` of `b`.
+Status ParseDenseCsvLine(std::string_view line, int num_features, Batch* b, int row);
+
+struct ReaderOptions {
+  std::vector<std::string> files;
+  DataFormat format = DataFormat::kCriteoTsv;
+  int num_features = 0;  // dense_csv only
+  int stripe = 0;
+  int num_stripes = 1;
+  int64_t max_bad_lines = 1000;
+  bool loop = true;  // start over at the end (training); false: one pass (evaluation)
+};
+
+class StripeReader {
+ public:
+  explicit StripeReader(ReaderOptions options);
+
+  // Fills `b` with up to batch_size examples (resizing it). Returns the number filled:
+  // batch_size, or fewer at the end of a one-pass read, 0 when it is exhausted.
+  // Errors: NotFound (no files / cannot open), InvalidArgument (too many bad lines,
+  // or a looping reader whose stripe has no valid line).
+  StatusOr<int> Next(int batch_size, Batch* b);
+
+  int64_t bad_lines() const { return bad_lines_; }
+  int64_t lines_read() const { return lines_in_stripe_; }
+
+ private:
+  // Reads the next line of this stripe; false at the end of all files.
+  StatusOr<bool> NextLine(std::string* line);
+  void Shape(Batch* b, int n) const;
+
+  const ReaderOptions o_;
+  std::ifstream in_;
+  size_t file_ = 0;
+  bool opened_ = false;
+  int64_t global_line_ = 0;  // over all files, for striping
+  int64_t file_line_ = 0;    // within the current file, for messages
+  int64_t lines_in_stripe_ = 0;
+  int64_t good_in_pass_ = 0;
+  int64_t bad_lines_ = 0;
+  bool first_pass_ = true;  // bad lines are counted once, not once per epoch
+};
+
+// Lists the data files of a directory (regular files, sorted by name, skipping names
+// starting with '.'), optionally only those whose name contains `contains`.
+StatusOr<std::vector<std::string>> ListDataFiles(const std::string& dir, std::string_view contains);
+
+}  // namespace kubetrain::trainer
