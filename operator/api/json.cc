@@ -1,0 +1,446 @@
+#include "operator/api/json.h"
+
+#include <initializer_list>
+#include <limits>
+#include <string>
+
+namespace kubetrain::api {
+
+using nlohmann::json;
+
+namespace {
+
+std::string Join(const std::string& path, std::string_view key) {
+  return path.empty() ? std::string(key) : path + "." + std::string(key);
+}
+
+Status Error(const std::string& path, std::string_view message) {
+  return InvalidArgument(path + ": " + std::string(message));
+}
+
+Status ExpectObject(const json& j, const std::string& path) {
+  if (!j.is_object()) return Error(path, "must be an object");
+  return Status::Ok();
+}
+
+// Rejects keys of `obj` not in `known`.
+Status RejectUnknown(const json& obj, const std::string& path,
+                     std::initializer_list<std::string_view> known) {
+  for (const auto& [key, value] : obj.items()) {
+    bool found = false;
+    for (std::string_view k : known) found = found || k == key;
+    if (!found) return Error(Join(path, key), "unknown field");
+  }
+  return Status::Ok();
+}
+
+// Present and not null. A null counts as absent, as in Kubernetes.
+const json* Field(const json& obj, std::string_view key) {
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+template <typename Int>
+Status ReadInt(const json& obj, const std::string& path, std::string_view key, Int& out) {
+  const json* v = Field(obj, key);
+  if (v == nullptr) return Status::Ok();
+  std::string p = Join(path, key);
+  if (!v->is_number_integer()) return Error(p, "must be an integer");
+  if (v->is_number_unsigned()) {
+    uint64_t u = v->get<uint64_t>();
+    if (u > static_cast<uint64_t>(std::numeric_limits<Int>::max())) {
+      return Error(p, "is out of range");
+    }
+    out = static_cast<Int>(u);
+    return Status::Ok();
+  }
+  int64_t i = v->get<int64_t>();
+  if (i < std::numeric_limits<Int>::min() || i > std::numeric_limits<Int>::max()) {
+    return Error(p, "is out of range");
+  }
+  out = static_cast<Int>(i);
+  return Status::Ok();
+}
+
+template <typename Int>
+Status ReadInt(const json& obj, const std::string& path, std::string_view key,
+               std::optional<Int>& out) {
+  if (Field(obj, key) == nullptr) return Status::Ok();
+  Int value{};
+  KT_RETURN_IF_ERROR(ReadInt(obj, path, key, value));
+  out = value;
+  return Status::Ok();
+}
+
+Status ReadString(const json& obj, const std::string& path, std::string_view key,
+                  std::string& out) {
+  const json* v = Field(obj, key);
+  if (v == nullptr) return Status::Ok();
+  if (!v->is_string()) return Error(Join(path, key), "must be a string");
+  out = v->get<std::string>();
+  return Status::Ok();
+}
+
+Status ReadString(const json& obj, const std::string& path, std::string_view key,
+                  std::optional<std::string>& out) {
+  if (Field(obj, key) == nullptr) return Status::Ok();
+  std::string value;
+  KT_RETURN_IF_ERROR(ReadString(obj, path, key, value));
+  out = std::move(value);
+  return Status::Ok();
+}
+
+Status ReadBool(const json& obj, const std::string& path, std::string_view key, bool& out) {
+  const json* v = Field(obj, key);
+  if (v == nullptr) return Status::Ok();
+  if (!v->is_boolean()) return Error(Join(path, key), "must be a boolean");
+  out = v->get<bool>();
+  return Status::Ok();
+}
+
+Status ReadTime(const json& obj, const std::string& path, std::string_view key,
+                std::optional<Time>& out) {
+  std::optional<std::string> text;
+  KT_RETURN_IF_ERROR(ReadString(obj, path, key, text));
+  if (!text) return Status::Ok();
+  StatusOr<Time> t = ParseTime(*text);
+  if (!t.ok()) return Error(Join(path, key), t.status().message());
+  out = *t;
+  return Status::Ok();
+}
+
+Status ReadStringMap(const json& obj, const std::string& path, std::string_view key,
+                     std::map<std::string, std::string>& out) {
+  const json* v = Field(obj, key);
+  if (v == nullptr) return Status::Ok();
+  std::string p = Join(path, key);
+  KT_RETURN_IF_ERROR(ExpectObject(*v, p));
+  for (const auto& [k, value] : v->items()) {
+    if (!value.is_string()) return Error(Join(p, k), "must be a string");
+    out[k] = value.get<std::string>();
+  }
+  return Status::Ok();
+}
+
+// Reads an enum whose wire names are Name(E) for the listed values.
+template <typename E>
+Status ReadEnum(const json& obj, const std::string& path, std::string_view key,
+                std::initializer_list<E> values, E& out) {
+  std::optional<std::string> text;
+  KT_RETURN_IF_ERROR(ReadString(obj, path, key, text));
+  if (!text) return Status::Ok();
+  std::string allowed;
+  for (E e : values) {
+    if (Name(e) == *text) {
+      out = e;
+      return Status::Ok();
+    }
+    allowed += (allowed.empty() ? "" : ", ") + std::string(Name(e));
+  }
+  return Error(Join(path, key),
+               "unsupported value \"" + *text + "\" (want one of " + allowed + ")");
+}
+
+Status ParseMetadata(const json& j, ObjectMeta& m) {
+  const std::string path = "metadata";
+  KT_RETURN_IF_ERROR(ExpectObject(j, path));
+  KT_RETURN_IF_ERROR(ReadString(j, path, "name", m.name));
+  KT_RETURN_IF_ERROR(ReadString(j, path, "namespace", m.namespace_));
+  KT_RETURN_IF_ERROR(ReadString(j, path, "uid", m.uid));
+  KT_RETURN_IF_ERROR(ReadString(j, path, "resourceVersion", m.resource_version));
+  KT_RETURN_IF_ERROR(ReadInt(j, path, "generation", m.generation));
+  KT_RETURN_IF_ERROR(ReadStringMap(j, path, "labels", m.labels));
+  KT_RETURN_IF_ERROR(ReadStringMap(j, path, "annotations", m.annotations));
+  KT_RETURN_IF_ERROR(ReadTime(j, path, "creationTimestamp", m.creation_timestamp));
+  KT_RETURN_IF_ERROR(ReadTime(j, path, "deletionTimestamp", m.deletion_timestamp));
+  return Status::Ok();
+}
+
+Status ParseReplicaSpec(const json& j, const std::string& path, ReplicaSpec& r) {
+  KT_RETURN_IF_ERROR(ExpectObject(j, path));
+  KT_RETURN_IF_ERROR(RejectUnknown(j, path, {"replicas", "restartPolicy", "template"}));
+  KT_RETURN_IF_ERROR(ReadInt(j, path, "replicas", r.replicas));
+  KT_RETURN_IF_ERROR(ReadEnum(j, path, "restartPolicy",
+                              {RestartPolicy::kNever, RestartPolicy::kOnFailure,
+                               RestartPolicy::kAlways, RestartPolicy::kExitCode},
+                              r.restart_policy));
+  const json* t = Field(j, "template");
+  if (t == nullptr) return Error(Join(path, "template"), "required field is missing");
+  KT_RETURN_IF_ERROR(ExpectObject(*t, Join(path, "template")));
+  r.pod_template = *t;
+  return Status::Ok();
+}
+
+Status ParseSchedulingPolicy(const json& j, const std::string& path, SchedulingPolicy& s) {
+  KT_RETURN_IF_ERROR(ExpectObject(j, path));
+  KT_RETURN_IF_ERROR(
+      RejectUnknown(j, path, {"minAvailable", "queue", "priorityClassName", "schedulerName"}));
+  KT_RETURN_IF_ERROR(ReadInt(j, path, "minAvailable", s.min_available));
+  KT_RETURN_IF_ERROR(ReadString(j, path, "queue", s.queue));
+  KT_RETURN_IF_ERROR(ReadString(j, path, "priorityClassName", s.priority_class_name));
+  KT_RETURN_IF_ERROR(ReadString(j, path, "schedulerName", s.scheduler_name));
+  return Status::Ok();
+}
+
+Status ParseRunPolicy(const json& j, const std::string& path, RunPolicy& r) {
+  KT_RETURN_IF_ERROR(ExpectObject(j, path));
+  KT_RETURN_IF_ERROR(
+      RejectUnknown(j, path,
+                    {"cleanPodPolicy", "ttlSecondsAfterFinished", "activeDeadlineSeconds",
+                     "backoffLimit", "suspend", "schedulingPolicy"}));
+  KT_RETURN_IF_ERROR(ReadEnum(
+      j, path, "cleanPodPolicy",
+      {CleanPodPolicy::kNone, CleanPodPolicy::kRunning, CleanPodPolicy::kAll}, r.clean_pod_policy));
+  KT_RETURN_IF_ERROR(ReadInt(j, path, "ttlSecondsAfterFinished", r.ttl_seconds_after_finished));
+  KT_RETURN_IF_ERROR(ReadInt(j, path, "activeDeadlineSeconds", r.active_deadline_seconds));
+  KT_RETURN_IF_ERROR(ReadInt(j, path, "backoffLimit", r.backoff_limit));
+  KT_RETURN_IF_ERROR(ReadBool(j, path, "suspend", r.suspend));
+  if (const json* s = Field(j, "schedulingPolicy")) {
+    SchedulingPolicy policy;
+    KT_RETURN_IF_ERROR(ParseSchedulingPolicy(*s, Join(path, "schedulingPolicy"), policy));
+    r.scheduling_policy = std::move(policy);
+  }
+  return Status::Ok();
+}
+
+Status ParseSpec(const json& j, TrainingJobSpec& spec) {
+  const std::string path = "spec";
+  KT_RETURN_IF_ERROR(ExpectObject(j, path));
+  KT_RETURN_IF_ERROR(RejectUnknown(
+      j, path, {"replicaSpecs", "runPolicy", "successPolicy", "port", "clusterDomain"}));
+  const json* replicas = Field(j, "replicaSpecs");
+  const std::string rpath = "spec.replicaSpecs";
+  if (replicas == nullptr) return Error(rpath, "required field is missing");
+  KT_RETURN_IF_ERROR(ExpectObject(*replicas, rpath));
+  for (const auto& [key, value] : replicas->items()) {
+    std::optional<ReplicaType> type = ReplicaTypeFromKey(key);
+    if (!type) {
+      return Error(Join(rpath, key),
+                   "unknown replica type \"" + key + "\" (want PS, Worker, Chief or Evaluator)");
+    }
+    ReplicaSpec r;
+    KT_RETURN_IF_ERROR(ParseReplicaSpec(value, Join(rpath, key), r));
+    spec.replica_specs[*type] = std::move(r);
+  }
+  if (const json* rp = Field(j, "runPolicy")) {
+    KT_RETURN_IF_ERROR(ParseRunPolicy(*rp, "spec.runPolicy", spec.run_policy));
+  }
+  KT_RETURN_IF_ERROR(ReadEnum(j, path, "successPolicy",
+                              {SuccessPolicy::kChiefOrWorker0, SuccessPolicy::kAllWorkers},
+                              spec.success_policy));
+  KT_RETURN_IF_ERROR(ReadInt(j, path, "port", spec.port));
+  KT_RETURN_IF_ERROR(ReadString(j, path, "clusterDomain", spec.cluster_domain));
+  return Status::Ok();
+}
+
+Status ParseFailure(const json& j, const std::string& path, FailureInfo& f) {
+  KT_RETURN_IF_ERROR(ExpectObject(j, path));
+  KT_RETURN_IF_ERROR(ReadString(j, path, "pod", f.pod));
+  KT_RETURN_IF_ERROR(ReadInt(j, path, "exitCode", f.exit_code));
+  KT_RETURN_IF_ERROR(ReadString(j, path, "reason", f.reason));
+  KT_RETURN_IF_ERROR(ReadString(j, path, "message", f.message));
+  std::optional<Time> t;
+  KT_RETURN_IF_ERROR(ReadTime(j, path, "time", t));
+  f.time = t.value_or(Time{});
+  return Status::Ok();
+}
+
+Status ParseStatusInto(const json& j, TrainingJobStatus& s) {
+  const std::string path = "status";
+  KT_RETURN_IF_ERROR(ExpectObject(j, path));
+  KT_RETURN_IF_ERROR(ReadString(j, path, "state", s.state));
+  if (const json* conds = Field(j, "conditions")) {
+    if (!conds->is_array()) return Error("status.conditions", "must be an array");
+    for (size_t i = 0; i < conds->size(); ++i) {
+      const json& c = (*conds)[i];
+      std::string cpath = "status.conditions[" + std::to_string(i) + "]";
+      KT_RETURN_IF_ERROR(ExpectObject(c, cpath));
+      std::string type, status_text;
+      KT_RETURN_IF_ERROR(ReadString(c, cpath, "type", type));
+      std::optional<ConditionType> ct = ConditionTypeFromName(type);
+      if (!ct) continue;  // written by someone else; not ours to interpret
+      Condition cond;
+      cond.type = *ct;
+      KT_RETURN_IF_ERROR(ReadString(c, cpath, "status", status_text));
+      cond.status = status_text == "True";
+      KT_RETURN_IF_ERROR(ReadString(c, cpath, "reason", cond.reason));
+      KT_RETURN_IF_ERROR(ReadString(c, cpath, "message", cond.message));
+      std::optional<Time> t;
+      KT_RETURN_IF_ERROR(ReadTime(c, cpath, "lastTransitionTime", t));
+      cond.last_transition_time = t.value_or(Time{});
+      s.conditions.push_back(std::move(cond));
+    }
+  }
+  if (const json* rs = Field(j, "replicaStatuses")) {
+    KT_RETURN_IF_ERROR(ExpectObject(*rs, "status.replicaStatuses"));
+    for (const auto& [key, value] : rs->items()) {
+      std::optional<ReplicaType> type = ReplicaTypeFromKey(key);
+      if (!type) continue;
+      std::string rpath = "status.replicaStatuses." + key;
+      KT_RETURN_IF_ERROR(ExpectObject(value, rpath));
+      ReplicaStatus r;
+      KT_RETURN_IF_ERROR(ReadInt(value, rpath, "active", r.active));
+      KT_RETURN_IF_ERROR(ReadInt(value, rpath, "succeeded", r.succeeded));
+      KT_RETURN_IF_ERROR(ReadInt(value, rpath, "failed", r.failed));
+      KT_RETURN_IF_ERROR(ReadInt(value, rpath, "restarts", r.restarts));
+      if (const json* f = Field(value, "lastFailure")) {
+        FailureInfo info;
+        KT_RETURN_IF_ERROR(ParseFailure(*f, rpath + ".lastFailure", info));
+        r.last_failure = std::move(info);
+      }
+      s.replica_statuses[*type] = std::move(r);
+    }
+  }
+  KT_RETURN_IF_ERROR(ReadTime(j, path, "startTime", s.start_time));
+  KT_RETURN_IF_ERROR(ReadTime(j, path, "completionTime", s.completion_time));
+  KT_RETURN_IF_ERROR(ReadInt(j, path, "observedGeneration", s.observed_generation));
+  if (const json* cf = Field(j, "countedFailures")) {
+    if (!cf->is_array()) return Error("status.countedFailures", "must be an array");
+    for (const json& uid : *cf) {
+      if (!uid.is_string()) return Error("status.countedFailures", "must hold strings");
+      s.counted_failures.push_back(uid.get<std::string>());
+    }
+  }
+  return Status::Ok();
+}
+
+StatusOr<TrainingJob> ParseUnsafe(const json& object) {
+  if (!object.is_object()) return InvalidArgument("a TrainingJob must be a JSON object");
+  KT_RETURN_IF_ERROR(
+      RejectUnknown(object, "", {"apiVersion", "kind", "metadata", "spec", "status"}));
+  std::string api_version, kind;
+  KT_RETURN_IF_ERROR(ReadString(object, "", "apiVersion", api_version));
+  KT_RETURN_IF_ERROR(ReadString(object, "", "kind", kind));
+  if (api_version != kApiVersion) {
+    return Error("apiVersion",
+                 "must be " + std::string(kApiVersion) + ", got \"" + api_version + "\"");
+  }
+  if (kind != kKind) return Error("kind", "must be TrainingJob, got \"" + kind + "\"");
+  TrainingJob job;
+  const json* meta = Field(object, "metadata");
+  if (meta == nullptr) return Error("metadata", "required field is missing");
+  KT_RETURN_IF_ERROR(ParseMetadata(*meta, job.metadata));
+  const json* spec = Field(object, "spec");
+  if (spec == nullptr) return Error("spec", "required field is missing");
+  KT_RETURN_IF_ERROR(ParseSpec(*spec, job.spec));
+  if (const json* status = Field(object, "status")) {
+    KT_RETURN_IF_ERROR(ParseStatusInto(*status, job.status));
+  }
+  return job;
+}
+
+void PutOptional(json& j, const char* key, const auto& value) {
+  if (value) j[key] = *value;
+}
+
+}  // namespace
+
+StatusOr<TrainingJob> ParseTrainingJob(const json& object) {
+  try {
+    return ParseUnsafe(object);
+  } catch (const json::exception& e) {
+    return InvalidArgument(std::string("malformed TrainingJob: ") + e.what());
+  }
+}
+
+StatusOr<TrainingJobStatus> ParseTrainingJobStatus(const json& status) {
+  try {
+    TrainingJobStatus s;
+    KT_RETURN_IF_ERROR(ParseStatusInto(status, s));
+    return s;
+  } catch (const json::exception& e) {
+    return InvalidArgument(std::string("malformed TrainingJob status: ") + e.what());
+  }
+}
+
+json SpecToJson(const TrainingJobSpec& spec) {
+  json replicas = json::object();
+  for (const auto& [type, r] : spec.replica_specs) {
+    replicas[std::string(Role(type).key)] = {{"replicas", r.replicas},
+                                             {"restartPolicy", Name(r.restart_policy)},
+                                             {"template", r.pod_template}};
+  }
+  const RunPolicy& rp = spec.run_policy;
+  json run = {{"cleanPodPolicy", Name(rp.clean_pod_policy)}, {"suspend", rp.suspend}};
+  PutOptional(run, "ttlSecondsAfterFinished", rp.ttl_seconds_after_finished);
+  PutOptional(run, "activeDeadlineSeconds", rp.active_deadline_seconds);
+  PutOptional(run, "backoffLimit", rp.backoff_limit);
+  if (rp.scheduling_policy) {
+    json sp = json::object();
+    PutOptional(sp, "minAvailable", rp.scheduling_policy->min_available);
+    PutOptional(sp, "queue", rp.scheduling_policy->queue);
+    PutOptional(sp, "priorityClassName", rp.scheduling_policy->priority_class_name);
+    PutOptional(sp, "schedulerName", rp.scheduling_policy->scheduler_name);
+    run["schedulingPolicy"] = std::move(sp);
+  }
+  json out = {{"replicaSpecs", std::move(replicas)},
+              {"runPolicy", std::move(run)},
+              {"successPolicy", Name(spec.success_policy)},
+              {"port", spec.port}};
+  PutOptional(out, "clusterDomain", spec.cluster_domain);
+  return out;
+}
+
+json StatusToJson(const TrainingJobStatus& s) {
+  json out = json::object();
+  if (!s.state.empty()) out["state"] = s.state;
+  if (!s.conditions.empty()) {
+    json conds = json::array();
+    for (const Condition& c : s.conditions) {
+      json cj = {{"type", Name(c.type)},
+                 {"status", c.status ? "True" : "False"},
+                 {"lastTransitionTime", FormatTime(c.last_transition_time)}};
+      if (!c.reason.empty()) cj["reason"] = c.reason;
+      if (!c.message.empty()) cj["message"] = c.message;
+      conds.push_back(std::move(cj));
+    }
+    out["conditions"] = std::move(conds);
+  }
+  if (!s.replica_statuses.empty()) {
+    json rs = json::object();
+    for (const auto& [type, r] : s.replica_statuses) {
+      json rj = {{"active", r.active},
+                 {"succeeded", r.succeeded},
+                 {"failed", r.failed},
+                 {"restarts", r.restarts}};
+      if (r.last_failure) {
+        const FailureInfo& f = *r.last_failure;
+        json fj = {{"pod", f.pod}, {"time", FormatTime(f.time)}};
+        PutOptional(fj, "exitCode", f.exit_code);
+        if (!f.reason.empty()) fj["reason"] = f.reason;
+        if (!f.message.empty()) fj["message"] = f.message;
+        rj["lastFailure"] = std::move(fj);
+      }
+      rs[std::string(Role(type).key)] = std::move(rj);
+    }
+    out["replicaStatuses"] = std::move(rs);
+  }
+  if (s.start_time) out["startTime"] = FormatTime(*s.start_time);
+  if (s.completion_time) out["completionTime"] = FormatTime(*s.completion_time);
+  if (s.observed_generation != 0) out["observedGeneration"] = s.observed_generation;
+  if (!s.counted_failures.empty()) out["countedFailures"] = s.counted_failures;
+  return out;
+}
+
+json ToJson(const TrainingJob& job) {
+  const ObjectMeta& m = job.metadata;
+  json meta = {{"name", m.name}};
+  if (!m.namespace_.empty()) meta["namespace"] = m.namespace_;
+  if (!m.uid.empty()) meta["uid"] = m.uid;
+  if (!m.resource_version.empty()) meta["resourceVersion"] = m.resource_version;
+  if (m.generation != 0) meta["generation"] = m.generation;
+  if (!m.labels.empty()) meta["labels"] = m.labels;
+  if (!m.annotations.empty()) meta["annotations"] = m.annotations;
+  if (m.creation_timestamp) meta["creationTimestamp"] = FormatTime(*m.creation_timestamp);
+  if (m.deletion_timestamp) meta["deletionTimestamp"] = FormatTime(*m.deletion_timestamp);
+  json out = {{"apiVersion", kApiVersion},
+              {"kind", kKind},
+              {"metadata", std::move(meta)},
+              {"spec", SpecToJson(job.spec)}};
+  json status = StatusToJson(job.status);
+  if (!status.empty()) out["status"] = std::move(status);
+  return out;
+}
+
+}  // namespace kubetrain::api

@@ -1,0 +1,32 @@
+// TrainingJob <-> JSON, strict in what it reads.
+//
+// ParseTrainingJob accepts the JSON of a TrainingJob as the apiserver serves it
+// or as a user writes it (YAML converted to JSON). It rejects unknown fields and
+// roles in `spec`, wrong types and unknown enum values, with the field path in
+// the message ("spec.replicaSpecs.Worker.replicas: must be an integer"). Absent
+// fields take the CRD's defaults. It does not check the CRD's value rules
+// (minimums, CEL); call Validate (validation.h) for those.
+//
+// `metadata` is read leniently (only the fields in ObjectMeta) and `status` too,
+// since both are written by servers and controllers that may add fields.
+// No exceptions escape; nlohmann errors become InvalidArgument.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include "operator/api/types.h"
+#include "operator/common/status.h"
+
+namespace kubetrain::api {
+
+StatusOr<TrainingJob> ParseTrainingJob(const nlohmann::json& object);
+StatusOr<TrainingJobStatus> ParseTrainingJobStatus(const nlohmann::json& status);
+
+// The full object, defaults included, as the apiserver would store it. Status
+// is omitted when it is empty (a new job).
+nlohmann::json ToJson(const TrainingJob& job);
+nlohmann::json SpecToJson(const TrainingJobSpec& spec);
+// The `status` stanza for a PUT to the status subresource.
+nlohmann::json StatusToJson(const TrainingJobStatus& status);
+
+}  // namespace kubetrain::api

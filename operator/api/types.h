@@ -1,0 +1,193 @@
+// TrainingJob (kubetrain.io/v1alpha1) as plain C++ values.
+//
+// The structs mirror crds/trainingjobs.kubetrain.io.yaml field for field. Default
+// member initializers ARE the CRD's defaults, so a job parsed by ParseTrainingJob
+// (json.h) is already defaulted the way the apiserver would default it. Fields
+// whose absence means something (no deadline, no TTL, ...) are std::optional.
+//
+// Roles are data: ReplicaType plus one table (RoleInfo) of what differs per role.
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "operator/common/status.h"
+
+namespace kubetrain::api {
+
+inline constexpr std::string_view kGroup = "kubetrain.io";
+inline constexpr std::string_view kVersion = "v1alpha1";
+inline constexpr std::string_view kApiVersion = "kubetrain.io/v1alpha1";
+inline constexpr std::string_view kKind = "TrainingJob";
+inline constexpr int32_t kDefaultPort = 2222;
+inline constexpr std::string_view kDefaultClusterDomain = "cluster.local";
+// Kubernetes object names that must be DNS-1035 labels (Services) are capped here.
+inline constexpr size_t kMaxChildNameLength = 63;
+
+// Kubernetes timestamps have one-second resolution (metav1.Time).
+using Time = std::chrono::sys_seconds;
+
+// "2026-11-21T13:45:21Z".
+std::string FormatTime(Time t);
+// Accepts RFC 3339 with 'Z' or a numeric offset, and optional fractional seconds
+// (truncated). InvalidArgument otherwise.
+StatusOr<Time> ParseTime(std::string_view text);
+
+enum class ReplicaType { kChief, kPS, kWorker, kEvaluator };
+
+// What differs per role. One row per ReplicaType, in kRoles order.
+struct RoleInfo {
+  ReplicaType type;
+  std::string_view key;    // key in spec.replicaSpecs and status.replicaStatuses: "PS"
+  std::string_view lower;  // in child names, labels, CLUSTER_CONFIG, POD_NAME: "ps"
+  bool in_cluster;         // listed in CLUSTER_CONFIG / TF_CONFIG (evaluators are not)
+};
+inline constexpr std::array<RoleInfo, 4> kRoles = {{
+    {ReplicaType::kChief, "Chief", "chief", true},
+    {ReplicaType::kPS, "PS", "ps", true},
+    {ReplicaType::kWorker, "Worker", "worker", true},
+    {ReplicaType::kEvaluator, "Evaluator", "evaluator", false},
+}};
+const RoleInfo& Role(ReplicaType type);
+// "PS" -> kPS. nullopt for anything else (keys are case-sensitive, like the CRD).
+std::optional<ReplicaType> ReplicaTypeFromKey(std::string_view key);
+// "ps" -> kPS (the label / child-name spelling).
+std::optional<ReplicaType> ReplicaTypeFromLower(std::string_view lower);
+
+enum class RestartPolicy { kNever, kOnFailure, kAlways, kExitCode };
+enum class CleanPodPolicy { kNone, kRunning, kAll };
+enum class SuccessPolicy { kChiefOrWorker0, kAllWorkers };
+
+std::string_view Name(RestartPolicy p);
+std::string_view Name(CleanPodPolicy p);
+std::string_view Name(SuccessPolicy p);
+
+struct ReplicaSpec {
+  int32_t replicas = 1;
+  RestartPolicy restart_policy = RestartPolicy::kNever;
+  // A PodTemplateSpec, kept as JSON: the operator only edits a few fields of it
+  // and must pass everything else through untouched.
+  nlohmann::json pod_template = nlohmann::json::object();
+
+  friend bool operator==(const ReplicaSpec&, const ReplicaSpec&) = default;
+};
+
+struct SchedulingPolicy {
+  std::optional<int32_t> min_available;
+  std::optional<std::string> queue;
+  std::optional<std::string> priority_class_name;
+  std::optional<std::string> scheduler_name;
+
+  friend bool operator==(const SchedulingPolicy&, const SchedulingPolicy&) = default;
+};
+
+struct RunPolicy {
+  CleanPodPolicy clean_pod_policy = CleanPodPolicy::kRunning;
+  std::optional<int32_t> ttl_seconds_after_finished;
+  std::optional<int64_t> active_deadline_seconds;
+  std::optional<int32_t> backoff_limit;  // unset: no limit
+  bool suspend = false;
+  std::optional<SchedulingPolicy> scheduling_policy;
+
+  friend bool operator==(const RunPolicy&, const RunPolicy&) = default;
+};
+
+struct TrainingJobSpec {
+  std::map<ReplicaType, ReplicaSpec> replica_specs;
+  RunPolicy run_policy;
+  SuccessPolicy success_policy = SuccessPolicy::kChiefOrWorker0;
+  int32_t port = kDefaultPort;
+  std::optional<std::string> cluster_domain;  // unset: the operator's flag
+
+  friend bool operator==(const TrainingJobSpec&, const TrainingJobSpec&) = default;
+
+  // Replicas of `type`, 0 if the role is absent.
+  int32_t Replicas(ReplicaType type) const;
+};
+
+// The part of ObjectMeta the operator reads or writes; the rest is ignored.
+struct ObjectMeta {
+  std::string name;
+  std::string namespace_;
+  std::string uid;
+  std::string resource_version;
+  int64_t generation = 0;
+  std::map<std::string, std::string> labels;
+  std::map<std::string, std::string> annotations;
+  std::optional<Time> creation_timestamp;
+  std::optional<Time> deletion_timestamp;
+
+  friend bool operator==(const ObjectMeta&, const ObjectMeta&) = default;
+};
+
+enum class ConditionType { kCreated, kRunning, kRestarting, kSucceeded, kFailed, kSuspended };
+std::string_view Name(ConditionType t);
+std::optional<ConditionType> ConditionTypeFromName(std::string_view name);
+
+struct Condition {
+  ConditionType type = ConditionType::kCreated;
+  bool status = false;  // "True" / "False" on the wire
+  std::string reason;
+  std::string message;
+  Time last_transition_time{};
+
+  friend bool operator==(const Condition&, const Condition&) = default;
+};
+
+// The last failure of a role's replica that the planner acted on.
+struct FailureInfo {
+  std::string pod;
+  std::optional<int32_t> exit_code;
+  std::string reason;
+  std::string message;
+  Time time{};
+
+  friend bool operator==(const FailureInfo&, const FailureInfo&) = default;
+};
+
+struct ReplicaStatus {
+  int32_t active = 0;     // pods pending or running
+  int32_t succeeded = 0;  // pods that exited 0
+  int32_t failed = 0;     // failed pods still present
+  int32_t restarts = 0;   // cumulative pod recreations after a failure
+  std::optional<FailureInfo> last_failure;
+
+  friend bool operator==(const ReplicaStatus&, const ReplicaStatus&) = default;
+};
+
+struct TrainingJobStatus {
+  // The single condition that best describes the job, for `kubectl get`:
+  // Created, Running, Restarting, Suspended, Succeeded or Failed.
+  std::string state;
+  std::vector<Condition> conditions;
+  std::map<ReplicaType, ReplicaStatus> replica_statuses;
+  std::optional<Time> start_time;
+  std::optional<Time> completion_time;
+  int64_t observed_generation = 0;
+  // UIDs of failed pods already counted as restarts (see the CRD's description).
+  std::vector<std::string> counted_failures;
+
+  friend bool operator==(const TrainingJobStatus&, const TrainingJobStatus&) = default;
+
+  const Condition* Find(ConditionType type) const;
+  bool IsTrue(ConditionType type) const;
+  // Succeeded or Failed is True: the job is finished for good.
+  bool Finished() const;
+};
+
+struct TrainingJob {
+  ObjectMeta metadata;
+  TrainingJobSpec spec;
+  TrainingJobStatus status;
+
+  friend bool operator==(const TrainingJob&, const TrainingJob&) = default;
+};
+
+}  // namespace kubetrain::api

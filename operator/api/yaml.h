@@ -1,0 +1,34 @@
+// YAML job files -> JSON, with the line of every field.
+//
+// Scalars follow the YAML 1.2 core schema, as Kubernetes users expect: plain
+// true/false, null/~, integers and floats become JSON values; quoted scalars
+// and everything else stay strings. Several documents in one file ("---") give
+// several entries; empty documents are skipped.
+//
+// `lines` maps the field paths that FieldError and ParseTrainingJob use
+// ("spec.replicaSpecs.Worker.replicas", "x.y[2].z") to 1-based line numbers,
+// so callers can point at the line of a bad field. No exception escapes.
+#pragma once
+
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "operator/common/status.h"
+
+namespace kubetrain::api {
+
+struct YamlDocument {
+  nlohmann::json value;
+  int line = 1;  // where the document starts
+  std::map<std::string, int> lines;
+
+  // The line of `path` or of its closest ancestor that has one.
+  int LineOf(std::string_view path) const;
+};
+
+StatusOr<std::vector<YamlDocument>> ParseYamlDocuments(std::string_view text);
+
+}  // namespace kubetrain::api
