@@ -1,0 +1,246 @@
+#include "trainer/ps/shard.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "trainer/model/model.h"
+
+namespace kubetrain::trainer {
+namespace {
+
+constexpr char kMagic[8] = {'K', 'T', 'S', 'H', 'A', 'R', 'D', '1'};
+
+template <typename T>
+void Put(std::string* out, const T& v) {
+  out->append(reinterpret_cast<const char*>(&v), sizeof(T));
+}
+void PutFloats(std::string* out, const float* p, size_t n) {
+  out->append(reinterpret_cast<const char*>(p), n * sizeof(float));
+}
+
+class Cursor {
+ public:
+  explicit Cursor(const std::string& s) : s_(s) {}
+  template <typename T>
+  bool Get(T* v) {
+    if (pos_ + sizeof(T) > s_.size()) return false;
+    std::memcpy(v, s_.data() + pos_, sizeof(T));
+    pos_ += sizeof(T);
+    return true;
+  }
+  bool GetFloats(float* p, size_t n) {
+    if (pos_ + n * sizeof(float) > s_.size()) return false;
+    std::memcpy(p, s_.data() + pos_, n * sizeof(float));
+    pos_ += n * sizeof(float);
+    return true;
+  }
+  bool AtEnd() const { return pos_ == s_.size(); }
+
+ private:
+  const std::string& s_;
+  size_t pos_ = 0;
+};
+
+}  // namespace
+
+int ShardOfId(uint64_t id, int num_shards) {
+  // Ids are already well mixed (HashFeature), but mix again so that any id source spreads.
+  uint64_t h = id * 0x9e3779b97f4a7c15ULL;
+  h ^= h >> 32;
+  return static_cast<int>(h % static_cast<uint64_t>(num_shards));
+}
+
+std::pair<size_t, size_t> DenseRange(size_t total, int k, int n) {
+  return {total * k / n, total * (k + 1) / n};
+}
+
+ParamShard::ParamShard(const ShardConfig& config, const float* dense_init)
+    : c_(config), slots_(StateSlots(config.optimizer.kind)) {
+  dense_.assign(dense_init, dense_init + dense_size());
+  dense_state_.resize(dense_size() * slots_);
+  InitState(c_.optimizer, dense_state_.data(), dense_size());
+  scratch_.resize(dense_size());
+}
+
+size_t ParamShard::RowStride() const {
+  return static_cast<size_t>(c_.sparse_dim) * (1 + slots_) + 1;
+}
+
+float* ParamShard::RowLocked(uint64_t id) {
+  auto [it, inserted] = row_of_.emplace(id, arena_.size());
+  if (inserted) {
+    arena_.resize(arena_.size() + RowStride());
+    float* row = arena_.data() + it->second;
+    InitSparseRow(c_.seed, id, c_.sparse_dim, row);
+    InitState(c_.optimizer, row + c_.sparse_dim, c_.sparse_dim);
+    row[RowStride() - 1] = 0.f;
+  }
+  return arena_.data() + it->second;
+}
+
+void ParamShard::PullDense(float* out) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::memcpy(out, dense_.data(), dense_.size() * sizeof(float));
+}
+
+void ParamShard::PullSparse(const uint64_t* ids, size_t n, float* out) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (size_t i = 0; i < n; ++i) {
+    std::memcpy(out + i * c_.sparse_dim, RowLocked(ids[i]), c_.sparse_dim * sizeof(float));
+  }
+}
+
+void ParamShard::Apply(const float* dense_grad, const uint64_t* ids, size_t n,
+                       const float* row_grads, float scale) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (dense_grad != nullptr && !dense_.empty()) {
+    const float* g = dense_grad;
+    if (scale != 1.f) {
+      for (size_t i = 0; i < dense_.size(); ++i) scratch_[i] = dense_grad[i] * scale;
+      g = scratch_.data();
+    }
+    ++dense_updates_;
+    ApplyUpdate(c_.optimizer, dense_.data(), dense_state_.data(), g, dense_.size(), dense_updates_);
+  }
+  std::vector<float> g(c_.sparse_dim);
+  for (size_t i = 0; i < n; ++i) {
+    float* row = RowLocked(ids[i]);
+    for (int k = 0; k < c_.sparse_dim; ++k) g[k] = row_grads[i * c_.sparse_dim + k] * scale;
+    float& count = row[RowStride() - 1];
+    count += 1.f;
+    ApplyUpdate(c_.optimizer, row, row + c_.sparse_dim, g.data(), c_.sparse_dim,
+                static_cast<int64_t>(count));
+  }
+}
+
+size_t ParamShard::num_rows() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return row_of_.size();
+}
+
+int64_t ParamShard::updates() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return dense_updates_;
+}
+
+Status ParamShard::Save(const std::string& path) const {
+  std::string out;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    out.reserve(64 + (dense_.size() + dense_state_.size()) * 4 + arena_.size() * 4 +
+                row_of_.size() * 8);
+    out.append(kMagic, sizeof(kMagic));
+    Put<uint64_t>(&out, c_.dense_begin);
+    Put<uint64_t>(&out, c_.dense_end);
+    Put<int32_t>(&out, c_.sparse_dim);
+    Put<int32_t>(&out, slots_);
+    Put<int64_t>(&out, dense_updates_);
+    PutFloats(&out, dense_.data(), dense_.size());
+    PutFloats(&out, dense_state_.data(), dense_state_.size());
+    Put<uint64_t>(&out, row_of_.size());
+    for (const auto& [id, offset] : row_of_) {
+      Put<uint64_t>(&out, id);
+      PutFloats(&out, arena_.data() + offset, RowStride());
+    }
+  }
+  return WriteFileAtomic(path, out);
+}
+
+Status ParamShard::Load(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return NotFound("cannot open checkpoint shard " + path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string data = ss.str();
+  Cursor cur(data);
+  char magic[8];
+  uint64_t begin = 0, end = 0, rows = 0;
+  int32_t dim = 0, slots = 0;
+  int64_t updates = 0;
+  const auto bad = [&](const std::string& why) {
+    return InvalidArgument("checkpoint shard " + path + ": " + why);
+  };
+  if (!cur.Get(&magic) || std::memcmp(magic, kMagic, sizeof(kMagic)) != 0) {
+    return bad("not a kubetrain shard file");
+  }
+  if (!cur.Get(&begin) || !cur.Get(&end) || !cur.Get(&dim) || !cur.Get(&slots) ||
+      !cur.Get(&updates)) {
+    return bad("truncated header");
+  }
+  if (begin != c_.dense_begin || end != c_.dense_end || dim != c_.sparse_dim || slots != slots_) {
+    return bad("written for dense slice [" + std::to_string(begin) + ", " + std::to_string(end) +
+               "), row dim " + std::to_string(dim) + ", " + std::to_string(slots) +
+               " optimizer slots; this shard has [" + std::to_string(c_.dense_begin) + ", " +
+               std::to_string(c_.dense_end) + "), " + std::to_string(c_.sparse_dim) + ", " +
+               std::to_string(slots_) + " (model or optimizer flags changed?)");
+  }
+  std::vector<float> dense(dense_size()), state(dense_size() * slots_);
+  if (!cur.GetFloats(dense.data(), dense.size()) || !cur.GetFloats(state.data(), state.size()) ||
+      !cur.Get(&rows)) {
+    return bad("truncated dense section");
+  }
+  std::unordered_map<uint64_t, size_t> row_of;
+  std::vector<float> arena(rows * RowStride());
+  for (uint64_t r = 0; r < rows; ++r) {
+    uint64_t id;
+    if (!cur.Get(&id) || !cur.GetFloats(arena.data() + r * RowStride(), RowStride())) {
+      return bad("truncated row section");
+    }
+    row_of[id] = r * RowStride();
+  }
+  if (!cur.AtEnd()) return bad("trailing bytes");
+  std::lock_guard<std::mutex> lock(mu_);
+  dense_ = std::move(dense);
+  dense_state_ = std::move(state);
+  dense_updates_ = updates;
+  row_of_ = std::move(row_of);
+  arena_ = std::move(arena);
+  return Status::Ok();
+}
+
+Status WriteFileAtomic(const std::string& path, const std::string& data) {
+  namespace fs = std::filesystem;
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return Internal("cannot create " + tmp + ": " + std::strerror(errno));
+  size_t done = 0;
+  while (done < data.size()) {
+    const ssize_t w = ::write(fd, data.data() + done, data.size() - done);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      const std::string err = std::strerror(errno);
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      return Internal("cannot write " + tmp + ": " + err);
+    }
+    done += static_cast<size_t>(w);
+  }
+  if (::fsync(fd) != 0) {
+    const std::string err = std::strerror(errno);
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    return Internal("cannot fsync " + tmp + ": " + err);
+  }
+  ::close(fd);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    const std::string err = std::strerror(errno);
+    ::unlink(tmp.c_str());
+    return Internal("cannot rename " + tmp + " to " + path + ": " + err);
+  }
+  // The rename is durable only once the directory entry is.
+  const std::string dir = fs::path(path).parent_path().string();
+  const int dfd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+  return Status::Ok();
+}
+
+}  // namespace kubetrain::trainer

@@ -1,0 +1,77 @@
+// One parameter server's share of the model: a contiguous slice of the dense parameter
+// vector, and the embedding rows whose id hashes to this shard (created on first pull).
+//
+// Thread-safe: all methods lock one mutex (the PS serves one connection per worker).
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "operator/common/status.h"
+#include "trainer/ps/optimizer.h"
+
+namespace kubetrain::trainer {
+
+struct ShardConfig {
+  size_t dense_begin = 0;
+  size_t dense_end = 0;
+  int sparse_dim = 0;
+  uint64_t seed = 1;  // embedding rows are initialised from (seed, id)
+  OptimizerConfig optimizer;
+};
+
+// Which PS holds embedding row `id`, and which dense slice PS `k` of `n` holds.
+int ShardOfId(uint64_t id, int num_shards);
+std::pair<size_t, size_t> DenseRange(size_t total, int k, int n);
+
+class ParamShard {
+ public:
+  // `dense_init` points at this shard's slice of the initial dense values.
+  ParamShard(const ShardConfig& config, const float* dense_init);
+
+  size_t dense_size() const { return c_.dense_end - c_.dense_begin; }
+  int sparse_dim() const { return c_.sparse_dim; }
+
+  void PullDense(float* out) const;
+  // Writes n rows of sparse_dim floats; unknown ids get their deterministic initial row.
+  void PullSparse(const uint64_t* ids, size_t n, float* out);
+  // Applies one optimizer update. `dense_grad` may be null (no dense update). Gradients
+  // are multiplied by `scale` first (1 / #workers for synchronous averaging).
+  void Apply(const float* dense_grad, const uint64_t* ids, size_t n, const float* row_grads,
+             float scale = 1.f);
+
+  size_t num_rows() const;
+  int64_t updates() const;
+
+  // Writes the shard to `path` atomically (temp file, fsync, rename, fsync dir).
+  Status Save(const std::string& path) const;
+  // Replaces this shard's contents with a file written by Save() for the same slice.
+  // Errors: NotFound, or InvalidArgument if the file is for a different configuration.
+  Status Load(const std::string& path);
+
+ private:
+  // Row layout in the arena: [values (dim) | state (slots x dim) | update count (1)].
+  size_t RowStride() const;
+  float* RowLocked(uint64_t id);
+
+  // Constant after construction.
+  const ShardConfig c_;
+  const int slots_;
+
+  mutable std::mutex mu_;
+  std::vector<float> dense_;                     // guarded by mu_
+  std::vector<float> dense_state_;               // guarded by mu_
+  int64_t dense_updates_ = 0;                    // guarded by mu_
+  std::unordered_map<uint64_t, size_t> row_of_;  // guarded by mu_; id -> arena offset
+  std::vector<float> arena_;                     // guarded by mu_
+  std::vector<float> scratch_;                   // guarded by mu_
+};
+
+// Writes `data` to `path` atomically: a reader sees the old file or the whole new one,
+// also after a crash (temp file in the same directory, fsync, rename, fsync directory).
+Status WriteFileAtomic(const std::string& path, const std::string& data);
+
+}  // namespace kubetrain::trainer
