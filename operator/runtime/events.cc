@@ -1,0 +1,122 @@
+#include "operator/runtime/events.h"
+
+#include <spdlog/spdlog.h>
+
+#include <random>
+
+#include "operator/runtime/leader_election.h"
+
+namespace kubetrain::runtime {
+namespace {
+
+using json = nlohmann::json;
+
+std::string RandomSuffix() {
+  static thread_local std::mt19937_64 rng(std::random_device{}());
+  static const char* hex = "0123456789abcdef";
+  std::string s;
+  uint64_t v = rng();
+  for (int i = 0; i < 12; ++i, v >>= 4) s.push_back(hex[v & 15]);
+  return s;
+}
+
+}  // namespace
+
+EventRecorder::EventRecorder(kube::Client* client, EventRecorderOptions opts)
+    : client_(client), opts_(std::move(opts)) {
+  thread_ = std::jthread([this](std::stop_token st) { Loop(st); });
+}
+
+EventRecorder::~EventRecorder() {
+  thread_.request_stop();
+  cv_.notify_all();
+}
+
+void EventRecorder::Record(const ObjectReference& regarding, const std::string& type,
+                           const std::string& reason, const std::string& action,
+                           const std::string& note) {
+  std::lock_guard lock(mu_);
+  auto& bucket =
+      limits_[regarding.uid.empty() ? regarding.ns + "/" + regarding.name : regarding.uid];
+  if (!bucket)
+    bucket = std::make_unique<kube::TokenBucket>(opts_.per_object_qps, opts_.per_object_burst);
+  if (bucket->Reserve(std::chrono::steady_clock::now()).count() > 0 ||
+      queue_.size() >= opts_.max_pending) {
+    ++dropped_;
+    return;
+  }
+  queue_.push_back(Pending{regarding, type, reason, action, note});
+  cv_.notify_all();
+}
+
+uint64_t EventRecorder::dropped() const {
+  std::lock_guard lock(mu_);
+  return dropped_;
+}
+
+void EventRecorder::Flush() {
+  std::unique_lock lock(mu_);
+  cv_.wait(lock, [this] { return queue_.empty() && !busy_; });
+}
+
+void EventRecorder::Loop(std::stop_token stop) {
+  for (;;) {
+    Pending p;
+    {
+      std::unique_lock lock(mu_);
+      cv_.wait(lock, stop, [this] { return !queue_.empty(); });
+      if (queue_.empty()) return;  // stopped and drained
+      p = std::move(queue_.front());
+      queue_.pop_front();
+      busy_ = true;
+    }
+    Send(p);
+    std::lock_guard lock(mu_);
+    busy_ = false;
+    cv_.notify_all();
+  }
+}
+
+void EventRecorder::Send(const Pending& p) {
+  const auto now = std::chrono::steady_clock::now();
+  const std::string key = p.regarding.uid + "|" + p.regarding.ns + "/" + p.regarding.name + "|" +
+                          p.type + "|" + p.reason + "|" + p.action + "|" + p.note;
+  const std::string ns = p.regarding.ns.empty() ? "default" : p.regarding.ns;
+  auto it = series_.find(key);
+  if (it != series_.end() && now - it->second.last < opts_.aggregation_window) {
+    Series& s = it->second;
+    s.count++;
+    s.last = now;
+    json patch = {{"series", {{"count", s.count}, {"lastObservedTime", MicroTimeNow()}}}};
+    auto r = client_->Patch(kube::kEvents, s.ns, s.event_name, kube::PatchType::kMerge, patch);
+    if (r.ok()) return;
+    spdlog::warn("event: updating series of {} failed: {}", s.event_name, r.status().ToString());
+    series_.erase(it);  // fall through: create a fresh Event
+  }
+  std::string name = p.regarding.name + "." + RandomSuffix();
+  json ev = {{"apiVersion", "events.k8s.io/v1"},
+             {"kind", "Event"},
+             {"metadata", {{"name", name}, {"namespace", ns}}},
+             {"eventTime", MicroTimeNow()},
+             {"reportingController", opts_.reporting_controller},
+             {"reportingInstance", opts_.reporting_instance.empty() ? opts_.reporting_controller
+                                                                    : opts_.reporting_instance},
+             {"action", p.action},
+             {"reason", p.reason},
+             {"type", p.type},
+             {"note", p.note.substr(0, 1024)},
+             {"regarding",
+              {{"apiVersion", p.regarding.api_version},
+               {"kind", p.regarding.kind},
+               {"namespace", p.regarding.ns},
+               {"name", p.regarding.name},
+               {"uid", p.regarding.uid}}}};
+  auto r = client_->Create(kube::kEvents, ns, ev);
+  if (!r.ok()) {
+    spdlog::warn("event: creating {} failed: {}", name, r.status().ToString());
+    return;
+  }
+  series_[key] = Series{name, ns, 1, now};
+}
+
+}  // namespace kubetrain::runtime

@@ -1,0 +1,85 @@
+// EventRecorder: events.k8s.io/v1 Events with aggregation and a per-object
+// rate limit, sent from a background thread so reconciles never block on them.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "operator/kube/client.h"
+#include "operator/kube/rate_limiter.h"
+
+namespace kubetrain::runtime {
+
+// The object an event is about.
+struct ObjectReference {
+  std::string api_version;  // "kubetrain.io/v1alpha1"
+  std::string kind;
+  std::string ns;
+  std::string name;
+  std::string uid;
+};
+
+struct EventRecorderOptions {
+  std::string reporting_controller = "kubetrain.io/operator";
+  std::string reporting_instance;  // e.g. pod name
+  // A repeat of the same (object, type, reason, action, note) within this
+  // window becomes a series count on the existing Event, not a new Event.
+  std::chrono::seconds aggregation_window{360};
+  // Per-object token bucket (client-go: burst 25, one per 5 minutes).
+  double per_object_qps = 1.0 / 300;
+  int per_object_burst = 25;
+  size_t max_pending = 1000;  // queue bound; excess events are dropped
+};
+
+// Contract: Record() never blocks on the network and never fails; events
+// beyond the per-object rate limit or the queue bound are dropped (and
+// counted). The first occurrence creates an Event; repeats within the window
+// PATCH its series (count, lastObservedTime). Thread-safe. The destructor
+// sends what is queued (bounded by the client's timeouts) and joins.
+class EventRecorder {
+ public:
+  EventRecorder(kube::Client* client, EventRecorderOptions opts = {});
+  ~EventRecorder();
+
+  // type: "Normal" or "Warning".
+  void Record(const ObjectReference& regarding, const std::string& type, const std::string& reason,
+              const std::string& action, const std::string& note);
+
+  uint64_t dropped() const;
+  // Blocks until the queue is empty (tests).
+  void Flush();
+
+ private:
+  struct Pending {
+    ObjectReference regarding;
+    std::string type, reason, action, note;
+  };
+  struct Series {
+    std::string event_name;
+    std::string ns;
+    int count = 1;
+    std::chrono::steady_clock::time_point last;
+  };
+  void Loop(std::stop_token stop);
+  void Send(const Pending& p);
+
+  kube::Client* const client_;
+  const EventRecorderOptions opts_;
+
+  mutable std::mutex mu_;
+  std::condition_variable_any cv_;
+  std::deque<Pending> queue_;                                         // guarded by mu_
+  std::map<std::string, std::unique_ptr<kube::TokenBucket>> limits_;  // guarded by mu_
+  uint64_t dropped_ = 0;                                              // guarded by mu_
+  bool busy_ = false;                                                 // guarded by mu_
+  std::map<std::string, Series> series_;                              // sender thread only
+  std::jthread thread_;
+};
+
+}  // namespace kubetrain::runtime

@@ -1,0 +1,173 @@
+// Informer<T>: reflector + indexed store of compact objects + event handlers.
+//
+//   runtime::Informer<runtime::PodSummary> pods(
+//       runtime::NewKubeListerWatcher(client, kube::kPods, "",
+//       "app.kubernetes.io/managed-by=kubetrain"), runtime::ToPodSummary);
+//   pods.AddIndex(runtime::kOwnerUidIndex, runtime::OwnerUidIndexFunc<runtime::PodSummary>);
+//   pods.AddHandlers({.on_add = [&](const auto& p) { queue.Add(JobKeyOf(*p)); }, ...});
+//   pods.Start();  pods.WaitForSync(...);  ...  pods.Stop();
+#pragma once
+
+#include <spdlog/spdlog.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "operator/runtime/object.h"
+#include "operator/runtime/reflector.h"
+#include "operator/runtime/store.h"
+
+namespace kubetrain::runtime {
+
+template <typename T>
+struct EventHandlers {
+  using Ptr = std::shared_ptr<const T>;
+  std::function<void(const Ptr&)> on_add;
+  std::function<void(const Ptr& old_obj, const Ptr& new_obj)> on_update;
+  // `tombstone` is true when the delete was not seen as a watch event but
+  // inferred from a relist (the object vanished while the watch was down);
+  // `last` is then the last state the cache knew.
+  std::function<void(const Ptr& last, bool tombstone)> on_delete;
+};
+
+// Contract: owns a Reflector running on its own thread between Start() and
+// Stop() (also called by the destructor), feeding a Store<T>. Each object is
+// turned into a T by `transform` as it arrives, so only compact T values are
+// cached; objects the transform rejects are logged and skipped. Handlers run
+// on the reflector thread, in event order, and must not block (compute a key,
+// enqueue it). AddIndex and AddHandlers must be called before Start(). All
+// other methods are thread-safe. HasSynced() turns true after the first
+// complete list has been stored and its handlers called.
+template <typename T>
+class Informer : private ReflectorSink {
+ public:
+  using Ptr = std::shared_ptr<const T>;
+  using Transform = std::function<StatusOr<T>(const nlohmann::json&)>;
+
+  Informer(std::unique_ptr<ListerWatcher> lw, Transform transform, ReflectorOptions opts = {})
+      : transform_(std::move(transform)), reflector_(std::move(lw), this, std::move(opts)) {
+    store_.AddIndex(kNamespaceIndex, NamespaceIndexFunc<T>);
+    store_.AddIndex(kOwnerUidIndex, OwnerUidIndexFunc<T>);
+  }
+  ~Informer() override { Stop(); }
+
+  void AddIndex(std::string name, typename Store<T>::IndexFunc fn) {
+    store_.AddIndex(std::move(name), std::move(fn));
+  }
+  void AddLabelIndex(const std::string& label_key) {
+    store_.AddIndex(LabelIndexName(label_key), LabelIndexFunc<T>(label_key));
+  }
+  void AddHandlers(EventHandlers<T> h) { handlers_.push_back(std::move(h)); }
+
+  void Start() {
+    thread_ = std::jthread([this](std::stop_token st) { reflector_.Run(st); });
+  }
+  void Stop() {
+    if (thread_.joinable()) {
+      thread_.request_stop();
+      thread_.join();
+    }
+  }
+
+  bool HasSynced() const { return synced_.load(); }
+  // Blocks until synced or `timeout`; returns HasSynced().
+  bool WaitForSync(std::chrono::milliseconds timeout) {
+    std::unique_lock lock(sync_mu_);
+    return sync_cv_.wait_for(lock, timeout, [this] { return synced_.load(); });
+  }
+
+  const Store<T>& store() const { return store_; }
+  const Reflector& reflector() const { return reflector_; }
+
+ private:
+  StatusOr<Ptr> Convert(const nlohmann::json& obj) {
+    try {
+      auto t = transform_(obj);
+      if (!t.ok()) return t.status();
+      return std::make_shared<const T>(std::move(*t));
+    } catch (const std::exception& e) {
+      return Internal(std::string("transform threw: ") + e.what());
+    }
+  }
+
+  // Replace: the new list is converted, swapped in at once, and the
+  // difference to the previous content is reported to the handlers.
+  void Replace(std::vector<nlohmann::json>&& items, const std::string&) override {
+    typename Store<T>::Map fresh;
+    fresh.reserve(items.size());
+    for (auto& item : items) {
+      auto p = Convert(item);
+      nlohmann::json().swap(item);  // free the JSON as soon as it is converted
+      if (!p.ok()) {
+        spdlog::warn("informer: skipping object: {}", p.status().ToString());
+        continue;
+      }
+      std::string key = (*p)->meta.Key();
+      fresh.emplace(std::move(key), std::move(*p));
+    }
+    auto snapshot = fresh;  // shared pointers only
+    auto old = store_.Replace(std::move(fresh));
+    for (const auto& [key, obj] : snapshot) {
+      auto it = old.find(key);
+      if (it == old.end()) {
+        for (auto& h : handlers_)
+          if (h.on_add) h.on_add(obj);
+      } else {
+        if (it->second->meta.resource_version != obj->meta.resource_version)
+          for (auto& h : handlers_)
+            if (h.on_update) h.on_update(it->second, obj);
+        old.erase(it);
+      }
+    }
+    for (const auto& [key, obj] : old)
+      for (auto& h : handlers_)
+        if (h.on_delete) h.on_delete(obj, /*tombstone=*/true);
+    if (!synced_.load()) {
+      std::lock_guard lock(sync_mu_);
+      synced_ = true;
+      sync_cv_.notify_all();
+    }
+  }
+
+  void Apply(kube::WatchEventType type, nlohmann::json&& object) override {
+    auto p = Convert(object);
+    if (!p.ok()) {
+      spdlog::warn("informer: skipping event: {}", p.status().ToString());
+      return;
+    }
+    std::string key = (*p)->meta.Key();
+    if (type == kube::WatchEventType::kDeleted) {
+      auto old = store_.Erase(key);
+      for (auto& h : handlers_)
+        if (h.on_delete) h.on_delete(old ? old : *p, false);
+      return;
+    }
+    auto old = store_.Upsert(key, *p);
+    for (auto& h : handlers_) {
+      if (old) {
+        if (h.on_update) h.on_update(old, *p);
+      } else if (h.on_add) {
+        h.on_add(*p);
+      }
+    }
+  }
+
+  // Constant after Start().
+  const Transform transform_;
+  std::vector<EventHandlers<T>> handlers_;
+
+  Store<T> store_;
+  Reflector reflector_;
+  std::atomic<bool> synced_{false};
+  std::mutex sync_mu_;
+  std::condition_variable sync_cv_;
+  std::jthread thread_;
+};
+
+}  // namespace kubetrain::runtime

@@ -1,0 +1,69 @@
+// Leader election on a coordination.k8s.io/v1 Lease.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <mutex>
+#include <stop_token>
+#include <string>
+
+#include "operator/common/status.h"
+#include "operator/kube/client.h"
+
+namespace kubetrain::runtime {
+
+struct LeaderElectionConfig {
+  std::string lease_namespace;
+  std::string lease_name;
+  std::string identity;  // unique per process, e.g. "<pod name>_<random>"
+  std::chrono::milliseconds lease_duration{15'000};
+  std::chrono::milliseconds renew_deadline{10'000};
+  std::chrono::milliseconds retry_period{2'000};
+  bool release_on_cancel = true;
+};
+
+// Contract: Run() blocks. It tries to acquire the Lease every retry_period;
+// once it holds it, it calls on_started_leading(token) on a new thread and
+// renews every retry_period. It returns when (a) `stop` is requested: the
+// leader's token is stopped, on_started_leading is joined, the Lease is
+// released (holder cleared) so a standby takes over at once, and Run returns
+// OK; or (b) renewal did not succeed within renew_deadline: leadership is
+// lost, the token is stopped, and Run returns kUnavailable — the caller must
+// stop acting as leader (the operator exits). IsLeader() is thread-safe.
+//
+// Flow: GET lease -> (absent: CREATE) -> if held by another identity and that
+// record was last seen changing less than lease_duration ago (measured on OUR
+// monotonic clock from when we observed it, so clock skew between nodes does
+// not matter) -> wait; else PUT with our identity and the observed
+// resourceVersion (optimistic concurrency: of two contenders only one PUT
+// succeeds, the other gets a 409 and retries).
+// Guarantees: at most one holder per lease duration, given renew_deadline <
+// lease_duration and bounded clock drift (not skew) between contenders.
+// Assumptions: every contender uses the same lease_duration.
+class LeaderElector {
+ public:
+  LeaderElector(kube::Client* client, LeaderElectionConfig config);
+
+  [[nodiscard]] Status Run(std::stop_token stop,
+                           std::function<void(std::stop_token)> on_started_leading,
+                           std::function<void()> on_stopped_leading = {});
+  bool IsLeader() const;
+
+ private:
+  enum class Attempt { kAcquired, kHeldByOther, kError };
+  Attempt TryAcquireOrRenew(Status* error);
+  void Release();
+
+  kube::Client* const client_;
+  const LeaderElectionConfig config_;
+
+  mutable std::mutex mu_;
+  bool leader_ = false;                                  // guarded by mu_
+  std::string observed_record_;                          // holder+renewTime+rv seen last
+  std::chrono::steady_clock::time_point observed_time_;  // when observed_record_ changed
+};
+
+// RFC 3339 with microseconds, the Lease MicroTime format.
+std::string MicroTimeNow();
+
+}  // namespace kubetrain::runtime

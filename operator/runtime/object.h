@@ -1,0 +1,71 @@
+// Compact cached objects: what the informer keeps instead of whole JSON.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "operator/common/status.h"
+
+namespace kubetrain::runtime {
+
+// The controller owner (ownerReferences[] entry with controller: true).
+struct OwnerRef {
+  std::string kind;
+  std::string name;
+  std::string uid;
+};
+
+// The parts of metadata a controller needs. Labels are a sorted vector, not a
+// map: fewer allocations and half the memory for the typical 3-6 labels.
+struct ObjectMeta {
+  std::string ns;
+  std::string name;
+  std::string uid;
+  std::string resource_version;
+  int64_t generation = 0;
+  std::vector<std::pair<std::string, std::string>> labels;
+  std::optional<OwnerRef> controller;
+  std::string deletion_timestamp;  // "" when not being deleted
+
+  // "namespace/name", or "name" for cluster-scoped objects.
+  std::string Key() const { return ns.empty() ? name : ns + "/" + name; }
+  // nullptr when the label is not set.
+  const std::string* Label(std::string_view key) const;
+};
+
+// Parses metadata; InvalidArgument when the object has no metadata.name.
+[[nodiscard]] StatusOr<ObjectMeta> ParseObjectMeta(const nlohmann::json& obj);
+
+// The whole object, for resources where a compact form is not worth it.
+struct GenericObject {
+  ObjectMeta meta;
+  nlohmann::json object;
+};
+[[nodiscard]] StatusOr<GenericObject> ToGenericObject(const nlohmann::json& obj);
+
+struct ContainerSummary {
+  std::string name;
+  int32_t restart_count = 0;
+  bool terminated = false;
+  int32_t exit_code = 0;  // valid when terminated
+  std::string reason;     // terminated or waiting reason
+};
+
+// A pod as the training controller sees it.
+struct PodSummary {
+  ObjectMeta meta;
+  std::string phase;
+  std::string node_name;
+  std::string pod_ip;
+  std::vector<ContainerSummary> containers;
+};
+[[nodiscard]] StatusOr<PodSummary> ToPodSummary(const nlohmann::json& obj);
+
+// "namespace/name" split back; ns is "" for cluster-scoped keys.
+std::pair<std::string, std::string> SplitKey(std::string_view key);
+
+}  // namespace kubetrain::runtime

@@ -1,0 +1,52 @@
+#include "operator/runtime/object.h"
+
+#include <gtest/gtest.h>
+
+namespace kubetrain::runtime {
+namespace {
+
+using json = nlohmann::json;
+
+TEST(ObjectTest, PodSummaryKeepsWhatTheControllerNeeds) {
+  json pod = json::parse(R"({
+    "metadata": {"name": "w-0", "namespace": "ns", "uid": "u1", "resourceVersion": "42",
+      "labels": {"b": "2", "a": "1"}, "deletionTimestamp": "2026-01-01T00:00:00Z",
+      "ownerReferences": [{"kind": "X", "name": "n", "uid": "o0"},
+                          {"kind": "TrainingJob", "name": "job", "uid": "o1", "controller": true}]},
+    "spec": {"nodeName": "node-1", "containers": [{"name": "c", "image": "big"}]},
+    "status": {"phase": "Failed", "podIP": "10.0.0.2", "containerStatuses": [
+      {"name": "c", "restartCount": 3, "state": {"terminated": {"exitCode": 137, "reason": "OOMKilled"}}},
+      {"name": "d", "state": {"waiting": {"reason": "CrashLoopBackOff"}}}]}})");
+  auto p = ToPodSummary(pod);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(p->meta.Key(), "ns/w-0");
+  EXPECT_EQ(p->meta.resource_version, "42");
+  ASSERT_TRUE(p->meta.controller.has_value());
+  EXPECT_EQ(p->meta.controller->uid, "o1");
+  ASSERT_NE(p->meta.Label("a"), nullptr);
+  EXPECT_EQ(*p->meta.Label("a"), "1");
+  EXPECT_EQ(p->meta.Label("zz"), nullptr);
+  EXPECT_EQ(p->meta.deletion_timestamp, "2026-01-01T00:00:00Z");
+  EXPECT_EQ(p->phase, "Failed");
+  EXPECT_EQ(p->node_name, "node-1");
+  ASSERT_EQ(p->containers.size(), 2u);
+  EXPECT_TRUE(p->containers[0].terminated);
+  EXPECT_EQ(p->containers[0].exit_code, 137);
+  EXPECT_EQ(p->containers[0].restart_count, 3);
+  EXPECT_FALSE(p->containers[1].terminated);
+  EXPECT_EQ(p->containers[1].reason, "CrashLoopBackOff");
+}
+
+TEST(ObjectTest, MissingNameIsInvalidArgument) {
+  EXPECT_EQ(ParseObjectMeta(json::parse(R"({"metadata": {}})")).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParseObjectMeta(json(3)).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(ObjectTest, SplitKey) {
+  EXPECT_EQ(SplitKey("a/b"), (std::pair<std::string, std::string>{"a", "b"}));
+  EXPECT_EQ(SplitKey("b"), (std::pair<std::string, std::string>{"", "b"}));
+}
+
+}  // namespace
+}  // namespace kubetrain::runtime

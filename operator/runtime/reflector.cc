@@ -1,0 +1,166 @@
+#include "operator/runtime/reflector.h"
+
+#include <spdlog/spdlog.h>
+
+#include <condition_variable>
+#include <random>
+#include <thread>
+
+namespace kubetrain::runtime {
+namespace {
+
+using json = nlohmann::json;
+
+class KubeListerWatcher : public ListerWatcher {
+ public:
+  KubeListerWatcher(kube::Client* client, kube::ResourceRef ref, std::string ns,
+                    std::string label_selector, std::string field_selector, int64_t page_size)
+      : client_(client), ref_(std::move(ref)), ns_(std::move(ns)) {
+    opts_.label_selector = std::move(label_selector);
+    opts_.field_selector = std::move(field_selector);
+    opts_.limit = page_size;
+  }
+
+  StatusOr<json> List() override {
+    auto r = client_->ListAll(ref_, ns_, opts_);
+    if (r.ok() || r.status().code() != StatusCode::kGone) return r;
+    // The continue token expired mid-way: fall back to one unpaged list.
+    kube::ListOptions full = opts_;
+    full.limit = 0;
+    return client_->List(ref_, ns_, full);
+  }
+
+  Status Watch(const std::string& rv, const kube::WatchHandler& handler,
+               std::stop_token stop) override {
+    kube::ListOptions w = opts_;
+    w.limit = 0;
+    w.resource_version = rv;
+    w.allow_watch_bookmarks = true;
+    // Spread reconnects out, as client-go does (5..10 minutes).
+    static thread_local std::mt19937 rng(std::random_device{}());
+    w.timeout_seconds = std::uniform_int_distribution<int>(300, 600)(rng);
+    return client_->Watch(ref_, ns_, w, handler, stop);
+  }
+
+ private:
+  kube::Client* const client_;
+  const kube::ResourceRef ref_;
+  const std::string ns_;
+  kube::ListOptions opts_;
+};
+
+std::string RvOf(const json& obj) {
+  auto md = obj.find("metadata");
+  if (md == obj.end() || !md->is_object()) return {};
+  auto rv = md->find("resourceVersion");
+  return rv != md->end() && rv->is_string() ? rv->get<std::string>() : std::string();
+}
+
+}  // namespace
+
+std::unique_ptr<ListerWatcher> NewKubeListerWatcher(kube::Client* client, kube::ResourceRef ref,
+                                                    std::string ns, std::string label_selector,
+                                                    std::string field_selector, int64_t page_size) {
+  return std::make_unique<KubeListerWatcher>(client, std::move(ref), std::move(ns),
+                                             std::move(label_selector), std::move(field_selector),
+                                             page_size);
+}
+
+const char* ReflectorStateName(Reflector::State s) {
+  switch (s) {
+    case Reflector::State::kEmpty:
+      return "Empty";
+    case Reflector::State::kListed:
+      return "Listed";
+    case Reflector::State::kWatching:
+      return "Watching";
+    case Reflector::State::kBackoff:
+      return "Backoff";
+    case Reflector::State::kStopped:
+      return "Stopped";
+  }
+  return "?";
+}
+
+Reflector::Reflector(std::unique_ptr<ListerWatcher> lw, ReflectorSink* sink, ReflectorOptions opts)
+    : lw_(std::move(lw)), sink_(sink), opts_(std::move(opts)) {}
+
+std::string Reflector::last_resource_version() const {
+  std::lock_guard lock(mu_);
+  return rv_;
+}
+
+void Reflector::SetRv(std::string rv) {
+  std::lock_guard lock(mu_);
+  rv_ = std::move(rv);
+}
+
+void Reflector::Backoff(std::stop_token stop, std::chrono::milliseconds& delay) {
+  state_ = State::kBackoff;
+  static thread_local std::mt19937 rng(std::random_device{}());
+  auto jittered = std::chrono::milliseconds(
+      std::uniform_int_distribution<long>(delay.count() / 2 + 1, delay.count() + 1)(rng));
+  // Sleep, but wake at once on stop.
+  std::mutex m;
+  std::condition_variable_any cv;
+  std::unique_lock lock(m);
+  cv.wait_for(lock, stop, jittered, [] { return false; });
+  delay = std::min(delay * 2, opts_.max_backoff);
+}
+
+void Reflector::Run(std::stop_token stop) {
+  auto delay = opts_.initial_backoff;
+  State next = State::kEmpty;
+  while (!stop.stop_requested()) {
+    if (next == State::kEmpty) {
+      state_ = State::kEmpty;
+      auto list = lw_->List();
+      if (!list.ok()) {
+        spdlog::warn("{}: list failed: {}", opts_.name, list.status().ToString());
+        Backoff(stop, delay);
+        continue;
+      }
+      std::string rv = RvOf(*list);
+      std::vector<json> items;
+      if (auto it = list->find("items"); it != list->end() && it->is_array()) {
+        items.reserve(it->size());
+        for (auto& item : *it) items.push_back(std::move(item));
+      }
+      sink_->Replace(std::move(items), rv);
+      SetRv(rv);
+      ++lists_;
+      state_ = State::kListed;
+      next = State::kWatching;
+      continue;
+    }
+    // kWatching: resume from the last resourceVersion we saw.
+    state_ = State::kWatching;
+    auto started = std::chrono::steady_clock::now();
+    Status s = lw_->Watch(
+        last_resource_version(),
+        [this](kube::WatchEvent&& ev) -> Status {
+          std::string rv = RvOf(ev.object);
+          if (ev.type != kube::WatchEventType::kBookmark)
+            sink_->Apply(ev.type, std::move(ev.object));
+          if (!rv.empty()) SetRv(std::move(rv));
+          return Status::Ok();
+        },
+        stop);
+    if (stop.stop_requested()) break;
+    if (std::chrono::steady_clock::now() - started >= opts_.healthy_watch)
+      delay = opts_.initial_backoff;
+    if (s.ok()) continue;  // the server closed the watch on its timeout
+    if (s.code() == StatusCode::kGone) {
+      spdlog::info("{}: resourceVersion {} expired, relisting", opts_.name,
+                   last_resource_version());
+      next = State::kEmpty;
+      continue;
+    }
+    spdlog::warn("{}: watch failed, resuming from {}: {}", opts_.name, last_resource_version(),
+                 s.ToString());
+    Backoff(stop, delay);
+  }
+  state_ = State::kStopped;
+}
+
+}  // namespace kubetrain::runtime

@@ -1,0 +1,102 @@
+// Reflector: keeps a sink in step with the apiserver by list + watch.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <stop_token>
+#include <string>
+#include <vector>
+
+#include "operator/common/status.h"
+#include "operator/kube/client.h"
+
+namespace kubetrain::runtime {
+
+// Where the reflector gets data. The real one wraps kube::Client; tests feed
+// scripted lists and events.
+class ListerWatcher {
+ public:
+  virtual ~ListerWatcher() = default;
+  // A complete, consistent list (all pages); the List object with "items"
+  // and metadata.resourceVersion.
+  [[nodiscard]] virtual StatusOr<nlohmann::json> List() = 0;
+  // Watches from `resource_version`; same contract as kube::Client::Watch.
+  [[nodiscard]] virtual Status Watch(const std::string& resource_version,
+                                     const kube::WatchHandler& handler, std::stop_token stop) = 0;
+};
+
+// Lists and watches one resource through a kube::Client, with server-side
+// label and field selectors, paging lists by `page_size`.
+std::unique_ptr<ListerWatcher> NewKubeListerWatcher(kube::Client* client, kube::ResourceRef ref,
+                                                    std::string ns, std::string label_selector = "",
+                                                    std::string field_selector = "",
+                                                    int64_t page_size = 500);
+
+// What the reflector feeds. Called from the reflector's thread only.
+class ReflectorSink {
+ public:
+  virtual ~ReflectorSink() = default;
+  // The full current state; replaces everything seen before.
+  virtual void Replace(std::vector<nlohmann::json>&& items,
+                       const std::string& resource_version) = 0;
+  // One watch event (never a bookmark).
+  virtual void Apply(kube::WatchEventType type, nlohmann::json&& object) = 0;
+};
+
+struct ReflectorOptions {
+  std::chrono::milliseconds initial_backoff{800};
+  std::chrono::milliseconds max_backoff{30'000};
+  // A watch that ran at least this long resets the backoff.
+  std::chrono::milliseconds healthy_watch{10'000};
+  std::string name = "reflector";  // for logs
+};
+
+// Contract: Run() drives the state machine below on the calling thread until
+// `stop` is requested; the sink sees one Replace per (re)list and then the
+// watch events in order. state() and last_resource_version() are thread-safe.
+//
+// State machine:
+//   kEmpty --list ok--> kListed --watch opened--> kWatching
+//   kWatching --stream ended (server timeout)--> kWatching (re-watch from last RV at once)
+//   kWatching --error (connection drop, 5xx)--> kBackoff --> kWatching (resume from last RV)
+//   kWatching --410 Gone / Expired--> kEmpty (relist; the sink's content is replaced atomically)
+//   kEmpty --list error--> kBackoff --> kEmpty
+// Guarantees: no event older than the last list is delivered after it; the
+// resourceVersion advances with every event and bookmark, so a resumed watch
+// misses nothing the server still has. Backoff doubles from initial_backoff
+// to max_backoff with jitter and resets after a healthy watch.
+// Assumptions: resourceVersions are opaque; only the server compares them.
+class Reflector {
+ public:
+  enum class State { kEmpty, kListed, kWatching, kBackoff, kStopped };
+
+  Reflector(std::unique_ptr<ListerWatcher> lw, ReflectorSink* sink, ReflectorOptions opts = {});
+
+  void Run(std::stop_token stop);
+
+  State state() const { return state_.load(); }
+  std::string last_resource_version() const;
+  // Number of successful lists so far (1 after the initial sync; more after relists).
+  int lists() const { return lists_.load(); }
+
+ private:
+  void SetRv(std::string rv);
+  void Backoff(std::stop_token stop, std::chrono::milliseconds& delay);
+
+  // Constant after construction.
+  const std::unique_ptr<ListerWatcher> lw_;
+  ReflectorSink* const sink_;
+  const ReflectorOptions opts_;
+
+  std::atomic<State> state_{State::kEmpty};
+  std::atomic<int> lists_{0};
+  mutable std::mutex mu_;
+  std::string rv_;  // guarded by mu_
+};
+
+const char* ReflectorStateName(Reflector::State s);
+
+}  // namespace kubetrain::runtime

@@ -1,0 +1,228 @@
+#include "operator/runtime/reflector.h"
+
+#include <gtest/gtest.h>
+
+#include <condition_variable>
+#include <deque>
+
+#include "operator/runtime/informer.h"
+
+namespace kubetrain::runtime {
+namespace {
+
+using json = nlohmann::json;
+using kube::WatchEventType;
+
+json Pod(const std::string& name, const std::string& rv) {
+  return {{"metadata", {{"name", name}, {"namespace", "ns"}, {"resourceVersion", rv}}}};
+}
+
+json List(std::vector<json> items, const std::string& rv) {
+  return {{"metadata", {{"resourceVersion", rv}}}, {"items", std::move(items)}};
+}
+
+// A scripted server: each List() pops the next list result, each Watch()
+// pops the next script of events and its final status. When the script runs
+// out, Watch blocks until stopped, as an idle watch would.
+class ScriptedListerWatcher : public ListerWatcher {
+ public:
+  struct WatchScript {
+    std::vector<kube::WatchEvent> events;
+    Status end;
+  };
+
+  void AddList(StatusOr<json> l) {
+    std::lock_guard lock(mu_);
+    lists_.push_back(std::move(l));
+  }
+  void AddWatch(WatchScript w) {
+    std::lock_guard lock(mu_);
+    watches_.push_back(std::move(w));
+  }
+
+  StatusOr<json> List() override {
+    std::lock_guard lock(mu_);
+    ++list_calls_;
+    cv_.notify_all();
+    if (lists_.empty()) return Unavailable("no more scripted lists");
+    auto l = std::move(lists_.front());
+    lists_.pop_front();
+    return l;
+  }
+
+  Status Watch(const std::string& rv, const kube::WatchHandler& handler,
+               std::stop_token stop) override {
+    WatchScript w;
+    {
+      std::unique_lock lock(mu_);
+      watch_rvs_.push_back(rv);
+      cv_.notify_all();
+      if (watches_.empty()) {
+        idle_ = true;
+        cv_.notify_all();
+        std::condition_variable_any cv;
+        cv.wait(lock, stop, [] { return false; });
+        return Status::Ok();
+      }
+      w = std::move(watches_.front());
+      watches_.pop_front();
+    }
+    for (auto& ev : w.events) {
+      Status s = handler(std::move(ev));
+      if (!s.ok()) return s;
+    }
+    return w.end;
+  }
+
+  // Waits until the reflector has consumed the whole script and is idle.
+  bool WaitIdle() {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, std::chrono::seconds(10), [this] { return idle_; });
+  }
+  std::vector<std::string> watch_rvs() {
+    std::lock_guard lock(mu_);
+    return watch_rvs_;
+  }
+  int list_calls() {
+    std::lock_guard lock(mu_);
+    return list_calls_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<StatusOr<json>> lists_;
+  std::deque<WatchScript> watches_;
+  std::vector<std::string> watch_rvs_;
+  int list_calls_ = 0;
+  bool idle_ = false;
+};
+
+struct Recorded {
+  std::mutex mu;
+  std::vector<std::string> log;
+  void Add(std::string s) {
+    std::lock_guard lock(mu);
+    log.push_back(std::move(s));
+  }
+  std::vector<std::string> Get() {
+    std::lock_guard lock(mu);
+    return log;
+  }
+};
+
+ReflectorOptions Fast() {
+  ReflectorOptions o;
+  o.initial_backoff = std::chrono::milliseconds(1);
+  o.max_backoff = std::chrono::milliseconds(4);
+  return o;
+}
+
+class InformerTest : public ::testing::Test {
+ protected:
+  void Build() {
+    auto lw = std::make_unique<ScriptedListerWatcher>();
+    lw_ = lw.get();
+    informer_ = std::make_unique<Informer<GenericObject>>(std::move(lw), ToGenericObject, Fast());
+    EventHandlers<GenericObject> h;
+    h.on_add = [this](const auto& o) { rec_.Add("add " + o->meta.name); };
+    h.on_update = [this](const auto& a, const auto& b) {
+      rec_.Add("update " + b->meta.name + " " + a->meta.resource_version + "->" +
+               b->meta.resource_version);
+    };
+    h.on_delete = [this](const auto& o, bool tombstone) {
+      rec_.Add(std::string(tombstone ? "tombstone " : "delete ") + o->meta.name);
+    };
+    informer_->AddHandlers(h);
+  }
+  ScriptedListerWatcher* lw_ = nullptr;
+  std::unique_ptr<Informer<GenericObject>> informer_;
+  Recorded rec_;
+};
+
+TEST_F(InformerTest, ListThenWatchEventsUpdateStoreAndCallHandlersInOrder) {
+  Build();
+  lw_->AddList(List({Pod("a", "1"), Pod("b", "2")}, "10"));
+  lw_->AddWatch({{{WatchEventType::kModified, Pod("a", "11")},
+                  {WatchEventType::kAdded, Pod("c", "12")},
+                  {WatchEventType::kDeleted, Pod("b", "13")}},
+                 Unavailable("connection reset")});
+  EXPECT_FALSE(informer_->HasSynced());
+  informer_->Start();
+  ASSERT_TRUE(informer_->WaitForSync(std::chrono::seconds(10)));
+  ASSERT_TRUE(lw_->WaitIdle());
+  auto log = rec_.Get();
+  // Initial list order is unspecified; the watch part is ordered.
+  ASSERT_EQ(log.size(), 5u);
+  EXPECT_EQ(std::vector<std::string>(log.begin() + 2, log.end()),
+            (std::vector<std::string>{"update a 1->11", "add c", "delete b"}));
+  EXPECT_EQ(informer_->store().size(), 2u);
+  EXPECT_EQ(informer_->store().Get("ns/a")->meta.resource_version, "11");
+  EXPECT_EQ(informer_->store().Get("ns/b"), nullptr);
+}
+
+TEST_F(InformerTest, DroppedWatchResumesFromLastResourceVersionIncludingBookmarks) {
+  Build();
+  lw_->AddList(List({Pod("a", "1")}, "10"));
+  lw_->AddWatch({{{WatchEventType::kModified, Pod("a", "11")},
+                  {WatchEventType::kBookmark, {{"metadata", {{"resourceVersion", "15"}}}}}},
+                 Unavailable("connection reset")});
+  lw_->AddWatch({{}, Status::Ok()});  // server-side timeout: re-watch at once
+  informer_->Start();
+  ASSERT_TRUE(lw_->WaitIdle());
+  EXPECT_EQ(lw_->watch_rvs(), (std::vector<std::string>{"10", "15", "15"}));
+  EXPECT_EQ(lw_->list_calls(), 1);
+  EXPECT_EQ(informer_->reflector().last_resource_version(), "15");
+  EXPECT_EQ(informer_->reflector().state(), Reflector::State::kWatching);
+}
+
+TEST_F(InformerTest, GoneRelistsAndEmitsTombstonesForObjectsThatVanished) {
+  Build();
+  lw_->AddList(List({Pod("a", "1"), Pod("b", "2")}, "10"));
+  lw_->AddWatch({{}, Status(StatusCode::kGone, "too old resource version")});
+  lw_->AddList(List({Pod("a", "1"), Pod("c", "30")}, "40"));
+  informer_->Start();
+  ASSERT_TRUE(lw_->WaitIdle());
+  EXPECT_EQ(informer_->reflector().lists(), 2);
+  EXPECT_EQ(lw_->watch_rvs(), (std::vector<std::string>{"10", "40"}));
+  auto log = rec_.Get();
+  ASSERT_EQ(log.size(), 4u);
+  // a unchanged (same resourceVersion): no update; b vanished: tombstone; c new.
+  std::vector<std::string> after(log.begin() + 2, log.end());
+  std::sort(after.begin(), after.end());
+  EXPECT_EQ(after, (std::vector<std::string>{"add c", "tombstone b"}));
+  auto keys = informer_->store().Keys();
+  std::sort(keys.begin(), keys.end());
+  EXPECT_EQ(keys, (std::vector<std::string>{"ns/a", "ns/c"}));
+}
+
+TEST_F(InformerTest, ListErrorsBackOffAndRetryUntilSynced) {
+  Build();
+  lw_->AddList(Status(StatusCode::kUnavailable, "apiserver down"));
+  lw_->AddList(Status(StatusCode::kUnavailable, "apiserver down"));
+  lw_->AddList(List({Pod("a", "1")}, "5"));
+  informer_->Start();
+  ASSERT_TRUE(informer_->WaitForSync(std::chrono::seconds(10)));
+  EXPECT_EQ(lw_->list_calls(), 3);
+  EXPECT_EQ(informer_->store().size(), 1u);
+}
+
+TEST_F(InformerTest, ObjectsTheTransformRejectsAreSkipped) {
+  Build();
+  lw_->AddList(List({Pod("a", "1"), json{{"metadata", json::object()}}}, "5"));
+  informer_->Start();
+  ASSERT_TRUE(informer_->WaitForSync(std::chrono::seconds(10)));
+  EXPECT_EQ(informer_->store().size(), 1u);
+}
+
+TEST_F(InformerTest, StopEndsTheReflector) {
+  Build();
+  lw_->AddList(List({}, "5"));
+  informer_->Start();
+  ASSERT_TRUE(lw_->WaitIdle());
+  informer_->Stop();
+  EXPECT_EQ(informer_->reflector().state(), Reflector::State::kStopped);
+}
+
+}  // namespace
+}  // namespace kubetrain::runtime

@@ -1,0 +1,173 @@
+#include "operator/runtime/workqueue.h"
+
+#include <spdlog/spdlog.h>
+
+#include <cmath>
+#include <vector>
+
+namespace kubetrain::runtime {
+
+std::chrono::nanoseconds ItemBackoff::When(const std::string& key) {
+  std::lock_guard lock(mu_);
+  int n = failures_[key]++;
+  // 2^n overflows quickly; compare in floating point first.
+  double d = static_cast<double>(base_.count()) * std::pow(2.0, n);
+  if (d >= static_cast<double>(max_.count())) return max_;
+  return std::chrono::nanoseconds(static_cast<int64_t>(d));
+}
+
+void ItemBackoff::Forget(const std::string& key) {
+  std::lock_guard lock(mu_);
+  failures_.erase(key);
+}
+
+int ItemBackoff::NumRequeues(const std::string& key) const {
+  std::lock_guard lock(mu_);
+  auto it = failures_.find(key);
+  return it == failures_.end() ? 0 : it->second;
+}
+
+WorkQueue::WorkQueue(WorkQueueOptions opts)
+    : backoff_(opts.base_delay, opts.max_delay), bucket_(opts.qps, opts.burst) {
+  timer_ = std::jthread([this](std::stop_token st) { TimerLoop(st); });
+}
+
+WorkQueue::~WorkQueue() {
+  ShutDown();
+  timer_.request_stop();
+  timer_cv_.notify_all();
+}
+
+void WorkQueue::AddLocked(const std::string& key) {
+  if (shutting_down_) return;
+  if (!dirty_.insert(key).second) return;  // already queued (or re-queued)
+  if (processing_.count(key)) return;      // Done() will queue it
+  queue_.push_back(key);
+  cv_.notify_one();
+}
+
+void WorkQueue::Add(const std::string& key) {
+  std::lock_guard lock(mu_);
+  AddLocked(key);
+}
+
+void WorkQueue::AddAfter(const std::string& key, std::chrono::nanoseconds delay) {
+  if (delay.count() <= 0) return Add(key);
+  std::lock_guard lock(mu_);
+  if (shutting_down_) return;
+  delayed_.emplace(Clock::now() + delay, key);
+  timer_cv_.notify_all();
+}
+
+void WorkQueue::AddRateLimited(const std::string& key) {
+  auto item = backoff_.When(key);
+  auto overall = bucket_.Reserve(Clock::now());
+  AddAfter(key, std::max(item, overall));
+}
+
+void WorkQueue::Forget(const std::string& key) {
+  backoff_.Forget(key);
+}
+int WorkQueue::NumRequeues(const std::string& key) const {
+  return backoff_.NumRequeues(key);
+}
+
+std::optional<std::string> WorkQueue::Get() {
+  std::unique_lock lock(mu_);
+  cv_.wait(lock, [this] { return !queue_.empty() || shutting_down_; });
+  if (queue_.empty()) return std::nullopt;
+  std::string key = std::move(queue_.front());
+  queue_.pop_front();
+  processing_.insert(key);
+  dirty_.erase(key);
+  return key;
+}
+
+void WorkQueue::Done(const std::string& key) {
+  std::lock_guard lock(mu_);
+  processing_.erase(key);
+  if (dirty_.count(key)) {
+    // Added while it was being processed: process it again.
+    queue_.push_back(key);
+    cv_.notify_one();
+  } else if (processing_.empty() && queue_.empty()) {
+    cv_.notify_all();  // a drain may be waiting
+  }
+}
+
+void WorkQueue::ShutDown() {
+  std::lock_guard lock(mu_);
+  shutting_down_ = true;
+  delayed_.clear();
+  cv_.notify_all();
+  timer_cv_.notify_all();
+}
+
+bool WorkQueue::ShutDownAndDrain(std::chrono::milliseconds timeout) {
+  ShutDown();
+  std::unique_lock lock(mu_);
+  return cv_.wait_for(lock, timeout, [this] { return queue_.empty() && processing_.empty(); });
+}
+
+bool WorkQueue::ShuttingDown() const {
+  std::lock_guard lock(mu_);
+  return shutting_down_;
+}
+
+size_t WorkQueue::Len() const {
+  std::lock_guard lock(mu_);
+  return queue_.size();
+}
+
+void WorkQueue::TimerLoop(std::stop_token stop) {
+  std::unique_lock lock(mu_);
+  while (!stop.stop_requested()) {
+    auto now = Clock::now();
+    while (!delayed_.empty() && delayed_.begin()->first <= now) {
+      std::string key = std::move(delayed_.begin()->second);
+      delayed_.erase(delayed_.begin());
+      AddLocked(key);
+    }
+    if (delayed_.empty()) {
+      timer_cv_.wait(lock, stop, [this] { return !delayed_.empty(); });
+    } else {
+      auto next = delayed_.begin()->first;
+      timer_cv_.wait_until(lock, stop, next, [this, next] {
+        return !delayed_.empty() && delayed_.begin()->first < next;
+      });
+    }
+  }
+}
+
+void RunWorkers(WorkQueue& queue, int workers, const Reconciler& reconcile) {
+  std::vector<std::jthread> threads;
+  for (int i = 0; i < workers; ++i) {
+    threads.emplace_back([&queue, &reconcile] {
+      while (auto key = queue.Get()) {
+        StatusOr<ReconcileResult> r = [&]() -> StatusOr<ReconcileResult> {
+          try {
+            return reconcile(*key);
+          } catch (const std::exception& e) {
+            return Internal(std::string("reconcile threw: ") + e.what());
+          }
+        }();
+        if (r.ok()) {
+          queue.Forget(*key);
+          if (r->requeue_after.count() > 0) queue.AddAfter(*key, r->requeue_after);
+        } else if (r.status().code() == StatusCode::kInvalidArgument ||
+                   r.status().code() == StatusCode::kFailedPrecondition) {
+          spdlog::error("reconcile {}: permanent error, not retrying: {}", *key,
+                        r.status().ToString());
+          queue.Forget(*key);
+        } else {
+          spdlog::warn("reconcile {}: {} (retry {})", *key, r.status().ToString(),
+                       queue.NumRequeues(*key) + 1);
+          queue.AddRateLimited(*key);
+        }
+        queue.Done(*key);
+      }
+    });
+  }
+}
+
+}  // namespace kubetrain::runtime

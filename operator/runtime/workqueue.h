@@ -1,0 +1,118 @@
+// WorkQueue: the rate-limited, de-duplicating queue of keys between event
+// handlers and reconcile workers (client-go's workqueue semantics).
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "operator/common/status.h"
+#include "operator/kube/rate_limiter.h"
+
+namespace kubetrain::runtime {
+
+// Per-item exponential backoff: base * 2^failures, capped at max.
+// Contract: pure bookkeeping, no clock; thread-safe.
+class ItemBackoff {
+ public:
+  ItemBackoff(std::chrono::nanoseconds base, std::chrono::nanoseconds max)
+      : base_(base), max_(max) {}
+  // Records a failure of `key` and returns how long to wait before retrying.
+  std::chrono::nanoseconds When(const std::string& key);
+  void Forget(const std::string& key);
+  int NumRequeues(const std::string& key) const;
+
+ private:
+  const std::chrono::nanoseconds base_, max_;
+  mutable std::mutex mu_;
+  std::unordered_map<std::string, int> failures_;  // guarded by mu_
+};
+
+struct WorkQueueOptions {
+  std::chrono::nanoseconds base_delay = std::chrono::milliseconds(5);
+  std::chrono::nanoseconds max_delay = std::chrono::seconds(1000);
+  double qps = 10;  // overall retry bucket, shared by all items
+  int burst = 100;
+};
+
+// Contract:
+//  - A key is queued at most once: Add of a queued key is a no-op.
+//  - A key being processed (between Get and Done) is never handed to a second
+//    worker; if added meanwhile it is queued again on Done.
+//  - AddAfter queues after a delay; AddRateLimited after max(per-item
+//    exponential backoff, overall token bucket delay); Forget resets the
+//    item's backoff.
+//  - ShutDown: Adds are ignored from then on, delayed items are dropped, Get
+//    keeps returning what is already queued and then nullopt.
+//    ShutDownAndDrain also waits for in-flight items to be Done.
+// All methods are thread-safe.
+class WorkQueue {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  explicit WorkQueue(WorkQueueOptions opts = {});
+  ~WorkQueue();
+  WorkQueue(const WorkQueue&) = delete;
+  WorkQueue& operator=(const WorkQueue&) = delete;
+
+  void Add(const std::string& key);
+  void AddAfter(const std::string& key, std::chrono::nanoseconds delay);
+  void AddRateLimited(const std::string& key);
+  void Forget(const std::string& key);
+  int NumRequeues(const std::string& key) const;
+
+  // Blocks for the next key; nullopt once shut down and empty.
+  std::optional<std::string> Get();
+  void Done(const std::string& key);
+
+  void ShutDown();
+  // ShutDown, then wait until nothing is queued or in flight (or `timeout`).
+  // Returns true when drained.
+  bool ShutDownAndDrain(std::chrono::milliseconds timeout);
+  bool ShuttingDown() const;
+  size_t Len() const;
+
+ private:
+  void AddLocked(const std::string& key);
+  void TimerLoop(std::stop_token stop);
+
+  ItemBackoff backoff_;
+  kube::TokenBucket bucket_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;  // queue_ changed or shutdown
+  std::condition_variable_any timer_cv_;
+  std::deque<std::string> queue_;                          // guarded by mu_
+  std::unordered_set<std::string> dirty_;                  // guarded by mu_: needs processing
+  std::unordered_set<std::string> processing_;             // guarded by mu_
+  std::multimap<Clock::time_point, std::string> delayed_;  // guarded by mu_
+  bool shutting_down_ = false;                             // guarded by mu_
+  std::jthread timer_;
+};
+
+// The outcome of one reconcile.
+struct ReconcileResult {
+  // > 0: run again after this long even if nothing changes (timers, TTLs).
+  std::chrono::nanoseconds requeue_after{0};
+};
+using Reconciler = std::function<StatusOr<ReconcileResult>(const std::string& key)>;
+
+// Runs `workers` threads taking keys from `queue` until it shuts down and
+// drains. What happens after a reconcile is decided here, in one place:
+//   ok, requeue_after == 0  -> Forget (done)
+//   ok, requeue_after > 0   -> Forget, AddAfter(requeue_after)
+//   error kInvalidArgument / kFailedPrecondition -> permanent: logged, Forget
+//   any other error         -> AddRateLimited (transient; exponential backoff)
+// Blocks until every worker has exited.
+void RunWorkers(WorkQueue& queue, int workers, const Reconciler& reconcile);
+
+}  // namespace kubetrain::runtime

@@ -1,0 +1,141 @@
+#include "operator/runtime/workqueue.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+
+namespace kubetrain::runtime {
+namespace {
+
+using namespace std::chrono_literals;
+
+TEST(ItemBackoffTest, DoublesFrom5msAndCapsAt1000s) {
+  ItemBackoff b(5ms, 1000s);
+  EXPECT_EQ(b.When("k"), 5ms);
+  EXPECT_EQ(b.When("k"), 10ms);
+  EXPECT_EQ(b.When("k"), 20ms);
+  EXPECT_EQ(b.NumRequeues("k"), 3);
+  EXPECT_EQ(b.When("other"), 5ms);  // per item
+  for (int i = 0; i < 100; ++i) (void)b.When("k");
+  EXPECT_EQ(b.When("k"), 1000s);
+  b.Forget("k");
+  EXPECT_EQ(b.NumRequeues("k"), 0);
+  EXPECT_EQ(b.When("k"), 5ms);
+}
+
+TEST(WorkQueueTest, DuplicateAddsAreQueuedOnce) {
+  WorkQueue q;
+  q.Add("a");
+  q.Add("a");
+  q.Add("b");
+  EXPECT_EQ(q.Len(), 2u);
+  EXPECT_EQ(*q.Get(), "a");
+  EXPECT_EQ(*q.Get(), "b");
+}
+
+TEST(WorkQueueTest, ItemAddedWhileProcessingIsProcessedAgainAfterDone) {
+  WorkQueue q;
+  q.Add("a");
+  auto k = q.Get();
+  ASSERT_EQ(*k, "a");
+  q.Add("a");  // while processing: not handed out twice
+  EXPECT_EQ(q.Len(), 0u);
+  q.Done("a");
+  EXPECT_EQ(q.Len(), 1u);  // ... but queued again on Done
+  EXPECT_EQ(*q.Get(), "a");
+  q.Done("a");
+  EXPECT_EQ(q.Len(), 0u);
+}
+
+TEST(WorkQueueTest, AddAfterDeliversNoEarlierThanTheDelay) {
+  WorkQueue q;
+  auto start = std::chrono::steady_clock::now();
+  q.AddAfter("a", 50ms);
+  EXPECT_EQ(q.Len(), 0u);
+  auto k = q.Get();  // blocks until the timer fires
+  ASSERT_TRUE(k.has_value());
+  EXPECT_GE(std::chrono::steady_clock::now() - start, 50ms);
+}
+
+TEST(WorkQueueTest, EarlierAddAfterOvertakesALaterOne) {
+  WorkQueue q;
+  q.AddAfter("late", 10s);
+  q.AddAfter("soon", 10ms);
+  EXPECT_EQ(*q.Get(), "soon");
+}
+
+TEST(WorkQueueTest, AddRateLimitedBacksOffPerItem) {
+  WorkQueue q;
+  q.AddRateLimited("a");
+  q.AddRateLimited("a");
+  EXPECT_EQ(q.NumRequeues("a"), 2);
+  EXPECT_EQ(*q.Get(), "a");
+  q.Forget("a");
+  EXPECT_EQ(q.NumRequeues("a"), 0);
+}
+
+TEST(WorkQueueTest, ShutDownDrainsQueuedItemsThenReturnsNullopt) {
+  WorkQueue q;
+  q.Add("a");
+  q.Add("b");
+  q.ShutDown();
+  q.Add("c");  // ignored
+  EXPECT_EQ(*q.Get(), "a");
+  EXPECT_EQ(*q.Get(), "b");
+  EXPECT_FALSE(q.Get().has_value());
+}
+
+TEST(WorkQueueTest, ShutDownAndDrainWaitsForInFlightItems) {
+  WorkQueue q;
+  q.Add("a");
+  auto k = q.Get();
+  std::atomic<bool> done{false};
+  std::thread worker([&] {
+    std::this_thread::sleep_for(50ms);  // simulated work, not synchronisation
+    done = true;
+    q.Done(*k);
+  });
+  EXPECT_TRUE(q.ShutDownAndDrain(10s));
+  EXPECT_TRUE(done.load());
+  worker.join();
+}
+
+TEST(RunWorkersTest, ResultDecidesForgetRequeueOrRetry) {
+  WorkQueue q(WorkQueueOptions{1ms, 1s, 1000, 1000});
+  std::mutex mu;
+  std::map<std::string, int> calls;
+  std::atomic<int> finished{0};
+  Reconciler r = [&](const std::string& key) -> StatusOr<ReconcileResult> {
+    int n;
+    {
+      std::lock_guard lock(mu);
+      n = ++calls[key];
+    }
+    if (key == "flaky" && n < 3) return Unavailable("transient");
+    if (key == "bad") {
+      ++finished;
+      return InvalidArgument("permanent");
+    }
+    if (key == "timer" && n == 1) return ReconcileResult{20ms};
+    ++finished;
+    return ReconcileResult{};
+  };
+  q.Add("flaky");
+  q.Add("bad");
+  q.Add("timer");
+  std::thread runner([&] { RunWorkers(q, 2, r); });
+  auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (finished.load() < 3 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(1ms);  // polling with a deadline
+  q.ShutDown();
+  runner.join();
+  std::lock_guard lock(mu);
+  EXPECT_EQ(calls["flaky"], 3);  // retried until it succeeded
+  EXPECT_EQ(calls["bad"], 1);    // permanent: not retried
+  EXPECT_EQ(calls["timer"], 2);  // requeue_after ran it again
+  EXPECT_EQ(q.NumRequeues("flaky"), 0);
+}
+
+}  // namespace
+}  // namespace kubetrain::runtime
