@@ -1,0 +1,758 @@
+#include "operator/controller/planner.h"
+
+#include <algorithm>
+#include <charconv>
+#include <set>
+
+#include "operator/api/validation.h"
+
+namespace kubetrain::controller {
+
+using api::ConditionType;
+using api::ReplicaType;
+using api::RestartPolicy;
+using nlohmann::json;
+
+PodPhase PodPhaseFromString(std::string_view phase) {
+  if (phase == "Pending") return PodPhase::kPending;
+  if (phase == "Running") return PodPhase::kRunning;
+  if (phase == "Succeeded") return PodPhase::kSucceeded;
+  if (phase == "Failed") return PodPhase::kFailed;
+  return PodPhase::kUnknown;
+}
+
+std::optional<std::pair<ReplicaType, int32_t>> ReplicaFromLabels(
+    const std::map<std::string, std::string>& labels) {
+  auto type_it = labels.find(std::string(kReplicaTypeLabel));
+  auto index_it = labels.find(std::string(kReplicaIndexLabel));
+  if (type_it == labels.end() || index_it == labels.end()) return std::nullopt;
+  std::optional<ReplicaType> type = api::ReplicaTypeFromLower(type_it->second);
+  const std::string& text = index_it->second;
+  int32_t index = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), index);
+  if (!type || ec != std::errc() || end != text.data() + text.size() || index < 0) {
+    return std::nullopt;
+  }
+  return std::make_pair(*type, index);
+}
+
+namespace {
+
+std::string Str(const json& j, std::string_view key) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+StatusOr<std::optional<api::Time>> OptTime(const json& j, std::string_view key) {
+  std::string text = Str(j, key);
+  if (text.empty()) return std::optional<api::Time>();
+  StatusOr<api::Time> t = api::ParseTime(text);
+  if (!t.ok()) return t.status();
+  return std::optional<api::Time>(*t);
+}
+
+// Index of the container that gets the env contract: "trainer", else the first.
+size_t MainContainerIndex(const json& containers) {
+  for (size_t i = 0; i < containers.size(); ++i) {
+    if (containers[i].is_object() && Str(containers[i], "name") == kMainContainerName) return i;
+  }
+  return 0;
+}
+
+StatusOr<ObservedPod> ObservePodUnsafe(const json& pod) {
+  if (!pod.is_object()) return InvalidArgument("pod must be an object");
+  const json meta = pod.value("metadata", json::object());
+  const json spec = pod.value("spec", json::object());
+  const json status = pod.value("status", json::object());
+  ObservedPod out;
+  out.name = Str(meta, "name");
+  out.uid = Str(meta, "uid");
+  if (meta.contains("labels") && meta["labels"].is_object()) {
+    for (const auto& [k, v] : meta["labels"].items()) {
+      if (v.is_string()) out.labels[k] = v.get<std::string>();
+    }
+  }
+  auto replica = ReplicaFromLabels(out.labels);
+  if (!replica)
+    return InvalidArgument("pod " + out.name + " has no valid kubetrain.io replica labels");
+  out.role = replica->first;
+  out.index = replica->second;
+  out.phase = PodPhaseFromString(Str(status, "phase"));
+  StatusOr<std::optional<api::Time>> deletion = OptTime(meta, "deletionTimestamp");
+  if (!deletion.ok()) return deletion.status();
+  out.deletion_timestamp = *deletion;
+  StatusOr<std::optional<api::Time>> creation = OptTime(meta, "creationTimestamp");
+  if (!creation.ok()) return creation.status();
+  out.creation_timestamp = *creation;
+
+  std::string main_name;
+  const json containers = spec.value("containers", json::array());
+  if (containers.is_array() && !containers.empty()) {
+    main_name = Str(containers[MainContainerIndex(containers)], "name");
+  }
+  const json statuses = status.value("containerStatuses", json::array());
+  if (statuses.is_array()) {
+    for (const json& cs : statuses) {
+      if (!cs.is_object() || Str(cs, "name") != main_name) continue;
+      const json state = cs.value("state", json::object());
+      if (state.contains("terminated") && state["terminated"].is_object()) {
+        const json& t = state["terminated"];
+        if (t.contains("exitCode") && t["exitCode"].is_number_integer()) {
+          out.exit_code = t["exitCode"].get<int32_t>();
+        }
+        out.reason = Str(t, "reason");
+        out.message = Str(t, "message");
+      }
+    }
+  }
+  if (out.reason.empty()) out.reason = Str(status, "reason");
+  if (out.message.empty()) out.message = Str(status, "message");
+  return out;
+}
+
+}  // namespace
+
+StatusOr<ObservedPod> ObservePod(const json& pod) {
+  try {
+    return ObservePodUnsafe(pod);
+  } catch (const json::exception& e) {
+    return InvalidArgument(std::string("malformed pod: ") + e.what());
+  }
+}
+
+std::string PodNameEnv(ReplicaType role, int32_t index) {
+  return std::string(api::Role(role).lower) + "-" + std::to_string(index);
+}
+
+std::string AuthSecretName(std::string_view job_name) {
+  return std::string(job_name) + "-auth";
+}
+
+ClusterSpec BuildClusterSpec(const api::TrainingJob& job, std::string_view default_domain) {
+  const std::string ns = job.metadata.namespace_.empty() ? "default" : job.metadata.namespace_;
+  const std::string domain = job.spec.cluster_domain.value_or(std::string(default_domain));
+  ClusterSpec cluster;
+  for (const auto& [type, spec] : job.spec.replica_specs) {
+    if (!api::Role(type).in_cluster || spec.replicas <= 0) continue;
+    std::vector<std::string>& hosts = cluster[type];
+    for (int32_t i = 0; i < spec.replicas; ++i) {
+      hosts.push_back(api::ChildName(job.metadata.name, type, i) + "." + ns + ".svc." + domain +
+                      ":" + std::to_string(job.spec.port));
+    }
+  }
+  return cluster;
+}
+
+namespace {
+
+json ClusterJson(const ClusterSpec& cluster) {
+  json out = json::object();  // std::map underneath: keys come out sorted
+  for (const auto& [type, hosts] : cluster) out[std::string(api::Role(type).lower)] = hosts;
+  return out;
+}
+
+}  // namespace
+
+std::string ClusterConfigJson(const ClusterSpec& cluster) {
+  return ClusterJson(cluster).dump();
+}
+
+std::string TfConfigJson(const ClusterSpec& cluster, ReplicaType role, int32_t index) {
+  json tf = {{"cluster", ClusterJson(cluster)},
+             {"task", {{"type", api::Role(role).lower}, {"index", index}}},
+             {"environment", "cloud"}};
+  return tf.dump();
+}
+
+namespace {
+
+constexpr char kBase64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+std::string Base64(std::string_view in) {
+  std::string out;
+  size_t i = 0;
+  for (; i + 2 < in.size(); i += 3) {
+    uint32_t v = (uint8_t(in[i]) << 16) | (uint8_t(in[i + 1]) << 8) | uint8_t(in[i + 2]);
+    for (int s = 18; s >= 0; s -= 6) out += kBase64[(v >> s) & 63];
+  }
+  if (i + 1 == in.size()) {
+    uint32_t v = uint8_t(in[i]) << 16;
+    out += kBase64[(v >> 18) & 63];
+    out += kBase64[(v >> 12) & 63];
+    out += "==";
+  } else if (i + 2 == in.size()) {
+    uint32_t v = (uint8_t(in[i]) << 16) | (uint8_t(in[i + 1]) << 8);
+    out += kBase64[(v >> 18) & 63];
+    out += kBase64[(v >> 12) & 63];
+    out += kBase64[(v >> 6) & 63];
+    out += '=';
+  }
+  return out;
+}
+
+std::string Hex(const std::array<uint8_t, 32>& key) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out;
+  for (uint8_t b : key) {
+    out += kDigits[b >> 4];
+    out += kDigits[b & 15];
+  }
+  return out;
+}
+
+bool Terminated(PodPhase p) {
+  return p == PodPhase::kSucceeded || p == PodPhase::kFailed;
+}
+
+std::string ExitText(const ObservedPod& pod) {
+  std::string text = pod.exit_code ? "exit code " + std::to_string(*pod.exit_code) : "no exit code";
+  if (!pod.reason.empty()) text += " (" + pod.reason + ")";
+  if (!pod.message.empty()) text += ": " + pod.message;
+  return text;
+}
+
+// One replica: its deterministic name and the pod observed under it, if any.
+struct Slot {
+  ReplicaType type;
+  int32_t index;
+  std::string name;
+  const api::ReplicaSpec* spec;
+  const ObservedPod* pod;
+};
+
+// One PlanJob call. Holds references to the inputs, which outlive it.
+class Planner {
+ public:
+  Planner(const api::TrainingJob& job, const ObservedChildren& observed, const PlanInput& input)
+      : job_(job), observed_(observed), input_(input) {}
+
+  Plan Run();
+
+ private:
+  // Pod construction.
+  json OwnerReferences() const;
+  json ChildMetadata(const std::string& name, const json& extra_labels) const;
+  json Labels(ReplicaType type, int32_t index) const;
+  StatusOr<json> BuildPod(const Slot& slot, const ClusterSpec& cluster) const;
+  json BuildService(const Slot& slot) const;
+  json BuildSecret() const;
+  Status CheckTemplates(const ClusterSpec& cluster) const;
+
+  // Status edits.
+  void SetCondition(ConditionType type, bool value, std::string reason, std::string message);
+  void RecountReplicas();
+  void UpdateState();
+  void Requeue(std::chrono::seconds after);
+  void AddEvent(EventType type, std::string reason, std::string message);
+
+  // Lifecycle steps.
+  void Finish(bool succeeded, std::string reason, std::string message);
+  void CleanUpFinished();
+  void ScheduleTtl();
+  void DeletePod(const ObservedPod& pod);
+  void Suspend();
+  std::optional<std::string> SuccessMessage() const;
+  // Acts on a failed pod. Returns the reason and message that fail the job, if it must.
+  std::optional<std::pair<std::string, std::string>> HandleFailure(const Slot& slot);
+  void CreateMissing(const ClusterSpec& cluster);
+  void UpdateRunning(bool restarted);
+  // The job is admitted, not suspended, not finished: deadline, success,
+  // failures and restarts, then what is missing.
+  void RunActive(const ClusterSpec& cluster);
+
+  bool Counted(const std::string& uid) const {
+    return std::find(status_.counted_failures.begin(), status_.counted_failures.end(), uid) !=
+           status_.counted_failures.end();
+  }
+  int32_t TotalRestarts() const {
+    int32_t total = 0;
+    for (const auto& [type, r] : status_.replica_statuses) total += r.restarts;
+    return total;
+  }
+
+  // Constant for the call.
+  const api::TrainingJob& job_;
+  const ObservedChildren& observed_;
+  const PlanInput& input_;
+  std::vector<Slot> slots_;
+  std::vector<const ObservedPod*> orphan_pods_;
+
+  // Built up by Run.
+  Plan plan_;
+  api::TrainingJobStatus status_;
+};
+
+json Planner::OwnerReferences() const {
+  // A job that never went through an apiserver (render, local run) has no UID;
+  // an ownerReference without one would be rejected.
+  if (job_.metadata.uid.empty()) return json::array();
+  return json::array({{{"apiVersion", api::kApiVersion},
+                       {"kind", api::kKind},
+                       {"name", job_.metadata.name},
+                       {"uid", job_.metadata.uid},
+                       {"controller", true},
+                       {"blockOwnerDeletion", true}}});
+}
+
+json Planner::Labels(ReplicaType type, int32_t index) const {
+  return {{kJobNameLabel, job_.metadata.name},
+          {kReplicaTypeLabel, api::Role(type).lower},
+          {kReplicaIndexLabel, std::to_string(index)}};
+}
+
+json Planner::ChildMetadata(const std::string& name, const json& labels) const {
+  json meta = {{"name", name}, {"labels", labels}};
+  if (!job_.metadata.namespace_.empty()) meta["namespace"] = job_.metadata.namespace_;
+  json owners = OwnerReferences();
+  if (!owners.empty()) meta["ownerReferences"] = std::move(owners);
+  return meta;
+}
+
+StatusOr<json> Planner::BuildPod(const Slot& slot, const ClusterSpec& cluster) const {
+  const std::string path =
+      "spec.replicaSpecs." + std::string(api::Role(slot.type).key) + ".template";
+  const json& tmpl = slot.spec->pod_template;
+  json meta = tmpl.value("metadata", json::object());
+  if (!meta.is_object()) return InvalidArgument(path + ".metadata: must be an object");
+  json labels = meta.value("labels", json::object());
+  if (!labels.is_object()) return InvalidArgument(path + ".metadata.labels: must be an object");
+  labels.update(Labels(slot.type, slot.index));  // ours win: the controller selects on them
+  json pod_meta = ChildMetadata(slot.name, labels);
+  if (meta.contains("annotations")) {
+    if (!meta["annotations"].is_object()) {
+      return InvalidArgument(path + ".metadata.annotations: must be an object");
+    }
+    pod_meta["annotations"] = meta["annotations"];
+  }
+
+  if (!tmpl.contains("spec") || !tmpl["spec"].is_object()) {
+    return InvalidArgument(path + ".spec: required (a pod spec with containers)");
+  }
+  json spec = tmpl["spec"];
+  if (!spec.contains("containers") || !spec["containers"].is_array() ||
+      spec["containers"].empty()) {
+    return InvalidArgument(path + ".spec.containers: at least one container is required");
+  }
+  json& containers = spec["containers"];
+  for (size_t i = 0; i < containers.size(); ++i) {
+    if (!containers[i].is_object()) {
+      return InvalidArgument(path + ".spec.containers[" + std::to_string(i) +
+                             "]: must be an object");
+    }
+  }
+  const size_t main_index = MainContainerIndex(containers);
+  json& main = containers[main_index];
+  const std::string cpath = path + ".spec.containers[" + std::to_string(main_index) + "]";
+
+  // The env contract. Our variables replace any of the same name in the template,
+  // so a stale copy pasted from another job cannot shadow them.
+  static constexpr std::array<std::string_view, 4> kOurs = {"CLUSTER_CONFIG", "POD_NAME",
+                                                            "TF_CONFIG", "KUBETRAIN_AUTH_KEY"};
+  json env = main.value("env", json::array());
+  if (!env.is_array()) return InvalidArgument(cpath + ".env: must be an array");
+  json kept = json::array();
+  for (const json& e : env) {
+    std::string name = e.is_object() ? Str(e, "name") : "";
+    if (std::find(kOurs.begin(), kOurs.end(), name) == kOurs.end()) kept.push_back(e);
+  }
+  kept.push_back({{"name", "CLUSTER_CONFIG"}, {"value", ClusterConfigJson(cluster)}});
+  kept.push_back({{"name", "POD_NAME"}, {"value", PodNameEnv(slot.type, slot.index)}});
+  kept.push_back({{"name", "TF_CONFIG"}, {"value", TfConfigJson(cluster, slot.type, slot.index)}});
+  json secret_ref = {{"name", AuthSecretName(job_.metadata.name)}, {"key", kAuthSecretKey}};
+  kept.push_back(
+      {{"name", "KUBETRAIN_AUTH_KEY"}, {"valueFrom", {{"secretKeyRef", std::move(secret_ref)}}}});
+  main["env"] = std::move(kept);
+
+  json ports = main.value("ports", json::array());
+  if (!ports.is_array()) return InvalidArgument(cpath + ".ports: must be an array");
+  bool has_port = false, name_taken = false;
+  for (const json& p : ports) {
+    if (!p.is_object()) continue;
+    has_port = has_port || p.value("containerPort", json()) == json(job_.spec.port);
+    name_taken = name_taken || Str(p, "name") == kPortName;
+  }
+  if (!has_port) {
+    json port = {{"containerPort", job_.spec.port}, {"protocol", "TCP"}};
+    if (!name_taken) port["name"] = kPortName;
+    ports.push_back(std::move(port));
+  }
+  main["ports"] = std::move(ports);
+
+  // The operator restarts pods itself (restart policies, backoff accounting);
+  // the kubelet restarting containers in place would hide failures from it.
+  spec["restartPolicy"] = "Never";
+  if (const auto& sp = job_.spec.run_policy.scheduling_policy) {
+    if (sp->scheduler_name) spec["schedulerName"] = *sp->scheduler_name;
+    if (sp->priority_class_name) spec["priorityClassName"] = *sp->priority_class_name;
+  }
+  return json{{"apiVersion", "v1"},
+              {"kind", "Pod"},
+              {"metadata", std::move(pod_meta)},
+              {"spec", std::move(spec)}};
+}
+
+json Planner::BuildService(const Slot& slot) const {
+  json labels = Labels(slot.type, slot.index);
+  json spec = {{"clusterIP", "None"},
+               {"selector", labels},
+               // Peers resolve each other while starting up, before any readiness.
+               {"publishNotReadyAddresses", true},
+               {"ports", json::array({{{"name", kPortName},
+                                       {"port", job_.spec.port},
+                                       {"targetPort", job_.spec.port},
+                                       {"protocol", "TCP"}}})}};
+  return json{{"apiVersion", "v1"},
+              {"kind", "Service"},
+              {"metadata", ChildMetadata(slot.name, labels)},
+              {"spec", std::move(spec)}};
+}
+
+json Planner::BuildSecret() const {
+  json labels = {{kJobNameLabel, job_.metadata.name}};
+  std::string hex = Hex(input_.auth_key);
+  return json{{"apiVersion", "v1"},
+              {"kind", "Secret"},
+              {"metadata", ChildMetadata(AuthSecretName(job_.metadata.name), labels)},
+              {"type", "Opaque"},
+              {"data", {{kAuthSecretKey, Base64(hex)}}}};
+}
+
+Status Planner::CheckTemplates(const ClusterSpec& cluster) const {
+  for (const auto& [type, spec] : job_.spec.replica_specs) {
+    Slot probe{type, 0, api::ChildName(job_.metadata.name, type, 0), &spec, nullptr};
+    StatusOr<json> pod = BuildPod(probe, cluster);
+    if (!pod.ok()) return pod.status();
+  }
+  return Status::Ok();
+}
+
+void Planner::SetCondition(ConditionType type, bool value, std::string reason,
+                           std::string message) {
+  for (api::Condition& c : status_.conditions) {
+    if (c.type != type) continue;
+    if (c.status != value) c.last_transition_time = input_.now;
+    c.status = value;
+    c.reason = std::move(reason);
+    c.message = std::move(message);
+    return;
+  }
+  // An absent condition reads as False: only record one when it is True.
+  if (!value) return;
+  status_.conditions.push_back({type, true, std::move(reason), std::move(message), input_.now});
+}
+
+void Planner::RecountReplicas() {
+  for (auto& [type, r] : status_.replica_statuses) r.active = r.succeeded = r.failed = 0;
+  for (const auto& [type, spec] : job_.spec.replica_specs) status_.replica_statuses[type];
+  for (const ObservedPod& pod : observed_.pods) {
+    if (pod.deletion_timestamp) continue;
+    auto it = status_.replica_statuses.find(pod.role);
+    if (it == status_.replica_statuses.end()) continue;
+    if (pod.phase == PodPhase::kSucceeded) {
+      ++it->second.succeeded;
+    } else if (pod.phase == PodPhase::kFailed) {
+      ++it->second.failed;
+    } else {
+      ++it->second.active;
+    }
+  }
+}
+
+void Planner::UpdateState() {
+  static constexpr std::array<ConditionType, 5> kPrecedence = {
+      ConditionType::kSucceeded, ConditionType::kFailed, ConditionType::kSuspended,
+      ConditionType::kRestarting, ConditionType::kRunning};
+  status_.state = "Created";
+  for (ConditionType t : kPrecedence) {
+    if (status_.IsTrue(t)) {
+      status_.state = std::string(api::Name(t));
+      return;
+    }
+  }
+}
+
+void Planner::Requeue(std::chrono::seconds after) {
+  after = std::max(after, std::chrono::seconds(1));
+  if (!plan_.requeue_after || after < *plan_.requeue_after) plan_.requeue_after = after;
+}
+
+void Planner::AddEvent(EventType type, std::string reason, std::string message) {
+  plan_.events.push_back({type, std::move(reason), std::move(message)});
+}
+
+void Planner::DeletePod(const ObservedPod& pod) {
+  if (pod.deletion_timestamp) return;  // already going
+  plan_.deletes.push_back({ChildRef::Kind::kPod, pod.name});
+}
+
+void Planner::CleanUpFinished() {
+  const api::CleanPodPolicy policy = job_.spec.run_policy.clean_pod_policy;
+  if (policy == api::CleanPodPolicy::kNone) return;
+  for (const ObservedPod& pod : observed_.pods) {
+    if (policy == api::CleanPodPolicy::kAll || !Terminated(pod.phase)) DeletePod(pod);
+  }
+}
+
+void Planner::ScheduleTtl() {
+  const auto& ttl = job_.spec.run_policy.ttl_seconds_after_finished;
+  if (!ttl || !status_.completion_time) return;
+  api::Time expiry = *status_.completion_time + std::chrono::seconds(*ttl);
+  if (input_.now >= expiry) {
+    plan_.delete_job = true;
+  } else {
+    Requeue(expiry - input_.now);
+  }
+}
+
+void Planner::Finish(bool succeeded, std::string reason, std::string message) {
+  SetCondition(ConditionType::kRunning, false, reason, message);
+  SetCondition(ConditionType::kRestarting, false, reason, message);
+  AddEvent(succeeded ? EventType::kNormal : EventType::kWarning, reason, message);
+  SetCondition(succeeded ? ConditionType::kSucceeded : ConditionType::kFailed, true,
+               std::move(reason), std::move(message));
+  status_.completion_time = input_.now;
+  CleanUpFinished();
+  ScheduleTtl();
+}
+
+void Planner::Suspend() {
+  for (const ObservedPod& pod : observed_.pods) DeletePod(pod);
+  if (!status_.IsTrue(ConditionType::kSuspended)) {
+    const std::string message = "the job is suspended; its pods are deleted";
+    SetCondition(ConditionType::kRunning, false, "TrainingJobSuspended", message);
+    SetCondition(ConditionType::kRestarting, false, "TrainingJobSuspended", message);
+    SetCondition(ConditionType::kSuspended, true, "TrainingJobSuspended", message);
+    AddEvent(EventType::kNormal, "Suspended", message);
+  }
+}
+
+std::optional<std::string> Planner::SuccessMessage() const {
+  auto succeeded = [&](ReplicaType type, int32_t index) {
+    std::string name = api::ChildName(job_.metadata.name, type, index);
+    for (const Slot& s : slots_) {
+      if (s.name == name) return s.pod != nullptr && s.pod->phase == PodPhase::kSucceeded;
+    }
+    return false;
+  };
+  const api::TrainingJobSpec& spec = job_.spec;
+  const bool has_chief = spec.Replicas(ReplicaType::kChief) > 0;
+  if (spec.success_policy == api::SuccessPolicy::kChiefOrWorker0) {
+    ReplicaType deciding = has_chief ? ReplicaType::kChief : ReplicaType::kWorker;
+    if (spec.Replicas(deciding) > 0 && succeeded(deciding, 0)) {
+      return std::string(api::Role(deciding).key) + " 0 succeeded";
+    }
+    return std::nullopt;
+  }
+  const int32_t workers = spec.Replicas(ReplicaType::kWorker);
+  if (workers == 0 && !has_chief) return std::nullopt;
+  for (int32_t i = 0; i < workers; ++i) {
+    if (!succeeded(ReplicaType::kWorker, i)) return std::nullopt;
+  }
+  if (has_chief && !succeeded(ReplicaType::kChief, 0)) return std::nullopt;
+  return "all " + std::to_string(workers) + " workers" + (has_chief ? " and the chief" : "") +
+         " succeeded";
+}
+
+std::optional<std::pair<std::string, std::string>> Planner::HandleFailure(const Slot& slot) {
+  const ObservedPod& pod = *slot.pod;
+  if (Counted(pod.uid)) {
+    DeletePod(pod);  // its restart is already counted; the delete may not be visible yet
+    return std::nullopt;
+  }
+  api::ReplicaStatus& rs = status_.replica_statuses[slot.type];
+  rs.last_failure = api::FailureInfo{pod.name, pod.exit_code, pod.reason, pod.message, input_.now};
+  const std::string what = std::string(api::Role(slot.type).key) + " " +
+                           std::to_string(slot.index) + " (pod " + pod.name + ") failed with " +
+                           ExitText(pod);
+  const RestartPolicy policy = slot.spec->restart_policy;
+  if (policy == RestartPolicy::kNever) {
+    return std::make_pair("ReplicaFailed", what + "; restartPolicy is Never");
+  }
+  if (policy == RestartPolicy::kExitCode && pod.exit_code && *pod.exit_code >= 1 &&
+      *pod.exit_code <= 127) {
+    return std::make_pair("ReplicaFailed",
+                          what + "; exit codes 1-127 are permanent under restartPolicy ExitCode");
+  }
+  const auto& limit = job_.spec.run_policy.backoff_limit;
+  if (limit && TotalRestarts() >= *limit) {
+    return std::make_pair("BackoffLimitExceeded", "backoffLimit " + std::to_string(*limit) +
+                                                      " exceeded; last failure: " + what);
+  }
+  ++rs.restarts;
+  status_.counted_failures.push_back(pod.uid);
+  DeletePod(pod);
+  AddEvent(EventType::kWarning, "RestartingReplica", what + "; recreating it");
+  return std::nullopt;
+}
+
+void Planner::CreateMissing(const ClusterSpec& cluster) {
+  if (!observed_.secret_exists) plan_.creates.push_back(BuildSecret());
+  std::set<std::string> services;
+  for (const ObservedService& s : observed_.services) services.insert(s.name);
+  for (const Slot& slot : slots_) {
+    if (!services.count(slot.name)) plan_.creates.push_back(BuildService(slot));
+  }
+  std::set<ReplicaType> warned;
+  for (const Slot& slot : slots_) {
+    if (slot.pod != nullptr) continue;
+    StatusOr<json> pod = BuildPod(slot, cluster);
+    if (!pod.ok()) continue;  // unreachable: CheckTemplates vetted every template
+    plan_.creates.push_back(std::move(*pod));
+    const json& tmpl_spec = slot.spec->pod_template["spec"];
+    std::string policy = Str(tmpl_spec, "restartPolicy");
+    if (!policy.empty() && policy != "Never" && warned.insert(slot.type).second) {
+      AddEvent(EventType::kWarning, "RestartPolicyOverridden",
+               "spec.replicaSpecs." + std::string(api::Role(slot.type).key) +
+                   ".template.spec.restartPolicy " + policy +
+                   " replaced by Never: the operator restarts pods per the replica's "
+                   "restartPolicy");
+    }
+  }
+}
+
+void Planner::UpdateRunning(bool restarted) {
+  bool all_up = !slots_.empty();
+  for (const Slot& slot : slots_) {
+    all_up = all_up && slot.pod != nullptr && !slot.pod->deletion_timestamp &&
+             (slot.pod->phase == PodPhase::kRunning || slot.pod->phase == PodPhase::kSucceeded);
+  }
+  if (restarted) {
+    const std::string message = "failed replicas are being recreated";
+    SetCondition(ConditionType::kRunning, false, "ReplicaRestarting", message);
+    SetCondition(ConditionType::kRestarting, true, "ReplicaRestarting", message);
+  } else if (all_up) {
+    const std::string message = "every replica is running";
+    SetCondition(ConditionType::kRestarting, false, "TrainingJobRunning", message);
+    SetCondition(ConditionType::kRunning, true, "TrainingJobRunning", message);
+  } else if (status_.IsTrue(ConditionType::kRunning)) {
+    SetCondition(ConditionType::kRunning, false, "ReplicasNotRunning",
+                 "some replicas are not running");
+  }
+}
+
+void Planner::RunActive(const ClusterSpec& cluster) {
+  if (const auto& limit = job_.spec.run_policy.active_deadline_seconds) {
+    const api::Time deadline = *status_.start_time + std::chrono::seconds(*limit);
+    if (input_.now >= deadline) {
+      Finish(false, "DeadlineExceeded",
+             "the job ran longer than activeDeadlineSeconds (" + std::to_string(*limit) +
+                 "s) since " + api::FormatTime(*status_.start_time));
+      return;
+    }
+    Requeue(deadline - input_.now);
+  }
+  if (std::optional<std::string> message = SuccessMessage()) {
+    Finish(true, "TrainingJobSucceeded", *message);
+    return;
+  }
+
+  bool restarted = false;
+  for (const Slot& slot : slots_) {
+    if (slot.pod == nullptr || slot.pod->deletion_timestamp) continue;  // deleting is not failing
+    const bool decides_success =
+        slot.type == ReplicaType::kChief || slot.type == ReplicaType::kWorker;
+    if (slot.pod->phase == PodPhase::kSucceeded && !decides_success &&
+        slot.spec->restart_policy == RestartPolicy::kAlways && !Counted(slot.pod->uid)) {
+      // Always: a PS or evaluator that exits 0 is restarted like a failed one.
+      status_.replica_statuses[slot.type].restarts++;
+      status_.counted_failures.push_back(slot.pod->uid);
+      DeletePod(*slot.pod);
+      restarted = true;
+      continue;
+    }
+    if (slot.pod->phase != PodPhase::kFailed) continue;
+    const size_t deletes_before = plan_.deletes.size();
+    const bool counted_before = Counted(slot.pod->uid);
+    if (auto failure = HandleFailure(slot)) {
+      Finish(false, failure->first, failure->second);
+      return;
+    }
+    restarted = restarted || (!counted_before && plan_.deletes.size() > deletes_before);
+  }
+
+  for (const ObservedPod* pod : orphan_pods_) DeletePod(*pod);
+  std::set<std::string> slot_names;
+  for (const Slot& slot : slots_) slot_names.insert(slot.name);
+  for (const ObservedService& s : observed_.services) {
+    if (!slot_names.count(s.name) && !s.deletion_timestamp) {
+      plan_.deletes.push_back({ChildRef::Kind::kService, s.name});
+    }
+  }
+  CreateMissing(cluster);
+  UpdateRunning(restarted);
+}
+
+Plan Planner::Run() {
+  status_ = job_.status;
+  status_.observed_generation = job_.metadata.generation;
+
+  // Only UIDs of pods that still exist can be seen again; a deleted pod's UID
+  // never comes back, so forgetting it is safe and keeps the list short.
+  std::set<std::string> live_uids;
+  for (const ObservedPod& pod : observed_.pods) live_uids.insert(pod.uid);
+  std::erase_if(status_.counted_failures,
+                [&](const std::string& uid) { return !live_uids.count(uid); });
+
+  std::map<std::string, const ObservedPod*> by_name;
+  for (const ObservedPod& pod : observed_.pods) by_name[pod.name] = &pod;
+  std::set<std::string> slot_names;
+  for (const api::RoleInfo& role : api::kRoles) {
+    auto it = job_.spec.replica_specs.find(role.type);
+    if (it == job_.spec.replica_specs.end()) continue;
+    for (int32_t i = 0; i < it->second.replicas; ++i) {
+      std::string name = api::ChildName(job_.metadata.name, role.type, i);
+      auto pod = by_name.find(name);
+      slots_.push_back(
+          {role.type, i, name, &it->second, pod == by_name.end() ? nullptr : pod->second});
+      slot_names.insert(std::move(name));
+    }
+  }
+  for (const ObservedPod& pod : observed_.pods) {
+    if (!slot_names.count(pod.name)) orphan_pods_.push_back(&pod);
+  }
+  RecountReplicas();
+
+  if (status_.Finished()) {
+    CleanUpFinished();
+    ScheduleTtl();
+  } else if (job_.metadata.deletion_timestamp) {
+    // Being deleted: garbage collection removes the children; create nothing.
+  } else {
+    const ClusterSpec cluster = input_.cluster_override
+                                    ? *input_.cluster_override
+                                    : BuildClusterSpec(job_, input_.default_cluster_domain);
+    Status valid = api::ToStatus(api::Validate(job_));
+    if (valid.ok()) valid = CheckTemplates(cluster);
+    if (!status_.IsTrue(ConditionType::kCreated)) {
+      SetCondition(ConditionType::kCreated, true, "TrainingJobCreated",
+                   "TrainingJob " + job_.metadata.name + " is created");
+    }
+    if (!valid.ok()) {
+      Finish(false, "InvalidSpec", valid.message());
+    } else if (job_.spec.run_policy.suspend) {
+      Suspend();
+    } else {
+      if (status_.IsTrue(ConditionType::kSuspended)) {
+        SetCondition(ConditionType::kSuspended, false, "TrainingJobResumed", "the job is resumed");
+        AddEvent(EventType::kNormal, "Resumed", "the job is resumed; its pods are recreated");
+        status_.start_time = input_.now;  // the deadline counts from the resume
+      }
+      if (!status_.start_time) status_.start_time = input_.now;
+      RunActive(cluster);
+    }
+  }
+  RecountReplicas();
+  UpdateState();
+  plan_.status_changed = !(status_ == job_.status);
+  plan_.status = std::move(status_);
+  return std::move(plan_);
+}
+
+}  // namespace
+
+Plan PlanJob(const api::TrainingJob& job, const ObservedChildren& observed,
+             const PlanInput& input) {
+  return Planner(job, observed, input).Run();
+}
+
+}  // namespace kubetrain::controller

@@ -1,0 +1,175 @@
+// The TrainingJob planner: what to create, delete and report, as a pure function.
+//
+// PlanJob(job, observed children, input) -> Plan. No I/O, no clock reads, no
+// randomness, no globals: the time and the Secret's key bytes come in through
+// PlanInput, so the same input always gives the same Plan. Both backends use it:
+// the Kubernetes executor (observed children from informers, plan applied with
+// REST calls) and the local runner of `kubetrain run` (children are processes).
+//
+// Every lifecycle rule lives here (see PlanJob's comment) and is unit-tested as
+// data in, data out in planner_test.cc.
+//
+// Safe under a lagging cache, by construction:
+//  - children have deterministic names <job>-<role>-<index>, so a repeated create
+//    fails with AlreadyExists (the executor treats that as success) and never
+//    makes a second pod for a replica;
+//  - a replica gets a new pod only when no pod of that name is observed at all:
+//    a failed pod is first deleted, and recreated only once it is gone;
+//  - a failed pod's UID is recorded in status.countedFailures when its restart
+//    is counted, so seeing the same failed pod again never counts it twice.
+//    The executor must therefore write the status before it issues the deletes.
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "operator/api/types.h"
+#include "operator/common/status.h"
+
+namespace kubetrain::controller {
+
+// Labels on every Pod and Service (and the job-name label on the Secret).
+inline constexpr std::string_view kJobNameLabel = "kubetrain.io/job-name";
+inline constexpr std::string_view kReplicaTypeLabel = "kubetrain.io/replica-type";    // "worker"
+inline constexpr std::string_view kReplicaIndexLabel = "kubetrain.io/replica-index";  // "0"
+// The Secret's data key holding the job's auth key (64 lower-case hex characters
+// encoding 32 bytes: env values cannot carry arbitrary bytes).
+inline constexpr std::string_view kAuthSecretKey = "key";
+inline constexpr std::string_view kPortName = "kubetrain";
+inline constexpr std::string_view kMainContainerName = "trainer";
+
+enum class PodPhase { kPending, kRunning, kSucceeded, kFailed, kUnknown };
+PodPhase PodPhaseFromString(std::string_view phase);  // anything unexpected: kUnknown
+
+// A child Pod as the planner needs to see it. Feed only pods controlled by this
+// job (ownerReference UID == job UID, or the local runner's own processes).
+struct ObservedPod {
+  std::string name;
+  std::string uid;
+  std::map<std::string, std::string> labels;
+  api::ReplicaType role = api::ReplicaType::kWorker;
+  int32_t index = 0;
+  PodPhase phase = PodPhase::kPending;
+  // The main container's termination, once it has terminated. For a pod that
+  // failed without a container exit (eviction), reason/message are the pod's.
+  std::optional<int32_t> exit_code;
+  std::string reason;
+  std::string message;  // the termination message (the trainer writes metrics there)
+  std::optional<api::Time> deletion_timestamp;
+  std::optional<api::Time> creation_timestamp;
+};
+
+struct ObservedService {
+  std::string name;
+  std::optional<api::Time> deletion_timestamp;
+};
+
+struct ObservedChildren {
+  std::vector<ObservedPod> pods;
+  std::vector<ObservedService> services;
+  bool secret_exists = false;
+};
+
+// The role and index in kubetrain.io/replica-{type,index} labels, if well formed.
+std::optional<std::pair<api::ReplicaType, int32_t>> ReplicaFromLabels(
+    const std::map<std::string, std::string>& labels);
+
+// Turns a Pod as served by the apiserver into an ObservedPod: the main container
+// (named "trainer", else the first) decides exit code, reason and message.
+StatusOr<ObservedPod> ObservePod(const nlohmann::json& pod);
+
+// In-cluster roles -> "host:port" per index. Evaluators never appear.
+using ClusterSpec = std::map<api::ReplicaType, std::vector<std::string>>;
+
+// <job>-<role>-<index>.<namespace>.svc.<domain>:<port> for every in-cluster
+// replica; domain = spec.clusterDomain, else `default_domain`; namespace
+// "default" when the job has none.
+ClusterSpec BuildClusterSpec(const api::TrainingJob& job, std::string_view default_domain);
+// {"chief":[...],"ps":[...],"worker":[...]}: roles in lower case, compact JSON.
+std::string ClusterConfigJson(const ClusterSpec& cluster);
+// {"cluster":<same>,"task":{"type":<role>,"index":<i>},"environment":"cloud"}.
+std::string TfConfigJson(const ClusterSpec& cluster, api::ReplicaType role, int32_t index);
+// "<role>-<index>".
+std::string PodNameEnv(api::ReplicaType role, int32_t index);
+// "<job>-auth".
+std::string AuthSecretName(std::string_view job_name);
+
+struct PlanInput {
+  api::Time now{};
+  // The Secret's key, used only when the Secret must be created. The caller
+  // draws it from a CSPRNG (libsodium randombytes_buf).
+  std::array<uint8_t, 32> auth_key{};
+  std::string default_cluster_domain = std::string(api::kDefaultClusterDomain);
+  // When set, CLUSTER_CONFIG/TF_CONFIG use these addresses instead of DNS names
+  // (the local runner: 127.0.0.1:<free port>). Must list every in-cluster replica.
+  std::optional<ClusterSpec> cluster_override;
+};
+
+enum class EventType { kNormal, kWarning };
+
+// An event about the job itself.
+struct Event {
+  EventType type = EventType::kNormal;
+  std::string reason;
+  std::string message;
+
+  friend bool operator==(const Event&, const Event&) = default;
+};
+
+struct ChildRef {
+  enum class Kind { kPod, kService, kSecret };
+  Kind kind = Kind::kPod;
+  std::string name;
+
+  friend bool operator==(const ChildRef&, const ChildRef&) = default;
+};
+
+struct Plan {
+  // Complete objects ready to POST to /api/v1/namespaces/<ns>/<kind>s, in this
+  // order: the Secret, Services, Pods (so a pod's secretKeyRef resolves).
+  std::vector<nlohmann::json> creates;
+  std::vector<ChildRef> deletes;
+  // The whole new status; write it (status subresource) when status_changed.
+  api::TrainingJobStatus status;
+  bool status_changed = false;
+  // Plan again after this long even if nothing changes (deadline, TTL). A timer,
+  // not a hint: behaviours depend on it.
+  std::optional<std::chrono::seconds> requeue_after;
+  // The TTL after finishing has passed: delete the TrainingJob (its children go
+  // with it through garbage collection).
+  bool delete_job = false;
+  std::vector<Event> events;
+};
+
+// Computes what to do next for `job` given what exists. The rules:
+//  - Finished jobs (Succeeded/Failed) never get new pods. Their still-running pods
+//    are deleted per cleanPodPolicy (Running: pods not terminated; All: every pod;
+//    None: none), and after ttlSecondsAfterFinished the job is deleted.
+//  - Anything the CRD cannot catch (a template without containers, ...) fails the
+//    job with reason InvalidSpec; being finished, it is not retried.
+//  - suspend: every pod is deleted, condition Suspended. Resuming sets
+//    startTime = now, which restarts the activeDeadlineSeconds clock.
+//  - activeDeadlineSeconds after startTime: Failed/DeadlineExceeded; before it,
+//    requeue_after is the time left.
+//  - Success per successPolicy (checked before failures): ChiefOrWorker0 = the
+//    chief, or worker 0 when there is no chief, succeeded; AllWorkers = every
+//    worker (and the chief, if any) succeeded.
+//  - A failed pod (not one being deleted: deletion is not failure) under Never
+//    fails the job (ReplicaFailed); under ExitCode too when its exit code is
+//    1-127; otherwise (OnFailure, Always, ExitCode with 128-255 or no exit code)
+//    it is deleted and recreated. Each restart counts toward backoffLimit, summed
+//    over roles; the failure that would exceed it fails the job
+//    (BackoffLimitExceeded). Always also recreates PS/Evaluator pods that exit 0.
+//  - Pods and Services of roles or indexes no longer in the spec are deleted.
+// Plan.status.observedGeneration is always metadata.generation.
+Plan PlanJob(const api::TrainingJob& job, const ObservedChildren& observed, const PlanInput& input);
+
+}  // namespace kubetrain::controller

@@ -1,0 +1,883 @@
+#include "operator/controller/planner.h"
+
+#include <gtest/gtest.h>
+
+#include "operator/api/json.h"
+#include "operator/api/validation.h"
+
+namespace kubetrain::controller {
+namespace {
+
+using api::ConditionType;
+using api::ReplicaType;
+using api::RestartPolicy;
+using nlohmann::json;
+using std::chrono::seconds;
+
+const api::Time kNow{seconds(1'800'000'000)};
+
+json Template(std::string image = "kubetrain-trainer") {
+  return {{"spec", {{"containers", json::array({{{"name", "trainer"}, {"image", image}}})}}}};
+}
+
+// tj in namespace ml: 2 PS + 2 workers, restartPolicy as given.
+api::TrainingJob Job(RestartPolicy policy = RestartPolicy::kOnFailure) {
+  api::TrainingJob job;
+  job.metadata.name = "tj";
+  job.metadata.namespace_ = "ml";
+  job.metadata.uid = "job-uid";
+  job.metadata.generation = 3;
+  for (ReplicaType t : {ReplicaType::kPS, ReplicaType::kWorker}) {
+    api::ReplicaSpec& r = job.spec.replica_specs[t];
+    r.replicas = 2;
+    r.restart_policy = policy;
+    r.pod_template = Template();
+  }
+  return job;
+}
+
+PlanInput Input(api::Time now = kNow) {
+  PlanInput in;
+  in.now = now;
+  in.auth_key.fill(0xab);
+  return in;
+}
+
+ObservedPod Pod(ReplicaType role, int32_t index, PodPhase phase,
+                std::optional<int32_t> exit_code = std::nullopt) {
+  ObservedPod p;
+  p.name = api::ChildName("tj", role, index);
+  p.uid = p.name + "-uid";
+  p.role = role;
+  p.index = index;
+  p.phase = phase;
+  p.exit_code = exit_code;
+  if (exit_code) p.reason = *exit_code == 0 ? "Completed" : "Error";
+  return p;
+}
+
+// Everything of tj exists: secret, services, and one pod per replica in `phase`.
+ObservedChildren All(PodPhase phase) {
+  ObservedChildren o;
+  o.secret_exists = true;
+  for (ReplicaType t : {ReplicaType::kPS, ReplicaType::kWorker}) {
+    for (int i = 0; i < 2; ++i) {
+      o.pods.push_back(Pod(t, i, phase));
+      o.services.push_back({api::ChildName("tj", t, i), std::nullopt});
+    }
+  }
+  return o;
+}
+
+ObservedPod& Find(ObservedChildren& o, const std::string& name) {
+  for (ObservedPod& p : o.pods) {
+    if (p.name == name) return p;
+  }
+  ADD_FAILURE() << "no pod " << name;
+  return o.pods[0];
+}
+
+const json* Created(const Plan& plan, const std::string& kind, const std::string& name) {
+  for (const json& c : plan.creates) {
+    if (c["kind"] == kind && c["metadata"]["name"] == name) return &c;
+  }
+  return nullptr;
+}
+
+std::vector<std::string> CreatedNames(const Plan& plan) {
+  std::vector<std::string> out;
+  for (const json& c : plan.creates) {
+    out.push_back(c["kind"].get<std::string>() + "/" + c["metadata"]["name"].get<std::string>());
+  }
+  return out;
+}
+
+std::vector<std::string> DeletedPods(const Plan& plan) {
+  std::vector<std::string> out;
+  for (const ChildRef& d : plan.deletes) {
+    if (d.kind == ChildRef::Kind::kPod) out.push_back(d.name);
+  }
+  return out;
+}
+
+std::string EnvValue(const json& pod, const std::string& name, size_t container = 0) {
+  for (const json& e : pod["spec"]["containers"][container]["env"]) {
+    if (e["name"] == name) return e.contains("value") ? e["value"].get<std::string>() : e.dump();
+  }
+  return "<unset>";
+}
+
+const api::Condition* Cond(const Plan& plan, ConditionType t) {
+  return plan.status.Find(t);
+}
+
+// Feeds a plan's status back, as the executor would after writing it.
+api::TrainingJob After(api::TrainingJob job, const Plan& plan) {
+  job.status = plan.status;
+  return job;
+}
+
+// ---- What gets created -------------------------------------------------------
+
+TEST(PlannerCreateTest, NewJobGetsSecretThenServicesThenPods) {
+  Plan plan = PlanJob(Job(), {}, Input());
+  EXPECT_EQ(CreatedNames(plan),
+            (std::vector<std::string>{"Secret/tj-auth", "Service/tj-ps-0", "Service/tj-ps-1",
+                                      "Service/tj-worker-0", "Service/tj-worker-1", "Pod/tj-ps-0",
+                                      "Pod/tj-ps-1", "Pod/tj-worker-0", "Pod/tj-worker-1"}));
+  EXPECT_TRUE(plan.deletes.empty());
+  EXPECT_TRUE(plan.status_changed);
+  EXPECT_EQ(plan.status.state, "Created");
+  EXPECT_EQ(plan.status.start_time, kNow);
+  EXPECT_EQ(plan.status.observed_generation, 3);
+  ASSERT_NE(Cond(plan, ConditionType::kCreated), nullptr);
+  EXPECT_TRUE(Cond(plan, ConditionType::kCreated)->status);
+  EXPECT_EQ(Cond(plan, ConditionType::kCreated)->last_transition_time, kNow);
+  EXPECT_FALSE(plan.requeue_after.has_value());
+}
+
+TEST(PlannerCreateTest, PodCarriesLabelsOwnerAndTheEnvContract) {
+  Plan plan = PlanJob(Job(), {}, Input());
+  const json* pod = Created(plan, "Pod", "tj-worker-1");
+  ASSERT_NE(pod, nullptr);
+  EXPECT_EQ((*pod)["apiVersion"], "v1");
+  EXPECT_EQ((*pod)["metadata"]["namespace"], "ml");
+  EXPECT_EQ((*pod)["metadata"]["labels"], json({{"kubetrain.io/job-name", "tj"},
+                                                {"kubetrain.io/replica-type", "worker"},
+                                                {"kubetrain.io/replica-index", "1"}}));
+  EXPECT_EQ((*pod)["metadata"]["ownerReferences"],
+            json::parse(R"([{"apiVersion": "kubetrain.io/v1alpha1", "kind": "TrainingJob",
+                "name": "tj", "uid": "job-uid", "controller": true,
+                "blockOwnerDeletion": true}])"));
+  EXPECT_EQ((*pod)["spec"]["restartPolicy"], "Never");
+  const std::string cluster =
+      R"({"ps":["tj-ps-0.ml.svc.cluster.local:2222","tj-ps-1.ml.svc.cluster.local:2222"],)"
+      R"("worker":["tj-worker-0.ml.svc.cluster.local:2222","tj-worker-1.ml.svc.cluster.local:2222"]})";
+  EXPECT_EQ(EnvValue(*pod, "CLUSTER_CONFIG"), cluster);
+  EXPECT_EQ(EnvValue(*pod, "POD_NAME"), "worker-1");
+  EXPECT_EQ(
+      EnvValue(*pod, "TF_CONFIG"),
+      R"({"cluster":)" + cluster + R"(,"environment":"cloud","task":{"index":1,"type":"worker"}})");
+  EXPECT_EQ(
+      EnvValue(*pod, "KUBETRAIN_AUTH_KEY"),
+      R"({"name":"KUBETRAIN_AUTH_KEY","valueFrom":{"secretKeyRef":{"key":"key","name":"tj-auth"}}})");
+  EXPECT_EQ((*pod)["spec"]["containers"][0]["ports"],
+            json::parse(R"([{"containerPort": 2222, "name": "kubetrain", "protocol": "TCP"}])"));
+  EXPECT_EQ((*pod)["spec"]["containers"][0]["image"], "kubetrain-trainer");
+}
+
+TEST(PlannerCreateTest, ClusterListsChiefButNotEvaluatorsAndUsesPortAndDomain) {
+  api::TrainingJob job = Job();
+  job.spec.replica_specs[ReplicaType::kChief].pod_template = Template();
+  job.spec.replica_specs[ReplicaType::kEvaluator].pod_template = Template();
+  job.spec.replica_specs.erase(ReplicaType::kPS);
+  job.spec.port = 3000;
+  job.spec.cluster_domain = "corp.example";
+  Plan plan = PlanJob(job, {}, Input());
+  const json* eval = Created(plan, "Pod", "tj-evaluator-0");
+  ASSERT_NE(eval, nullptr);
+  const std::string cluster =
+      R"({"chief":["tj-chief-0.ml.svc.corp.example:3000"],)"
+      R"("worker":["tj-worker-0.ml.svc.corp.example:3000","tj-worker-1.ml.svc.corp.example:3000"]})";
+  EXPECT_EQ(EnvValue(*eval, "CLUSTER_CONFIG"), cluster);
+  EXPECT_EQ(EnvValue(*eval, "POD_NAME"), "evaluator-0");
+  EXPECT_EQ(json::parse(EnvValue(*eval, "TF_CONFIG"))["task"],
+            json({{"type", "evaluator"}, {"index", 0}}));
+  EXPECT_NE(Created(plan, "Service", "tj-evaluator-0"), nullptr);
+}
+
+TEST(PlannerCreateTest, DefaultDomainComesFromTheInputAndNamespaceDefaults) {
+  api::TrainingJob job = Job();
+  job.metadata.namespace_.clear();
+  PlanInput in = Input();
+  in.default_cluster_domain = "k8s.local";
+  Plan plan = PlanJob(job, {}, in);
+  const json* pod = Created(plan, "Pod", "tj-ps-0");
+  ASSERT_NE(pod, nullptr);
+  EXPECT_EQ(json::parse(EnvValue(*pod, "CLUSTER_CONFIG"))["ps"][0],
+            "tj-ps-0.default.svc.k8s.local:2222");
+}
+
+TEST(PlannerCreateTest, ClusterOverrideReplacesDnsNames) {
+  PlanInput in = Input();
+  in.cluster_override = ClusterSpec{{ReplicaType::kPS, {"127.0.0.1:5000", "127.0.0.1:5001"}},
+                                    {ReplicaType::kWorker, {"127.0.0.1:5002", "127.0.0.1:5003"}}};
+  Plan plan = PlanJob(Job(), {}, in);
+  EXPECT_EQ(
+      EnvValue(*Created(plan, "Pod", "tj-ps-0"), "CLUSTER_CONFIG"),
+      R"({"ps":["127.0.0.1:5000","127.0.0.1:5001"],"worker":["127.0.0.1:5002","127.0.0.1:5003"]})");
+}
+
+TEST(PlannerCreateTest, EnvGoesToTheTrainerContainerElseTheFirst) {
+  api::TrainingJob job = Job();
+  job.spec.replica_specs[ReplicaType::kPS].pod_template = json::parse(
+      R"({"spec": {"containers": [{"name": "sidecar"}, {"name": "trainer", "ports": [{"containerPort": 2222}]}]}})");
+  job.spec.replica_specs[ReplicaType::kWorker].pod_template =
+      json::parse(R"({"spec": {"containers": [{"name": "a"}, {"name": "b"}]}})");
+  Plan plan = PlanJob(job, {}, Input());
+  const json& ps = *Created(plan, "Pod", "tj-ps-0");
+  EXPECT_FALSE(ps["spec"]["containers"][0].contains("env"));
+  EXPECT_EQ(EnvValue(ps, "POD_NAME", 1), "ps-0");
+  // The template already exposes the port: it is not added twice.
+  EXPECT_EQ(ps["spec"]["containers"][1]["ports"].size(), 1u);
+  const json& worker = *Created(plan, "Pod", "tj-worker-0");
+  EXPECT_EQ(EnvValue(worker, "POD_NAME", 0), "worker-0");
+  EXPECT_FALSE(worker["spec"]["containers"][1].contains("env"));
+}
+
+TEST(PlannerCreateTest, TemplateEnvIsKeptButOurVariablesWin) {
+  api::TrainingJob job = Job();
+  job.spec.replica_specs[ReplicaType::kWorker].pod_template = json::parse(R"({"spec":
+      {"containers": [{"name": "trainer", "env": [{"name": "LR", "value": "0.1"},
+                                                  {"name": "POD_NAME", "value": "stale"}]}]}})");
+  Plan plan = PlanJob(job, {}, Input());
+  const json& pod = *Created(plan, "Pod", "tj-worker-0");
+  EXPECT_EQ(EnvValue(pod, "LR"), "0.1");
+  EXPECT_EQ(EnvValue(pod, "POD_NAME"), "worker-0");
+  EXPECT_EQ(pod["spec"]["containers"][0]["env"].size(), 5u);
+}
+
+TEST(PlannerCreateTest, TemplateRestartPolicyIsForcedToNeverWithAWarning) {
+  api::TrainingJob job = Job();
+  job.spec.replica_specs[ReplicaType::kWorker].pod_template["spec"]["restartPolicy"] = "OnFailure";
+  job.spec.replica_specs[ReplicaType::kPS].pod_template["spec"]["restartPolicy"] = "Never";
+  Plan plan = PlanJob(job, {}, Input());
+  EXPECT_EQ((*Created(plan, "Pod", "tj-worker-0"))["spec"]["restartPolicy"], "Never");
+  ASSERT_EQ(plan.events.size(), 1u);  // once per role, not per pod; none for PS
+  EXPECT_EQ(plan.events[0].type, EventType::kWarning);
+  EXPECT_EQ(plan.events[0].reason, "RestartPolicyOverridden");
+  EXPECT_NE(plan.events[0].message.find("spec.replicaSpecs.Worker.template.spec.restartPolicy"),
+            std::string::npos);
+}
+
+TEST(PlannerCreateTest, TemplateLabelsAndAnnotationsAreKeptSchedulingPolicyApplied) {
+  api::TrainingJob job = Job();
+  job.spec.replica_specs[ReplicaType::kWorker].pod_template["metadata"] = json::parse(
+      R"({"labels": {"team": "ads", "kubetrain.io/job-name": "spoof"}, "annotations": {"a": "b"}})");
+  job.spec.run_policy.scheduling_policy = api::SchedulingPolicy{};
+  job.spec.run_policy.scheduling_policy->scheduler_name = "volcano";
+  job.spec.run_policy.scheduling_policy->priority_class_name = "high";
+  Plan plan = PlanJob(job, {}, Input());
+  const json& pod = *Created(plan, "Pod", "tj-worker-0");
+  EXPECT_EQ(pod["metadata"]["labels"]["team"], "ads");
+  EXPECT_EQ(pod["metadata"]["labels"]["kubetrain.io/job-name"], "tj");
+  EXPECT_EQ(pod["metadata"]["annotations"], json({{"a", "b"}}));
+  EXPECT_EQ(pod["spec"]["schedulerName"], "volcano");
+  EXPECT_EQ(pod["spec"]["priorityClassName"], "high");
+}
+
+TEST(PlannerCreateTest, ServiceIsHeadlessAndSelectsItsReplica) {
+  Plan plan = PlanJob(Job(), {}, Input());
+  const json& svc = *Created(plan, "Service", "tj-ps-1");
+  EXPECT_EQ(svc["spec"], json::parse(R"({"clusterIP": "None", "publishNotReadyAddresses": true,
+      "selector": {"kubetrain.io/job-name": "tj", "kubetrain.io/replica-type": "ps",
+                   "kubetrain.io/replica-index": "1"},
+      "ports": [{"name": "kubetrain", "port": 2222, "targetPort": 2222, "protocol": "TCP"}]})"));
+  EXPECT_EQ(svc["metadata"]["ownerReferences"][0]["uid"], "job-uid");
+}
+
+TEST(PlannerCreateTest, SecretHoldsTheInputKeyAsHex) {
+  Plan plan = PlanJob(Job(), {}, Input());
+  const json& secret = *Created(plan, "Secret", "tj-auth");
+  EXPECT_EQ(secret["type"], "Opaque");
+  // base64("abab...ab"): the 32 bytes 0xab as 64 hex characters.
+  EXPECT_EQ(
+      secret["data"]["key"],
+      "YWJhYmFiYWJhYmFiYWJhYmFiYWJhYmFiYWJhYmFiYWJhYmFiYWJhYmFiYWJhYmFiYWJhYmFiYWJhYmFiYWJhYg==");
+  EXPECT_EQ(secret["metadata"]["labels"], json({{"kubetrain.io/job-name", "tj"}}));
+  EXPECT_EQ(secret["metadata"]["ownerReferences"][0]["controller"], true);
+}
+
+TEST(PlannerCreateTest, JobWithoutUidGetsNoOwnerReferences) {
+  api::TrainingJob job = Job();
+  job.metadata.uid.clear();
+  Plan plan = PlanJob(job, {}, Input());
+  for (const json& c : plan.creates) EXPECT_FALSE(c["metadata"].contains("ownerReferences"));
+}
+
+TEST(PlannerCreateTest, SamePlanForTheSameInput) {
+  Plan a = PlanJob(Job(), {}, Input());
+  Plan b = PlanJob(Job(), {}, Input());
+  EXPECT_EQ(a.creates, b.creates);
+  EXPECT_EQ(a.status, b.status);
+}
+
+// ---- Lagging cache ------------------------------------------------------------
+
+TEST(PlannerCacheTest, ObservedChildrenAreNeverCreatedAgain) {
+  Plan plan = PlanJob(Job(), All(PodPhase::kPending), Input());
+  EXPECT_TRUE(plan.creates.empty());
+  EXPECT_TRUE(plan.deletes.empty());
+}
+
+TEST(PlannerCacheTest, OnlyTheMissingChildrenAreCreated) {
+  ObservedChildren o = All(PodPhase::kPending);
+  o.pods.erase(o.pods.begin() + 1);  // tj-ps-1
+  o.services.pop_back();             // tj-worker-1
+  Plan plan = PlanJob(Job(), o, Input());
+  EXPECT_EQ(CreatedNames(plan), (std::vector<std::string>{"Service/tj-worker-1", "Pod/tj-ps-1"}));
+}
+
+TEST(PlannerCacheTest, APodBeingDeletedBlocksItsReplacement) {
+  ObservedChildren o = All(PodPhase::kRunning);
+  Find(o, "tj-worker-0").deletion_timestamp = kNow;
+  Plan plan = PlanJob(Job(), o, Input());
+  EXPECT_TRUE(plan.creates.empty());
+  EXPECT_TRUE(plan.deletes.empty());
+}
+
+TEST(PlannerCacheTest, UnchangedWorldLeavesStatusUnchanged) {
+  api::TrainingJob job = Job();
+  Plan first = PlanJob(job, All(PodPhase::kRunning), Input());
+  EXPECT_TRUE(first.status_changed);
+  Plan second = PlanJob(After(job, first), All(PodPhase::kRunning), Input(kNow + seconds(30)));
+  EXPECT_FALSE(second.status_changed);
+  EXPECT_TRUE(second.events.empty());
+}
+
+// ---- Running ------------------------------------------------------------------
+
+TEST(PlannerRunTest, AllReplicasRunningSetsRunning) {
+  Plan plan = PlanJob(Job(), All(PodPhase::kRunning), Input());
+  EXPECT_EQ(plan.status.state, "Running");
+  EXPECT_TRUE(plan.status.IsTrue(ConditionType::kRunning));
+  const api::ReplicaStatus& w = plan.status.replica_statuses.at(ReplicaType::kWorker);
+  EXPECT_EQ(w.active, 2);
+  EXPECT_EQ(w.succeeded, 0);
+  EXPECT_EQ(w.failed, 0);
+}
+
+TEST(PlannerRunTest, PendingReplicasKeepStateCreated) {
+  ObservedChildren o = All(PodPhase::kRunning);
+  Find(o, "tj-ps-1").phase = PodPhase::kPending;
+  Plan plan = PlanJob(Job(), o, Input());
+  EXPECT_EQ(plan.status.state, "Created");
+  EXPECT_FALSE(plan.status.IsTrue(ConditionType::kRunning));
+}
+
+TEST(PlannerRunTest, PodsOfRemovedReplicasAreDeleted) {
+  api::TrainingJob job = Job();
+  job.spec.replica_specs[ReplicaType::kWorker].replicas = 1;
+  Plan plan = PlanJob(job, All(PodPhase::kRunning), Input());
+  EXPECT_EQ(DeletedPods(plan), std::vector<std::string>{"tj-worker-1"});
+  ASSERT_EQ(plan.deletes.size(), 2u);
+  EXPECT_EQ(plan.deletes[1], (ChildRef{ChildRef::Kind::kService, "tj-worker-1"}));
+}
+
+// ---- Restart policies ---------------------------------------------------------
+
+TEST(PlannerRestartTest, OnFailureDeletesTheFailedPodAndCountsARestart) {
+  ObservedChildren o = All(PodPhase::kRunning);
+  ObservedPod& failed = Find(o, "tj-worker-1");
+  failed.phase = PodPhase::kFailed;
+  failed.exit_code = 1;
+  failed.reason = "Error";
+  failed.message = "boom";
+  Plan plan = PlanJob(Job(RestartPolicy::kOnFailure), o, Input());
+  EXPECT_EQ(DeletedPods(plan), std::vector<std::string>{"tj-worker-1"});
+  EXPECT_TRUE(plan.creates.empty());  // recreated only once the old pod is gone
+  const api::ReplicaStatus& w = plan.status.replica_statuses.at(ReplicaType::kWorker);
+  EXPECT_EQ(w.restarts, 1);
+  EXPECT_EQ(w.failed, 1);
+  ASSERT_TRUE(w.last_failure.has_value());
+  EXPECT_EQ(*w.last_failure, (api::FailureInfo{"tj-worker-1", 1, "Error", "boom", kNow}));
+  EXPECT_EQ(plan.status.counted_failures, std::vector<std::string>{"tj-worker-1-uid"});
+  EXPECT_EQ(plan.status.state, "Restarting");
+  EXPECT_FALSE(plan.status.IsTrue(ConditionType::kRunning));
+  ASSERT_EQ(plan.events.size(), 1u);
+  EXPECT_EQ(plan.events[0].reason, "RestartingReplica");
+}
+
+TEST(PlannerRestartTest, AlwaysRecreatesAFailedPodLikeOnFailure) {
+  ObservedChildren o = All(PodPhase::kRunning);
+  Find(o, "tj-ps-0").phase = PodPhase::kFailed;
+  Plan plan = PlanJob(Job(RestartPolicy::kAlways), o, Input());
+  EXPECT_EQ(DeletedPods(plan), std::vector<std::string>{"tj-ps-0"});
+  EXPECT_EQ(plan.status.replica_statuses.at(ReplicaType::kPS).restarts, 1);
+}
+
+TEST(PlannerRestartTest, AlwaysRecreatesAPsThatExitedZero) {
+  ObservedChildren o = All(PodPhase::kRunning);
+  Find(o, "tj-ps-0").phase = PodPhase::kSucceeded;
+  Plan plan = PlanJob(Job(RestartPolicy::kAlways), o, Input());
+  EXPECT_EQ(DeletedPods(plan), std::vector<std::string>{"tj-ps-0"});
+  EXPECT_EQ(plan.status.state, "Restarting");
+}
+
+TEST(PlannerRestartTest, SameFailedPodSeenAgainIsNotCountedTwice) {
+  ObservedChildren o = All(PodPhase::kRunning);
+  Find(o, "tj-worker-1").phase = PodPhase::kFailed;
+  api::TrainingJob job = Job();
+  Plan first = PlanJob(job, o, Input());
+  // The delete is not visible yet: the cache still shows the failed pod.
+  Plan second = PlanJob(After(job, first), o, Input(kNow + seconds(1)));
+  EXPECT_EQ(second.status.replica_statuses.at(ReplicaType::kWorker).restarts, 1);
+  EXPECT_EQ(DeletedPods(second), std::vector<std::string>{"tj-worker-1"});  // idempotent
+  EXPECT_TRUE(second.events.empty());
+  EXPECT_TRUE(second.creates.empty());
+  EXPECT_FALSE(second.status_changed);
+}
+
+TEST(PlannerRestartTest, FailedPodIsRecreatedOnceGone) {
+  ObservedChildren o = All(PodPhase::kRunning);
+  Find(o, "tj-worker-1").phase = PodPhase::kFailed;
+  api::TrainingJob job = Job();
+  Plan first = PlanJob(job, o, Input());
+  std::erase_if(o.pods, [](const ObservedPod& p) { return p.name == "tj-worker-1"; });
+  Plan second = PlanJob(After(job, first), o, Input(kNow + seconds(1)));
+  EXPECT_EQ(CreatedNames(second), std::vector<std::string>{"Pod/tj-worker-1"});
+  EXPECT_TRUE(second.status.counted_failures.empty());  // its UID can never come back
+  EXPECT_EQ(second.status.replica_statuses.at(ReplicaType::kWorker).restarts, 1);
+  EXPECT_EQ(second.status.state, "Restarting");
+  // Once every replica runs again, Restarting gives way to Running.
+  Plan third = PlanJob(After(job, second), All(PodPhase::kRunning), Input(kNow + seconds(2)));
+  EXPECT_EQ(third.status.state, "Running");
+  EXPECT_FALSE(third.status.IsTrue(ConditionType::kRestarting));
+}
+
+TEST(PlannerRestartTest, ExitCodeRestartsOnRetryableCodes) {
+  for (int code : {128, 137, 255}) {
+    ObservedChildren o = All(PodPhase::kRunning);
+    Find(o, "tj-worker-0") = Pod(ReplicaType::kWorker, 0, PodPhase::kFailed, code);
+    Plan plan = PlanJob(Job(RestartPolicy::kExitCode), o, Input());
+    EXPECT_EQ(DeletedPods(plan), std::vector<std::string>{"tj-worker-0"}) << code;
+    EXPECT_FALSE(plan.status.Finished()) << code;
+  }
+}
+
+TEST(PlannerRestartTest, ExitCodeFailsTheJobOnPermanentCodes) {
+  for (int code : {1, 2, 127}) {
+    ObservedChildren o = All(PodPhase::kRunning);
+    Find(o, "tj-worker-0") = Pod(ReplicaType::kWorker, 0, PodPhase::kFailed, code);
+    Plan plan = PlanJob(Job(RestartPolicy::kExitCode), o, Input());
+    EXPECT_TRUE(plan.status.IsTrue(ConditionType::kFailed)) << code;
+    EXPECT_EQ(Cond(plan, ConditionType::kFailed)->reason, "ReplicaFailed");
+    EXPECT_EQ(plan.status.replica_statuses.at(ReplicaType::kWorker).restarts, 0);
+    EXPECT_TRUE(plan.creates.empty());
+  }
+}
+
+TEST(PlannerRestartTest, ExitCodeRestartsAFailureWithoutExitCode) {
+  // An evicted pod has no container exit: infrastructure, so retryable.
+  ObservedChildren o = All(PodPhase::kRunning);
+  ObservedPod& p = Find(o, "tj-ps-1");
+  p.phase = PodPhase::kFailed;
+  p.reason = "Evicted";
+  Plan plan = PlanJob(Job(RestartPolicy::kExitCode), o, Input());
+  EXPECT_EQ(DeletedPods(plan), std::vector<std::string>{"tj-ps-1"});
+}
+
+TEST(PlannerRestartTest, NeverFailsTheJobAndCleansUpRunningPods) {
+  ObservedChildren o = All(PodPhase::kRunning);
+  ObservedPod& p = Find(o, "tj-worker-1");
+  p = Pod(ReplicaType::kWorker, 1, PodPhase::kFailed, 3);
+  p.message = "bad input";
+  Plan plan = PlanJob(Job(RestartPolicy::kNever), o, Input());
+  ASSERT_TRUE(plan.status.IsTrue(ConditionType::kFailed));
+  EXPECT_EQ(plan.status.state, "Failed");
+  EXPECT_EQ(Cond(plan, ConditionType::kFailed)->reason, "ReplicaFailed");
+  EXPECT_EQ(Cond(plan, ConditionType::kFailed)->message,
+            "Worker 1 (pod tj-worker-1) failed with exit code 3 (Error): bad input; "
+            "restartPolicy is Never");
+  EXPECT_EQ(plan.status.completion_time, kNow);
+  // cleanPodPolicy Running (default): the running pods go, the failed one stays.
+  EXPECT_EQ(DeletedPods(plan), (std::vector<std::string>{"tj-ps-0", "tj-ps-1", "tj-worker-0"}));
+  EXPECT_TRUE(plan.creates.empty());
+  ASSERT_EQ(plan.events.size(), 1u);
+  EXPECT_EQ(plan.events[0].type, EventType::kWarning);
+  EXPECT_EQ(plan.events[0].reason, "ReplicaFailed");
+}
+
+TEST(PlannerRestartTest, APodBeingDeletedIsNotAFailure) {
+  ObservedChildren o = All(PodPhase::kRunning);
+  ObservedPod& p = Find(o, "tj-worker-0");
+  p = Pod(ReplicaType::kWorker, 0, PodPhase::kFailed, 143);
+  p.deletion_timestamp = kNow;
+  Plan plan = PlanJob(Job(RestartPolicy::kNever), o, Input());
+  EXPECT_FALSE(plan.status.Finished());
+  EXPECT_EQ(plan.status.replica_statuses.at(ReplicaType::kWorker).restarts, 0);
+  EXPECT_TRUE(plan.deletes.empty());
+}
+
+TEST(PlannerRestartTest, APodThatVanishedIsRecreatedWithoutCountingARestart) {
+  ObservedChildren o = All(PodPhase::kRunning);
+  o.pods.pop_back();  // tj-worker-1, deleted by someone
+  Plan plan = PlanJob(Job(RestartPolicy::kNever), o, Input());
+  EXPECT_EQ(CreatedNames(plan), std::vector<std::string>{"Pod/tj-worker-1"});
+  EXPECT_EQ(plan.status.replica_statuses.at(ReplicaType::kWorker).restarts, 0);
+}
+
+// ---- backoffLimit ---------------------------------------------------------------
+
+TEST(PlannerBackoffTest, RestartsUpToTheLimitThenFails) {
+  api::TrainingJob job = Job(RestartPolicy::kOnFailure);
+  job.spec.run_policy.backoff_limit = 1;
+  job.status.replica_statuses[ReplicaType::kPS].restarts = 1;  // restarts add up over roles
+  ObservedChildren o = All(PodPhase::kRunning);
+  ObservedPod& p = Find(o, "tj-worker-0");
+  p = Pod(ReplicaType::kWorker, 0, PodPhase::kFailed, 137);
+  p.reason = "OOMKilled";
+  p.message = "out of memory";
+  Plan plan = PlanJob(job, o, Input());
+  ASSERT_TRUE(plan.status.IsTrue(ConditionType::kFailed));
+  EXPECT_EQ(Cond(plan, ConditionType::kFailed)->reason, "BackoffLimitExceeded");
+  EXPECT_EQ(Cond(plan, ConditionType::kFailed)->message,
+            "backoffLimit 1 exceeded; last failure: Worker 0 (pod tj-worker-0) failed with exit "
+            "code 137 (OOMKilled): out of memory");
+  EXPECT_EQ(plan.status.replica_statuses.at(ReplicaType::kWorker).last_failure,
+            (api::FailureInfo{"tj-worker-0", 137, "OOMKilled", "out of memory", kNow}));
+  ASSERT_EQ(plan.events.size(), 1u);
+  EXPECT_EQ(plan.events[0].reason, "BackoffLimitExceeded");
+  EXPECT_EQ(plan.events[0].message, Cond(plan, ConditionType::kFailed)->message);
+}
+
+TEST(PlannerBackoffTest, BelowTheLimitRestarts) {
+  api::TrainingJob job = Job(RestartPolicy::kOnFailure);
+  job.spec.run_policy.backoff_limit = 2;
+  job.status.replica_statuses[ReplicaType::kPS].restarts = 1;
+  ObservedChildren o = All(PodPhase::kRunning);
+  Find(o, "tj-worker-0").phase = PodPhase::kFailed;
+  Plan plan = PlanJob(job, o, Input());
+  EXPECT_FALSE(plan.status.Finished());
+  EXPECT_EQ(plan.status.replica_statuses.at(ReplicaType::kWorker).restarts, 1);
+}
+
+TEST(PlannerBackoffTest, LimitZeroFailsOnTheFirstFailure) {
+  api::TrainingJob job = Job(RestartPolicy::kOnFailure);
+  job.spec.run_policy.backoff_limit = 0;
+  ObservedChildren o = All(PodPhase::kRunning);
+  Find(o, "tj-ps-1").phase = PodPhase::kFailed;
+  Plan plan = PlanJob(job, o, Input());
+  EXPECT_EQ(Cond(plan, ConditionType::kFailed)->reason, "BackoffLimitExceeded");
+}
+
+TEST(PlannerBackoffTest, TwoFailuresInOnePlanBothCount) {
+  api::TrainingJob job = Job(RestartPolicy::kOnFailure);
+  job.spec.run_policy.backoff_limit = 1;
+  ObservedChildren o = All(PodPhase::kRunning);
+  Find(o, "tj-ps-0").phase = PodPhase::kFailed;
+  Find(o, "tj-worker-0").phase = PodPhase::kFailed;
+  Plan plan = PlanJob(job, o, Input());
+  EXPECT_EQ(Cond(plan, ConditionType::kFailed)->reason, "BackoffLimitExceeded");
+}
+
+// ---- Success and cleanPodPolicy ----------------------------------------------
+
+TEST(PlannerSuccessTest, WorkerZeroDecidesWithoutChiefAndRunningPodsAreCleanedUp) {
+  ObservedChildren o = All(PodPhase::kRunning);
+  Find(o, "tj-worker-0").phase = PodPhase::kSucceeded;
+  Plan plan = PlanJob(Job(), o, Input());
+  ASSERT_TRUE(plan.status.IsTrue(ConditionType::kSucceeded));
+  EXPECT_EQ(plan.status.state, "Succeeded");
+  EXPECT_EQ(Cond(plan, ConditionType::kSucceeded)->message, "Worker 0 succeeded");
+  EXPECT_EQ(plan.status.completion_time, kNow);
+  EXPECT_FALSE(plan.status.IsTrue(ConditionType::kRunning));
+  // PS pods never keep a finished job alive.
+  EXPECT_EQ(DeletedPods(plan), (std::vector<std::string>{"tj-ps-0", "tj-ps-1", "tj-worker-1"}));
+  EXPECT_TRUE(plan.creates.empty());
+  EXPECT_EQ(plan.events.size(), 1u);
+  EXPECT_EQ(plan.events[0].type, EventType::kNormal);
+}
+
+TEST(PlannerSuccessTest, ChiefDecidesWhenThereIsOne) {
+  api::TrainingJob job = Job();
+  job.spec.replica_specs[ReplicaType::kChief].pod_template = Template();
+  ObservedChildren o = All(PodPhase::kRunning);
+  o.pods.push_back(Pod(ReplicaType::kChief, 0, PodPhase::kRunning));
+  o.services.push_back({"tj-chief-0", std::nullopt});
+  Find(o, "tj-worker-0").phase = PodPhase::kSucceeded;
+  Plan plan = PlanJob(job, o, Input());
+  EXPECT_FALSE(plan.status.Finished());
+  Find(o, "tj-chief-0").phase = PodPhase::kSucceeded;
+  plan = PlanJob(job, o, Input());
+  EXPECT_TRUE(plan.status.IsTrue(ConditionType::kSucceeded));
+  EXPECT_EQ(Cond(plan, ConditionType::kSucceeded)->message, "Chief 0 succeeded");
+}
+
+TEST(PlannerSuccessTest, AllWorkersWaitsForEveryWorker) {
+  api::TrainingJob job = Job();
+  job.spec.success_policy = api::SuccessPolicy::kAllWorkers;
+  ObservedChildren o = All(PodPhase::kRunning);
+  Find(o, "tj-worker-0").phase = PodPhase::kSucceeded;
+  Plan plan = PlanJob(job, o, Input());
+  EXPECT_FALSE(plan.status.Finished());
+  EXPECT_EQ(plan.status.replica_statuses.at(ReplicaType::kWorker).succeeded, 1);
+  Find(o, "tj-worker-1").phase = PodPhase::kSucceeded;
+  plan = PlanJob(job, o, Input());
+  EXPECT_TRUE(plan.status.IsTrue(ConditionType::kSucceeded));
+  EXPECT_EQ(Cond(plan, ConditionType::kSucceeded)->message, "all 2 workers succeeded");
+}
+
+TEST(PlannerSuccessTest, SucceededWorkerIsNotRecreated) {
+  ObservedChildren o = All(PodPhase::kRunning);
+  Find(o, "tj-worker-1").phase = PodPhase::kSucceeded;
+  Plan plan = PlanJob(Job(RestartPolicy::kAlways), o, Input());
+  EXPECT_TRUE(plan.deletes.empty());
+  EXPECT_TRUE(plan.creates.empty());
+  EXPECT_EQ(plan.status.state, "Running");
+}
+
+TEST(PlannerSuccessTest, CleanPodPolicyAllDeletesFinishedPodsToo) {
+  api::TrainingJob job = Job();
+  job.spec.run_policy.clean_pod_policy = api::CleanPodPolicy::kAll;
+  ObservedChildren o = All(PodPhase::kRunning);
+  Find(o, "tj-worker-0").phase = PodPhase::kSucceeded;
+  Plan plan = PlanJob(job, o, Input());
+  EXPECT_EQ(DeletedPods(plan).size(), 4u);
+}
+
+TEST(PlannerSuccessTest, CleanPodPolicyNoneKeepsEveryPod) {
+  api::TrainingJob job = Job();
+  job.spec.run_policy.clean_pod_policy = api::CleanPodPolicy::kNone;
+  ObservedChildren o = All(PodPhase::kRunning);
+  Find(o, "tj-worker-0").phase = PodPhase::kSucceeded;
+  Plan plan = PlanJob(job, o, Input());
+  EXPECT_TRUE(plan.status.IsTrue(ConditionType::kSucceeded));
+  EXPECT_TRUE(plan.deletes.empty());
+}
+
+TEST(PlannerSuccessTest, FinishedJobNeverGetsNewPods) {
+  api::TrainingJob job = Job();
+  ObservedChildren o = All(PodPhase::kRunning);
+  Find(o, "tj-worker-0").phase = PodPhase::kSucceeded;
+  Plan done = PlanJob(job, o, Input());
+  // Every pod is gone, one even failed on the way out: still nothing is created.
+  Plan later = PlanJob(After(job, done), {}, Input(kNow + seconds(5)));
+  EXPECT_TRUE(later.creates.empty());
+  EXPECT_TRUE(later.deletes.empty());
+  EXPECT_TRUE(later.events.empty());
+  EXPECT_EQ(later.status.completion_time, kNow);
+  EXPECT_EQ(later.status.replica_statuses.at(ReplicaType::kPS).active, 0);  // counts stay live
+  ObservedChildren failed = All(PodPhase::kFailed);
+  later = PlanJob(After(job, done), failed, Input(kNow + seconds(5)));
+  EXPECT_TRUE(later.creates.empty());
+  EXPECT_EQ(later.status.replica_statuses.at(ReplicaType::kWorker).restarts, 0);
+  EXPECT_TRUE(later.status.IsTrue(ConditionType::kSucceeded));
+}
+
+TEST(PlannerSuccessTest, FinishedJobKeepsCleaningUpPodsThatStillRun) {
+  api::TrainingJob job = Job();
+  ObservedChildren o = All(PodPhase::kRunning);
+  Find(o, "tj-worker-0").phase = PodPhase::kSucceeded;
+  Plan done = PlanJob(job, o, Input());
+  Plan again = PlanJob(After(job, done), o, Input(kNow + seconds(1)));  // deletes not visible
+  EXPECT_EQ(DeletedPods(again).size(), 3u);
+  EXPECT_TRUE(again.events.empty());
+}
+
+// ---- Deadline and TTL -----------------------------------------------------------
+
+TEST(PlannerDeadlineTest, RequeuesForTheTimeLeft) {
+  api::TrainingJob job = Job();
+  job.spec.run_policy.active_deadline_seconds = 100;
+  job.status.start_time = kNow - seconds(40);
+  Plan plan = PlanJob(job, All(PodPhase::kRunning), Input());
+  EXPECT_EQ(plan.requeue_after, seconds(60));
+  EXPECT_FALSE(plan.status.Finished());
+}
+
+TEST(PlannerDeadlineTest, NewJobRequeuesForTheWholeDeadline) {
+  api::TrainingJob job = Job();
+  job.spec.run_policy.active_deadline_seconds = 100;
+  Plan plan = PlanJob(job, {}, Input());
+  EXPECT_EQ(plan.requeue_after, seconds(100));
+}
+
+TEST(PlannerDeadlineTest, FailsAtTheDeadlineAndDeletesRunningPods) {
+  api::TrainingJob job = Job();
+  job.spec.run_policy.active_deadline_seconds = 100;
+  job.status.start_time = kNow - seconds(100);
+  Plan plan = PlanJob(job, All(PodPhase::kRunning), Input());
+  ASSERT_TRUE(plan.status.IsTrue(ConditionType::kFailed));
+  EXPECT_EQ(Cond(plan, ConditionType::kFailed)->reason, "DeadlineExceeded");
+  EXPECT_EQ(DeletedPods(plan).size(), 4u);
+  EXPECT_FALSE(plan.requeue_after.has_value());
+  EXPECT_EQ(plan.events[0].reason, "DeadlineExceeded");
+}
+
+TEST(PlannerTtlTest, FinishedJobIsDeletedAfterTheTtl) {
+  api::TrainingJob job = Job();
+  job.spec.run_policy.ttl_seconds_after_finished = 60;
+  ObservedChildren o = All(PodPhase::kRunning);
+  Find(o, "tj-worker-0").phase = PodPhase::kSucceeded;
+  Plan done = PlanJob(job, o, Input());
+  EXPECT_EQ(done.requeue_after, seconds(60));
+  EXPECT_FALSE(done.delete_job);
+  Plan early = PlanJob(After(job, done), {}, Input(kNow + seconds(45)));
+  EXPECT_EQ(early.requeue_after, seconds(15));
+  EXPECT_FALSE(early.delete_job);
+  Plan due = PlanJob(After(job, done), {}, Input(kNow + seconds(60)));
+  EXPECT_TRUE(due.delete_job);
+}
+
+TEST(PlannerTtlTest, ZeroTtlDeletesAtOnce) {
+  api::TrainingJob job = Job(RestartPolicy::kNever);
+  job.spec.run_policy.ttl_seconds_after_finished = 0;
+  ObservedChildren o = All(PodPhase::kRunning);
+  Find(o, "tj-ps-0").phase = PodPhase::kFailed;
+  Plan plan = PlanJob(job, o, Input());
+  EXPECT_TRUE(plan.status.IsTrue(ConditionType::kFailed));
+  EXPECT_TRUE(plan.delete_job);
+}
+
+// ---- Suspend and resume --------------------------------------------------------
+
+TEST(PlannerSuspendTest, SuspendDeletesEveryPodAndStopsTheClock) {
+  api::TrainingJob job = Job();
+  job.spec.run_policy.suspend = true;
+  job.spec.run_policy.active_deadline_seconds = 100;
+  job.status.start_time = kNow - seconds(99);
+  ObservedChildren o = All(PodPhase::kRunning);
+  Find(o, "tj-worker-0").phase = PodPhase::kSucceeded;
+  Plan plan = PlanJob(job, o, Input());
+  EXPECT_EQ(DeletedPods(plan).size(), 4u);
+  EXPECT_TRUE(plan.creates.empty());
+  EXPECT_EQ(plan.status.state, "Suspended");
+  EXPECT_TRUE(plan.status.IsTrue(ConditionType::kSuspended));
+  EXPECT_FALSE(plan.requeue_after.has_value());
+  ASSERT_EQ(plan.events.size(), 1u);
+  EXPECT_EQ(plan.events[0].reason, "Suspended");
+  // Much later, still suspended: no deadline failure, no new event.
+  Plan later = PlanJob(After(job, plan), {}, Input(kNow + seconds(1000)));
+  EXPECT_FALSE(later.status.Finished());
+  EXPECT_TRUE(later.events.empty());
+  EXPECT_TRUE(later.creates.empty());
+}
+
+TEST(PlannerSuspendTest, ResumeRecreatesPodsAndRestartsTheDeadlineClock) {
+  api::TrainingJob job = Job();
+  job.spec.run_policy.suspend = true;
+  job.spec.run_policy.active_deadline_seconds = 100;
+  job.status.start_time = kNow - seconds(99);
+  Plan suspended = PlanJob(job, All(PodPhase::kRunning), Input());
+  api::TrainingJob resumed = After(job, suspended);
+  resumed.spec.run_policy.suspend = false;
+  ObservedChildren o = All(PodPhase::kRunning);
+  o.pods.clear();
+  const api::Time later = kNow + seconds(500);
+  Plan plan = PlanJob(resumed, o, Input(later));
+  EXPECT_EQ(plan.status.start_time, later);
+  EXPECT_EQ(plan.requeue_after, seconds(100));
+  EXPECT_EQ(CreatedNames(plan).size(), 4u);
+  EXPECT_FALSE(plan.status.IsTrue(ConditionType::kSuspended));
+  EXPECT_EQ(Cond(plan, ConditionType::kSuspended)->last_transition_time, later);
+  EXPECT_EQ(plan.status.state, "Created");
+  ASSERT_EQ(plan.events.size(), 1u);
+  EXPECT_EQ(plan.events[0].reason, "Resumed");
+}
+
+// ---- Bad input -------------------------------------------------------------------
+
+TEST(PlannerInvalidTest, TemplateWithoutContainersFailsWithInvalidSpecOnce) {
+  api::TrainingJob job = Job();
+  job.spec.replica_specs[ReplicaType::kPS].pod_template = {
+      {"spec", {{"containers", json::array()}}}};
+  Plan plan = PlanJob(job, {}, Input());
+  ASSERT_TRUE(plan.status.IsTrue(ConditionType::kFailed));
+  EXPECT_EQ(Cond(plan, ConditionType::kFailed)->reason, "InvalidSpec");
+  EXPECT_EQ(Cond(plan, ConditionType::kFailed)->message,
+            "spec.replicaSpecs.PS.template.spec.containers: at least one container is required");
+  EXPECT_TRUE(plan.creates.empty());
+  EXPECT_FALSE(plan.requeue_after.has_value());
+  ASSERT_EQ(plan.events.size(), 1u);
+  // No hot loop: planning the failed job again changes nothing and says nothing.
+  Plan again = PlanJob(After(job, plan), {}, Input(kNow + seconds(1)));
+  EXPECT_FALSE(again.status_changed);
+  EXPECT_TRUE(again.events.empty());
+  EXPECT_TRUE(again.creates.empty());
+}
+
+TEST(PlannerInvalidTest, OtherUnusableTemplatesAreInvalidSpec) {
+  for (const char* tmpl : {R"({})", R"({"spec": []})", R"({"spec": {"containers": [1]}})",
+                           R"({"spec": {"containers": [{"name": "t", "env": {}}]}})",
+                           R"({"metadata": {"labels": []}, "spec": {"containers": [{}]}})"}) {
+    api::TrainingJob job = Job();
+    job.spec.replica_specs[ReplicaType::kWorker].pod_template = json::parse(tmpl);
+    Plan plan = PlanJob(job, {}, Input());
+    EXPECT_EQ(plan.status.state, "Failed") << tmpl;
+    EXPECT_TRUE(plan.creates.empty()) << tmpl;
+  }
+}
+
+TEST(PlannerInvalidTest, CrdRuleViolationIsInvalidSpec) {
+  // An apiserver without the CRD's rules, or a local file: the planner still refuses.
+  api::TrainingJob job = Job();
+  job.spec.replica_specs.erase(ReplicaType::kWorker);
+  Plan plan = PlanJob(job, {}, Input());
+  EXPECT_EQ(Cond(plan, ConditionType::kFailed)->reason, "InvalidSpec");
+  EXPECT_NE(Cond(plan, ConditionType::kFailed)->message.find("needs at least one Worker or Chief"),
+            std::string::npos);
+}
+
+TEST(PlannerInvalidTest, JobBeingDeletedGetsNothing) {
+  api::TrainingJob job = Job();
+  job.metadata.deletion_timestamp = kNow;
+  Plan plan = PlanJob(job, {}, Input());
+  EXPECT_TRUE(plan.creates.empty());
+  EXPECT_TRUE(plan.deletes.empty());
+}
+
+// ---- Observing pods ---------------------------------------------------------------
+
+TEST(ObservePodTest, ReadsTheMainContainersTermination) {
+  json pod = json::parse(R"({
+    "metadata": {"name": "tj-worker-1", "uid": "u1", "creationTimestamp": "2026-01-01T00:00:00Z",
+                 "deletionTimestamp": "2026-01-01T00:01:00Z",
+                 "labels": {"kubetrain.io/job-name": "tj", "kubetrain.io/replica-type": "worker",
+                            "kubetrain.io/replica-index": "1"}},
+    "spec": {"containers": [{"name": "sidecar"}, {"name": "trainer"}]},
+    "status": {"phase": "Failed", "containerStatuses": [
+      {"name": "sidecar", "state": {"terminated": {"exitCode": 0, "reason": "Completed"}}},
+      {"name": "trainer", "state": {"terminated": {"exitCode": 137, "reason": "OOMKilled",
+                                                   "message": "{\"auc\": 0.7}"}}}]}})");
+  StatusOr<ObservedPod> p = ObservePod(pod);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(p->name, "tj-worker-1");
+  EXPECT_EQ(p->uid, "u1");
+  EXPECT_EQ(p->role, ReplicaType::kWorker);
+  EXPECT_EQ(p->index, 1);
+  EXPECT_EQ(p->phase, PodPhase::kFailed);
+  EXPECT_EQ(p->exit_code, 137);
+  EXPECT_EQ(p->reason, "OOMKilled");
+  EXPECT_EQ(p->message, "{\"auc\": 0.7}");
+  EXPECT_EQ(api::FormatTime(*p->deletion_timestamp), "2026-01-01T00:01:00Z");
+  EXPECT_EQ(api::FormatTime(*p->creation_timestamp), "2026-01-01T00:00:00Z");
+}
+
+TEST(ObservePodTest, EvictedPodTakesThePodsReason) {
+  json pod = json::parse(R"({
+    "metadata": {"name": "tj-ps-0", "labels": {"kubetrain.io/replica-type": "ps",
+                                               "kubetrain.io/replica-index": "0"}},
+    "spec": {"containers": [{"name": "x"}]},
+    "status": {"phase": "Failed", "reason": "Evicted", "message": "low on memory"}})");
+  StatusOr<ObservedPod> p = ObservePod(pod);
+  ASSERT_TRUE(p.ok());
+  EXPECT_FALSE(p->exit_code.has_value());
+  EXPECT_EQ(p->reason, "Evicted");
+  EXPECT_EQ(p->message, "low on memory");
+}
+
+TEST(ObservePodTest, RejectsPodsWithoutReplicaLabels) {
+  EXPECT_FALSE(ObservePod(json::parse(R"({"metadata": {"name": "x"}})")).ok());
+  EXPECT_FALSE(
+      ReplicaFromLabels({{"kubetrain.io/replica-type", "ps"}, {"kubetrain.io/replica-index", "1x"}})
+          .has_value());
+  EXPECT_FALSE(
+      ReplicaFromLabels({{"kubetrain.io/replica-type", "PS"}, {"kubetrain.io/replica-index", "1"}})
+          .has_value());
+}
+
+// ---- The status round-trips through JSON unchanged ---------------------------------
+
+TEST(PlannerStatusTest, PlannedStatusSurvivesJsonRoundTrip) {
+  ObservedChildren o = All(PodPhase::kRunning);
+  Find(o, "tj-worker-1") = Pod(ReplicaType::kWorker, 1, PodPhase::kFailed, 137);
+  Plan plan = PlanJob(Job(), o, Input());
+  StatusOr<api::TrainingJobStatus> back =
+      api::ParseTrainingJobStatus(api::StatusToJson(plan.status));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(*back, plan.status);
+}
+
+}  // namespace
+}  // namespace kubetrain::controller
