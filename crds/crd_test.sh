@@ -1,0 +1,176 @@
+#!/usr/bin/env bash
+# Checks crds/trainingjobs.kubetrain.io.yaml against a real kube-apiserver
+# (needs KUBECONFIG, e.g. from the ctest "cluster" fixture or tests/cluster/up):
+# the CRD is accepted, defaults apply, every CEL and value rule rejects what it
+# should (with its message), transition rules guard running jobs, the status
+# subresource and printer columns work. The same rules are implemented in C++ by
+# operator/api/validation.cc; keep the two in step.
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(cd "${here}/.." && pwd)"
+export PATH="$("${root}/tests/cluster/build"):${PATH}"
+: "${KUBECONFIG:?KUBECONFIG must point at the test cluster}"
+
+ns="crd-$(openssl rand -hex 4)"
+k() { kubectl -n "${ns}" "$@"; }
+fails=0
+ok() { echo "ok: $1"; }
+fail() { echo "FAIL: $1" >&2; fails=$((fails + 1)); }
+check() {  # check DESCRIPTION ACTUAL EXPECTED
+  if [[ "$2" == "$3" ]]; then ok "$1"; else fail "$1: got '$2', want '$3'"; fi
+}
+cleanup() { kubectl delete namespace "${ns}" --wait=false >/dev/null 2>&1 || true; }
+trap cleanup EXIT
+
+kubectl apply -f "${here}/trainingjobs.kubetrain.io.yaml" >/dev/null
+kubectl wait --for=condition=Established --timeout=60s crd/trainingjobs.kubetrain.io >/dev/null
+ok "CRD accepted and established"
+kubectl create namespace "${ns}" >/dev/null
+
+# job NAME [SPEC-YAML]: a TrainingJob; the spec defaults to one worker.
+T='template: {spec: {containers: [{name: trainer, image: kubetrain-trainer}]}}'
+one_worker="$(printf '  replicaSpecs:\n    Worker:\n      %s' "${T}")"
+job() {
+  local name="$1"
+  local spec="${2:-${one_worker}}"
+  printf 'apiVersion: kubetrain.io/v1alpha1\nkind: TrainingJob\nmetadata:\n  name: %s\nspec:\n%s\n' \
+    "${name}" "${spec}"
+}
+
+# rejects DESCRIPTION EXPECTED-MESSAGE-SUBSTRING < manifest
+rejects() {
+  local out
+  if out="$(k apply --dry-run=server -f - 2>&1)"; then
+    fail "$1: accepted, want rejection containing '$2'"
+  elif [[ "${out}" != *"$2"* ]]; then
+    fail "$1: rejected with '${out}', want '$2'"
+  else
+    ok "$1 is rejected"
+  fi
+}
+accepts() {
+  local out
+  if out="$(k apply --dry-run=server -f - 2>&1)"; then ok "$1 is accepted"; else fail "$1: ${out}"; fi
+}
+
+# --- defaults
+defaulted="$(job defaults | k apply --dry-run=server -o json -f -)"
+get() { jq -c "$1" <<<"${defaulted}"; }
+check "default replicas" "$(get .spec.replicaSpecs.Worker.replicas)" "1"
+check "default restartPolicy" "$(get .spec.replicaSpecs.Worker.restartPolicy)" '"Never"'
+check "default port" "$(get .spec.port)" "2222"
+check "default successPolicy" "$(get .spec.successPolicy)" '"ChiefOrWorker0"'
+check "default runPolicy" "$(get .spec.runPolicy)" '{"cleanPodPolicy":"Running","suspend":false}'
+check "no default clusterDomain" "$(get .spec.clusterDomain)" "null"
+check "template passes through" "$(get .spec.replicaSpecs.Worker.template.spec.containers[0].image)" \
+  '"kubetrain-trainer"'
+
+# --- every example is accepted
+for f in "${root}"/examples/*.yaml; do
+  k apply --dry-run=server -f "${f}" >/dev/null 2>&1 && ok "example ${f##*/} is accepted" ||
+    fail "example ${f##*/}: $(k apply --dry-run=server -f "${f}" 2>&1)"
+done
+
+# --- structural rules
+job bad-role "$(printf '  replicaSpecs:\n    Master:\n      %s' "${T}")" |
+  rejects "unknown role" "spec.replicaSpecs keys must be PS, Worker, Chief or Evaluator"
+job bad-field "$(printf '  replicaSpecs:\n    Worker:\n      replica: 2\n      %s' "${T}")" |
+  rejects "unknown field" 'unknown field "spec.replicaSpecs.Worker.replica"'
+job bad-policy "$(printf '  replicaSpecs:\n    Worker:\n      restartPolicy: Sometimes\n      %s' "${T}")" |
+  rejects "unknown restartPolicy" 'Unsupported value: "Sometimes"'
+job no-template "$(printf '  replicaSpecs:\n    Worker:\n      replicas: 1')" |
+  rejects "missing template" 'spec.replicaSpecs.Worker.template: Required value'
+job empty-specs "  replicaSpecs: {}" | rejects "empty replicaSpecs" "should have at least 1 properties"
+job neg-replicas "$(printf '  replicaSpecs:\n    Worker:\n      replicas: -1\n      %s' "${T}")" |
+  rejects "negative replicas" "should be greater than or equal to 0"
+job bad-clean "$(printf '  runPolicy: {cleanPodPolicy: Some}\n  replicaSpecs:\n    Worker:\n      %s' "${T}")" |
+  rejects "unknown cleanPodPolicy" 'Unsupported value: "Some"'
+job bad-success "$(printf '  successPolicy: AnyWorker\n  replicaSpecs:\n    Worker:\n      %s' "${T}")" |
+  rejects "unknown successPolicy" 'Unsupported value: "AnyWorker"'
+job bad-port "$(printf '  port: 70000\n  replicaSpecs:\n    Worker:\n      %s' "${T}")" |
+  rejects "port out of range" "should be less than or equal to 65535"
+job bad-deadline "$(printf '  runPolicy: {activeDeadlineSeconds: 0}\n  replicaSpecs:\n    Worker:\n      %s' "${T}")" |
+  rejects "activeDeadlineSeconds 0" "should be greater than or equal to 1"
+job bad-backoff "$(printf '  runPolicy: {backoffLimit: -1}\n  replicaSpecs:\n    Worker:\n      %s' "${T}")" |
+  rejects "negative backoffLimit" "should be greater than or equal to 0"
+job bad-ttl "$(printf '  runPolicy: {ttlSecondsAfterFinished: -1}\n  replicaSpecs:\n    Worker:\n      %s' "${T}")" |
+  rejects "negative ttlSecondsAfterFinished" "should be greater than or equal to 0"
+job bad-min "$(printf '  runPolicy: {schedulingPolicy: {minAvailable: -1}}\n  replicaSpecs:\n    Worker:\n      %s' "${T}")" |
+  rejects "negative minAvailable" "should be greater than or equal to 0"
+job bad-domain "$(printf '  clusterDomain: Cluster.Local\n  replicaSpecs:\n    Worker:\n      %s' "${T}")" |
+  rejects "bad clusterDomain" "spec.clusterDomain: Invalid value"
+
+# --- CEL rules
+job two-chiefs "$(printf '  replicaSpecs:\n    Chief:\n      replicas: 2\n      %s' "${T}")" |
+  rejects "two chiefs" "spec.replicaSpecs.Chief.replicas must be 0 or 1"
+job ps-only "$(printf '  replicaSpecs:\n    PS:\n      %s' "${T}")" |
+  rejects "PS without workers" "spec.replicaSpecs.PS needs at least one Worker or Chief replica"
+job ps-zero-workers "$(printf '  replicaSpecs:\n    PS:\n      %s\n    Worker:\n      replicas: 0\n      %s' "${T}" "${T}")" |
+  rejects "PS with zero workers" "spec.replicaSpecs.PS needs at least one Worker or Chief replica"
+job eval-only "$(printf '  replicaSpecs:\n    Evaluator:\n      %s' "${T}")" |
+  rejects "no worker or chief" "needs at least one Worker or Chief replica: the success policy"
+job ps-chief "$(printf '  replicaSpecs:\n    PS:\n      %s\n    Chief:\n      %s' "${T}" "${T}")" |
+  accepts "PS with a chief"
+job Bad-Name | rejects "upper-case job name" "metadata.name must be a DNS-1035 label"
+job 1job | rejects "job name starting with a digit" "metadata.name must be a DNS-1035 label"
+job job.v2 | rejects "dotted job name" "metadata.name must be a DNS-1035 label"
+long54="$(printf 'a%.0s' {1..54})"
+long55="$(printf 'a%.0s' {1..55})"
+job "${long54}" "$(printf '  replicaSpecs:\n    Worker:\n      replicas: 10\n      %s' "${T}")" |
+  accepts "54-char name with worker-9 (63 chars)"
+job "${long55}" | rejects "55-char name with worker-0 (64 chars)" "would exceed 63 characters"
+job "${long54}" "$(printf '  replicaSpecs:\n    Worker:\n      replicas: 11\n      %s' "${T}")" |
+  rejects "54-char name with worker-10 (64 chars)" "would exceed 63 characters"
+job "${long54}" "$(printf '  replicaSpecs:\n    Worker:\n      %s\n    Evaluator:\n      replicas: 0\n      %s' "${T}" "${T}")" |
+  accepts "long name with zero evaluators"
+
+# --- transition rules, on a stored job
+job live "$(printf '  replicaSpecs:\n    Worker:\n      replicas: 2\n      %s' "${T}")" | k apply -f - >/dev/null
+patch_rejects() {  # DESCRIPTION MESSAGE PATCH
+  local out
+  if out="$(k patch tj live --type=merge -p "$3" 2>&1)"; then
+    fail "$1: accepted, want '$2'"
+  elif [[ "${out}" != *"$2"* ]]; then
+    fail "$1: rejected with '${out}', want '$2'"
+  else
+    ok "$1 is rejected"
+  fi
+}
+patch_accepts() {
+  local out
+  if out="$(k patch tj live --type=merge -p "$2" 2>&1)"; then ok "$1 is accepted"; else fail "$1: ${out}"; fi
+}
+patch_rejects "changing replicas of a running job" "spec.replicaSpecs cannot change while the job is running" \
+  '{"spec":{"replicaSpecs":{"Worker":{"replicas":3}}}}'
+patch_rejects "changing the port of a running job" "spec.port cannot change while the job is running" \
+  '{"spec":{"port":3000}}'
+patch_rejects "setting clusterDomain on a running job" "spec.clusterDomain cannot change" \
+  '{"spec":{"clusterDomain":"example.org"}}'
+patch_rejects "changing successPolicy" "spec.successPolicy is immutable" \
+  '{"spec":{"successPolicy":"AllWorkers"}}'
+patch_accepts "changing runPolicy limits of a running job" \
+  '{"spec":{"runPolicy":{"backoffLimit":3,"activeDeadlineSeconds":600}}}'
+patch_accepts "suspending and reshaping in one update" \
+  '{"spec":{"runPolicy":{"suspend":true},"replicaSpecs":{"Worker":{"replicas":3}}}}'
+patch_accepts "reshaping and resuming a suspended job" \
+  '{"spec":{"runPolicy":{"suspend":false},"port":3000}}'
+check "reshaped replicas stored" "$(k get tj live -o jsonpath='{.spec.replicaSpecs.Worker.replicas}')" "3"
+
+# --- status subresource, printer columns, short name
+k patch tj live --subresource=status --type=merge \
+  -p '{"status":{"state":"Running","replicaStatuses":{"Worker":{"active":3}},"observedGeneration":4}}' >/dev/null
+check "status written through the subresource" "$(k get tj live -o jsonpath='{.status.state}')" "Running"
+k patch tj live --type=merge -p '{"status":{"state":"Bogus"}}' >/dev/null 2>&1 || true
+check "status ignored on the main resource" "$(k get tj live -o jsonpath='{.status.state}')" "Running"
+header="$(k get tj --no-headers=false | head -1 | tr -s ' ')"
+check "printer columns" "${header}" "NAME STATE PS WORKERS AGE"
+# The job has no PS: that column prints empty, so awk sees name, state, workers.
+row="$(k get tj live --no-headers | awk '{print $1, $2, $3}')"
+check "printer row" "${row}" "live Running 3"
+check "short name tj" "$(k get tj -o name)" "trainingjob.kubetrain.io/live"
+
+if ((fails > 0)); then
+  echo "${fails} check(s) failed" >&2
+  exit 1
+fi
+echo "all CRD checks passed"
