@@ -35,7 +35,8 @@ struct Truth {
 };
 
 Truth MakeTruth(const GeneratorOptions& o) {
-  uint64_t s = o.model_seed * 0x2545f4914f6cdd1dULL + 17;
+  uint64_t seed_state = o.model_seed ^ 0x2545f4914f6cdd1dULL;
+  uint64_t s = Next(seed_state);
   Truth t;
   t.cat_w.resize(kCriteoCat);
   for (int f = 0; f < kCriteoCat; ++f) {
@@ -57,7 +58,10 @@ StatusOr<double> WriteSyntheticCriteo(const std::string& path, int64_t n,
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   FILE* f = std::fopen(tmp.c_str(), "w");
   if (f == nullptr) return NotFound("cannot write " + tmp);
-  uint64_t s = o.sample_seed * 0x9e3779b97f4a7c15ULL + 3;
+  // Start the sample stream at a hashed position: seeds k and k+1 used plainly would give
+  // streams one draw apart, i.e. evaluation data that overlaps the training data.
+  uint64_t seed_state = o.sample_seed ^ 0x5bd1e9955bd1e995ULL;
+  uint64_t s = Next(seed_state);
   std::vector<float> probs, labels;
   probs.reserve(n);
   labels.reserve(n);

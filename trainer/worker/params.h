@@ -1,0 +1,52 @@
+// Where a worker's parameters live. The training loop is written against ParamClient, so
+// the same loop runs single-process (LocalParams) and against parameter servers
+// (RemoteParams in trainer/net).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "operator/common/status.h"
+#include "trainer/model/model.h"
+#include "trainer/ps/shard.h"
+
+namespace kubetrain::trainer {
+
+class ParamClient {
+ public:
+  virtual ~ParamClient() = default;
+  // Fills `rows` (ids.size() x row dim) and the whole dense vector.
+  virtual Status Pull(const std::vector<uint64_t>& ids, float* rows, float* dense) = 0;
+  // Sends this step's gradients. In synchronous mode it returns once every worker's
+  // gradients for `step` are applied.
+  virtual Status Push(int64_t step, const std::vector<uint64_t>& ids, const float* row_grads,
+                      const float* dense_grad) = 0;
+  // Saves and commits a complete checkpoint of all parameters for `step`.
+  virtual Status SaveCheckpoint(const std::string& dir, int64_t step) = 0;
+};
+
+// Shard configuration for PS `k` of `n`, for `model`.
+ShardConfig MakeShardConfig(const Model& model, int k, int n, uint64_t seed,
+                            const OptimizerConfig& optimizer);
+
+// All parameters in this process: one shard covering everything.
+class LocalParams : public ParamClient {
+ public:
+  LocalParams(const Model& model, uint64_t seed, const OptimizerConfig& optimizer);
+
+  // Loads the latest complete checkpoint under `dir`; returns its step, or nullopt.
+  StatusOr<std::optional<int64_t>> Restore(const std::string& dir);
+
+  Status Pull(const std::vector<uint64_t>& ids, float* rows, float* dense) override;
+  Status Push(int64_t step, const std::vector<uint64_t>& ids, const float* row_grads,
+              const float* dense_grad) override;
+  Status SaveCheckpoint(const std::string& dir, int64_t step) override;
+
+ private:
+  std::unique_ptr<ParamShard> shard_;
+};
+
+}  // namespace kubetrain::trainer

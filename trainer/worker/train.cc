@@ -1,0 +1,157 @@
+#include "trainer/worker/train.h"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <deque>
+#include <numeric>
+
+#include "trainer/data/metrics.h"
+
+namespace kubetrain::trainer {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::duration d) {
+  return std::chrono::duration<double>(d).count();
+}
+
+}  // namespace
+
+StatusOr<TrainResult> Train(Model& model, StripeReader& reader, ParamClient& params,
+                            const TrainOptions& o, int64_t start_step) {
+  TrainResult result;
+  result.last_step = start_step;
+  FILE* curve = nullptr;
+  if (!o.loss_curve_path.empty()) {
+    curve = std::fopen(o.loss_curve_path.c_str(), "a");
+    if (curve == nullptr)
+      return InvalidArgument("cannot open loss curve file " + o.loss_curve_path);
+  }
+  Batch batch;
+  std::vector<float> rows, row_grads;
+  std::deque<float> recent;
+  double recent_sum = 0;
+  const auto start = Clock::now();
+  auto window_start = start;
+  int64_t window_samples = 0;
+  Status status;
+  for (int64_t step = start_step + 1; step <= o.steps; ++step) {
+    auto n = reader.Next(model.batch_size(), &batch);
+    if (!n.ok()) {
+      status = n.status();
+      break;
+    }
+    const SparseLookup lookup = SparseLookup::Build(batch);
+    rows.resize(lookup.ids.size() * model.SparseRowDim());
+    row_grads.resize(rows.size());
+    status = params.Pull(lookup.ids, rows.data(), model.dense_params().data());
+    if (!status.ok()) break;
+    auto loss = model.TrainStep(batch, lookup, rows.data(), row_grads.data());
+    if (!loss.ok()) {
+      status = loss.status();
+      break;
+    }
+    if (!std::isfinite(*loss)) {
+      status = InvalidArgument("loss is " + std::to_string(*loss) + " at step " +
+                               std::to_string(step) + " (learning rate too high?)");
+      break;
+    }
+    status = params.Push(step, lookup.ids, row_grads.data(), model.dense_grads().data());
+    if (!status.ok()) break;
+
+    result.losses.push_back(*loss);
+    result.last_step = step;
+    recent.push_back(*loss);
+    recent_sum += *loss;
+    if (recent.size() > 100) {
+      recent_sum -= recent.front();
+      recent.pop_front();
+    }
+    window_samples += batch.size;
+    if (curve != nullptr) std::fprintf(curve, "%lld,%.9g\n", static_cast<long long>(step), *loss);
+    if (o.log_every > 0 && (step % o.log_every == 0 || step == o.steps)) {
+      const auto now = Clock::now();
+      spdlog::info("step {} loss {:.5f} (mean of last {}: {:.5f}) {:.0f} samples/s", step, *loss,
+                   recent.size(), recent_sum / recent.size(),
+                   window_samples / std::max(1e-9, Seconds(now - window_start)));
+      window_start = now;
+      window_samples = 0;
+    }
+    if (!o.checkpoint_dir.empty() && o.checkpoint_every > 0 && step % o.checkpoint_every == 0 &&
+        step != o.steps) {
+      status = params.SaveCheckpoint(o.checkpoint_dir, step);
+      if (!status.ok()) break;
+      spdlog::info("checkpoint {} committed in {}", step, o.checkpoint_dir);
+    }
+  }
+  if (curve != nullptr) std::fclose(curve);
+  if (!status.ok()) return status;
+  const double elapsed = Seconds(Clock::now() - start);
+  result.samples_per_s =
+      static_cast<double>(result.losses.size()) * model.batch_size() / std::max(1e-9, elapsed);
+  result.last_loss = recent.empty() ? 0 : recent_sum / recent.size();
+  return result;
+}
+
+StatusOr<EvalMetrics> Evaluate(Model& model, StripeReader& reader, ParamClient& params,
+                               int64_t max_examples) {
+  const int outputs = model.num_outputs();
+  std::vector<float> scores, labels, probs(static_cast<size_t>(model.batch_size()) * outputs);
+  std::vector<float> rows;
+  double nll = 0;
+  int64_t right = 0;
+  Batch batch;
+  while (max_examples <= 0 || static_cast<int64_t>(labels.size()) < max_examples) {
+    auto n = reader.Next(model.batch_size(), &batch);
+    if (!n.ok()) return n.status();
+    if (*n == 0) break;
+    // Pad a short final batch by repeating its last example; the padding is not scored.
+    const int real = *n;
+    if (real < model.batch_size()) {
+      const int nd = batch.num_dense, nc = batch.num_cat;
+      batch.size = model.batch_size();
+      batch.dense.resize(static_cast<size_t>(batch.size) * nd);
+      batch.cat.resize(static_cast<size_t>(batch.size) * nc);
+      batch.label.resize(batch.size);
+      for (int s = real; s < batch.size; ++s) {
+        std::copy_n(batch.dense.begin() + (real - 1) * nd, nd, batch.dense.begin() + s * nd);
+        std::copy_n(batch.cat.begin() + (real - 1) * nc, nc, batch.cat.begin() + s * nc);
+        batch.label[s] = batch.label[real - 1];
+      }
+    }
+    const SparseLookup lookup = SparseLookup::Build(batch);
+    rows.resize(lookup.ids.size() * model.SparseRowDim());
+    KT_RETURN_IF_ERROR(params.Pull(lookup.ids, rows.data(), model.dense_params().data()));
+    KT_RETURN_IF_ERROR(model.Predict(batch, lookup, rows.data(), probs.data()));
+    for (int s = 0; s < real; ++s) {
+      if (max_examples > 0 && static_cast<int64_t>(labels.size()) >= max_examples) break;
+      labels.push_back(batch.label[s]);
+      if (outputs == 1) {
+        scores.push_back(probs[s]);
+      } else {
+        const float* p = probs.data() + static_cast<size_t>(s) * outputs;
+        const int y = static_cast<int>(batch.label[s]);
+        nll -= std::log(std::max(p[y], 1e-7f));
+        right += std::max_element(p, p + outputs) - p == y;
+      }
+    }
+  }
+  EvalMetrics m;
+  m.examples = static_cast<int64_t>(labels.size());
+  if (m.examples == 0) return InvalidArgument("no evaluation examples");
+  if (outputs == 1) {
+    m.auc = Auc(scores.data(), labels.data(), labels.size());
+    m.log_loss = BinaryLogLoss(scores.data(), labels.data(), labels.size());
+    m.accuracy = BinaryAccuracy(scores.data(), labels.data(), labels.size());
+  } else {
+    m.log_loss = nll / m.examples;
+    m.accuracy = static_cast<double>(right) / m.examples;
+  }
+  return m;
+}
+
+}  // namespace kubetrain::trainer

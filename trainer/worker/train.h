@@ -1,0 +1,48 @@
+// The training loop and evaluation, shared by single-process and parameter-server runs.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "operator/common/status.h"
+#include "trainer/data/reader.h"
+#include "trainer/model/model.h"
+#include "trainer/worker/params.h"
+
+namespace kubetrain::trainer {
+
+struct TrainOptions {
+  int64_t steps = 1000;  // the last step number (steps are 1-based)
+  int log_every = 100;
+  // Checkpoints (coordinator only; empty dir = none).
+  std::string checkpoint_dir;
+  int64_t checkpoint_every = 0;
+  std::string loss_curve_path;  // "step,loss" per step, for tests; empty = none
+};
+
+struct TrainResult {
+  int64_t last_step = 0;
+  double last_loss = 0;      // mean over the last min(100, steps) steps
+  double samples_per_s = 0;  // over the whole run
+  std::vector<float> losses;
+};
+
+// Runs steps start_step+1 .. options.steps: read a batch, pull, forward/backward, push.
+StatusOr<TrainResult> Train(Model& model, StripeReader& reader, ParamClient& params,
+                            const TrainOptions& options, int64_t start_step);
+
+struct EvalMetrics {
+  int64_t examples = 0;
+  double log_loss = 0;
+  double auc = 0.5;  // binary models only
+  double accuracy = 0;
+};
+
+// Evaluates the current parameters on up to max_examples examples of `reader` (a one-pass
+// reader; 0 = all of it).
+StatusOr<EvalMetrics> Evaluate(Model& model, StripeReader& reader, ParamClient& params,
+                               int64_t max_examples);
+
+}  // namespace kubetrain::trainer
