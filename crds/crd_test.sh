@@ -142,6 +142,10 @@ patch_accepts() {
 }
 patch_rejects "changing replicas of a running job" "spec.replicaSpecs cannot change while the job is running" \
   '{"spec":{"replicaSpecs":{"Worker":{"replicas":3}}}}'
+patch_rejects "changing the pod template of a running job" "spec.replicaSpecs cannot change" \
+  '{"spec":{"replicaSpecs":{"Worker":{"template":{"spec":{"containers":[{"name":"trainer","image":"other"}]}}}}}}'
+patch_rejects "adding a role to a running job" "spec.replicaSpecs cannot change" \
+  '{"spec":{"replicaSpecs":{"PS":{"template":{"spec":{"containers":[{"name":"trainer"}]}}}}}}'
 patch_rejects "changing the port of a running job" "spec.port cannot change while the job is running" \
   '{"spec":{"port":3000}}'
 patch_rejects "setting clusterDomain on a running job" "spec.clusterDomain cannot change" \

@@ -252,8 +252,11 @@ class Planner {
   void DeletePod(const ObservedPod& pod);
   void Suspend();
   std::optional<std::string> SuccessMessage() const;
-  // Acts on a failed pod. Returns the reason and message that fail the job, if it must.
-  std::optional<std::pair<std::string, std::string>> HandleFailure(const Slot& slot);
+  // Acts on a terminated pod per its restartPolicy and the backoffLimit: keep it,
+  // or delete it to be recreated (restarted = true). Returns the reason and
+  // message that fail the job, if it must.
+  std::optional<std::pair<std::string, std::string>> HandleTerminated(const Slot& slot,
+                                                                      bool& restarted);
   void CreateMissing(const ClusterSpec& cluster);
   void UpdateRunning(bool restarted);
   // The job is admitted, not suspended, not finished: deadline, success,
@@ -553,25 +556,39 @@ std::optional<std::string> Planner::SuccessMessage() const {
          " succeeded";
 }
 
-std::optional<std::pair<std::string, std::string>> Planner::HandleFailure(const Slot& slot) {
+std::optional<std::pair<std::string, std::string>> Planner::HandleTerminated(const Slot& slot,
+                                                                             bool& restarted) {
   const ObservedPod& pod = *slot.pod;
+  const RestartPolicy policy = slot.spec->restart_policy;
+  const bool failed = pod.phase == PodPhase::kFailed;
+  if (!failed) {
+    // Always: a PS or evaluator that exits 0 is restarted like a failed one. A
+    // chief or worker that exits 0 is done: success is decided by them.
+    const bool decides_success =
+        slot.type == ReplicaType::kChief || slot.type == ReplicaType::kWorker;
+    if (pod.phase != PodPhase::kSucceeded || decides_success || policy != RestartPolicy::kAlways) {
+      return std::nullopt;
+    }
+  }
   if (Counted(pod.uid)) {
     DeletePod(pod);  // its restart is already counted; the delete may not be visible yet
     return std::nullopt;
   }
   api::ReplicaStatus& rs = status_.replica_statuses[slot.type];
-  rs.last_failure = api::FailureInfo{pod.name, pod.exit_code, pod.reason, pod.message, input_.now};
   const std::string what = std::string(api::Role(slot.type).key) + " " +
-                           std::to_string(slot.index) + " (pod " + pod.name + ") failed with " +
-                           ExitText(pod);
-  const RestartPolicy policy = slot.spec->restart_policy;
-  if (policy == RestartPolicy::kNever) {
-    return std::make_pair("ReplicaFailed", what + "; restartPolicy is Never");
-  }
-  if (policy == RestartPolicy::kExitCode && pod.exit_code && *pod.exit_code >= 1 &&
-      *pod.exit_code <= 127) {
-    return std::make_pair("ReplicaFailed",
-                          what + "; exit codes 1-127 are permanent under restartPolicy ExitCode");
+                           std::to_string(slot.index) + " (pod " + pod.name + ") " +
+                           (failed ? "failed with " + ExitText(pod) : "exited 0");
+  if (failed) {
+    rs.last_failure =
+        api::FailureInfo{pod.name, pod.exit_code, pod.reason, pod.message, input_.now};
+    if (policy == RestartPolicy::kNever) {
+      return std::make_pair("ReplicaFailed", what + "; restartPolicy is Never");
+    }
+    if (policy == RestartPolicy::kExitCode && pod.exit_code && *pod.exit_code >= 1 &&
+        *pod.exit_code <= 127) {
+      return std::make_pair("ReplicaFailed",
+                            what + "; exit codes 1-127 are permanent under restartPolicy ExitCode");
+    }
   }
   const auto& limit = job_.spec.run_policy.backoff_limit;
   if (limit && TotalRestarts() >= *limit) {
@@ -582,6 +599,7 @@ std::optional<std::pair<std::string, std::string>> Planner::HandleFailure(const 
   status_.counted_failures.push_back(pod.uid);
   DeletePod(pod);
   AddEvent(EventType::kWarning, "RestartingReplica", what + "; recreating it");
+  restarted = true;
   return std::nullopt;
 }
 
@@ -649,25 +667,11 @@ void Planner::RunActive(const ClusterSpec& cluster) {
   bool restarted = false;
   for (const Slot& slot : slots_) {
     if (slot.pod == nullptr || slot.pod->deletion_timestamp) continue;  // deleting is not failing
-    const bool decides_success =
-        slot.type == ReplicaType::kChief || slot.type == ReplicaType::kWorker;
-    if (slot.pod->phase == PodPhase::kSucceeded && !decides_success &&
-        slot.spec->restart_policy == RestartPolicy::kAlways && !Counted(slot.pod->uid)) {
-      // Always: a PS or evaluator that exits 0 is restarted like a failed one.
-      status_.replica_statuses[slot.type].restarts++;
-      status_.counted_failures.push_back(slot.pod->uid);
-      DeletePod(*slot.pod);
-      restarted = true;
-      continue;
-    }
-    if (slot.pod->phase != PodPhase::kFailed) continue;
-    const size_t deletes_before = plan_.deletes.size();
-    const bool counted_before = Counted(slot.pod->uid);
-    if (auto failure = HandleFailure(slot)) {
+    if (!Terminated(slot.pod->phase)) continue;
+    if (auto failure = HandleTerminated(slot, restarted)) {
       Finish(false, failure->first, failure->second);
       return;
     }
-    restarted = restarted || (!counted_before && plan_.deletes.size() > deletes_before);
   }
 
   for (const ObservedPod* pod : orphan_pods_) DeletePod(*pod);

@@ -404,6 +404,24 @@ TEST(PlannerRestartTest, AlwaysRecreatesAPsThatExitedZero) {
   EXPECT_EQ(plan.status.state, "Restarting");
 }
 
+TEST(PlannerRestartTest, AlwaysRestartsOfZeroExitsCountTowardTheBackoffLimit) {
+  api::TrainingJob job = Job(RestartPolicy::kAlways);
+  job.spec.run_policy.backoff_limit = 1;
+  job.status.replica_statuses[ReplicaType::kPS].restarts = 1;
+  ObservedChildren o = All(PodPhase::kRunning);
+  Find(o, "tj-ps-0").phase = PodPhase::kSucceeded;
+  Plan plan = PlanJob(job, o, Input());
+  EXPECT_EQ(Cond(plan, ConditionType::kFailed)->reason, "BackoffLimitExceeded");
+}
+
+TEST(PlannerRestartTest, OnFailureKeepsAPsThatExitedZero) {
+  ObservedChildren o = All(PodPhase::kRunning);
+  Find(o, "tj-ps-0").phase = PodPhase::kSucceeded;
+  Plan plan = PlanJob(Job(RestartPolicy::kOnFailure), o, Input());
+  EXPECT_TRUE(plan.deletes.empty());
+  EXPECT_TRUE(plan.creates.empty());
+}
+
 TEST(PlannerRestartTest, SameFailedPodSeenAgainIsNotCountedTwice) {
   ObservedChildren o = All(PodPhase::kRunning);
   Find(o, "tj-worker-1").phase = PodPhase::kFailed;

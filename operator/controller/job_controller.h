@@ -1,0 +1,72 @@
+// JobController: carries out the planner's plans against a Kubernetes apiserver.
+//
+// Pipeline (sample-controller style):
+//   informers (TrainingJobs; Pods, Services, Secrets labelled kubetrain.io/job-name,
+//   cached as compact structs) --handlers compute "ns/name"--> WorkQueue
+//   --> Reconcile(key): re-read the job and its children from the caches, adjust
+//       for writes the caches have not shown yet (expectations), PlanJob(), then
+//       execute: status first, then creates (AlreadyExists = done), then deletes
+//       (NotFound = done), then events, then the job's own deletion after its TTL.
+//
+// Guarantees:
+//  - No duplicate pods: names are deterministic, a create of an existing name is
+//    treated as success, and a created pod the cache has not shown yet is treated
+//    as present (Pending) until it shows up or 60 s pass.
+//  - A failure is counted once: the status with its pod UID is written before the
+//    failed pod is deleted, and until the job cache shows that write, the status
+//    this controller wrote last is used instead of the stale cached one.
+//  - Timers (deadline, TTL) are requeues decided by the planner, never dropped.
+// Contract: Start() lists and watches (returns once caches synced or the
+// timeout passed); Run() blocks running the workers until `stop`; Ready() is
+// thread-safe. The client, recorder and metrics must outlive the controller.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <stop_token>
+#include <string>
+#include <vector>
+
+#include "operator/common/status.h"
+#include "operator/controller/metrics.h"
+#include "operator/kube/client.h"
+#include "operator/runtime/events.h"
+
+namespace kubetrain::controller {
+
+inline const kube::ResourceRef kTrainingJobs{"kubetrain.io", "v1alpha1", "trainingjobs", true};
+
+struct JobControllerOptions {
+  // Namespaces to watch; empty or {""} = all namespaces.
+  std::vector<std::string> namespaces;
+  std::string cluster_domain = "cluster.local";
+  int workers = 4;
+  // How long a create or delete may stay unseen in the cache before it is
+  // assumed lost and planned again.
+  std::chrono::seconds expectation_timeout{60};
+};
+
+class JobController {
+ public:
+  JobController(kube::Client* client, runtime::EventRecorder* recorder, Metrics* metrics,
+                JobControllerOptions options);
+  ~JobController();
+  JobController(const JobController&) = delete;
+  JobController& operator=(const JobController&) = delete;
+
+  // Starts the informers and waits up to `sync_timeout` for their first list.
+  [[nodiscard]] Status Start(std::chrono::milliseconds sync_timeout);
+  // Runs the reconcile workers until `stop` is requested; in-flight reconciles
+  // finish before it returns.
+  void Run(std::stop_token stop);
+  // True once every cache has synced.
+  bool Ready() const;
+  size_t QueueDepth() const;
+
+  class Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kubetrain::controller
