@@ -1,0 +1,118 @@
+// Framed, authenticated TCP connections between workers and parameter servers.
+//
+// Wire format: every frame is  u32 length (little endian, of type + payload) | u8 type |
+// payload | 16-byte Poly1305 tag.  Frames are sent on one persistent connection per
+// worker-PS pair with TCP_NODELAY (requests are small and latency-bound).
+//
+// Authentication handshake (libsodium), run before any other frame:
+//   Flow:
+//     1. server -> client  CHALLENGE  ns (32 random bytes)
+//     2. client -> server  RESPONSE   nc (32 random bytes), HMAC-SHA256(K, "kt1 client" ns nc)
+//     3. server verifies (constant time); on failure it logs the peer and closes.
+//        server -> client  ACCEPT     HMAC-SHA256(K, "kt1 server" nc ns)
+//     4. client verifies, so a process without the key cannot pose as a PS either.
+//     Both sides derive one key per direction: HMAC-SHA256(K, "kt1 c2s"|"kt1 s2c" ns nc).
+//   Guarantees: only holders of K complete the handshake. A recorded handshake cannot be
+//     replayed: the proof is bound to the other side's fresh nonce. After the handshake,
+//     every frame carries a Poly1305 tag under a one-time key derived (ChaCha20) from the
+//     direction key and the frame's sequence number, so frames cannot be forged,
+//     modified, replayed, reordered or moved between connections or directions.
+//   Assumptions: K is 32 uniformly random bytes (the operator generates it per job).
+//     Frames are authenticated, not encrypted: parameters are not secret in-cluster.
+//
+// A Connection is used by one thread at a time (not thread-safe); it owns its fd.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "operator/common/status.h"
+
+namespace kubetrain::trainer {
+
+using AuthKey = std::array<unsigned char, 32>;
+
+// Accepts 64 hex digits or base64 (standard or URL-safe, padded or not) of 32 bytes;
+// surrounding whitespace is ignored (Secrets often end with a newline).
+StatusOr<AuthKey> ParseAuthKey(std::string_view text);
+
+class Connection {
+ public:
+  explicit Connection(int fd, std::string peer);
+  ~Connection();
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  // Runs the handshake. Errors: Unauthenticated (wrong key / bad proof), Unavailable (I/O).
+  Status AuthenticateAsClient(const AuthKey& key);
+  Status AuthenticateAsServer(const AuthKey& key);
+
+  // Sends one frame; `payload` may be given in two parts to avoid a copy of large arrays.
+  Status Send(uint8_t type, std::string_view payload, std::string_view payload2 = {});
+  // Receives one frame. Errors: Unavailable (closed / I/O), Unauthenticated (bad tag),
+  // InvalidArgument (frame too large).
+  Status Receive(uint8_t* type, std::string* payload);
+
+  // Bounds the time a Receive may block (0 = forever). Used during the handshake so an
+  // unauthenticated peer cannot hold a server thread.
+  void SetReceiveTimeout(std::chrono::milliseconds timeout);
+  // Unblocks any thread in Send/Receive (used to stop a server).
+  void Shutdown();
+  const std::string& peer() const { return peer_; }
+
+ private:
+  Status SendRaw(const void* data, size_t n);
+  Status RecvRaw(void* data, size_t n);
+  void Tag(const std::array<unsigned char, 32>& dir_key, uint64_t seq, const unsigned char* head,
+           std::string_view a, std::string_view b, unsigned char* tag) const;
+
+  const int fd_;
+  const std::string peer_;
+  bool authenticated_ = false;
+  std::array<unsigned char, 32> send_key_{}, recv_key_{};
+  uint64_t send_seq_ = 0, recv_seq_ = 0;
+};
+
+// Resolves host:port and connects, giving up after `timeout` for this attempt.
+StatusOr<std::unique_ptr<Connection>> Dial(const std::string& host, int port,
+                                           std::chrono::milliseconds timeout);
+
+class Listener {
+ public:
+  // Listens on all addresses (IPv6 dual-stack if available), port 0 = any free port.
+  static StatusOr<std::unique_ptr<Listener>> Listen(int port);
+  ~Listener();
+  int port() const { return port_; }
+  // Blocks for the next connection; Unavailable after Close().
+  StatusOr<std::unique_ptr<Connection>> Accept();
+  void Close();
+
+ private:
+  Listener(int fd, int port) : fd_(fd), port_(port) {}
+  std::atomic<int> fd_;  // -1 once closed; Close() may race with Accept()
+  const int port_;
+};
+
+// Frame types. The handshake uses 1-3; requests and replies use the rest.
+enum FrameType : uint8_t {
+  kChallenge = 1,
+  kResponse = 2,
+  kAccept = 3,
+  kHello = 10,  // i32 rank, u64 dense size, i32 row dim -> kOk | kError
+  kPull = 11,   // u32 n, u64 ids[n], u8 want_dense -> kPullReply rows, dense slice
+  kPullReply = 12,
+  kPush = 13,        // i64 step, u32 n, u64 ids[n], f32 rows[n*dim], u8 has_dense, f32 dense
+  kCheckpoint = 14,  // i64 step -> kOk | kError
+  kDone = 15,        // i32 rank (-1: only ask) -> kDoneReply i32 number of finished workers
+  kDoneReply = 16,
+  kShutdown = 17,  // -> kOk, then the PS exits 0
+  kOk = 18,
+  kError = 19,  // string message
+};
+
+}  // namespace kubetrain::trainer

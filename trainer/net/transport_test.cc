@@ -1,0 +1,199 @@
+#include "trainer/net/transport.h"
+
+#include <gtest/gtest.h>
+#include <sodium.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <thread>
+
+namespace kubetrain::trainer {
+namespace {
+
+AuthKey Key(unsigned char fill) {
+  AuthKey k;
+  k.fill(fill);
+  return k;
+}
+
+struct Pair {
+  Pair() {
+    int fds[2];
+    EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
+    client = std::make_unique<Connection>(fds[0], "client");
+    server = std::make_unique<Connection>(fds[1], "server");
+  }
+  std::unique_ptr<Connection> client, server;
+};
+
+// Runs both handshake sides concurrently; returns {client status, server status}.
+std::pair<Status, Status> Handshake(Pair& p, const AuthKey& client_key, const AuthKey& server_key) {
+  Status server_status;
+  std::thread t([&] {
+    server_status = p.server->AuthenticateAsServer(server_key);
+    if (!server_status.ok()) p.server->Shutdown();  // the server hangs up on failure
+  });
+  Status client_status = p.client->AuthenticateAsClient(client_key);
+  t.join();
+  return {client_status, server_status};
+}
+
+TEST(AuthKeyTest, AcceptsHexAndBase64Of32Bytes) {
+  const std::string hex(64, 'a');
+  auto k = ParseAuthKey(hex + "\n");
+  ASSERT_TRUE(k.ok()) << k.status().ToString();
+  EXPECT_EQ((*k)[0], 0xaa);
+  auto b64 = ParseAuthKey("qqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqo=");
+  ASSERT_TRUE(b64.ok()) << b64.status().ToString();
+  EXPECT_EQ(*b64, *k);
+  EXPECT_TRUE(ParseAuthKey("qqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqo").ok());
+  EXPECT_FALSE(ParseAuthKey("").ok());
+  EXPECT_FALSE(ParseAuthKey(std::string(62, 'a')).ok());
+  EXPECT_FALSE(ParseAuthKey("c2hvcnQ=").ok());  // base64 of 5 bytes
+}
+
+TEST(TransportTest, SameKeyAuthenticatesAndFramesFlowBothWays) {
+  Pair p;
+  auto [c, s] = Handshake(p, Key(1), Key(1));
+  ASSERT_TRUE(c.ok()) << c.ToString();
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  const std::string big(1 << 20, 'x');
+  std::thread t([&] { EXPECT_TRUE(p.client->Send(kPull, "head", big).ok()); });
+  uint8_t type;
+  std::string payload;
+  ASSERT_TRUE(p.server->Receive(&type, &payload).ok());
+  t.join();
+  EXPECT_EQ(type, kPull);
+  EXPECT_EQ(payload, "head" + big);
+  ASSERT_TRUE(p.server->Send(kOk, "").ok());
+  ASSERT_TRUE(p.client->Receive(&type, &payload).ok());
+  EXPECT_EQ(type, kOk);
+}
+
+TEST(TransportTest, WrongKeyIsRefusedOnBothSides) {
+  Pair p;
+  auto [c, s] = Handshake(p, Key(1), Key(2));
+  EXPECT_EQ(s.code(), StatusCode::kUnauthenticated);
+  EXPECT_NE(s.message().find("does not hold KUBETRAIN_AUTH_KEY"), std::string::npos);
+  EXPECT_EQ(c.code(), StatusCode::kUnauthenticated);
+}
+
+TEST(TransportTest, PeerWithoutHandshakeIsRefused) {
+  Pair p;
+  Status server_status;
+  std::thread t([&] { server_status = p.server->AuthenticateAsServer(Key(1)); });
+  uint8_t type;
+  std::string payload;
+  ASSERT_TRUE(p.client->Receive(&type, &payload).ok());  // the challenge
+  // Skips the handshake and sends a request straight away.
+  ASSERT_TRUE(p.client->Send(kShutdown, std::string(64, '\0')).ok());
+  t.join();
+  EXPECT_EQ(server_status.code(), StatusCode::kUnauthenticated);
+}
+
+// client <-> [socketpair] <-> this test, in the middle <-> [socketpair] <-> server, so a
+// test can capture, replay and alter the bytes on the wire.
+class ManInTheMiddle {
+ public:
+  ManInTheMiddle() {
+    int a[2], b[2];
+    EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, a), 0);
+    EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, b), 0);
+    client = std::make_unique<Connection>(a[0], "client");
+    server = std::make_unique<Connection>(b[1], "server");
+    to_client_ = a[1];
+    to_server_ = b[0];
+    Status sstat;
+    std::thread t([&] { sstat = server->AuthenticateAsServer(Key(3)); });
+    std::thread relay([&] {
+      Relay(to_server_, to_client_, 5 + 32);  // challenge
+      Relay(to_client_, to_server_, 5 + 64);  // response
+      Relay(to_server_, to_client_, 5 + 32);  // accept
+    });
+    EXPECT_TRUE(client->AuthenticateAsClient(Key(3)).ok());
+    t.join();
+    relay.join();
+    EXPECT_TRUE(sstat.ok());
+  }
+  ~ManInTheMiddle() {
+    ::close(to_client_);
+    ::close(to_server_);
+  }
+  // Reads n bytes the client sent.
+  std::string CaptureFromClient(size_t n) { return ReadN(to_client_, n); }
+  void DeliverToServer(const std::string& bytes) {
+    EXPECT_EQ(::write(to_server_, bytes.data(), bytes.size()), static_cast<ssize_t>(bytes.size()));
+  }
+
+  std::unique_ptr<Connection> client, server;
+
+ private:
+  static std::string ReadN(int fd, size_t n) {
+    std::string buf(n, '\0');
+    size_t got = 0;
+    while (got < n) {
+      const ssize_t r = ::read(fd, buf.data() + got, n - got);
+      if (r <= 0) break;
+      got += static_cast<size_t>(r);
+    }
+    return buf;
+  }
+  static void Relay(int from, int to, size_t n) {
+    const std::string buf = ReadN(from, n);
+    EXPECT_EQ(::write(to, buf.data(), n), static_cast<ssize_t>(n));
+  }
+  int to_client_, to_server_;
+};
+
+constexpr size_t kFrameBytes = 5 + 4 + 16;  // header, 4-byte payload, tag
+
+TEST(TransportTest, ReplayedFrameIsRejected) {
+  ManInTheMiddle m;
+  ASSERT_TRUE(m.client->Send(kDone, "abcd").ok());
+  const std::string frame = m.CaptureFromClient(kFrameBytes);
+  m.DeliverToServer(frame);
+  uint8_t type;
+  std::string payload;
+  ASSERT_TRUE(m.server->Receive(&type, &payload).ok());
+  EXPECT_EQ(payload, "abcd");
+  m.DeliverToServer(frame);
+  EXPECT_EQ(m.server->Receive(&type, &payload).code(), StatusCode::kUnauthenticated);
+}
+
+TEST(TransportTest, AlteredFrameIsRejected) {
+  ManInTheMiddle m;
+  ASSERT_TRUE(m.client->Send(kDone, "abcd").ok());
+  std::string frame = m.CaptureFromClient(kFrameBytes);
+  frame[6] ^= 1;  // one payload bit
+  m.DeliverToServer(frame);
+  uint8_t type;
+  std::string payload;
+  EXPECT_EQ(m.server->Receive(&type, &payload).code(), StatusCode::kUnauthenticated);
+}
+
+TEST(TransportTest, DialAndAcceptOverLoopback) {
+  auto listener = Listener::Listen(0);
+  ASSERT_TRUE(listener.ok()) << listener.status().ToString();
+  const int port = (*listener)->port();
+  ASSERT_GT(port, 0);
+  std::unique_ptr<Connection> accepted;
+  std::thread t([&] {
+    auto c = (*listener)->Accept();
+    ASSERT_TRUE(c.ok());
+    accepted = std::move(*c);
+    EXPECT_TRUE(accepted->AuthenticateAsServer(Key(4)).ok());
+  });
+  auto conn = Dial("127.0.0.1", port, std::chrono::seconds(5));
+  ASSERT_TRUE(conn.ok()) << conn.status().ToString();
+  EXPECT_TRUE((*conn)->AuthenticateAsClient(Key(4)).ok());
+  t.join();
+  // Closing the listener wakes a blocked Accept.
+  std::thread t2([&] { EXPECT_FALSE((*listener)->Accept().ok()); });
+  (*listener)->Close();
+  t2.join();
+  EXPECT_EQ(Dial("no-such-host.invalid", 1, std::chrono::seconds(1)).status().code(),
+            StatusCode::kUnavailable);
+}
+
+}  // namespace
+}  // namespace kubetrain::trainer
