@@ -19,7 +19,11 @@ fail() { echo "FAIL: $1" >&2; fails=$((fails + 1)); }
 check() {  # check DESCRIPTION ACTUAL EXPECTED
   if [[ "$2" == "$3" ]]; then ok "$1"; else fail "$1: got '$2', want '$3'"; fi
 }
-cleanup() { kubectl delete namespace "${ns}" --wait=false >/dev/null 2>&1 || true; }
+scratch="$(mktemp -d)"
+cleanup() {
+  kubectl delete namespace "${ns}" --wait=false >/dev/null 2>&1 || true
+  rm -rf "${scratch}"
+}
 trap cleanup EXIT
 
 kubectl apply -f "${here}/trainingjobs.kubetrain.io.yaml" >/dev/null
@@ -37,20 +41,57 @@ job() {
     "${name}" "${spec}"
 }
 
-# rejects DESCRIPTION EXPECTED-MESSAGE-SUBSTRING < manifest
+# The C++ rules (operator/api) must give the same verdict on every case: set
+# KUBETRAIN_API_CHECK to the kubetrain-api-check binary (found in build/*/ if unset).
+api_check="${KUBETRAIN_API_CHECK:-}"
+if [[ -z "${api_check}" ]]; then
+  api_check="$(ls -t "${root}"/build/*/operator/api/kubetrain-api-check 2>/dev/null | head -1 || true)"
+fi
+if [[ -x "${api_check}" ]]; then
+  echo "checking the C++ rules too, with ${api_check}"
+else
+  echo "skip: C++ agreement checks (build kubetrain-api-check or set KUBETRAIN_API_CHECK)"
+  api_check=""
+fi
+# cpp_agrees DESCRIPTION VERDICT(accept|reject) MESSAGE FILE [OLD]: the C++ verdict.
+cpp_agrees() {
+  [[ -n "${api_check}" ]] || return 0
+  local out rc=0
+  out="$("${api_check}" ${5:+--old "$5"} "$4" 2>&1)" || rc=$?
+  if [[ "$2" == accept && ${rc} -ne 0 ]]; then
+    fail "$1 (C++): rejected with '${out}'"
+  elif [[ "$2" == reject && ${rc} -eq 0 ]]; then
+    fail "$1 (C++): accepted, want rejection containing '$3'"
+  elif [[ "$2" == reject && "${out}" != *"$3"* ]]; then
+    fail "$1 (C++): rejected with '${out}', want '$3'"
+  else
+    ok "$1 (C++ agrees)"
+  fi
+}
+
+# rejects DESCRIPTION MESSAGE [C++-MESSAGE] < manifest: the apiserver rejects it
+# with MESSAGE, and the C++ rules with C++-MESSAGE (default: the same).
 rejects() {
   local out
-  if out="$(k apply --dry-run=server -f - 2>&1)"; then
+  cat >"${scratch}/job.yaml"
+  if out="$(k apply --dry-run=server -f "${scratch}/job.yaml" 2>&1)"; then
     fail "$1: accepted, want rejection containing '$2'"
   elif [[ "${out}" != *"$2"* ]]; then
     fail "$1: rejected with '${out}', want '$2'"
   else
     ok "$1 is rejected"
   fi
+  cpp_agrees "$1" reject "${3:-$2}" "${scratch}/job.yaml"
 }
 accepts() {
   local out
-  if out="$(k apply --dry-run=server -f - 2>&1)"; then ok "$1 is accepted"; else fail "$1: ${out}"; fi
+  cat >"${scratch}/job.yaml"
+  if out="$(k apply --dry-run=server -f "${scratch}/job.yaml" 2>&1)"; then
+    ok "$1 is accepted"
+  else
+    fail "$1: ${out}"
+  fi
+  cpp_agrees "$1" accept "" "${scratch}/job.yaml"
 }
 
 # --- defaults
@@ -67,26 +108,28 @@ check "template passes through" "$(get .spec.replicaSpecs.Worker.template.spec.c
 
 # --- every example is accepted
 for f in "${root}"/examples/*.yaml; do
-  k apply --dry-run=server -f "${f}" >/dev/null 2>&1 && ok "example ${f##*/} is accepted" ||
-    fail "example ${f##*/}: $(k apply --dry-run=server -f "${f}" 2>&1)"
+  accepts "example ${f##*/}" <"${f}"
 done
 
 # --- structural rules
 job bad-role "$(printf '  replicaSpecs:\n    Master:\n      %s' "${T}")" |
-  rejects "unknown role" "spec.replicaSpecs keys must be PS, Worker, Chief or Evaluator"
+  rejects "unknown role" "spec.replicaSpecs keys must be PS, Worker, Chief or Evaluator" \
+    'unknown replica type "Master"'
 job bad-field "$(printf '  replicaSpecs:\n    Worker:\n      replica: 2\n      %s' "${T}")" |
-  rejects "unknown field" 'unknown field "spec.replicaSpecs.Worker.replica"'
+  rejects "unknown field" 'unknown field "spec.replicaSpecs.Worker.replica"' \
+    "spec.replicaSpecs.Worker.replica: unknown field"
 job bad-policy "$(printf '  replicaSpecs:\n    Worker:\n      restartPolicy: Sometimes\n      %s' "${T}")" |
-  rejects "unknown restartPolicy" 'Unsupported value: "Sometimes"'
+  rejects "unknown restartPolicy" 'Unsupported value: "Sometimes"' 'unsupported value "Sometimes"'
 job no-template "$(printf '  replicaSpecs:\n    Worker:\n      replicas: 1')" |
-  rejects "missing template" 'spec.replicaSpecs.Worker.template: Required value'
+  rejects "missing template" 'spec.replicaSpecs.Worker.template: Required value' \
+    "spec.replicaSpecs.Worker.template: required field is missing"
 job empty-specs "  replicaSpecs: {}" | rejects "empty replicaSpecs" "should have at least 1 properties"
 job neg-replicas "$(printf '  replicaSpecs:\n    Worker:\n      replicas: -1\n      %s' "${T}")" |
   rejects "negative replicas" "should be greater than or equal to 0"
 job bad-clean "$(printf '  runPolicy: {cleanPodPolicy: Some}\n  replicaSpecs:\n    Worker:\n      %s' "${T}")" |
-  rejects "unknown cleanPodPolicy" 'Unsupported value: "Some"'
+  rejects "unknown cleanPodPolicy" 'Unsupported value: "Some"' 'unsupported value "Some"'
 job bad-success "$(printf '  successPolicy: AnyWorker\n  replicaSpecs:\n    Worker:\n      %s' "${T}")" |
-  rejects "unknown successPolicy" 'Unsupported value: "AnyWorker"'
+  rejects "unknown successPolicy" 'Unsupported value: "AnyWorker"' 'unsupported value "AnyWorker"'
 job bad-port "$(printf '  port: 70000\n  replicaSpecs:\n    Worker:\n      %s' "${T}")" |
   rejects "port out of range" "should be less than or equal to 65535"
 job bad-deadline "$(printf '  runPolicy: {activeDeadlineSeconds: 0}\n  replicaSpecs:\n    Worker:\n      %s' "${T}")" |
@@ -98,7 +141,8 @@ job bad-ttl "$(printf '  runPolicy: {ttlSecondsAfterFinished: -1}\n  replicaSpec
 job bad-min "$(printf '  runPolicy: {schedulingPolicy: {minAvailable: -1}}\n  replicaSpecs:\n    Worker:\n      %s' "${T}")" |
   rejects "negative minAvailable" "should be greater than or equal to 0"
 job bad-domain "$(printf '  clusterDomain: Cluster.Local\n  replicaSpecs:\n    Worker:\n      %s' "${T}")" |
-  rejects "bad clusterDomain" "spec.clusterDomain: Invalid value"
+  rejects "bad clusterDomain" "spec.clusterDomain: Invalid value" \
+    "spec.clusterDomain: must be a DNS subdomain"
 
 # --- CEL rules
 job two-chiefs "$(printf '  replicaSpecs:\n    Chief:\n      replicas: 2\n      %s' "${T}")" |
@@ -111,9 +155,12 @@ job eval-only "$(printf '  replicaSpecs:\n    Evaluator:\n      %s' "${T}")" |
   rejects "no worker or chief" "needs at least one Worker or Chief replica: the success policy"
 job ps-chief "$(printf '  replicaSpecs:\n    PS:\n      %s\n    Chief:\n      %s' "${T}" "${T}")" |
   accepts "PS with a chief"
-job Bad-Name | rejects "upper-case job name" "metadata.name must be a DNS-1035 label"
-job 1job | rejects "job name starting with a digit" "metadata.name must be a DNS-1035 label"
-job job.v2 | rejects "dotted job name" "metadata.name must be a DNS-1035 label"
+job Bad-Name | rejects "upper-case job name" "metadata.name must be a DNS-1035 label" \
+  "must be a DNS-1035 label"
+job 1job | rejects "job name starting with a digit" "metadata.name must be a DNS-1035 label" \
+  "must be a DNS-1035 label"
+job job.v2 | rejects "dotted job name" "metadata.name must be a DNS-1035 label" \
+  "must be a DNS-1035 label"
 long54="$(printf 'a%.0s' {1..54})"
 long55="$(printf 'a%.0s' {1..55})"
 job "${long54}" "$(printf '  replicaSpecs:\n    Worker:\n      replicas: 10\n      %s' "${T}")" |
@@ -126,8 +173,17 @@ job "${long54}" "$(printf '  replicaSpecs:\n    Worker:\n      %s\n    Evaluator
 
 # --- transition rules, on a stored job
 job live "$(printf '  replicaSpecs:\n    Worker:\n      replicas: 2\n      %s' "${T}")" | k apply -f - >/dev/null
+# patched_cpp DESCRIPTION VERDICT MESSAGE PATCH: the C++ update rules on the
+# stored job and the same merge patch applied locally.
+patched_cpp() {
+  [[ -n "${api_check}" ]] || return 0
+  k get tj live -o json >"${scratch}/old.json"
+  k patch tj live --type=merge -p "$4" --dry-run=client -o json >"${scratch}/new.json"
+  cpp_agrees "$1" "$2" "$3" "${scratch}/new.json" "${scratch}/old.json"
+}
 patch_rejects() {  # DESCRIPTION MESSAGE PATCH
   local out
+  patched_cpp "$1" reject "$2" "$3"
   if out="$(k patch tj live --type=merge -p "$3" 2>&1)"; then
     fail "$1: accepted, want '$2'"
   elif [[ "${out}" != *"$2"* ]]; then
@@ -138,6 +194,7 @@ patch_rejects() {  # DESCRIPTION MESSAGE PATCH
 }
 patch_accepts() {
   local out
+  patched_cpp "$1" accept "" "$2"
   if out="$(k patch tj live --type=merge -p "$2" 2>&1)"; then ok "$1 is accepted"; else fail "$1: ${out}"; fi
 }
 patch_rejects "changing replicas of a running job" "spec.replicaSpecs cannot change while the job is running" \

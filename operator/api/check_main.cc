@@ -1,0 +1,73 @@
+// kubetrain-api-check [--old OLD] FILE: applies operator/api's parsing and
+// validation to a TrainingJob file (YAML or JSON, "-" for stdin) and prints
+// "OK" or one "<path>: <message>" line per error, exiting 0 or 1. With --old, it
+// also applies the update rules (ValidateUpdate) from OLD to FILE.
+//
+// It exists so crds/crd_test.sh can hold the C++ rules and the CRD to the same
+// verdict on every case; the user-facing command is `kubetrain validate`.
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <string>
+
+#include "operator/api/json.h"
+#include "operator/api/validation.h"
+#include "operator/api/yaml.h"
+
+namespace {
+
+using kubetrain::StatusOr;
+using kubetrain::api::TrainingJob;
+
+StatusOr<TrainingJob> Load(const std::string& path) {
+  std::stringstream text;
+  if (path == "-") {
+    text << std::cin.rdbuf();
+  } else {
+    std::ifstream in(path);
+    if (!in) return kubetrain::NotFound("cannot open " + path);
+    text << in.rdbuf();
+  }
+  auto docs = kubetrain::api::ParseYamlDocuments(text.str());
+  if (!docs.ok()) return docs.status();
+  if (docs->size() != 1) return kubetrain::InvalidArgument("want exactly one document");
+  return kubetrain::api::ParseTrainingJob((*docs)[0].value);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string old_path, path;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--old" && i + 1 < argc) {
+      old_path = argv[++i];
+    } else {
+      path = arg;
+    }
+  }
+  if (path.empty()) {
+    std::cerr << "usage: kubetrain-api-check [--old OLD] FILE\n";
+    return 2;
+  }
+  StatusOr<TrainingJob> job = Load(path);
+  if (!job.ok()) {
+    std::cout << job.status().message() << "\n";
+    return 1;
+  }
+  std::vector<kubetrain::api::FieldError> errors = kubetrain::api::Validate(*job);
+  if (!old_path.empty()) {
+    StatusOr<TrainingJob> old_job = Load(old_path);
+    if (!old_job.ok()) {
+      std::cerr << old_path << ": " << old_job.status().message() << "\n";
+      return 2;
+    }
+    for (auto& e : kubetrain::api::ValidateUpdate(*old_job, *job)) errors.push_back(e);
+  }
+  if (errors.empty()) {
+    std::cout << "OK\n";
+    return 0;
+  }
+  for (const auto& e : errors) std::cout << e.path << ": " << e.message << "\n";
+  return 1;
+}
