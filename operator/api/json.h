@@ -5,7 +5,9 @@
 // roles in `spec`, wrong types and unknown enum values, with the field path in
 // the message ("spec.replicaSpecs.Worker.replicas: must be an integer"). Absent
 // fields take the CRD's defaults. It does not check the CRD's value rules
-// (minimums, CEL); call Validate (validation.h) for those.
+// (minimums, CEL); call Validate (validation.h) for those. Error messages are
+// always "<field path>: <what>", so a caller can split off the path and map it to
+// a line with YamlDocument::LineOf (yaml.h).
 //
 // `metadata` is read leniently (only the fields in ObjectMeta) and `status` too,
 // since both are written by servers and controllers that may add fields.

@@ -37,9 +37,9 @@ class Metrics {
   static constexpr std::array<double, 12> kBuckets = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
                                                       0.05,   0.1,   0.25,   0.5,   1,    2.5};
   mutable std::mutex mu_;
-  std::array<uint64_t, kBuckets.size()> bucket_counts_{};  // guarded by mu_
-  uint64_t reconcile_count_ = 0;                           // guarded by mu_
-  double reconcile_sum_ = 0;                               // guarded by mu_
+  std::array<uint64_t, kBuckets.size()> bucket_counts_{};             // guarded by mu_
+  uint64_t reconcile_count_ = 0;                                      // guarded by mu_
+  double reconcile_sum_ = 0;                                          // guarded by mu_
   std::map<std::pair<std::string, std::string>, uint64_t> requests_;  // guarded by mu_
   std::function<size_t()> queue_depth_;                               // guarded by mu_
 };

@@ -128,6 +128,16 @@ std::string AuthSecretName(std::string_view job_name) {
   return std::string(job_name) + "-auth";
 }
 
+std::string AuthKeyText(const std::array<uint8_t, 32>& key) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out;
+  for (uint8_t b : key) {
+    out += kDigits[b >> 4];
+    out += kDigits[b & 15];
+  }
+  return out;
+}
+
 ClusterSpec BuildClusterSpec(const api::TrainingJob& job, std::string_view default_domain) {
   const std::string ns = job.metadata.namespace_.empty() ? "default" : job.metadata.namespace_;
   const std::string domain = job.spec.cluster_domain.value_or(std::string(default_domain));
@@ -186,16 +196,6 @@ std::string Base64(std::string_view in) {
     out += kBase64[(v >> 12) & 63];
     out += kBase64[(v >> 6) & 63];
     out += '=';
-  }
-  return out;
-}
-
-std::string Hex(const std::array<uint8_t, 32>& key) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string out;
-  for (uint8_t b : key) {
-    out += kDigits[b >> 4];
-    out += kDigits[b & 15];
   }
   return out;
 }
@@ -412,7 +412,7 @@ json Planner::BuildService(const Slot& slot) const {
 
 json Planner::BuildSecret() const {
   json labels = {{kJobNameLabel, job_.metadata.name}};
-  std::string hex = Hex(input_.auth_key);
+  std::string hex = AuthKeyText(input_.auth_key);
   return json{{"apiVersion", "v1"},
               {"kind", "Secret"},
               {"metadata", ChildMetadata(AuthSecretName(job_.metadata.name), labels)},
@@ -717,6 +717,14 @@ Plan Planner::Run() {
   RecountReplicas();
 
   if (status_.Finished()) {
+    if (!status_.completion_time) {
+      // Finished by an older writer that left no completionTime: the TTL counts
+      // from when the job became finished.
+      const api::Condition* done = status_.IsTrue(ConditionType::kSucceeded)
+                                       ? status_.Find(ConditionType::kSucceeded)
+                                       : status_.Find(ConditionType::kFailed);
+      status_.completion_time = done->last_transition_time;
+    }
     CleanUpFinished();
     ScheduleTtl();
   } else if (job_.metadata.deletion_timestamp) {

@@ -101,6 +101,10 @@ std::string TfConfigJson(const ClusterSpec& cluster, api::ReplicaType role, int3
 std::string PodNameEnv(api::ReplicaType role, int32_t index);
 // "<job>-auth".
 std::string AuthSecretName(std::string_view job_name);
+// The key as the Secret stores it and KUBETRAIN_AUTH_KEY carries it: 64
+// lower-case hex characters. The local runner, which has no Secret, sets the
+// variable to this.
+std::string AuthKeyText(const std::array<uint8_t, 32>& key);
 
 struct PlanInput {
   api::Time now{};

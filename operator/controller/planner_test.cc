@@ -288,6 +288,13 @@ TEST(PlannerCreateTest, SecretHoldsTheInputKeyAsHex) {
   EXPECT_EQ(secret["metadata"]["ownerReferences"][0]["controller"], true);
 }
 
+TEST(PlannerCreateTest, AuthKeyTextIsLowerCaseHex) {
+  std::array<uint8_t, 32> key{};
+  key[0] = 0x0f;
+  key[31] = 0xa0;
+  EXPECT_EQ(AuthKeyText(key), "0f" + std::string(60, '0') + "a0");
+}
+
 TEST(PlannerCreateTest, JobWithoutUidGetsNoOwnerReferences) {
   api::TrainingJob job = Job();
   job.metadata.uid.clear();
@@ -726,6 +733,16 @@ TEST(PlannerTtlTest, FinishedJobIsDeletedAfterTheTtl) {
   EXPECT_FALSE(early.delete_job);
   Plan due = PlanJob(After(job, done), {}, Input(kNow + seconds(60)));
   EXPECT_TRUE(due.delete_job);
+}
+
+TEST(PlannerTtlTest, TtlCountsFromTheFinishedConditionWhenCompletionTimeIsMissing) {
+  api::TrainingJob job = Job();
+  job.spec.run_policy.ttl_seconds_after_finished = 60;
+  job.status.conditions.push_back(
+      {ConditionType::kFailed, true, "ReplicaFailed", "m", kNow - seconds(20)});
+  Plan plan = PlanJob(job, {}, Input());
+  EXPECT_EQ(plan.status.completion_time, kNow - seconds(20));
+  EXPECT_EQ(plan.requeue_after, seconds(40));
 }
 
 TEST(PlannerTtlTest, ZeroTtlDeletesAtOnce) {

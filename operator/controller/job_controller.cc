@@ -1,0 +1,564 @@
+#include "operator/controller/job_controller.h"
+
+#include <sodium.h>
+#include <spdlog/spdlog.h>
+
+#include <map>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "operator/api/json.h"
+#include "operator/controller/planner.h"
+#include "operator/runtime/informer.h"
+#include "operator/runtime/object.h"
+#include "operator/runtime/store.h"
+#include "operator/runtime/workqueue.h"
+
+namespace kubetrain::controller {
+namespace {
+
+using json = nlohmann::json;
+using Clock = std::chrono::system_clock;
+
+// Compact cache entries: metadata plus what the planner reads.
+struct CachedPod {
+  runtime::ObjectMeta meta;
+  ObservedPod pod;
+};
+struct CachedChild {
+  runtime::ObjectMeta meta;
+  std::optional<api::Time> deletion_timestamp;
+};
+
+StatusOr<CachedPod> ToCachedPod(const json& obj) {
+  auto meta = runtime::ParseObjectMeta(obj);
+  if (!meta.ok()) return meta.status();
+  auto pod = ObservePod(obj);
+  if (!pod.ok()) return pod.status();
+  return CachedPod{std::move(*meta), std::move(*pod)};
+}
+
+StatusOr<CachedChild> ToCachedChild(const json& obj) {
+  auto meta = runtime::ParseObjectMeta(obj);
+  if (!meta.ok()) return meta.status();
+  CachedChild out{std::move(*meta), std::nullopt};
+  const json& m = obj.at("metadata");
+  if (m.contains("deletionTimestamp") && m["deletionTimestamp"].is_string()) {
+    auto t = api::ParseTime(m["deletionTimestamp"].get<std::string>());
+    if (t.ok()) out.deletion_timestamp = *t;
+  }
+  return out;
+}
+
+api::Time Now() {
+  return std::chrono::floor<std::chrono::seconds>(Clock::now());
+}
+
+const kube::ResourceRef& ResourceFor(ChildRef::Kind kind) {
+  switch (kind) {
+    case ChildRef::Kind::kPod:
+      return kube::kPods;
+    case ChildRef::Kind::kService:
+      return kube::kServices;
+    case ChildRef::Kind::kSecret:
+      return kube::kSecrets;
+  }
+  return kube::kPods;
+}
+
+std::optional<ChildRef::Kind> KindOf(const json& obj) {
+  const std::string kind = obj.value("kind", "");
+  if (kind == "Pod") return ChildRef::Kind::kPod;
+  if (kind == "Service") return ChildRef::Kind::kService;
+  if (kind == "Secret") return ChildRef::Kind::kSecret;
+  return std::nullopt;
+}
+
+std::string_view KindName(ChildRef::Kind kind) {
+  switch (kind) {
+    case ChildRef::Kind::kPod:
+      return "pod";
+    case ChildRef::Kind::kService:
+      return "service";
+    case ChildRef::Kind::kSecret:
+      return "secret";
+  }
+  return "object";
+}
+
+std::string CodeLabel(const Status& s) {
+  return s.ok() ? "OK" : std::string(StatusCodeName(s.code()));
+}
+
+// Marks the status Failed with `reason`; used when the apiserver rejects what
+// the planner built from the spec (a template the CRD could not check).
+void MarkFailed(api::TrainingJobStatus& status, const std::string& reason,
+                const std::string& message, api::Time now) {
+  auto set = [&](api::ConditionType type, bool value) {
+    for (auto& c : status.conditions) {
+      if (c.type != type) continue;
+      if (c.status != value) c.last_transition_time = now;
+      c.status = value;
+      c.reason = reason;
+      c.message = message;
+      return;
+    }
+    status.conditions.push_back(api::Condition{type, value, reason, message, now});
+  };
+  set(api::ConditionType::kRunning, false);
+  set(api::ConditionType::kRestarting, false);
+  set(api::ConditionType::kFailed, true);
+  status.state = "Failed";
+  if (!status.completion_time) status.completion_time = now;
+}
+
+}  // namespace
+
+class JobController::Impl {
+ public:
+  Impl(kube::Client* client, runtime::EventRecorder* recorder, Metrics* metrics,
+       JobControllerOptions options)
+      : client_(client), recorder_(recorder), metrics_(metrics), options_(std::move(options)) {
+    if (options_.namespaces.empty()) options_.namespaces.push_back("");
+    for (const std::string& ns : options_.namespaces) {
+      auto caches = std::make_unique<Caches>();
+      const std::string selector(kJobNameLabel);
+      caches->jobs = std::make_unique<runtime::Informer<runtime::GenericObject>>(
+          runtime::NewKubeListerWatcher(client_, kTrainingJobs, ns), runtime::ToGenericObject,
+          runtime::ReflectorOptions{.name = "trainingjobs"});
+      caches->pods = std::make_unique<runtime::Informer<CachedPod>>(
+          runtime::NewKubeListerWatcher(client_, kube::kPods, ns, selector), ToCachedPod,
+          runtime::ReflectorOptions{.name = "pods"});
+      caches->services = std::make_unique<runtime::Informer<CachedChild>>(
+          runtime::NewKubeListerWatcher(client_, kube::kServices, ns, selector), ToCachedChild,
+          runtime::ReflectorOptions{.name = "services"});
+      caches->secrets = std::make_unique<runtime::Informer<CachedChild>>(
+          runtime::NewKubeListerWatcher(client_, kube::kSecrets, ns, selector), ToCachedChild,
+          runtime::ReflectorOptions{.name = "secrets"});
+      caches->jobs->AddHandlers({
+          .on_add = [this](const auto& j) { queue_.Add(j->meta.Key()); },
+          .on_update = [this](const auto&, const auto& j) { queue_.Add(j->meta.Key()); },
+          .on_delete = [this](const auto& j, bool) { ForgetJob(j->meta.Key()); },
+      });
+      caches->pods->AddHandlers(ChildHandlers<CachedPod>());
+      caches->services->AddHandlers(ChildHandlers<CachedChild>());
+      caches->secrets->AddHandlers(ChildHandlers<CachedChild>());
+      caches_[ns] = std::move(caches);
+    }
+  }
+
+  ~Impl() {
+    queue_.ShutDown();
+    for (auto& [ns, c] : caches_) c->Stop();
+  }
+
+  Status Start(std::chrono::milliseconds sync_timeout) {
+    for (auto& [ns, c] : caches_) c->Start();
+    const auto deadline = std::chrono::steady_clock::now() + sync_timeout;
+    for (auto& [ns, c] : caches_) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      if (!c->WaitForSync(std::max(left, std::chrono::milliseconds(0)))) {
+        return Unavailable("caches for namespace '" + ns + "' did not sync within " +
+                           std::to_string(sync_timeout.count()) +
+                           " ms (is the TrainingJob CRD installed, and may the operator list "
+                           "trainingjobs, pods, services and secrets?)");
+      }
+    }
+    return Status::Ok();
+  }
+
+  void Run(std::stop_token stop) {
+    std::stop_callback on_stop(stop, [this] { queue_.ShutDown(); });
+    runtime::RunWorkers(queue_, options_.workers,
+                        [this](const std::string& key) { return TimedReconcile(key); });
+  }
+
+  bool Ready() const {
+    for (const auto& [ns, c] : caches_) {
+      if (!c->Synced()) return false;
+    }
+    return true;
+  }
+
+  size_t QueueDepth() const { return queue_.Len(); }
+
+ private:
+  struct Caches {
+    std::unique_ptr<runtime::Informer<runtime::GenericObject>> jobs;
+    std::unique_ptr<runtime::Informer<CachedPod>> pods;
+    std::unique_ptr<runtime::Informer<CachedChild>> services;
+    std::unique_ptr<runtime::Informer<CachedChild>> secrets;
+    void Start() {
+      jobs->Start();
+      pods->Start();
+      services->Start();
+      secrets->Start();
+    }
+    void Stop() {
+      jobs->Stop();
+      pods->Stop();
+      services->Stop();
+      secrets->Stop();
+    }
+    bool WaitForSync(std::chrono::milliseconds t) {
+      return jobs->WaitForSync(t) && pods->WaitForSync(t) && services->WaitForSync(t) &&
+             secrets->WaitForSync(t);
+    }
+    bool Synced() const {
+      return jobs->HasSynced() && pods->HasSynced() && services->HasSynced() &&
+             secrets->HasSynced();
+    }
+  };
+
+  // Writes not yet visible in the caches, per job key.
+  struct Expectations {
+    struct Create {
+      ChildRef::Kind kind;
+      api::ReplicaType role = api::ReplicaType::kWorker;
+      int32_t index = 0;
+      Clock::time_point at;
+    };
+    std::map<std::string, Create> creates;  // by object name
+    std::map<std::pair<ChildRef::Kind, std::string>, Clock::time_point> deletes;
+    // The last status written: while the cache still shows `from_rv`, the job's
+    // status is `status` at resourceVersion `to_rv`.
+    struct StatusWrite {
+      std::string from_rv;
+      std::string to_rv;
+      api::TrainingJobStatus status;
+    };
+    std::optional<StatusWrite> status;
+  };
+
+  template <typename T>
+  runtime::EventHandlers<T> ChildHandlers() {
+    auto enqueue_owner = [this](const std::shared_ptr<const T>& obj) {
+      const auto& owner = obj->meta.controller;
+      if (owner && owner->kind == api::kKind) queue_.Add(obj->meta.ns + "/" + owner->name);
+    };
+    return {
+        .on_add = enqueue_owner,
+        .on_update = [enqueue_owner](const auto&, const auto& obj) { enqueue_owner(obj); },
+        .on_delete = [enqueue_owner](const auto& obj, bool) { enqueue_owner(obj); },
+    };
+  }
+
+  Caches* CachesFor(const std::string& ns) {
+    auto it = caches_.find(ns);
+    if (it != caches_.end()) return it->second.get();
+    it = caches_.find("");
+    return it == caches_.end() ? nullptr : it->second.get();
+  }
+
+  void ForgetJob(const std::string& key) {
+    std::lock_guard lock(mu_);
+    expectations_.erase(key);
+  }
+
+  StatusOr<runtime::ReconcileResult> TimedReconcile(const std::string& key) {
+    const auto start = std::chrono::steady_clock::now();
+    auto result = Reconcile(key);
+    metrics_->ObserveReconcile(std::chrono::steady_clock::now() - start);
+    if (!result.ok()) {
+      metrics_->reconcile_errors++;
+      spdlog::warn("reconcile {}: {}", key, result.status().ToString());
+    }
+    return result;
+  }
+
+  // Builds the observed children from the caches, corrected by expectations.
+  ObservedChildren Observe(Caches& c, const std::string& job_uid, const std::string& key,
+                           api::Time now) {
+    ObservedChildren observed;
+    for (const auto& p : c.pods->store().ByIndex(runtime::kOwnerUidIndex, job_uid)) {
+      observed.pods.push_back(p->pod);
+    }
+    for (const auto& s : c.services->store().ByIndex(runtime::kOwnerUidIndex, job_uid)) {
+      observed.services.push_back(ObservedService{s->meta.name, s->deletion_timestamp});
+    }
+    observed.secret_exists = !c.secrets->store().ByIndex(runtime::kOwnerUidIndex, job_uid).empty();
+
+    std::lock_guard lock(mu_);
+    auto it = expectations_.find(key);
+    if (it == expectations_.end()) return observed;
+    Expectations& exp = it->second;
+    const auto wall = Clock::now();
+    const auto expired = [&](Clock::time_point at) {
+      return wall - at > options_.expectation_timeout;
+    };
+    for (auto e = exp.creates.begin(); e != exp.creates.end();) {
+      const auto& [name, create] = *e;
+      bool seen = false;
+      switch (create.kind) {
+        case ChildRef::Kind::kPod:
+          for (const auto& p : observed.pods) seen = seen || p.name == name;
+          if (!seen && !expired(create.at)) {
+            ObservedPod pending;
+            pending.name = name;
+            pending.role = create.role;
+            pending.index = create.index;
+            pending.phase = PodPhase::kPending;
+            pending.creation_timestamp = now;
+            observed.pods.push_back(std::move(pending));
+          }
+          break;
+        case ChildRef::Kind::kService:
+          for (const auto& s : observed.services) seen = seen || s.name == name;
+          if (!seen && !expired(create.at)) observed.services.push_back({name, std::nullopt});
+          break;
+        case ChildRef::Kind::kSecret:
+          seen = observed.secret_exists;
+          if (!seen && !expired(create.at)) observed.secret_exists = true;
+          break;
+      }
+      e = (seen || expired(create.at)) ? exp.creates.erase(e) : std::next(e);
+    }
+    for (auto d = exp.deletes.begin(); d != exp.deletes.end();) {
+      const auto& [ref, at] = *d;
+      bool pending = false;
+      if (ref.first == ChildRef::Kind::kPod) {
+        for (auto& p : observed.pods) {
+          if (p.name == ref.second && !p.deletion_timestamp) {
+            p.deletion_timestamp = now;  // deleted, the cache just does not know yet
+            pending = true;
+          }
+        }
+      } else if (ref.first == ChildRef::Kind::kService) {
+        for (auto& s : observed.services) {
+          if (s.name == ref.second && !s.deletion_timestamp) {
+            s.deletion_timestamp = now;
+            pending = true;
+          }
+        }
+      }
+      d = (!pending || expired(at)) ? exp.deletes.erase(d) : std::next(d);
+    }
+    return observed;
+  }
+
+  StatusOr<runtime::ReconcileResult> Reconcile(const std::string& key) {
+    auto [ns, name] = runtime::SplitKey(key);
+    Caches* c = CachesFor(ns);
+    if (c == nullptr) return runtime::ReconcileResult{};
+    auto cached = c->jobs->store().Get(key);
+    if (!cached) {
+      ForgetJob(key);
+      return runtime::ReconcileResult{};  // deleted; the garbage collector takes the children
+    }
+    const api::Time now = Now();
+    const std::string cached_rv = cached->meta.resource_version;
+    auto parsed = api::ParseTrainingJob(cached->object);
+    if (!parsed.ok()) return FailUnparseable(key, *cached, parsed.status(), now);
+    api::TrainingJob job = std::move(*parsed);
+    if (job.metadata.deletion_timestamp) return runtime::ReconcileResult{};
+
+    // Use the status this controller wrote last while the cache lags behind it.
+    std::string rv = cached_rv;
+    {
+      std::lock_guard lock(mu_);
+      auto it = expectations_.find(key);
+      if (it != expectations_.end() && it->second.status) {
+        if (it->second.status->from_rv == cached_rv) {
+          job.status = it->second.status->status;
+          rv = it->second.status->to_rv;
+        } else {
+          it->second.status.reset();
+        }
+      }
+    }
+    const bool was_created = job.status.IsTrue(api::ConditionType::kCreated);
+    const bool was_finished = job.status.Finished();
+
+    ObservedChildren observed = Observe(*c, job.metadata.uid, key, now);
+    PlanInput input;
+    input.now = now;
+    randombytes_buf(input.auth_key.data(), input.auth_key.size());
+    input.default_cluster_domain = options_.cluster_domain;
+    Plan plan = PlanJob(job, observed, input);
+
+    // 1. Status first: it records which failures were counted before their pods go.
+    if (plan.status_changed) {
+      KT_RETURN_IF_ERROR(WriteStatus(key, *cached, rv, plan.status));
+      if (!was_created && plan.status.IsTrue(api::ConditionType::kCreated)) {
+        metrics_->jobs_created++;
+      }
+      if (!was_finished && plan.status.Finished()) {
+        if (plan.status.IsTrue(api::ConditionType::kSucceeded)) metrics_->jobs_succeeded++;
+        if (plan.status.IsTrue(api::ConditionType::kFailed)) metrics_->jobs_failed++;
+      }
+    }
+    const runtime::ObjectReference regarding{std::string(api::kKind), ns, name, job.metadata.uid};
+    for (const Event& e : plan.events) {
+      if (e.reason == "RestartingReplica") metrics_->pods_restarted++;
+      recorder_->Record(regarding, e.type == EventType::kWarning ? "Warning" : "Normal", e.reason,
+                        "Reconcile", e.message);
+    }
+
+    // 2. Creates: Secret, Services, Pods, in the plan's order.
+    Status first_error;
+    for (const json& obj : plan.creates) {
+      auto kind = KindOf(obj);
+      if (!kind) continue;
+      const std::string child = obj["metadata"].value("name", "");
+      ExpectCreate(key, *kind, child, obj);
+      auto created = client_->Create(ResourceFor(*kind), ns, obj);
+      const Status s = created.ok() ? Status::Ok() : created.status();
+      metrics_->CountRequest("create", CodeLabel(s));
+      if (s.ok() || s.code() == StatusCode::kAlreadyExists) continue;
+      ForgetCreate(key, child);
+      if (s.code() == StatusCode::kInvalidArgument) {
+        // The apiserver rejects what the spec asks for: retrying cannot help.
+        const std::string message = "the apiserver rejected " + std::string(KindName(*kind)) + " " +
+                                    child + ": " + s.message();
+        api::TrainingJobStatus failed = plan.status;
+        MarkFailed(failed, "InvalidSpec", message, now);
+        std::string write_rv = rv;
+        {
+          std::lock_guard lock(mu_);
+          auto it = expectations_.find(key);
+          if (it != expectations_.end() && it->second.status) write_rv = it->second.status->to_rv;
+        }
+        KT_RETURN_IF_ERROR(WriteStatus(key, *cached, write_rv, failed));
+        metrics_->jobs_failed++;
+        recorder_->Record(regarding, "Warning", "InvalidSpec", "Reconcile", message);
+        return runtime::ReconcileResult{};  // the next reconcile cleans up as for any failure
+      }
+      if (first_error.ok()) first_error = s.WithContext("create " + child);
+    }
+
+    // 3. Deletes (foreground not needed: children have no children of their own).
+    for (const ChildRef& ref : plan.deletes) {
+      ExpectDelete(key, ref);
+      kube::DeleteOptions opts;
+      opts.propagation_policy = "Background";
+      const Status s = client_->Delete(ResourceFor(ref.kind), ns, ref.name, opts);
+      metrics_->CountRequest("delete", CodeLabel(s));
+      if (s.ok() || s.code() == StatusCode::kNotFound) continue;
+      if (first_error.ok()) first_error = s.WithContext("delete " + ref.name);
+    }
+
+    // 4. The TTL after finishing has passed: the job goes, its children with it.
+    if (plan.delete_job) {
+      kube::DeleteOptions opts;
+      opts.propagation_policy = "Background";
+      opts.precondition_uid = job.metadata.uid;
+      const Status s = client_->Delete(kTrainingJobs, ns, name, opts);
+      metrics_->CountRequest("delete", CodeLabel(s));
+      if (!s.ok() && s.code() != StatusCode::kNotFound && first_error.ok()) first_error = s;
+      if (s.ok()) spdlog::info("deleted TrainingJob {} after ttlSecondsAfterFinished", key);
+    }
+    if (!first_error.ok()) {
+      // Transient (the permanent ones were handled above): retry with backoff.
+      return Status(StatusCode::kUnavailable, first_error.message());
+    }
+    runtime::ReconcileResult result;
+    if (plan.requeue_after) result.requeue_after = *plan.requeue_after;
+    return result;
+  }
+
+  Status WriteStatus(const std::string& key, const runtime::GenericObject& cached,
+                     const std::string& rv, const api::TrainingJobStatus& status) {
+    json obj = cached.object;
+    obj["metadata"]["resourceVersion"] = rv;
+    obj["status"] = api::StatusToJson(status);
+    auto written = client_->UpdateStatus(kTrainingJobs, cached.meta.ns, obj);
+    metrics_->CountRequest("update_status",
+                           CodeLabel(written.ok() ? Status::Ok() : written.status()));
+    if (!written.ok()) {
+      if (written.status().code() == StatusCode::kNotFound) return Status::Ok();
+      // A conflict means our view is stale: drop the remembered status and let
+      // the rate-limited retry plan again from the cache.
+      std::lock_guard lock(mu_);
+      auto it = expectations_.find(key);
+      if (it != expectations_.end()) it->second.status.reset();
+      return written.status().WithContext("update status of " + key);
+    }
+    const std::string to_rv =
+        written->value("metadata", json::object()).value("resourceVersion", std::string());
+    std::lock_guard lock(mu_);
+    expectations_[key].status =
+        Expectations::StatusWrite{cached.meta.resource_version, to_rv, status};
+    return Status::Ok();
+  }
+
+  // A job the cache holds but the API types cannot read (the CRD should have
+  // stopped it): Failed/InvalidSpec, once, without a retry loop.
+  StatusOr<runtime::ReconcileResult> FailUnparseable(const std::string& key,
+                                                     const runtime::GenericObject& cached,
+                                                     const Status& error, api::Time now) {
+    auto old = api::ParseTrainingJobStatus(cached.object.value("status", json::object()));
+    api::TrainingJobStatus status = old.ok() ? *old : api::TrainingJobStatus{};
+    if (status.IsTrue(api::ConditionType::kFailed)) return runtime::ReconcileResult{};
+    MarkFailed(status, "InvalidSpec", error.message(), now);
+    KT_RETURN_IF_ERROR(WriteStatus(key, cached, cached.meta.resource_version, status));
+    metrics_->jobs_failed++;
+    recorder_->Record({std::string(api::kKind), cached.meta.ns, cached.meta.name, cached.meta.uid},
+                      "Warning", "InvalidSpec", "Reconcile", error.message());
+    return runtime::ReconcileResult{};
+  }
+
+  void ExpectCreate(const std::string& key, ChildRef::Kind kind, const std::string& name,
+                    const json& obj) {
+    Expectations::Create e{kind, api::ReplicaType::kWorker, 0, Clock::now()};
+    if (kind == ChildRef::Kind::kPod) {
+      std::map<std::string, std::string> labels;
+      for (const auto& [k, v] : obj["metadata"].value("labels", json::object()).items()) {
+        if (v.is_string()) labels[k] = v.get<std::string>();
+      }
+      auto replica = ReplicaFromLabels(labels);
+      if (!replica) return;
+      e.role = replica->first;
+      e.index = replica->second;
+    }
+    std::lock_guard lock(mu_);
+    expectations_[key].creates[name] = e;
+  }
+
+  void ForgetCreate(const std::string& key, const std::string& name) {
+    std::lock_guard lock(mu_);
+    auto it = expectations_.find(key);
+    if (it != expectations_.end()) it->second.creates.erase(name);
+  }
+
+  void ExpectDelete(const std::string& key, const ChildRef& ref) {
+    std::lock_guard lock(mu_);
+    expectations_[key].deletes[{ref.kind, ref.name}] = Clock::now();
+  }
+
+  // Constant after construction.
+  kube::Client* const client_;
+  runtime::EventRecorder* const recorder_;
+  Metrics* const metrics_;
+  JobControllerOptions options_;
+  std::map<std::string, std::unique_ptr<Caches>> caches_;
+
+  runtime::WorkQueue queue_;
+  std::mutex mu_;
+  std::map<std::string, Expectations> expectations_;  // guarded by mu_
+};
+
+JobController::JobController(kube::Client* client, runtime::EventRecorder* recorder,
+                             Metrics* metrics, JobControllerOptions options)
+    : impl_(std::make_unique<Impl>(client, recorder, metrics, std::move(options))) {}
+
+JobController::~JobController() = default;
+
+Status JobController::Start(std::chrono::milliseconds sync_timeout) {
+  return impl_->Start(sync_timeout);
+}
+
+void JobController::Run(std::stop_token stop) {
+  impl_->Run(stop);
+}
+
+bool JobController::Ready() const {
+  return impl_->Ready();
+}
+
+size_t JobController::QueueDepth() const {
+  return impl_->QueueDepth();
+}
+
+}  // namespace kubetrain::controller
