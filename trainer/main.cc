@@ -1,13 +1,527 @@
 // `kubetrain-trainer`: the oneDNN parameter-server trainer (the default workload).
+//
+// Roles come from CLUSTER_CONFIG + POD_NAME (or TF_CONFIG); with neither set it trains in
+// one process. Exit codes follow the operator's contract: 0 success, 1-127 permanent
+// failure (bad flags/config/data, target metric missed), 128-255 retryable (a peer
+// unreachable after the startup timeout, a lost parameter server).
+#include <spdlog/spdlog.h>
+
 #include <CLI/CLI.hpp>
-#include <iostream>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
 
 #include "kubetrain/version.h"
+#include "trainer/cluster/cluster.h"
+#include "trainer/data/generator.h"
+#include "trainer/data/reader.h"
+#include "trainer/model/model.h"
+#include "trainer/net/transport.h"
+#include "trainer/ps/checkpoint.h"
+#include "trainer/ps/server.h"
+#include "trainer/worker/params.h"
+#include "trainer/worker/remote.h"
+#include "trainer/worker/train.h"
+
+namespace kubetrain::trainer {
+namespace {
+
+constexpr int kExitPermanent = 1;
+constexpr int kExitTargetMissed = 3;
+constexpr int kExitRetryable = 200;
+
+struct Flags {
+  std::string model = "wide_deep";
+  std::string data_dir = "/data";
+  std::string data_format = "criteo_tsv";
+  std::string train_match = "train";
+  std::string eval_match = "eval";
+  int64_t generate_data = 0;
+  int64_t generate_eval = 0;
+  uint64_t data_seed = 1;
+  int64_t steps = 1000;
+  int batch_size = 512;
+  std::string layers = "1024,512,256";
+  int embedding_dim = 16;
+  int num_features = 0;
+  int num_classes = 2;
+  std::string optimizer = "adagrad";
+  float lr = 0.05f;
+  float adagrad_initial = 0.1f;
+  uint64_t seed = 1;
+  bool sync = false;
+  std::string checkpoint_dir;
+  int64_t checkpoint_every = 0;
+  int64_t eval_examples = 0;
+  bool no_eval = false;
+  std::string termination_log = "/dev/termination-log";
+  double target_auc = 0;
+  double target_accuracy = 0;
+  int threads = 0;
+  int log_every = 100;
+  std::string loss_curve;
+  int64_t max_bad_lines = 1000;
+  int startup_timeout_s = 300;
+  int reconnect_timeout_s = 300;
+  int finish_timeout_s = 86400;
+  int listen_port = -1;
+};
+
+int ExitCodeFor(const Status& s) {
+  if (s.ok()) return 0;
+  switch (s.code()) {
+    case StatusCode::kUnavailable:
+    case StatusCode::kDeadlineExceeded:
+      return kExitRetryable;
+    default:
+      return kExitPermanent;
+  }
+}
+
+StatusOr<std::vector<int>> ParseLayers(const std::string& text) {
+  std::vector<int> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    try {
+      size_t used = 0;
+      const int v = std::stoi(item, &used);
+      if (used != item.size() || v <= 0) throw std::invalid_argument(item);
+      out.push_back(v);
+    } catch (const std::exception&) {
+      return InvalidArgument("--layers: \"" + item + "\" is not a positive integer");
+    }
+  }
+  return out;
+}
+
+StatusOr<std::unique_ptr<Model>> BuildModel(const Flags& f) {
+  auto hidden = ParseLayers(f.layers);
+  if (!hidden.ok()) return hidden.status();
+  if (f.model == "wide_deep") {
+    if (f.data_format == "dense_csv") return InvalidArgument("wide_deep needs Criteo data");
+    WideDeepConfig c;
+    c.batch_size = f.batch_size;
+    c.embedding_dim = f.embedding_dim;
+    c.hidden = *hidden;
+    return CreateWideDeep(c);
+  }
+  if (f.model == "mlp") {
+    if (f.data_format != "dense_csv" || f.num_features <= 0) {
+      return InvalidArgument("--model mlp needs --data-format dense_csv and --num-features");
+    }
+    MlpClassifierConfig c;
+    c.batch_size = f.batch_size;
+    c.num_features = f.num_features;
+    c.num_classes = f.num_classes;
+    c.hidden = *hidden;
+    return CreateMlpClassifier(c);
+  }
+  return InvalidArgument("unknown --model \"" + f.model + "\" (expected wide_deep or mlp)");
+}
+
+StatusOr<OptimizerConfig> BuildOptimizer(const Flags& f) {
+  auto kind = ParseOptimizerKind(f.optimizer);
+  if (!kind.ok()) return kind.status();
+  if (!(f.lr > 0)) return InvalidArgument("--lr must be positive");
+  OptimizerConfig c;
+  c.kind = *kind;
+  c.lr = f.lr;
+  c.adagrad_initial = f.adagrad_initial;
+  return c;
+}
+
+// Writes synthetic train/eval files unless they exist. Several processes may do this at
+// once: the files are written atomically and are identical, so any winner is fine.
+Status MaybeGenerateData(const Flags& f) {
+  if (f.generate_data <= 0) return Status::Ok();
+  if (f.data_format != "criteo_tsv") return InvalidArgument("--generate-data writes criteo_tsv");
+  std::error_code ec;
+  std::filesystem::create_directories(f.data_dir, ec);
+  if (ec) return InvalidArgument("cannot create --data-dir " + f.data_dir + ": " + ec.message());
+  const struct {
+    std::string name;
+    int64_t n;
+    uint64_t sample_seed;
+  } files[] = {
+      {"train.tsv", f.generate_data, f.data_seed * 2 + 1},
+      {"eval.tsv",
+       f.generate_eval > 0 ? f.generate_eval : std::max<int64_t>(1000, f.generate_data / 5),
+       f.data_seed * 2 + 2}};
+  for (const auto& file : files) {
+    const std::string path = f.data_dir + "/" + file.name;
+    if (std::filesystem::exists(path)) continue;
+    GeneratorOptions g;
+    g.model_seed = f.data_seed;
+    g.sample_seed = file.sample_seed;
+    auto auc = WriteSyntheticCriteo(path, file.n, g);
+    if (!auc.ok()) return auc.status();
+    spdlog::info("generated {} lines in {} (ground-truth AUC {:.4f})", file.n, path, *auc);
+  }
+  return Status::Ok();
+}
+
+StatusOr<ReaderOptions> Reader(const Flags& f, const std::string& match, int stripe, int stripes,
+                               bool loop) {
+  auto format = ParseDataFormat(f.data_format);
+  if (!format.ok()) return format.status();
+  auto files = ListDataFiles(f.data_dir, match);
+  if (!files.ok()) return files.status();
+  ReaderOptions o;
+  o.files = *files;
+  o.format = *format;
+  o.num_features = f.num_features;
+  o.stripe = stripe;
+  o.num_stripes = stripes;
+  o.max_bad_lines = f.max_bad_lines;
+  o.loop = loop;
+  return o;
+}
+
+// Writes the final metrics where Kubernetes picks them up; a failure is only a warning.
+void WriteTerminationMessage(const Flags& f, const nlohmann::json& j) {
+  if (f.termination_log.empty()) return;
+  std::ofstream out(f.termination_log, std::ios::trunc);
+  out << j.dump() << "\n";
+  out.flush();
+  if (!out) spdlog::warn("cannot write metrics to {}", f.termination_log);
+}
+
+// Evaluates (unless disabled), writes the metrics and checks the targets.
+int Finish(const Flags& f, Model& model, ParamClient& params, const TrainResult& r,
+           nlohmann::json metrics) {
+  metrics["steps"] = r.last_step;
+  metrics["train_loss"] = r.last_loss;
+  metrics["samples_per_second"] = r.samples_per_s;
+  bool target_ok = true;
+  if (!f.no_eval) {
+    auto ro = Reader(f, f.eval_match, 0, 1, /*loop=*/false);
+    if (!ro.ok()) {
+      spdlog::error("evaluation data: {}", ro.status().ToString());
+      return ExitCodeFor(ro.status());
+    }
+    StripeReader eval(*ro);
+    auto m = Evaluate(model, eval, params, f.eval_examples);
+    if (!m.ok()) {
+      spdlog::error("evaluation failed: {}", m.status().ToString());
+      return ExitCodeFor(m.status());
+    }
+    metrics["eval"] = {
+        {"examples", m->examples}, {"log_loss", m->log_loss}, {"accuracy", m->accuracy}};
+    if (model.num_outputs() == 1) metrics["eval"]["auc"] = m->auc;
+    spdlog::info("evaluation on {} examples: log loss {:.5f} AUC {:.5f} accuracy {:.5f}",
+                 m->examples, m->log_loss, m->auc, m->accuracy);
+    if (f.target_auc > 0 && m->auc < f.target_auc) {
+      spdlog::error("AUC {:.5f} is below --target-auc {:.5f}", m->auc, f.target_auc);
+      target_ok = false;
+    }
+    if (f.target_accuracy > 0 && m->accuracy < f.target_accuracy) {
+      spdlog::error("accuracy {:.5f} is below --target-accuracy {:.5f}", m->accuracy,
+                    f.target_accuracy);
+      target_ok = false;
+    }
+  } else if (f.target_auc > 0 || f.target_accuracy > 0) {
+    spdlog::error("a target metric was set but evaluation is disabled");
+    target_ok = false;
+  }
+  metrics["target_reached"] = target_ok;
+  WriteTerminationMessage(f, metrics);
+  return target_ok ? 0 : kExitTargetMissed;
+}
+
+int RunSingleProcess(const Flags& f, Model& model, const OptimizerConfig& opt) {
+  LocalParams params(model, f.seed, opt);
+  int64_t start = 0;
+  if (!f.checkpoint_dir.empty()) {
+    auto latest = params.Restore(f.checkpoint_dir);
+    if (!latest.ok()) {
+      spdlog::error("restore: {}", latest.status().ToString());
+      return ExitCodeFor(latest.status());
+    }
+    if (latest->has_value()) {
+      start = **latest;
+      spdlog::info("resumed from checkpoint {} in {}", start, f.checkpoint_dir);
+    }
+  }
+  auto ro = Reader(f, f.train_match, 0, 1, true);
+  if (!ro.ok()) {
+    spdlog::error("training data: {}", ro.status().ToString());
+    return ExitCodeFor(ro.status());
+  }
+  StripeReader reader(*ro);
+  TrainOptions t;
+  t.steps = f.steps;
+  t.log_every = f.log_every;
+  t.checkpoint_dir = f.checkpoint_dir;
+  t.checkpoint_every = f.checkpoint_every;
+  t.loss_curve_path = f.loss_curve;
+  auto r = Train(model, reader, params, t, start);
+  if (!r.ok()) {
+    spdlog::error("training failed: {}", r.status().ToString());
+    return ExitCodeFor(r.status());
+  }
+  if (!f.checkpoint_dir.empty() && r->last_step > start) {
+    Status s = params.SaveCheckpoint(f.checkpoint_dir, r->last_step);
+    if (!s.ok()) spdlog::warn("final checkpoint: {}", s.ToString());
+  }
+  return Finish(f, model, params, *r, {{"task", "local"}});
+}
+
+int RunPs(const Flags& f, const ClusterInfo& cluster, Model& model, const OptimizerConfig& opt,
+          const AuthKey& key) {
+  const int k = cluster.index, n = cluster.NumPs();
+  std::vector<float> init(model.NumDenseParams());
+  model.InitDense(f.seed, init.data());
+  const ShardConfig sc = MakeShardConfig(model, k, n, f.seed, opt);
+  ParamShard shard(sc, init.data() + sc.dense_begin);
+  if (!f.checkpoint_dir.empty()) {
+    auto latest = LatestCheckpoint(f.checkpoint_dir, n);
+    if (!latest.ok()) {
+      spdlog::error("{}", latest.status().ToString());
+      return ExitCodeFor(latest.status());
+    }
+    if (latest->has_value()) {
+      Status s = shard.Load(ShardPath(f.checkpoint_dir, **latest, k, n));
+      if (!s.ok()) {
+        spdlog::error("restore: {}", s.ToString());
+        return ExitCodeFor(s);
+      }
+      spdlog::info("restored shard from checkpoint {} ({} rows)", **latest, shard.num_rows());
+    }
+  }
+  int port = f.listen_port;
+  if (port < 0) {
+    auto hp = SplitHostPort(cluster.Members("ps")[k]);
+    if (!hp.ok()) return ExitCodeFor(hp.status());
+    port = hp->port;
+  }
+  auto listener = Listener::Listen(port);
+  if (!listener.ok()) {
+    spdlog::error("{}", listener.status().ToString());
+    return ExitCodeFor(listener.status());
+  }
+  PsServerOptions o;
+  o.shard_index = k;
+  o.num_shards = n;
+  o.num_trainers = cluster.NumTrainers();
+  o.sync = f.sync;
+  o.checkpoint_dir = f.checkpoint_dir;
+  o.key = key;
+  o.total_dense = model.NumDenseParams();
+  PsServer server(&shard, std::move(*listener), o);
+  Status s = server.Serve();
+  if (!s.ok()) {
+    spdlog::error("{}", s.ToString());
+    return ExitCodeFor(s);
+  }
+  WriteTerminationMessage(f, {{"task", cluster.TaskName()},
+                              {"embedding_rows", shard.num_rows()},
+                              {"updates", shard.updates()}});
+  spdlog::info("done: {} embedding rows, {} dense updates", shard.num_rows(), shard.updates());
+  return 0;
+}
+
+int RunWorker(const Flags& f, const ClusterInfo& cluster, Model& model, const AuthKey& key) {
+  const int rank = cluster.TrainerRank(), trainers = cluster.NumTrainers();
+  if (cluster.NumPs() == 0) {
+    spdlog::error("the cluster has workers but no parameter servers");
+    return kExitPermanent;
+  }
+  int64_t start = 0;
+  if (!f.checkpoint_dir.empty()) {
+    auto latest = LatestCheckpoint(f.checkpoint_dir, cluster.NumPs());
+    if (!latest.ok()) {
+      spdlog::error("{}", latest.status().ToString());
+      return ExitCodeFor(latest.status());
+    }
+    if (latest->has_value()) start = **latest;
+  }
+  RemoteOptions ro;
+  ro.ps_addresses = cluster.Members("ps");
+  ro.key = key;
+  ro.rank = rank;
+  ro.startup_timeout = std::chrono::seconds(f.startup_timeout_s);
+  ro.reconnect_timeout = std::chrono::seconds(f.reconnect_timeout_s);
+  auto params = RemoteParams::Connect(model, ro);
+  if (!params.ok()) {
+    spdlog::error("{}", params.status().ToString());
+    return ExitCodeFor(params.status());
+  }
+  if (start > 0) spdlog::info("resuming at step {} from {}", start, f.checkpoint_dir);
+  auto reader_opts = Reader(f, f.train_match, rank, trainers, true);
+  if (!reader_opts.ok()) {
+    spdlog::error("training data: {}", reader_opts.status().ToString());
+    return ExitCodeFor(reader_opts.status());
+  }
+  StripeReader reader(*reader_opts);
+  TrainOptions t;
+  t.steps = f.steps;
+  t.log_every = f.log_every;
+  if (cluster.IsCoordinator()) {
+    t.checkpoint_dir = f.checkpoint_dir;
+    t.checkpoint_every = f.checkpoint_every;
+  }
+  t.loss_curve_path = f.loss_curve;
+  auto r = Train(model, reader, **params, t, start);
+  if (!r.ok()) {
+    spdlog::error("training failed: {}", r.status().ToString());
+    return ExitCodeFor(r.status());
+  }
+  auto done = (*params)->MarkDone();
+  if (!done.ok()) {
+    spdlog::error("{}", done.status().ToString());
+    return ExitCodeFor(done.status());
+  }
+  if (!cluster.IsCoordinator()) {
+    WriteTerminationMessage(f, {{"task", cluster.TaskName()},
+                                {"steps", r->last_step},
+                                {"train_loss", r->last_loss},
+                                {"samples_per_second", r->samples_per_s}});
+    spdlog::info("finished {} steps; the coordinator ends the job", r->last_step);
+    return 0;
+  }
+  // The coordinator waits for every worker, evaluates, checkpoints, then stops the PS.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(f.finish_timeout_s);
+  int count = *done;
+  while (count < trainers) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      spdlog::error("only {} of {} workers finished within --finish-timeout", count, trainers);
+      return kExitRetryable;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // poll interval
+    auto c = (*params)->DoneCount();
+    if (!c.ok()) {
+      spdlog::error("{}", c.status().ToString());
+      return ExitCodeFor(c.status());
+    }
+    count = *c;
+  }
+  spdlog::info("all {} workers finished", trainers);
+  if (!f.checkpoint_dir.empty() && r->last_step > start) {
+    Status s = (*params)->SaveCheckpoint(f.checkpoint_dir, r->last_step);
+    if (!s.ok()) spdlog::warn("final checkpoint: {}", s.ToString());
+  }
+  const int code = Finish(f, model, **params, *r, {{"task", cluster.TaskName()}});
+  Status s = (*params)->ShutdownAll();
+  if (!s.ok()) spdlog::warn("stopping parameter servers: {}", s.ToString());
+  return code;
+}
+
+int Run(const Flags& f) {
+  auto cluster = ClusterFromEnv([](const char* name) { return std::getenv(name); });
+  const bool distributed = cluster.ok();
+  if (!cluster.ok() && cluster.status().code() != StatusCode::kNotFound) {
+    spdlog::error("{}", cluster.status().message());
+    return kExitPermanent;
+  }
+  const std::string task = distributed ? cluster->TaskName() : "local";
+  spdlog::set_pattern("[%Y-%m-%dT%H:%M:%S.%e] [%l] [" + task + "] %v");
+  if (distributed && cluster->role == "evaluator") {
+    spdlog::info("evaluator: the coordinator evaluates at the end of training; nothing to do");
+    return 0;
+  }
+  const int threads = f.threads > 0 ? f.threads : DefaultThreadCount();
+  SetComputeThreads(threads);
+  spdlog::info("kubetrain-trainer {} ({}), {} compute threads", kVersion,
+               distributed ? "parameter-server mode" : "single process", threads);
+
+  auto model = BuildModel(f);
+  if (!model.ok()) {
+    spdlog::error("{}", model.status().message());
+    return kExitPermanent;
+  }
+  auto opt = BuildOptimizer(f);
+  if (!opt.ok()) {
+    spdlog::error("{}", opt.status().message());
+    return kExitPermanent;
+  }
+  if (!distributed || cluster->role != "ps") {
+    Status s = MaybeGenerateData(f);
+    if (!s.ok()) {
+      spdlog::error("{}", s.ToString());
+      return ExitCodeFor(s);
+    }
+  }
+  if (!distributed) return RunSingleProcess(f, **model, *opt);
+
+  const char* key_text = std::getenv("KUBETRAIN_AUTH_KEY");
+  if (key_text == nullptr || *key_text == '\0') {
+    spdlog::error("KUBETRAIN_AUTH_KEY is not set: parameter-server traffic must be authenticated");
+    return kExitPermanent;
+  }
+  auto key = ParseAuthKey(key_text);
+  if (!key.ok()) {
+    spdlog::error("{}", key.status().message());
+    return kExitPermanent;
+  }
+  if (cluster->role == "ps") return RunPs(f, *cluster, **model, *opt, *key);
+  return RunWorker(f, *cluster, **model, *key);
+}
+
+}  // namespace
+}  // namespace kubetrain::trainer
 
 int main(int argc, char** argv) {
+  using kubetrain::trainer::Flags;
+  Flags f;
   CLI::App app{"kubetrain-trainer: parameter-server training with oneDNN"};
   app.set_version_flag("--version", std::string("kubetrain-trainer ") + kubetrain::kVersion);
+  app.add_option("--model", f.model, "wide_deep (Criteo) or mlp (dense CSV)")
+      ->capture_default_str();
+  app.add_option("--data-dir", f.data_dir, "directory with the data files")->capture_default_str();
+  app.add_option("--data-format", f.data_format, "criteo_tsv, criteo_csv or dense_csv")
+      ->capture_default_str();
+  app.add_option("--train-files", f.train_match, "training files: names containing this")
+      ->capture_default_str();
+  app.add_option("--eval-files", f.eval_match, "evaluation files: names containing this")
+      ->capture_default_str();
+  app.add_option("--generate-data", f.generate_data,
+                 "write N synthetic Criteo training lines (and N/5 evaluation lines) to "
+                 "--data-dir first, unless present");
+  app.add_option("--generate-eval", f.generate_eval, "evaluation lines to generate");
+  app.add_option("--data-seed", f.data_seed, "seed of the synthetic ground truth")
+      ->capture_default_str();
+  app.add_option("--steps", f.steps, "training steps per worker")->capture_default_str();
+  app.add_option("--batch-size", f.batch_size, "examples per step and worker")
+      ->capture_default_str();
+  app.add_option("--layers", f.layers, "hidden layer sizes")->capture_default_str();
+  app.add_option("--embedding-dim", f.embedding_dim, "embedding dimension")->capture_default_str();
+  app.add_option("--num-features", f.num_features, "mlp: dense features per line");
+  app.add_option("--num-classes", f.num_classes, "mlp: classes")->capture_default_str();
+  app.add_option("--optimizer", f.optimizer, "sgd, adagrad or adam")->capture_default_str();
+  app.add_option("--lr", f.lr, "learning rate")->capture_default_str();
+  app.add_option("--adagrad-initial", f.adagrad_initial, "Adagrad initial accumulator")
+      ->capture_default_str();
+  app.add_option("--seed", f.seed, "parameter initialisation seed")->capture_default_str();
+  app.add_flag("--sync", f.sync, "synchronous training (default asynchronous)");
+  app.add_option("--checkpoint-dir", f.checkpoint_dir,
+                 "checkpoint directory (shared by all replicas)");
+  app.add_option("--checkpoint-every", f.checkpoint_every,
+                 "steps between checkpoints (0: only at the end)");
+  app.add_option("--eval-examples", f.eval_examples, "evaluate on at most N examples (0: all)");
+  app.add_flag("--no-eval", f.no_eval, "skip evaluation");
+  app.add_option("--termination-log", f.termination_log, "where the final metrics JSON goes")
+      ->capture_default_str();
+  app.add_option("--target-auc", f.target_auc, "exit 3 if the final AUC is lower");
+  app.add_option("--target-accuracy", f.target_accuracy, "exit 3 if the final accuracy is lower");
+  app.add_option("--threads", f.threads, "compute threads (0: the container's CPU limit)");
+  app.add_option("--log-every", f.log_every, "steps between progress lines")->capture_default_str();
+  app.add_option("--loss-curve", f.loss_curve, "append step,loss lines to this file");
+  app.add_option("--max-bad-lines", f.max_bad_lines, "malformed lines tolerated")
+      ->capture_default_str();
+  app.add_option("--startup-timeout", f.startup_timeout_s, "seconds to wait for peers at startup")
+      ->capture_default_str();
+  app.add_option("--reconnect-timeout", f.reconnect_timeout_s,
+                 "seconds to keep reconnecting to a lost PS")
+      ->capture_default_str();
+  app.add_option("--finish-timeout", f.finish_timeout_s,
+                 "coordinator: seconds to wait for the other workers to finish")
+      ->capture_default_str();
+  app.add_option("--listen-port", f.listen_port,
+                 "ps: port to listen on (default: from the cluster)");
   CLI11_PARSE(app, argc, argv);
-  std::cerr << "kubetrain-trainer: training is not built yet (see issue 5)\n";
-  return 2;
+  return kubetrain::trainer::Run(f);
 }

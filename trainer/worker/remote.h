@@ -1,0 +1,79 @@
+// Parameters held by parameter servers, reached over authenticated TCP connections (one
+// per PS, kept open for the whole run).
+//
+// Embedding rows go to PS ShardOfId(id); the dense vector is split in contiguous slices
+// (DenseRange). A pull or push sends one request to every PS before reading any reply, so
+// the PS work overlaps.
+//
+// Failures: while connecting at startup, unreachable PS are retried with backoff until
+// startup_timeout (DNS for new Services can lag), then Unavailable. A connection lost
+// later is re-established with backoff (until reconnect_timeout) and the request re-sent;
+// a re-sent push may be applied twice if the PS got it before the connection broke (one
+// extra step of an asynchronous SGD run, which tolerates far worse staleness). A wrong key
+// is Unauthenticated at once: retrying cannot fix it.
+//
+// Not thread-safe: one per worker.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "trainer/net/transport.h"
+#include "trainer/worker/params.h"
+
+namespace kubetrain::trainer {
+
+struct RemoteOptions {
+  std::vector<std::string> ps_addresses;  // "host:port"
+  AuthKey key{};
+  int rank = 0;
+  std::chrono::milliseconds startup_timeout{std::chrono::minutes(5)};
+  std::chrono::milliseconds reconnect_timeout{std::chrono::minutes(5)};
+};
+
+class RemoteParams : public ParamClient {
+ public:
+  static StatusOr<std::unique_ptr<RemoteParams>> Connect(const Model& model, RemoteOptions options);
+  ~RemoteParams() override;
+
+  Status Pull(const std::vector<uint64_t>& ids, float* rows, float* dense) override;
+  Status Push(int64_t step, const std::vector<uint64_t>& ids, const float* row_grads,
+              const float* dense_grad) override;
+  // Asks every PS to save its shard, then commits the manifest (see ps/checkpoint.h).
+  Status SaveCheckpoint(const std::string& dir, int64_t step) override;
+
+  // Tells every PS this worker has finished; returns how many workers PS 0 knows are done.
+  StatusOr<int> MarkDone();
+  StatusOr<int> DoneCount();
+  // Asks every PS to exit.
+  Status ShutdownAll();
+
+ private:
+  struct Channel;
+  struct Call {
+    int ps;
+    uint8_t type;
+    std::string payload;
+    std::string_view payload2;  // large arrays, sent without a copy
+    uint8_t reply_type = 0;
+    std::string reply;
+  };
+  RemoteParams(RemoteOptions options, size_t total_dense, int row_dim);
+  // Connects (or reconnects) channel `k`, retrying until `deadline`.
+  Status EnsureConnected(int k, std::chrono::steady_clock::time_point deadline);
+  // Sends all calls, then reads all replies; failed exchanges are retried one by one
+  // after reconnecting. A kError reply becomes an error Status.
+  Status Exchange(std::vector<Call>& calls);
+
+  const RemoteOptions o_;
+  const size_t total_dense_;
+  const int row_dim_;
+  std::vector<std::unique_ptr<Channel>> channels_;
+  // Per-step scratch, kept to avoid reallocating.
+  std::vector<std::vector<uint64_t>> ids_of_;
+  std::vector<std::vector<int>> pos_of_;
+};
+
+}  // namespace kubetrain::trainer
