@@ -389,7 +389,8 @@ class JobController::Impl {
         if (plan.status.IsTrue(api::ConditionType::kFailed)) metrics_->jobs_failed++;
       }
     }
-    const runtime::ObjectReference regarding{std::string(api::kKind), ns, name, job.metadata.uid};
+    const runtime::ObjectReference regarding{std::string(api::kApiVersion), std::string(api::kKind),
+                                             ns, name, job.metadata.uid};
     for (const Event& e : plan.events) {
       if (e.reason == "RestartingReplica") metrics_->pods_restarted++;
       recorder_->Record(regarding, e.type == EventType::kWarning ? "Warning" : "Normal", e.reason,
@@ -494,7 +495,8 @@ class JobController::Impl {
     MarkFailed(status, "InvalidSpec", error.message(), now);
     KT_RETURN_IF_ERROR(WriteStatus(key, cached, cached.meta.resource_version, status));
     metrics_->jobs_failed++;
-    recorder_->Record({std::string(api::kKind), cached.meta.ns, cached.meta.name, cached.meta.uid},
+    recorder_->Record({std::string(api::kApiVersion), std::string(api::kKind), cached.meta.ns,
+                       cached.meta.name, cached.meta.uid},
                       "Warning", "InvalidSpec", "Reconcile", error.message());
     return runtime::ReconcileResult{};
   }
@@ -504,7 +506,8 @@ class JobController::Impl {
     Expectations::Create e{kind, api::ReplicaType::kWorker, 0, Clock::now()};
     if (kind == ChildRef::Kind::kPod) {
       std::map<std::string, std::string> labels;
-      for (const auto& [k, v] : obj["metadata"].value("labels", json::object()).items()) {
+      const json label_map = obj["metadata"].value("labels", json::object());
+      for (const auto& [k, v] : label_map.items()) {
         if (v.is_string()) labels[k] = v.get<std::string>();
       }
       auto replica = ReplicaFromLabels(labels);

@@ -72,6 +72,9 @@ StatusOr<ObservedPod> ObservePodUnsafe(const json& pod) {
       if (v.is_string()) out.labels[k] = v.get<std::string>();
     }
   }
+  if (meta.contains("annotations") && meta["annotations"].is_object()) {
+    out.spec_hash = Str(meta["annotations"], kSpecHashAnnotation);
+  }
   auto replica = ReplicaFromLabels(out.labels);
   if (!replica)
     return InvalidArgument("pod " + out.name + " has no valid kubetrain.io replica labels");
@@ -200,6 +203,21 @@ std::string Base64(std::string_view in) {
   return out;
 }
 
+// FNV-1a over only what the workload sees of the spec, so that a new operator
+// version building pods slightly differently does not recreate running pods.
+std::string SpecHash(const api::ReplicaSpec& spec, const ClusterSpec& cluster) {
+  const std::string input = spec.pod_template.dump() + "\n" + ClusterConfigJson(cluster);
+  uint64_t h = 14695981039346656037ull;
+  for (unsigned char c : input) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out(16, '0');
+  for (int i = 15; i >= 0; --i, h >>= 4) out[i] = kDigits[h & 15];
+  return out;
+}
+
 bool Terminated(PodPhase p) {
   return p == PodPhase::kSucceeded || p == PodPhase::kFailed;
 }
@@ -321,12 +339,12 @@ StatusOr<json> Planner::BuildPod(const Slot& slot, const ClusterSpec& cluster) c
   if (!labels.is_object()) return InvalidArgument(path + ".metadata.labels: must be an object");
   labels.update(Labels(slot.type, slot.index));  // ours win: the controller selects on them
   json pod_meta = ChildMetadata(slot.name, labels);
-  if (meta.contains("annotations")) {
-    if (!meta["annotations"].is_object()) {
-      return InvalidArgument(path + ".metadata.annotations: must be an object");
-    }
-    pod_meta["annotations"] = meta["annotations"];
+  json annotations = meta.value("annotations", json::object());
+  if (!annotations.is_object()) {
+    return InvalidArgument(path + ".metadata.annotations: must be an object");
   }
+  annotations[std::string(kSpecHashAnnotation)] = SpecHash(*slot.spec, cluster);
+  pod_meta["annotations"] = std::move(annotations);
 
   if (!tmpl.contains("spec") || !tmpl["spec"].is_object()) {
     return InvalidArgument(path + ".spec: required (a pod spec with containers)");
@@ -665,15 +683,27 @@ void Planner::RunActive(const ClusterSpec& cluster) {
   }
 
   bool restarted = false;
+  std::set<ReplicaType> outdated;
   for (const Slot& slot : slots_) {
     if (slot.pod == nullptr || slot.pod->deletion_timestamp) continue;  // deleting is not failing
-    if (!Terminated(slot.pod->phase)) continue;
+    if (!Terminated(slot.pod->phase)) {
+      if (!slot.pod->spec_hash.empty() && slot.pod->spec_hash != SpecHash(*slot.spec, cluster)) {
+        DeletePod(*slot.pod);
+        outdated.insert(slot.type);
+      }
+      continue;
+    }
     if (auto failure = HandleTerminated(slot, restarted)) {
       Finish(false, failure->first, failure->second);
       return;
     }
   }
 
+  for (ReplicaType type : outdated) {
+    AddEvent(EventType::kNormal, "ReplicaOutdated",
+             std::string(api::Role(type).key) +
+                 " pods built from an earlier spec are recreated from the current one");
+  }
   for (const ObservedPod* pod : orphan_pods_) DeletePod(*pod);
   std::set<std::string> slot_names;
   for (const Slot& slot : slots_) slot_names.insert(slot.name);

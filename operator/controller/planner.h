@@ -45,6 +45,12 @@ inline constexpr std::string_view kReplicaIndexLabel = "kubetrain.io/replica-ind
 inline constexpr std::string_view kAuthSecretKey = "key";
 inline constexpr std::string_view kPortName = "kubetrain";
 inline constexpr std::string_view kMainContainerName = "trainer";
+// On every Pod: a hash of what the pod was built from (its replica's template
+// and CLUSTER_CONFIG, which holds the port). A live pod whose hash differs from the current
+// spec's is deleted and recreated: the spec was reshaped while the job was
+// suspended, and the suspension may never have been observed (a lagging cache
+// can coalesce suspend, edit and resume into one update).
+inline constexpr std::string_view kSpecHashAnnotation = "kubetrain.io/spec-hash";
 
 enum class PodPhase { kPending, kRunning, kSucceeded, kFailed, kUnknown };
 PodPhase PodPhaseFromString(std::string_view phase);  // anything unexpected: kUnknown
@@ -65,6 +71,7 @@ struct ObservedPod {
   std::string message;  // the termination message (the trainer writes metrics there)
   std::optional<api::Time> deletion_timestamp;
   std::optional<api::Time> creation_timestamp;
+  std::string spec_hash;  // the kubetrain.io/spec-hash annotation; empty: unknown, keep
 };
 
 struct ObservedService {
@@ -172,7 +179,9 @@ struct Plan {
 //    it is deleted and recreated. Each restart counts toward backoffLimit, summed
 //    over roles; the failure that would exceed it fails the job
 //    (BackoffLimitExceeded). Always also recreates PS/Evaluator pods that exit 0.
-//  - Pods and Services of roles or indexes no longer in the spec are deleted.
+//  - Pods and Services of roles or indexes no longer in the spec are deleted, and
+//    live pods built from an older spec (kSpecHashAnnotation) are recreated;
+//    neither counts as a restart.
 // Plan.status.observedGeneration is always metadata.generation.
 Plan PlanJob(const api::TrainingJob& job, const ObservedChildren& observed, const PlanInput& input);
 

@@ -44,6 +44,7 @@ class World {
         pod.index = replica->second;
         pod.phase = PodPhase::kPending;
         pod.creation_timestamp = now_;
+        pod.spec_hash = obj["metadata"]["annotations"][std::string(kSpecHashAnnotation)];
         pods_[name] = pod;
         ++creates_;
         if (job.status.Finished()) ++creates_after_finish_;

@@ -261,7 +261,8 @@ TEST(PlannerCreateTest, TemplateLabelsAndAnnotationsAreKeptSchedulingPolicyAppli
   const json& pod = *Created(plan, "Pod", "tj-worker-0");
   EXPECT_EQ(pod["metadata"]["labels"]["team"], "ads");
   EXPECT_EQ(pod["metadata"]["labels"]["kubetrain.io/job-name"], "tj");
-  EXPECT_EQ(pod["metadata"]["annotations"], json({{"a", "b"}}));
+  EXPECT_EQ(pod["metadata"]["annotations"]["a"], "b");
+  EXPECT_EQ(pod["metadata"]["annotations"].size(), 2u);  // and kubetrain.io/spec-hash
   EXPECT_EQ(pod["spec"]["schedulerName"], "volcano");
   EXPECT_EQ(pod["spec"]["priorityClassName"], "high");
 }
@@ -307,6 +308,63 @@ TEST(PlannerCreateTest, SamePlanForTheSameInput) {
   Plan b = PlanJob(Job(), {}, Input());
   EXPECT_EQ(a.creates, b.creates);
   EXPECT_EQ(a.status, b.status);
+}
+
+TEST(PlannerCreateTest, PodRecordsTheHashOfItsSpec) {
+  Plan plan = PlanJob(Job(), {}, Input());
+  const json& ps = *Created(plan, "Pod", "tj-ps-0");
+  const std::string hash = ps["metadata"]["annotations"]["kubetrain.io/spec-hash"];
+  EXPECT_EQ(hash.size(), 16u);
+  EXPECT_EQ((*Created(plan, "Pod", "tj-ps-1"))["metadata"]["annotations"]["kubetrain.io/spec-hash"],
+            hash);  // same template, same cluster
+  api::TrainingJob other = Job();
+  other.spec.port = 3000;
+  Plan moved = PlanJob(other, {}, Input());
+  EXPECT_NE(
+      (*Created(moved, "Pod", "tj-ps-0"))["metadata"]["annotations"]["kubetrain.io/spec-hash"],
+      hash);
+}
+
+// All(phase), each pod annotated with the hash `job` gives it now.
+ObservedChildren AllBuiltFrom(const api::TrainingJob& job, PodPhase phase) {
+  Plan plan = PlanJob(job, {}, Input());
+  ObservedChildren o = All(phase);
+  for (ObservedPod& p : o.pods) {
+    if (const json* pod = Created(plan, "Pod", p.name)) {
+      p.spec_hash = (*pod)["metadata"]["annotations"]["kubetrain.io/spec-hash"];
+    }
+  }
+  return o;
+}
+
+TEST(PlannerReshapeTest, PodsOfTheCurrentSpecAreKept) {
+  Plan plan = PlanJob(Job(), AllBuiltFrom(Job(), PodPhase::kRunning), Input());
+  EXPECT_TRUE(plan.deletes.empty());
+  EXPECT_EQ(plan.status.state, "Running");
+}
+
+TEST(PlannerReshapeTest, LivePodsOfAnEarlierSpecAreRecreatedWithoutCountingRestarts) {
+  // Suspend, reshape and resume coalesced into one observed update: the running
+  // pods still carry the old CLUSTER_CONFIG.
+  api::TrainingJob before = Job();
+  api::TrainingJob after = Job();
+  after.spec.replica_specs[ReplicaType::kWorker].replicas = 3;
+  ObservedChildren o = AllBuiltFrom(before, PodPhase::kRunning);
+  Plan plan = PlanJob(after, o, Input());
+  EXPECT_EQ(DeletedPods(plan),
+            (std::vector<std::string>{"tj-ps-0", "tj-ps-1", "tj-worker-0", "tj-worker-1"}));
+  EXPECT_EQ(CreatedNames(plan),
+            (std::vector<std::string>{"Service/tj-worker-2", "Pod/tj-worker-2"}));
+  EXPECT_EQ(plan.status.replica_statuses.at(ReplicaType::kWorker).restarts, 0);
+  ASSERT_EQ(plan.events.size(), 2u);
+  EXPECT_EQ(plan.events[0].reason, "ReplicaOutdated");
+}
+
+TEST(PlannerReshapeTest, PodsWithoutAHashAreLeftAlone) {
+  api::TrainingJob after = Job();
+  after.spec.port = 3000;
+  Plan plan = PlanJob(after, All(PodPhase::kRunning), Input());
+  EXPECT_TRUE(plan.deletes.empty());
 }
 
 // ---- Lagging cache ------------------------------------------------------------
@@ -858,6 +916,7 @@ TEST(ObservePodTest, ReadsTheMainContainersTermination) {
   json pod = json::parse(R"({
     "metadata": {"name": "tj-worker-1", "uid": "u1", "creationTimestamp": "2026-01-01T00:00:00Z",
                  "deletionTimestamp": "2026-01-01T00:01:00Z",
+                 "annotations": {"kubetrain.io/spec-hash": "0123456789abcdef"},
                  "labels": {"kubetrain.io/job-name": "tj", "kubetrain.io/replica-type": "worker",
                             "kubetrain.io/replica-index": "1"}},
     "spec": {"containers": [{"name": "sidecar"}, {"name": "trainer"}]},
@@ -877,6 +936,7 @@ TEST(ObservePodTest, ReadsTheMainContainersTermination) {
   EXPECT_EQ(p->message, "{\"auc\": 0.7}");
   EXPECT_EQ(api::FormatTime(*p->deletion_timestamp), "2026-01-01T00:01:00Z");
   EXPECT_EQ(api::FormatTime(*p->creation_timestamp), "2026-01-01T00:00:00Z");
+  EXPECT_EQ(p->spec_hash, "0123456789abcdef");
 }
 
 TEST(ObservePodTest, EvictedPodTakesThePodsReason) {
