@@ -1,13 +1,231 @@
 // `kubetrain-operator`: the TrainingJob controller process.
+//
+// Flow: load the client config -> (optionally) win the leader Lease -> start
+// the informers -> run the reconcile workers until SIGTERM/SIGINT or lost
+// leadership. /metrics, /healthz and /readyz are served the whole time
+// (/readyz turns 200 once the caches synced). Exit codes: 0 after a graceful
+// shutdown, 1 on a configuration error, 2 when leadership was lost.
+#include <httplib.h>
+#include <sodium.h>
+#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
+#include <atomic>
 #include <iostream>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
 
 #include "kubetrain/version.h"
+#include "operator/controller/job_controller.h"
+#include "operator/controller/metrics.h"
+#include "operator/kube/client.h"
+#include "operator/kube/config.h"
+#include "operator/runtime/events.h"
+#include "operator/runtime/leader_election.h"
+#include "operator/runtime/shutdown.h"
+
+namespace {
+
+struct Flags {
+  std::string kubeconfig;
+  std::string context;
+  std::vector<std::string> namespaces;
+  int workers = 4;
+  double qps = 50;
+  int burst = 100;
+  bool leader_elect = false;
+  std::string lease_namespace = "kubetrain-system";
+  std::string lease_name = "kubetrain-operator";
+  int lease_duration_s = 15;
+  int renew_deadline_s = 10;
+  int retry_period_s = 2;
+  std::string cluster_domain = "cluster.local";
+  std::string metrics_addr = "0.0.0.0:8080";
+  std::string health_addr = "0.0.0.0:8081";
+  std::string log_format = "text";
+  std::string log_level = "info";
+  int sync_timeout_s = 120;
+};
+
+// Parses "host:port"; port 0 disables the server.
+bool SplitAddr(const std::string& addr, std::string* host, int* port) {
+  const auto colon = addr.rfind(':');
+  if (colon == std::string::npos) return false;
+  *host = addr.substr(0, colon);
+  try {
+    *port = std::stoi(addr.substr(colon + 1));
+  } catch (const std::exception&) {
+    return false;
+  }
+  return *port >= 0 && *port < 65536;
+}
+
+// One HTTP server on its own thread; stopped and joined by the destructor.
+class HttpServer {
+ public:
+  HttpServer() = default;
+  ~HttpServer() {
+    server_.stop();
+    if (thread_.joinable()) thread_.join();
+  }
+  httplib::Server& server() { return server_; }
+  bool Start(const std::string& addr, const char* what) {
+    std::string host;
+    int port = 0;
+    if (!SplitAddr(addr, &host, &port)) {
+      spdlog::error("invalid {} address '{}': want host:port", what, addr);
+      return false;
+    }
+    if (port == 0) return true;
+    if (!server_.bind_to_port(host.c_str(), port)) {
+      spdlog::error("cannot listen on {} for {}", addr, what);
+      return false;
+    }
+    thread_ = std::thread([this] { server_.listen_after_bind(); });
+    spdlog::info("serving {} on {}", what, addr);
+    return true;
+  }
+
+ private:
+  httplib::Server server_;
+  std::thread thread_;
+};
+
+void ConfigureLogging(const Flags& f) {
+  if (f.log_format == "json") {
+    spdlog::set_pattern(
+        R"({"time":"%Y-%m-%dT%H:%M:%S.%fZ","level":"%l","logger":"kubetrain-operator","msg":"%v"})",
+        spdlog::pattern_time_type::utc);
+  } else {
+    spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%L%$ %v");
+  }
+  spdlog::set_level(spdlog::level::from_str(f.log_level));
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"kubetrain-operator: reconciles TrainingJobs into pods and services"};
+  using namespace kubetrain;
+  Flags f;
+  CLI::App app{"kubetrain-operator: reconciles TrainingJobs into pods, services and a secret"};
   app.set_version_flag("--version", std::string("kubetrain-operator ") + kubetrain::kVersion);
+  app.add_option("--kubeconfig", f.kubeconfig,
+                 "kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster)");
+  app.add_option("--context", f.context, "kubeconfig context (default: the current one)");
+  app.add_option("--namespace", f.namespaces,
+                 "namespace to watch; repeat for several (default: all namespaces)");
+  app.add_option("--workers", f.workers, "reconcile worker threads")->check(CLI::Range(1, 256));
+  app.add_option("--qps", f.qps, "client-side API rate limit, requests/s")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--burst", f.burst, "client-side API burst")->check(CLI::Range(1, 100000));
+  app.add_flag("--leader-elect", f.leader_elect, "run leader election (for several replicas)");
+  app.add_option("--leader-elect-namespace", f.lease_namespace, "namespace of the Lease");
+  app.add_option("--leader-elect-name", f.lease_name, "name of the Lease");
+  app.add_option("--leader-elect-lease-duration", f.lease_duration_s, "seconds");
+  app.add_option("--leader-elect-renew-deadline", f.renew_deadline_s, "seconds");
+  app.add_option("--leader-elect-retry-period", f.retry_period_s, "seconds");
+  app.add_option("--cluster-domain", f.cluster_domain,
+                 "cluster DNS domain for CLUSTER_CONFIG hosts (a job's spec.clusterDomain wins)");
+  app.add_option("--metrics-addr", f.metrics_addr, "host:port for /metrics (port 0: off)");
+  app.add_option("--health-addr", f.health_addr, "host:port for /healthz and /readyz (0: off)");
+  app.add_option("--log-format", f.log_format, "text or json")
+      ->check(CLI::IsMember({"text", "json"}));
+  app.add_option("--log-level", f.log_level, "trace, debug, info, warn, error")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
+  app.add_option("--cache-sync-timeout", f.sync_timeout_s, "seconds to wait for caches");
   CLI11_PARSE(app, argc, argv);
-  std::cerr << "kubetrain-operator: the controller is not built yet (see issue 4)\n";
-  return 2;
+  ConfigureLogging(f);
+  if (sodium_init() < 0) {
+    spdlog::error("libsodium failed to initialise");
+    return 1;
+  }
+  if (f.leader_elect && f.renew_deadline_s >= f.lease_duration_s) {
+    spdlog::error("--leader-elect-renew-deadline must be shorter than the lease duration");
+    return 1;
+  }
+
+  auto config = kube::LoadDefaultConfig(f.kubeconfig, f.context);
+  if (!config.ok()) {
+    spdlog::error("{}", config.status().ToString());
+    return 1;
+  }
+  config->qps = f.qps;
+  config->burst = f.burst;
+  auto client = kube::Client::Create(*config);
+  if (!client.ok()) {
+    spdlog::error("{}", client.status().ToString());
+    return 1;
+  }
+  spdlog::info("kubetrain-operator {} talking to {}", kubetrain::kVersion,
+               (*client)->config().server);
+
+  const std::stop_token shutdown = runtime::InstallShutdownHandler();
+  controller::Metrics metrics;
+  runtime::EventRecorder recorder(client->get());
+  controller::JobControllerOptions opts;
+  opts.namespaces = f.namespaces;
+  opts.cluster_domain = f.cluster_domain;
+  opts.workers = f.workers;
+
+  std::atomic<controller::JobController*> active{nullptr};
+  HttpServer metrics_server, health_server;
+  metrics_server.server().Get("/metrics", [&](const httplib::Request&, httplib::Response& res) {
+    res.set_content(metrics.Render(), "text/plain; version=0.0.4");
+  });
+  health_server.server().Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content("ok\n", "text/plain");
+  });
+  health_server.server().Get("/readyz", [&](const httplib::Request&, httplib::Response& res) {
+    controller::JobController* c = active.load();
+    const bool ready = c != nullptr && c->Ready();
+    res.status = ready ? 200 : 503;
+    res.set_content(ready ? "ok\n" : "caches not synced\n", "text/plain");
+  });
+  if (!metrics_server.Start(f.metrics_addr, "/metrics") ||
+      !health_server.Start(f.health_addr, "/healthz and /readyz")) {
+    return 1;
+  }
+
+  int exit_code = 0;
+  auto lead = [&](std::stop_token stop) {
+    controller::JobController jobs(client->get(), &recorder, &metrics, opts);
+    metrics.SetQueueDepthFunc([&jobs] { return jobs.QueueDepth(); });
+    const Status started = jobs.Start(std::chrono::seconds(f.sync_timeout_s));
+    if (!started.ok()) {
+      spdlog::error("{}", started.ToString());
+      exit_code = 1;
+      return;
+    }
+    active = &jobs;
+    spdlog::info("caches synced; reconciling with {} workers", f.workers);
+    jobs.Run(stop);
+    active = nullptr;
+    metrics.SetQueueDepthFunc(nullptr);
+    spdlog::info("workers stopped");
+  };
+
+  if (!f.leader_elect) {
+    lead(shutdown);
+    return exit_code;
+  }
+  char host[256] = {0};
+  gethostname(host, sizeof(host) - 1);
+  runtime::LeaderElectionConfig le;
+  le.lease_namespace = f.lease_namespace;
+  le.lease_name = f.lease_name;
+  le.lease_duration = std::chrono::seconds(f.lease_duration_s);
+  le.renew_deadline = std::chrono::seconds(f.renew_deadline_s);
+  le.retry_period = std::chrono::seconds(f.retry_period_s);
+  runtime::LeaderElector elector(client->get(), le);
+  spdlog::info("waiting to lead {}/{} as {}", le.lease_namespace, le.lease_name, host);
+  const Status s = elector.Run(shutdown, lead);
+  if (!s.ok()) {
+    spdlog::error("leader election: {}", s.ToString());
+    return 2;
+  }
+  return exit_code;
 }
