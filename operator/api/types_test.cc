@@ -35,7 +35,7 @@ TEST(RoleTest, TableMapsKeysAndLowerNames) {
   for (const RoleInfo& r : kRoles) EXPECT_EQ(r.key.size(), r.lower.size()) << r.key;
 }
 
-TEST(StatusTest, FinishedWhenSucceededOrFailedIsTrue) {
+TEST(TrainingJobStatusTest, FinishedWhenSucceededOrFailedIsTrue) {
   TrainingJobStatus s;
   EXPECT_FALSE(s.Finished());
   s.conditions.push_back({ConditionType::kFailed, false, "", "", Time{}});
