@@ -301,14 +301,18 @@ class Client::Impl {
     if (config_.token_file.empty()) return config_.token;
     struct stat st {};
     std::lock_guard lock(token_mu_);
+    // Kubelet rotates projected tokens by swapping a symlink; a changed
+    // mtime (to the nanosecond) or size means a new token.
     if (::stat(config_.token_file.c_str(), &st) == 0 &&
-        (st.st_mtim.tv_sec != token_mtime_ || cached_token_.empty())) {
+        (st.st_mtim.tv_sec != token_mtime_.tv_sec || st.st_mtim.tv_nsec != token_mtime_.tv_nsec ||
+         st.st_size != token_size_ || cached_token_.empty())) {
       auto tok = ReadFile(config_.token_file);
       if (tok.ok()) {
         std::string v = *tok;
         while (!v.empty() && std::isspace(static_cast<unsigned char>(v.back()))) v.pop_back();
         cached_token_ = v;
-        token_mtime_ = st.st_mtim.tv_sec;
+        token_mtime_ = st.st_mtim;
+        token_size_ = st.st_size;
       }
     }
     return cached_token_;
@@ -394,7 +398,8 @@ class Client::Impl {
 
   std::mutex token_mu_;
   std::string cached_token_;  // guarded by token_mu_
-  long token_mtime_ = -1;     // guarded by token_mu_
+  timespec token_mtime_{};    // guarded by token_mu_
+  off_t token_size_ = -1;     // guarded by token_mu_
 };
 
 StatusOr<std::unique_ptr<Client>> Client::Create(Config config) {

@@ -58,12 +58,19 @@ class TcpProxy {
 
   int connections_accepted() const { return accepted_.load(); }
 
+  // While refusing, new connections are closed at once.
+  void SetRefusing(bool refusing) { refusing_ = refusing; }
+
  private:
   void AcceptLoop() {
     while (!stopping_) {
       int client = ::accept(listen_fd_, nullptr, nullptr);
       if (client < 0) {
         if (stopping_) return;
+        continue;
+      }
+      if (refusing_) {  // as if the apiserver were unreachable
+        ::close(client);
         continue;
       }
       int up = ::socket(AF_INET, SOCK_STREAM, 0);
@@ -120,6 +127,7 @@ class TcpProxy {
   int listen_fd_ = -1;
   int port_ = 0;
   std::atomic<bool> stopping_{false};
+  std::atomic<bool> refusing_{false};
   std::atomic<int> accepted_{0};
   std::thread accept_thread_;
   std::mutex mu_;
