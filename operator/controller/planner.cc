@@ -765,6 +765,7 @@ Plan Planner::Run() {
                                     : BuildClusterSpec(job_, input_.default_cluster_domain);
     Status valid = api::ToStatus(api::Validate(job_));
     if (valid.ok()) valid = CheckTemplates(cluster);
+    if (valid.ok() && input_.rejected_child) valid = InvalidArgument(*input_.rejected_child);
     if (!status_.IsTrue(ConditionType::kCreated)) {
       SetCondition(ConditionType::kCreated, true, "TrainingJobCreated",
                    "TrainingJob " + job_.metadata.name + " is created");

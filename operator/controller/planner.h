@@ -122,6 +122,10 @@ struct PlanInput {
   // When set, CLUSTER_CONFIG/TF_CONFIG use these addresses instead of DNS names
   // (the local runner: 127.0.0.1:<free port>). Must list every in-cluster replica.
   std::optional<ClusterSpec> cluster_override;
+  // Set when the apiserver rejected a child of an earlier plan as invalid (422:
+  // a template field the CRD passes through unchecked). The job then fails with
+  // reason InvalidSpec and this message, like any other spec error.
+  std::optional<std::string> rejected_child;
 };
 
 enum class EventType { kNormal, kWarning };

@@ -902,6 +902,17 @@ TEST(PlannerInvalidTest, CrdRuleViolationIsInvalidSpec) {
             std::string::npos);
 }
 
+TEST(PlannerInvalidTest, ChildRejectedByTheApiserverIsInvalidSpec) {
+  PlanInput in = Input();
+  in.rejected_child = "Pod \"tj-ps-0\" is invalid: spec.containers[0].image: Required value";
+  Plan plan = PlanJob(Job(), All(PodPhase::kPending), in);
+  ASSERT_TRUE(plan.status.IsTrue(ConditionType::kFailed));
+  EXPECT_EQ(Cond(plan, ConditionType::kFailed)->reason, "InvalidSpec");
+  EXPECT_EQ(Cond(plan, ConditionType::kFailed)->message, *in.rejected_child);
+  EXPECT_EQ(DeletedPods(plan).size(), 4u);  // cleanPodPolicy Running
+  EXPECT_TRUE(plan.creates.empty());
+}
+
 TEST(PlannerInvalidTest, JobBeingDeletedGetsNothing) {
   api::TrainingJob job = Job();
   job.metadata.deletion_timestamp = kNow;
