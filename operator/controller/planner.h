@@ -17,7 +17,10 @@
 //    a failed pod is first deleted, and recreated only once it is gone;
 //  - a failed pod's UID is recorded in status.countedFailures when its restart
 //    is counted, so seeing the same failed pod again never counts it twice.
-//    The executor must therefore write the status before it issues the deletes.
+//    The executor must therefore write the status before it issues the deletes,
+//    and must not plan from a job whose status is older than the one it last
+//    wrote (wait until its cache shows that resourceVersion, or plan from the
+//    written object): the planner's memory of counted failures is the status.
 #pragma once
 
 #include <array>
