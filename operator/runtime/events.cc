@@ -11,6 +11,8 @@ namespace {
 
 using json = nlohmann::json;
 
+constexpr size_t kMaxSeries = 4096;
+
 std::string RandomSuffix() {
   static thread_local std::mt19937_64 rng(std::random_device{}());
   static const char* hex = "0123456789abcdef";
@@ -82,6 +84,11 @@ void EventRecorder::Send(const Pending& p) {
   const std::string key = p.regarding.uid + "|" + p.regarding.ns + "/" + p.regarding.name + "|" +
                           p.type + "|" + p.reason + "|" + p.action + "|" + p.note;
   const std::string ns = p.regarding.ns.empty() ? "default" : p.regarding.ns;
+  if (series_.size() > kMaxSeries) {
+    // Forget series whose window has passed, so the map stays bounded.
+    std::erase_if(series_,
+                  [&](const auto& kv) { return now - kv.second.last >= opts_.aggregation_window; });
+  }
   auto it = series_.find(key);
   if (it != series_.end() && now - it->second.last < opts_.aggregation_window) {
     Series& s = it->second;

@@ -1,0 +1,192 @@
+// LeaderElector against a small in-process fake of the Lease endpoint, for
+// the timing rules that are hard to provoke on a real apiserver. The real
+// hand-over between processes is tested in tests/kube/lease_it_test.cc.
+#include "operator/runtime/leader_election.h"
+
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <atomic>
+#include <thread>
+
+namespace kubetrain::runtime {
+namespace {
+
+using namespace std::chrono_literals;
+using json = nlohmann::json;
+
+class FakeLeaseServer {
+ public:
+  FakeLeaseServer() {
+    const std::string path = "/apis/coordination.k8s.io/v1/namespaces/ns/leases";
+    server_.Get(path + "/lock", [this](const auto&, auto& res) {
+      std::lock_guard lock(mu_);
+      if (failing_) return Fail(res);
+      if (lease_.is_null()) {
+        res.status = 404;
+        return;
+      }
+      res.set_content(lease_.dump(), "application/json");
+    });
+    server_.Post(path, [this](const httplib::Request& req, auto& res) {
+      std::lock_guard lock(mu_);
+      if (failing_) return Fail(res);
+      if (!lease_.is_null()) {
+        res.status = 409;
+        res.set_content(R"({"kind":"Status","reason":"AlreadyExists"})", "application/json");
+        return;
+      }
+      lease_ = json::parse(req.body);
+      lease_["metadata"]["resourceVersion"] = std::to_string(++rv_);
+      res.status = 201;
+      res.set_content(lease_.dump(), "application/json");
+    });
+    server_.Put(path + "/lock", [this](const httplib::Request& req, auto& res) {
+      std::lock_guard lock(mu_);
+      if (failing_) return Fail(res);
+      json body = json::parse(req.body);
+      if (body["metadata"].value("resourceVersion", "") != std::to_string(rv_)) {
+        res.status = 409;
+        res.set_content(R"({"kind":"Status","reason":"Conflict"})", "application/json");
+        return;
+      }
+      lease_ = body;
+      lease_["metadata"]["resourceVersion"] = std::to_string(++rv_);
+      res.set_content(lease_.dump(), "application/json");
+    });
+    port_ = server_.bind_to_any_port("127.0.0.1");
+    thread_ = std::thread([this] { server_.listen_after_bind(); });
+    while (!server_.is_running()) std::this_thread::sleep_for(1ms);
+  }
+  ~FakeLeaseServer() {
+    server_.stop();
+    thread_.join();
+  }
+  int port() const { return port_; }
+  void SetFailing(bool f) {
+    std::lock_guard lock(mu_);
+    failing_ = f;
+  }
+  std::string Holder() {
+    std::lock_guard lock(mu_);
+    return lease_.is_null() ? "" : lease_["spec"].value("holderIdentity", "");
+  }
+  void SetHolder(const std::string& id) {
+    std::lock_guard lock(mu_);
+    lease_ = {{"metadata", {{"name", "lock"}, {"namespace", "ns"}}},
+              {"spec", {{"holderIdentity", id}, {"leaseDurationSeconds", 1}}}};
+    lease_["metadata"]["resourceVersion"] = std::to_string(++rv_);
+  }
+
+ private:
+  static void Fail(httplib::Response& res) { res.status = 500; }
+  httplib::Server server_;
+  int port_ = 0;
+  std::thread thread_;
+  std::mutex mu_;
+  json lease_;
+  int rv_ = 0;
+  bool failing_ = false;
+};
+
+class LeaderElectionTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    kube::Config cfg;
+    cfg.server = "http://127.0.0.1:" + std::to_string(server_.port());
+    cfg.qps = 0;
+    cfg.max_retries = 0;
+    client_ = std::move(kube::Client::Create(cfg).value());
+    le_.lease_namespace = "ns";
+    le_.lease_name = "lock";
+    le_.identity = "me";
+    le_.lease_duration = 1000ms;
+    le_.renew_deadline = 600ms;
+    le_.retry_period = 100ms;
+  }
+  FakeLeaseServer server_;
+  std::unique_ptr<kube::Client> client_;
+  LeaderElectionConfig le_;
+};
+
+bool WaitUntil(const std::function<bool()>& pred, std::chrono::milliseconds timeout = 10s) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(5ms);
+  }
+  return pred();
+}
+
+TEST_F(LeaderElectionTest, AcquiresAbsentLeaseAndReleasesOnStop) {
+  LeaderElector elector(client_.get(), le_);
+  std::atomic<bool> started{false}, leading_stopped{false};
+  std::stop_source stop;
+  Status result = Internal("not run");
+  std::thread t([&] {
+    result = elector.Run(stop.get_token(), [&](std::stop_token leading) {
+      started = true;
+      std::mutex m;
+      std::condition_variable_any cv;
+      std::unique_lock lock(m);
+      cv.wait(lock, leading, [] { return false; });
+      leading_stopped = true;
+    });
+  });
+  ASSERT_TRUE(WaitUntil([&] { return started.load(); }));
+  EXPECT_TRUE(elector.IsLeader());
+  EXPECT_EQ(server_.Holder(), "me");
+  stop.request_stop();
+  t.join();
+  EXPECT_TRUE(result.ok()) << result.ToString();
+  EXPECT_TRUE(leading_stopped.load());
+  EXPECT_FALSE(elector.IsLeader());
+  EXPECT_EQ(server_.Holder(), "");  // released for a standby
+}
+
+TEST_F(LeaderElectionTest, StopsLeadingWhenRenewalFailsForRenewDeadline) {
+  LeaderElector elector(client_.get(), le_);
+  std::atomic<bool> started{false};
+  std::chrono::steady_clock::time_point failing_since, leading_ended;
+  std::thread t;
+  Status result;
+  t = std::thread([&] {
+    result = elector.Run({}, [&](std::stop_token leading) {
+      started = true;
+      std::mutex m;
+      std::condition_variable_any cv;
+      std::unique_lock lock(m);
+      cv.wait(lock, leading, [] { return false; });
+      leading_ended = std::chrono::steady_clock::now();
+    });
+  });
+  ASSERT_TRUE(WaitUntil([&] { return started.load(); }));
+  failing_since = std::chrono::steady_clock::now();
+  server_.SetFailing(true);
+  t.join();
+  EXPECT_EQ(result.code(), StatusCode::kUnavailable) << result.ToString();
+  auto took = leading_ended - failing_since;
+  // It must give up after the renew deadline and before the lease expires
+  // for others (lease_duration), so two leaders never overlap.
+  EXPECT_GE(took, le_.renew_deadline - le_.retry_period);
+  EXPECT_LT(took, le_.lease_duration);
+}
+
+TEST_F(LeaderElectionTest, WaitsForAnotherHoldersLeaseToExpire) {
+  server_.SetHolder("other");
+  LeaderElector elector(client_.get(), le_);
+  auto start = std::chrono::steady_clock::now();
+  std::atomic<bool> started{false};
+  std::stop_source stop;
+  std::thread t(
+      [&] { (void)elector.Run(stop.get_token(), [&](std::stop_token) { started = true; }); });
+  ASSERT_TRUE(WaitUntil([&] { return started.load(); }));
+  // The record never changes, so it expires lease_duration after we first saw it.
+  EXPECT_GE(std::chrono::steady_clock::now() - start, 1000ms);
+  EXPECT_EQ(server_.Holder(), "me");
+  stop.request_stop();
+  t.join();
+}
+
+}  // namespace
+}  // namespace kubetrain::runtime
