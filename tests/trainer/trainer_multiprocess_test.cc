@@ -1,0 +1,364 @@
+// Real kubetrain-trainer processes over real sockets on 127.0.0.1.
+//
+// Every process is started by this test, tracked by PID, and killed (only it, by PID) if
+// a test ends early. Waiting is polling with a deadline, never a sleep used as
+// synchronisation. Nothing depends on how fast the machine is: the deadlines are
+// generous upper bounds and the assertions are on results (loss curves, AUC, exit codes).
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "trainer/data/generator.h"
+
+extern char** environ;
+
+namespace kubetrain::trainer {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+constexpr char kKey[] = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+constexpr char kOtherKey[] = "fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210";
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// A free TCP port on 127.0.0.1 (the kernel's choice; released before use, which leaves a
+// tiny window in which another process could take it).
+int FreePort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  socklen_t len = sizeof(a);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+// One child process running kubetrain-trainer, output to a log file.
+class Process {
+ public:
+  Process(const std::vector<std::string>& args, const std::map<std::string, std::string>& env,
+          const std::string& log)
+      : log_(log) {
+    std::vector<std::string> argv_s = {KT_TRAINER_BIN};
+    argv_s.insert(argv_s.end(), args.begin(), args.end());
+    std::vector<std::string> env_s;
+    for (char** e = environ; *e != nullptr; ++e) {
+      const std::string kv = *e;
+      const std::string name = kv.substr(0, kv.find('='));
+      if (name == "CLUSTER_CONFIG" || name == "POD_NAME" || name == "TF_CONFIG" ||
+          name == "KUBETRAIN_AUTH_KEY" || env.count(name)) {
+        continue;
+      }
+      env_s.push_back(kv);
+    }
+    for (const auto& [k, v] : env) env_s.push_back(k + "=" + v);
+    std::vector<char*> argv, envp;
+    for (auto& s : argv_s) argv.push_back(s.data());
+    argv.push_back(nullptr);
+    for (auto& s : env_s) envp.push_back(s.data());
+    envp.push_back(nullptr);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_adddup2(&fa, 1, 2);
+    const int rc = posix_spawn(&pid_, argv[0], &fa, nullptr, argv.data(), envp.data());
+    posix_spawn_file_actions_destroy(&fa);
+    EXPECT_EQ(rc, 0) << "cannot start " << argv[0];
+    if (rc != 0) pid_ = -1;
+  }
+  ~Process() { Kill(); }
+
+  // Polls until the process exits or the deadline passes; returns its exit code, or -1
+  // on timeout (the process is then still running), or 128+signal if it was killed.
+  int Wait(std::chrono::seconds timeout) {
+    if (exited_) return code_;
+    const auto deadline = Clock::now() + timeout;
+    while (pid_ > 0) {
+      int status = 0;
+      const pid_t r = ::waitpid(pid_, &status, WNOHANG);
+      if (r == pid_) {
+        exited_ = true;
+        code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        return code_;
+      }
+      if (Clock::now() > deadline) return -1;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));  // poll interval
+    }
+    return -1;
+  }
+  // SIGKILL this process (only it) and reap it.
+  void Kill() {
+    if (pid_ > 0 && !exited_) {
+      ::kill(pid_, SIGKILL);
+      int status;
+      ::waitpid(pid_, &status, 0);
+      exited_ = true;
+      code_ = 128 + SIGKILL;
+    }
+  }
+  std::string Log() const { return ReadFile(log_); }
+
+ private:
+  pid_t pid_ = -1;
+  bool exited_ = false;
+  int code_ = -1;
+  std::string log_;
+};
+
+// Polls `pred` every 20 ms until it holds or `timeout` passes.
+template <typename Pred>
+bool PollUntil(Pred pred, std::chrono::seconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  while (!pred()) {
+    if (Clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return true;
+}
+
+std::vector<double> LossCurve(const std::string& path) {
+  std::vector<double> out;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) out.push_back(std::stod(line.substr(line.find(',') + 1)));
+  return out;
+}
+
+class TrainerProcessTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    data_ = (fs::temp_directory_path() / ("kt_mp_data_" + std::to_string(::getpid()))).string();
+    fs::create_directories(data_);
+    GeneratorOptions g;
+    g.sample_seed = 11;
+    ASSERT_TRUE(WriteSyntheticCriteo(data_ + "/train.tsv", 20000, g).ok());
+    g.sample_seed = 12;
+    auto oracle = WriteSyntheticCriteo(data_ + "/eval.tsv", 4000, g);
+    ASSERT_TRUE(oracle.ok());
+    oracle_auc_ = *oracle;
+  }
+  static void TearDownTestSuite() { fs::remove_all(data_); }
+
+  void SetUp() override {
+    dir_ = (fs::temp_directory_path() /
+            ("kt_mp_" + std::to_string(::getpid()) + "_" +
+             ::testing::UnitTest::GetInstance()->current_test_info()->name()))
+               .string();
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override {
+    if (!HasFailure()) fs::remove_all(dir_);
+  }
+
+  // Small, fast model flags; one compute thread so runs on a loaded machine stay fast and
+  // deterministic. A flag in `extra` that is also a default replaces the default's value.
+  std::vector<std::string> Flags(const std::vector<std::string>& extra) const {
+    std::vector<std::pair<std::string, std::string>> base = {
+        {"--data-dir", data_},        {"--batch-size", "128"}, {"--layers", "64,32"},
+        {"--embedding-dim", "8"},     {"--optimizer", "adam"}, {"--lr", "0.003"},
+        {"--threads", "1"},           {"--log-every", "50"},   {"--startup-timeout", "60"},
+        {"--reconnect-timeout", "60"}};
+    std::vector<std::string> rest;
+    for (size_t i = 0; i < extra.size(); ++i) {
+      auto it = std::find_if(base.begin(), base.end(),
+                             [&](const auto& kv) { return kv.first == extra[i]; });
+      if (it != base.end() && i + 1 < extra.size()) {
+        it->second = extra[++i];
+      } else {
+        rest.push_back(extra[i]);
+      }
+    }
+    std::vector<std::string> f;
+    for (const auto& [k, v] : base) f.insert(f.end(), {k, v});
+    f.insert(f.end(), rest.begin(), rest.end());
+    return f;
+  }
+  std::string Path(const std::string& name) const { return dir_ + "/" + name; }
+
+  static std::string ClusterConfig(const std::vector<int>& ps, const std::vector<int>& workers) {
+    nlohmann::json j;
+    for (int p : ps) j["ps"].push_back("127.0.0.1:" + std::to_string(p));
+    for (int w : workers) j["worker"].push_back("127.0.0.1:" + std::to_string(w));
+    return j.dump();
+  }
+  static std::map<std::string, std::string> Env(const std::string& cluster, const std::string& pod,
+                                                const std::string& key = kKey) {
+    return {{"CLUSTER_CONFIG", cluster}, {"POD_NAME", pod}, {"KUBETRAIN_AUTH_KEY", key}};
+  }
+
+  static inline std::string data_;
+  static inline double oracle_auc_ = 0;
+  std::string dir_;
+};
+
+constexpr auto kRunTimeout = std::chrono::seconds(240);
+
+TEST_F(TrainerProcessTest, SyncOnePsOneWorkerGivesTheSingleProcessLossCurve) {
+  const std::vector<std::string> run = {"--steps", "60", "--no-eval"};
+  auto with = [&](std::vector<std::string> a, std::vector<std::string> b) {
+    a.insert(a.end(), b.begin(), b.end());
+    return Flags(a);
+  };
+  Process single(
+      with(run, {"--loss-curve", Path("single.csv"), "--termination-log", Path("single.json")}), {},
+      Path("single.log"));
+  ASSERT_EQ(single.Wait(kRunTimeout), 0) << single.Log();
+
+  const std::string cluster = ClusterConfig({FreePort()}, {FreePort()});
+  Process ps(with(run, {"--sync", "--termination-log", Path("ps.json")}), Env(cluster, "ps-0"),
+             Path("ps.log"));
+  Process worker(with(run, {"--sync", "--loss-curve", Path("dist.csv"), "--termination-log",
+                            Path("worker.json")}),
+                 Env(cluster, "worker-0"), Path("worker.log"));
+  ASSERT_EQ(worker.Wait(kRunTimeout), 0) << worker.Log();
+  ASSERT_EQ(ps.Wait(kRunTimeout), 0) << ps.Log();  // the coordinator stopped it
+
+  const auto a = LossCurve(Path("single.csv")), b = LossCurve(Path("dist.csv"));
+  ASSERT_EQ(a.size(), 60u);
+  ASSERT_EQ(b.size(), 60u);
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_NEAR(a[i], b[i], 1e-4 * std::max(1.0, std::fabs(a[i]))) << "step " << i + 1;
+  }
+  EXPECT_LT(a.back(), a.front());  // and it is a learning curve, not a flat line
+}
+
+TEST_F(TrainerProcessTest, AsyncTwoPsTwoWorkersReachTargetAuc) {
+  // The ground truth's own AUC on this data is about 0.91; one process reaches ~0.84 in
+  // 300 steps. Two asynchronous workers with 300 steps each must reach 0.80.
+  const std::string cluster = ClusterConfig({FreePort(), FreePort()}, {FreePort(), FreePort()});
+  const std::vector<std::string> run = {"--steps", "300", "--target-auc", "0.80"};
+  auto flags = [&](const std::string& name) {
+    auto f = Flags(run);
+    f.insert(f.end(), {"--termination-log", Path(name + ".json")});
+    return f;
+  };
+  Process ps0(flags("ps-0"), Env(cluster, "ps-0"), Path("ps-0.log"));
+  Process ps1(flags("ps-1"), Env(cluster, "ps-1"), Path("ps-1.log"));
+  Process w0(flags("worker-0"), Env(cluster, "worker-0"), Path("worker-0.log"));
+  Process w1(flags("worker-1"), Env(cluster, "worker-1"), Path("worker-1.log"));
+  EXPECT_EQ(w1.Wait(kRunTimeout), 0) << w1.Log();
+  ASSERT_EQ(w0.Wait(kRunTimeout), 0) << w0.Log();
+  EXPECT_EQ(ps0.Wait(kRunTimeout), 0) << ps0.Log();
+  EXPECT_EQ(ps1.Wait(kRunTimeout), 0) << ps1.Log();
+
+  const auto metrics = nlohmann::json::parse(ReadFile(Path("worker-0.json")));
+  std::cout << "2 PS + 2 workers async: eval " << metrics["eval"].dump() << " (ground truth AUC "
+            << oracle_auc_ << ")\n";
+  EXPECT_GE(metrics["eval"]["auc"].get<double>(), 0.80) << metrics.dump();
+  EXPECT_LT(metrics["eval"]["auc"].get<double>(), oracle_auc_ + 0.02) << metrics.dump();
+  EXPECT_EQ(metrics["eval"]["examples"].get<int>(), 4000);
+  EXPECT_TRUE(metrics["target_reached"].get<bool>());
+  // Both shards hold embedding rows: ids really are spread over the PS.
+  for (const char* ps : {"ps-0", "ps-1"}) {
+    const auto m = nlohmann::json::parse(ReadFile(Path(std::string(ps) + ".json")));
+    EXPECT_GT(m["embedding_rows"].get<int>(), 1000) << ps;
+    EXPECT_EQ(m["updates"].get<int>(), 600) << ps;  // every push of both workers
+  }
+}
+
+TEST_F(TrainerProcessTest, MissedTargetAucExitsPermanentFailure) {
+  Process single(
+      Flags({"--steps", "5", "--target-auc", "0.999", "--termination-log", Path("m.json")}), {},
+      Path("single.log"));
+  EXPECT_EQ(single.Wait(kRunTimeout), 3) << single.Log();
+  const auto metrics = nlohmann::json::parse(ReadFile(Path("m.json")));
+  EXPECT_FALSE(metrics["target_reached"].get<bool>());
+}
+
+TEST_F(TrainerProcessTest, WorkerWithWrongKeyIsRefused) {
+  const std::string cluster = ClusterConfig({FreePort()}, {FreePort()});
+  Process ps(Flags({"--steps", "10", "--termination-log", Path("ps.json")}), Env(cluster, "ps-0"),
+             Path("ps.log"));
+  Process worker(Flags({"--steps", "10", "--termination-log", Path("w.json")}),
+                 Env(cluster, "worker-0", kOtherKey), Path("worker.log"));
+  const int code = worker.Wait(kRunTimeout);
+  EXPECT_GE(code, 1) << worker.Log();
+  EXPECT_LE(code, 127) << "a wrong key is permanent, not retryable\n" << worker.Log();
+  EXPECT_NE(worker.Log().find("wrong KUBETRAIN_AUTH_KEY"), std::string::npos) << worker.Log();
+  // The PS logged the refusal and never served the worker.
+  EXPECT_TRUE(PollUntil([&] { return ps.Log().find("refused connection") != std::string::npos; },
+                        std::chrono::seconds(30)))
+      << ps.Log();
+  EXPECT_EQ(ps.Wait(std::chrono::seconds(0)), -1) << "the PS must keep running";
+  ps.Kill();
+}
+
+TEST_F(TrainerProcessTest, MalformedClusterConfigIsPermanentError) {
+  Process worker(Flags({"--steps", "1"}), Env(R"({"ps":["127.0.0.1:1"]})", "worker-3"),
+                 Path("worker.log"));
+  EXPECT_EQ(worker.Wait(kRunTimeout), 1) << worker.Log();
+  EXPECT_NE(worker.Log().find("worker-3 is not in the cluster"), std::string::npos) << worker.Log();
+}
+
+TEST_F(TrainerProcessTest, UnreachablePsIsRetryableAfterStartupTimeout) {
+  const std::string cluster = ClusterConfig({FreePort()}, {FreePort()});
+  Process worker(Flags({"--steps", "1", "--startup-timeout", "1"}), Env(cluster, "worker-0"),
+                 Path("worker.log"));
+  const int code = worker.Wait(kRunTimeout);
+  EXPECT_GE(code, 128) << worker.Log();
+  EXPECT_LE(code, 255) << worker.Log();
+  EXPECT_NE(worker.Log().find("unreachable"), std::string::npos) << worker.Log();
+}
+
+TEST_F(TrainerProcessTest, KilledPsRestartsFromCheckpointAndJobFinishes) {
+  const int ps_port = FreePort();
+  const std::string cluster = ClusterConfig({ps_port}, {FreePort()});
+  const std::string ckpt = Path("ckpt");
+  auto flags = [&](const std::string& name) {
+    return Flags({"--steps", "3000", "--checkpoint-dir", ckpt, "--checkpoint-every", "20",
+                  "--log-every", "500", "--termination-log", Path(name + ".json"),
+                  "--eval-examples", "1000"});
+  };
+  auto ps = std::make_unique<Process>(flags("ps"), Env(cluster, "ps-0"), Path("ps.log"));
+  Process worker(flags("worker"), Env(cluster, "worker-0"), Path("worker.log"));
+  // Kill the PS once the first checkpoint is committed (its manifest exists).
+  PollUntil(
+      [&] {
+        return fs::exists(ckpt + "/ckpt-20/MANIFEST") || worker.Wait(std::chrono::seconds(0)) != -1;
+      },
+      std::chrono::seconds(120));
+  ASSERT_TRUE(fs::exists(ckpt + "/ckpt-20/MANIFEST")) << worker.Log();
+  ps->Kill();
+  ps = std::make_unique<Process>(flags("ps2"), Env(cluster, "ps-0"), Path("ps2.log"));
+  ASSERT_EQ(worker.Wait(kRunTimeout), 0) << worker.Log();
+  ASSERT_EQ(ps->Wait(kRunTimeout), 0) << ps->Log();
+  // The restarted PS loaded a checkpoint, and the worker noticed the loss and reconnected
+  // (so the kill really happened mid-run).
+  EXPECT_NE(ps->Log().find("restored shard from checkpoint"), std::string::npos) << ps->Log();
+  EXPECT_NE(worker.Log().find("reconnecting"), std::string::npos) << worker.Log();
+  const auto metrics = nlohmann::json::parse(ReadFile(Path("worker.json")));
+  EXPECT_EQ(metrics["steps"].get<int>(), 3000);
+  EXPECT_GT(metrics["eval"]["auc"].get<double>(), 0.75) << metrics.dump();
+  EXPECT_TRUE(fs::exists(ckpt + "/ckpt-3000/MANIFEST"));
+}
+
+}  // namespace
+}  // namespace kubetrain::trainer
