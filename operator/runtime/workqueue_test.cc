@@ -5,6 +5,8 @@
 #include <atomic>
 #include <thread>
 
+#include "operator/runtime/controller.h"
+
 namespace kubetrain::runtime {
 namespace {
 
@@ -135,6 +137,26 @@ TEST(RunWorkersTest, ResultDecidesForgetRequeueOrRetry) {
   EXPECT_EQ(calls["bad"], 1);    // permanent: not retried
   EXPECT_EQ(calls["timer"], 2);  // requeue_after ran it again
   EXPECT_EQ(q.NumRequeues("flaky"), 0);
+}
+
+TEST(RunControllerTest, StopFinishesInFlightReconcileThenReturns) {
+  WorkQueue q;
+  std::atomic<bool> in_flight{false}, finished{false};
+  std::stop_source stop;
+  Reconciler r = [&](const std::string&) -> StatusOr<ReconcileResult> {
+    in_flight = true;
+    stop.request_stop();                // shutdown arrives mid-reconcile
+    std::this_thread::sleep_for(50ms);  // the reconcile's own work
+    finished = true;
+    return ReconcileResult{};
+  };
+  q.Add("a");
+  RunController(stop.get_token(), q, 2, r);  // returns only after "a" completed
+  EXPECT_TRUE(in_flight.load());
+  EXPECT_TRUE(finished.load());
+  EXPECT_TRUE(q.ShuttingDown());
+  q.Add("b");  // no new work after shutdown
+  EXPECT_EQ(q.Len(), 0u);
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 
 #include "tests/kube/it_util.h"
 
@@ -253,6 +254,44 @@ TEST(ClientAuthIT, WrongCaFailsWithClearTlsError) {
   EXPECT_EQ(r.status().code(), StatusCode::kUnavailable) << r.status().ToString();
   EXPECT_NE(r.status().message().find("not trusted by the configured CA"), std::string::npos)
       << r.status().message();
+}
+
+// Mints a client certificate from the test cluster's CA (the apiserver trusts
+// it for client auth) and connects through a kubeconfig that names the files.
+TEST(ClientAuthIT, ClientCertificateFromKubeconfigFilesAuthenticates) {
+  const char* cluster_dir = std::getenv("KUBETRAIN_TEST_CLUSTER_DIR");
+  ASSERT_NE(cluster_dir, nullptr) << "needs KUBETRAIN_TEST_CLUSTER_DIR";
+  const std::string pki = std::string(cluster_dir) + "/pki";
+  auto dir = std::filesystem::temp_directory_path() / RandomName("kt-client-cert");
+  std::filesystem::create_directories(dir);
+  const std::string key = (dir / "client.key").string(), csr = (dir / "client.csr").string(),
+                    crt = (dir / "client.crt").string();
+  std::string cmd =
+      "openssl req -newkey rsa:2048 -nodes -subj '/O=system:masters/CN=kt-cert-user' "
+      "-keyout " +
+      key + " -out " + csr + " 2>/dev/null && openssl x509 -req -in " + csr + " -CA " + pki +
+      "/ca.crt -CAkey " + pki + "/ca.key -CAcreateserial " + "-CAserial " +
+      (dir / "ca.srl").string() + " -days 1 -out " + crt + " 2>/dev/null";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  kube::Config base = ClusterConfig();
+  std::string kubeconfig =
+      "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n"
+      "    server: " +
+      base.server + "\n    certificate-authority: " + pki +
+      "/ca.crt\nusers:\n- name: u\n  user:\n    client-certificate: client.crt\n"
+      "    client-key: client.key\ncontexts:\n- name: x\n  context:\n"
+      "    cluster: c\n    user: u\n    namespace: kube-system\n"
+      "current-context: x\n";
+  const std::string kc_path = (dir / "kubeconfig").string();
+  { std::ofstream(kc_path) << kubeconfig; }
+  auto cfg = kube::LoadKubeConfigFile(kc_path);
+  std::filesystem::remove_all(dir);
+  ASSERT_TRUE(cfg.ok()) << cfg.status().ToString();
+  EXPECT_TRUE(cfg->token.empty());
+  EXPECT_EQ(cfg->ns, "kube-system");
+  auto client = NewClient(*cfg);
+  auto r = client->Get(kube::kNamespaces, "", cfg->ns);
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
 }
 
 TEST(ClientAuthIT, InsecureSkipVerifyConnectsWithoutCa) {

@@ -1,0 +1,37 @@
+// RunController: the worker half of a controller, with graceful shutdown.
+//
+// Typical main(), putting the runtime pieces together:
+//
+//   std::stop_token stop = runtime::InstallShutdownHandler();      // SIGTERM/SIGINT
+//   auto client = kube::Client::Create(*kube::LoadDefaultConfig(flags.kubeconfig));
+//   runtime::LeaderElector elector(client->get(), le_config);
+//   Status s = elector.Run(stop, [&](std::stop_token leading) {
+//     runtime::Informer<runtime::PodSummary> pods(
+//         runtime::NewKubeListerWatcher(client->get(), kube::kPods, "",
+//         "app.kubernetes.io/managed-by=kubetrain"), runtime::ToPodSummary);
+//     runtime::WorkQueue queue;
+//     pods.AddHandlers({.on_add = ..., .on_update = ..., .on_delete = ...});  // enqueue keys only
+//     pods.Start();
+//     if (!pods.WaitForSync(std::chrono::minutes(2))) return;
+//     runtime::RunController(leading, queue, /*workers=*/4, reconcile);
+//   });  // returns after the lease is released (graceful) or lost (then exit non-zero)
+#pragma once
+
+#include <stop_token>
+
+#include "operator/runtime/workqueue.h"
+
+namespace kubetrain::runtime {
+
+// Runs `workers` reconcile threads over `queue` (see RunWorkers for how a
+// result is turned into forget / requeue / backoff) until `stop` is
+// requested. Then it stops taking new work: the queue is shut down (Adds and
+// delayed items are dropped), keys already queued and reconciles already in
+// flight are finished, and RunController returns. Blocks the caller.
+inline void RunController(std::stop_token stop, WorkQueue& queue, int workers,
+                          const Reconciler& reconcile) {
+  std::stop_callback on_stop(stop, [&queue] { queue.ShutDown(); });
+  RunWorkers(queue, workers, reconcile);
+}
+
+}  // namespace kubetrain::runtime
