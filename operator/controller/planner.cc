@@ -229,6 +229,44 @@ std::string ExitText(const ObservedPod& pod) {
   return text;
 }
 
+// The container fields the operator and the local runner read, typed as the
+// Pod API wants them. The CRD passes templates through unchecked, and a YAML
+// slip such as `args: [--layers=32,16]` (two items, the second a number) would
+// otherwise surface only as a rejected pod create.
+Status CheckContainer(const json& c, const std::string& path) {
+  if (!c.is_object()) return InvalidArgument(path + ": must be an object");
+  if (!c.contains("name") || !c["name"].is_string() || c["name"].get<std::string>().empty()) {
+    return InvalidArgument(path + ".name: required (a non-empty string)");
+  }
+  for (const char* key : {"command", "args"}) {
+    if (!c.contains(key)) continue;
+    const json& list = c[key];
+    if (!list.is_array()) return InvalidArgument(path + "." + key + ": must be a list of strings");
+    for (size_t i = 0; i < list.size(); ++i) {
+      if (!list[i].is_string()) {
+        return InvalidArgument(path + "." + key + "[" + std::to_string(i) +
+                               "]: must be a string, got " + list[i].dump() +
+                               " (quote it in YAML)");
+      }
+    }
+  }
+  if (c.contains("env")) {
+    if (!c["env"].is_array()) return InvalidArgument(path + ".env: must be an array");
+    for (size_t i = 0; i < c["env"].size(); ++i) {
+      const json& e = c["env"][i];
+      const std::string epath = path + ".env[" + std::to_string(i) + "]";
+      if (!e.is_object() || !e.contains("name") || !e["name"].is_string()) {
+        return InvalidArgument(epath + ": must be an object with a string name");
+      }
+      if (e.contains("value") && !e["value"].is_string()) {
+        return InvalidArgument(epath + ".value: must be a string, got " + e["value"].dump() +
+                               " (quote it in YAML)");
+      }
+    }
+  }
+  return Status::Ok();
+}
+
 // One replica: its deterministic name and the pod observed under it, if any.
 struct Slot {
   ReplicaType type;
@@ -356,10 +394,8 @@ StatusOr<json> Planner::BuildPod(const Slot& slot, const ClusterSpec& cluster) c
   }
   json& containers = spec["containers"];
   for (size_t i = 0; i < containers.size(); ++i) {
-    if (!containers[i].is_object()) {
-      return InvalidArgument(path + ".spec.containers[" + std::to_string(i) +
-                             "]: must be an object");
-    }
+    KT_RETURN_IF_ERROR(
+        CheckContainer(containers[i], path + ".spec.containers[" + std::to_string(i) + "]"));
   }
   const size_t main_index = MainContainerIndex(containers);
   json& main = containers[main_index];

@@ -2,8 +2,13 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
 #include "operator/api/json.h"
 #include "operator/api/validation.h"
+#include "operator/api/yaml.h"
 
 namespace kubetrain::controller {
 namespace {
@@ -880,9 +885,27 @@ TEST(PlannerInvalidTest, TemplateWithoutContainersFailsWithInvalidSpecOnce) {
   EXPECT_TRUE(again.creates.empty());
 }
 
+TEST(PlannerInvalidTest, MistypedContainerFieldsAreInvalidSpecWithTheirPath) {
+  api::TrainingJob job = Job();
+  job.spec.replica_specs[ReplicaType::kWorker].pod_template = json::parse(
+      R"({"spec": {"containers": [{"name": "trainer", "args": ["--layers=32", 16]}]}})");
+  Plan plan = PlanJob(job, {}, Input());
+  EXPECT_EQ(Cond(plan, ConditionType::kFailed)->message,
+            "spec.replicaSpecs.Worker.template.spec.containers[0].args[1]: must be a string, got "
+            "16 (quote it in YAML)");
+  job.spec.replica_specs[ReplicaType::kWorker].pod_template = json::parse(
+      R"({"spec": {"containers": [{"name": "trainer", "env": [{"name": "N", "value": 3}]}]}})");
+  plan = PlanJob(job, {}, Input());
+  EXPECT_EQ(Cond(plan, ConditionType::kFailed)->message,
+            "spec.replicaSpecs.Worker.template.spec.containers[0].env[0].value: must be a string, "
+            "got 3 (quote it in YAML)");
+}
+
 TEST(PlannerInvalidTest, OtherUnusableTemplatesAreInvalidSpec) {
   for (const char* tmpl : {R"({})", R"({"spec": []})", R"({"spec": {"containers": [1]}})",
                            R"({"spec": {"containers": [{"name": "t", "env": {}}]}})",
+                           R"({"spec": {"containers": [{"image": "no-name"}]}})",
+                           R"({"spec": {"containers": [{"name": "t", "command": "sh"}]}})",
                            R"({"metadata": {"labels": []}, "spec": {"containers": [{}]}})"}) {
     api::TrainingJob job = Job();
     job.spec.replica_specs[ReplicaType::kWorker].pod_template = json::parse(tmpl);
@@ -919,6 +942,33 @@ TEST(PlannerInvalidTest, JobBeingDeletedGetsNothing) {
   Plan plan = PlanJob(job, {}, Input());
   EXPECT_TRUE(plan.creates.empty());
   EXPECT_TRUE(plan.deletes.empty());
+}
+
+// Every example plans cleanly: no InvalidSpec, a pod per replica.
+TEST(PlannerExamplesTest, EveryExamplePlansWithoutInvalidSpec) {
+  int count = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(KUBETRAIN_EXAMPLES_DIR)) {
+    if (entry.path().extension() != ".yaml") continue;
+    std::ifstream in(entry.path());
+    std::stringstream text;
+    text << in.rdbuf();
+    StatusOr<std::vector<api::YamlDocument>> docs = api::ParseYamlDocuments(text.str());
+    ASSERT_TRUE(docs.ok()) << entry.path();
+    for (const api::YamlDocument& doc : *docs) {
+      StatusOr<api::TrainingJob> job = api::ParseTrainingJob(doc.value);
+      ASSERT_TRUE(job.ok()) << entry.path() << ": " << job.status().ToString();
+      Plan plan = PlanJob(*job, {}, Input());
+      EXPECT_FALSE(plan.status.Finished())
+          << entry.path() << ": " << plan.status.Find(ConditionType::kFailed)->message;
+      int replicas = 0;
+      for (const auto& [type, spec] : job->spec.replica_specs) replicas += spec.replicas;
+      int pods = 0;
+      for (const json& c : plan.creates) pods += c["kind"] == "Pod";
+      EXPECT_EQ(pods, replicas) << entry.path();
+      ++count;
+    }
+  }
+  EXPECT_GE(count, 3);
 }
 
 // ---- Observing pods ---------------------------------------------------------------
