@@ -311,6 +311,54 @@ TEST_F(TrainerProcessTest, WorkerWithWrongKeyIsRefused) {
   ps.Kill();
 }
 
+TEST_F(TrainerProcessTest, MlpClassifierLearnsDenseCsv) {
+  // Three classes split by the sign of x0 + x1 and of x2: an MLP separates them.
+  const std::string csv_dir = Path("csv");
+  fs::create_directories(csv_dir);
+  uint64_t state = 99;
+  auto uniform = [&state] {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return static_cast<double>(state >> 11) * 0x1.0p-53 * 2 - 1;
+  };
+  for (const auto& [name, n] :
+       {std::pair<std::string, int>{"train.csv", 4000}, {"eval.csv", 1000}}) {
+    std::ofstream out(csv_dir + "/" + name);
+    out << "label,x0,x1,x2\n";
+    for (int i = 0; i < n; ++i) {
+      const double x0 = uniform(), x1 = uniform(), x2 = uniform();
+      const int label = x0 + x1 > 0 ? (x2 > 0 ? 2 : 1) : 0;
+      out << label << "," << x0 << "," << x1 << "," << x2 << "\n";
+    }
+  }
+  Process single(Flags({"--model",
+                        "mlp",
+                        "--data-format",
+                        "dense_csv",
+                        "--data-dir",
+                        csv_dir,
+                        "--num-features",
+                        "3",
+                        "--num-classes",
+                        "3",
+                        "--layers",
+                        "32",
+                        "--batch-size",
+                        "32",
+                        "--lr",
+                        "0.01",
+                        "--steps",
+                        "1500",
+                        "--target-accuracy",
+                        "0.9",
+                        "--termination-log",
+                        Path("m.json")}),
+                 {}, Path("single.log"));
+  EXPECT_EQ(single.Wait(kRunTimeout), 0) << single.Log();
+  const auto metrics = nlohmann::json::parse(ReadFile(Path("m.json")));
+  EXPECT_GE(metrics["eval"]["accuracy"].get<double>(), 0.9) << metrics.dump();
+  EXPECT_FALSE(metrics["eval"].contains("auc"));  // AUC is for binary models
+}
+
 TEST_F(TrainerProcessTest, MalformedClusterConfigIsPermanentError) {
   Process worker(Flags({"--steps", "1"}), Env(R"({"ps":["127.0.0.1:1"]})", "worker-3"),
                  Path("worker.log"));

@@ -228,22 +228,32 @@ StatusOr<int> RemoteParams::MarkDone() {
     calls[k].payload = std::move(w.str());
   }
   KT_RETURN_IF_ERROR(Exchange(calls));
-  int32_t count = 0;
-  std::memcpy(&count, calls[0].reply.data(), std::min<size_t>(4, calls[0].reply.size()));
-  return count;
+  return DoneCount();
 }
 
 StatusOr<int> RemoteParams::DoneCount() {
-  std::vector<Call> calls(1);
-  WireWriter w;
-  w.Put<int32_t>(-1);
-  calls[0].ps = 0;
-  calls[0].type = kDone;
-  calls[0].payload = std::move(w.str());
+  // Ask every PS and take the largest count: a PS that restarted has forgotten which
+  // workers finished, the others have not.
+  const int n = static_cast<int>(channels_.size());
+  std::vector<Call> calls(n);
+  for (int k = 0; k < n; ++k) {
+    WireWriter w;
+    w.Put<int32_t>(-1);
+    calls[k].ps = k;
+    calls[k].type = kDone;
+    calls[k].payload = std::move(w.str());
+  }
   KT_RETURN_IF_ERROR(Exchange(calls));
-  int32_t count = 0;
-  std::memcpy(&count, calls[0].reply.data(), std::min<size_t>(4, calls[0].reply.size()));
-  return count;
+  int32_t best = 0;
+  for (const Call& c : calls) {
+    int32_t count = 0;
+    if (c.reply_type != kDoneReply || c.reply.size() != 4) {
+      return Internal("ps-" + std::to_string(c.ps) + " sent a malformed done reply");
+    }
+    std::memcpy(&count, c.reply.data(), 4);
+    best = std::max(best, count);
+  }
+  return best;
 }
 
 Status RemoteParams::ShutdownAll() {

@@ -44,8 +44,9 @@ class RemoteParams : public ParamClient {
   // Asks every PS to save its shard, then commits the manifest (see ps/checkpoint.h).
   Status SaveCheckpoint(const std::string& dir, int64_t step) override;
 
-  // Tells every PS this worker has finished; returns how many workers PS 0 knows are done.
+  // Tells every PS this worker has finished; returns DoneCount().
   StatusOr<int> MarkDone();
+  // How many workers have finished, as far as the parameter servers know.
   StatusOr<int> DoneCount();
   // Asks every PS to exit.
   Status ShutdownAll();
