@@ -197,8 +197,12 @@ class Client::Impl {
       char errbuf[CURL_ERROR_SIZE] = {0};
       HttpResponse resp;
       std::string retry_after;
+      auto started = std::chrono::steady_clock::now();
       rc = Perform(method, path, body, content_type, on_data, stop, timeout_ms, resp, retry_after,
                    errbuf);
+      if (config_.on_request)
+        config_.on_request(method, rc == CURLE_OK ? resp.status : 0,
+                           std::chrono::steady_clock::now() - started);
       if (stop.stop_requested() && rc == CURLE_ABORTED_BY_CALLBACK) return resp;
       bool retry = false;
       std::chrono::milliseconds wait = backoff;
@@ -452,22 +456,33 @@ StatusOr<json> Client::List(const ResourceRef& r, std::string_view ns, const Lis
   return Decode(Do("GET", path), "GET " + path);
 }
 
+namespace {
+
+std::string ContinueOf(const json& list) {
+  auto md = list.find("metadata");
+  if (md == list.end() || !md->is_object()) return "";
+  auto c = md->find("continue");
+  return c != md->end() && c->is_string() ? c->get<std::string>() : "";
+}
+
+}  // namespace
+
 StatusOr<json> Client::ListAll(const ResourceRef& r, std::string_view ns, ListOptions opts) {
   auto first = List(r, ns, opts);
   if (!first.ok()) return first;
   json result = std::move(*first);
+  if (!result.is_object()) return Internal("LIST " + ResourcePath(r, ns) + ": not a list object");
   if (!result["items"].is_array()) result["items"] = json::array();
-  for (;;) {
-    std::string cont = result["metadata"].value("continue", "");
-    if (cont.empty()) break;
+  if (!result["metadata"].is_object()) result["metadata"] = json::object();
+  std::string cont = ContinueOf(result);
+  while (!cont.empty()) {
     opts.continue_token = cont;
     opts.resource_version.clear();  // continue tokens carry their own snapshot
     auto page = List(r, ns, opts);
     if (!page.ok()) return page;
-    auto& items = (*page)["items"];
-    if (items.is_array())
-      for (auto& it : items) result["items"].push_back(std::move(it));
-    result["metadata"]["continue"] = (*page)["metadata"].value("continue", "");
+    if (auto items = page->find("items"); items != page->end() && items->is_array())
+      for (auto& it : *items) result["items"].push_back(std::move(it));
+    cont = ContinueOf(*page);
   }
   result["metadata"].erase("continue");
   return result;

@@ -3,8 +3,10 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "operator/common/status.h"
 
@@ -37,6 +39,11 @@ struct Config {
   std::chrono::milliseconds connect_timeout{10'000};
   std::chrono::milliseconds request_timeout{60'000};
   int max_retries = 5;  // idempotent verbs only
+
+  // Called after every HTTP attempt (verb, HTTP status or 0 on a transport
+  // error, latency), e.g. to feed a metrics registry. Must be thread-safe.
+  std::function<void(std::string_view verb, long status, std::chrono::nanoseconds latency)>
+      on_request;
 };
 
 // Loads `path` and picks `context` (empty: current-context). Errors name the

@@ -41,6 +41,16 @@ bool LeaderElector::IsLeader() const {
 }
 
 LeaderElector::Attempt LeaderElector::TryAcquireOrRenew(Status* error) {
+  // A malformed Lease from the server must not take the process down.
+  try {
+    return TryAcquireOrRenewUnsafe(error);
+  } catch (const json::exception& e) {
+    *error = Internal(std::string("leader election: malformed Lease: ") + e.what());
+    return Attempt::kError;
+  }
+}
+
+LeaderElector::Attempt LeaderElector::TryAcquireOrRenewUnsafe(Status* error) {
   const auto now = std::chrono::steady_clock::now();
   const long duration_s = std::max<long>(
       1, std::chrono::duration_cast<std::chrono::seconds>(config_.lease_duration).count());
@@ -109,6 +119,14 @@ LeaderElector::Attempt LeaderElector::TryAcquireOrRenew(Status* error) {
 }
 
 void LeaderElector::Release() {
+  try {
+    ReleaseUnsafe();
+  } catch (const json::exception& e) {
+    spdlog::warn("leader election: releasing the lease failed: malformed Lease: {}", e.what());
+  }
+}
+
+void LeaderElector::ReleaseUnsafe() {
   auto current = client_->Get(kube::kLeases, config_.lease_namespace, config_.lease_name);
   if (!current.ok()) return;
   json lease = std::move(*current);

@@ -52,7 +52,9 @@ class LeaderElector {
  private:
   enum class Attempt { kAcquired, kHeldByOther, kError };
   Attempt TryAcquireOrRenew(Status* error);
+  Attempt TryAcquireOrRenewUnsafe(Status* error);  // may throw json::exception
   void Release();
+  void ReleaseUnsafe();
 
   kube::Client* const client_;
   const LeaderElectionConfig config_;

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <vector>
 
+#include "operator/runtime/health_server.h"
+
 namespace kubetrain::runtime {
 
 std::chrono::nanoseconds ItemBackoff::When(const std::string& key) {
@@ -28,7 +30,9 @@ int ItemBackoff::NumRequeues(const std::string& key) const {
 }
 
 WorkQueue::WorkQueue(WorkQueueOptions opts)
-    : backoff_(opts.base_delay, opts.max_delay), bucket_(opts.qps, opts.burst) {
+    : metric_labels_(opts.name.empty() ? "" : "name=\"" + opts.name + "\""),
+      backoff_(opts.base_delay, opts.max_delay),
+      bucket_(opts.qps, opts.burst) {
   timer_ = std::jthread([this](std::stop_token st) { TimerLoop(st); });
 }
 
@@ -43,7 +47,16 @@ void WorkQueue::AddLocked(const std::string& key) {
   if (!dirty_.insert(key).second) return;  // already queued (or re-queued)
   if (processing_.count(key)) return;      // Done() will queue it
   queue_.push_back(key);
+  if (!metric_labels_.empty())
+    DefaultMetrics().Add("kubetrain_workqueue_adds_total", metric_labels_);
+  ReportDepthLocked();
   cv_.notify_one();
+}
+
+void WorkQueue::ReportDepthLocked() {
+  if (!metric_labels_.empty())
+    DefaultMetrics().Set("kubetrain_workqueue_depth", metric_labels_,
+                         static_cast<double>(queue_.size()));
 }
 
 void WorkQueue::Add(const std::string& key) {
@@ -60,6 +73,8 @@ void WorkQueue::AddAfter(const std::string& key, std::chrono::nanoseconds delay)
 }
 
 void WorkQueue::AddRateLimited(const std::string& key) {
+  if (!metric_labels_.empty())
+    DefaultMetrics().Add("kubetrain_workqueue_retries_total", metric_labels_);
   auto item = backoff_.When(key);
   auto overall = bucket_.Reserve(Clock::now());
   AddAfter(key, std::max(item, overall));
@@ -78,6 +93,7 @@ std::optional<std::string> WorkQueue::Get() {
   if (queue_.empty()) return std::nullopt;
   std::string key = std::move(queue_.front());
   queue_.pop_front();
+  ReportDepthLocked();
   processing_.insert(key);
   dirty_.erase(key);
   return key;
@@ -89,6 +105,7 @@ void WorkQueue::Done(const std::string& key) {
   if (dirty_.count(key)) {
     // Added while it was being processed: process it again.
     queue_.push_back(key);
+    ReportDepthLocked();
     cv_.notify_one();
   } else if (processing_.empty() && queue_.empty()) {
     cv_.notify_all();  // a drain may be waiting
@@ -151,6 +168,13 @@ void RunWorkers(WorkQueue& queue, int workers, const Reconciler& reconcile) {
             return Internal(std::string("reconcile threw: ") + e.what());
           }
         }();
+        const char* outcome = r.ok() ? (r->requeue_after.count() > 0 ? "requeue" : "success")
+                              : (r.status().code() == StatusCode::kInvalidArgument ||
+                                 r.status().code() == StatusCode::kFailedPrecondition)
+                                  ? "permanent_error"
+                                  : "error";
+        DefaultMetrics().Add("kubetrain_reconcile_total",
+                             std::string("result=\"") + outcome + "\"");
         if (r.ok()) {
           queue.Forget(*key);
           if (r->requeue_after.count() > 0) queue.AddAfter(*key, r->requeue_after);

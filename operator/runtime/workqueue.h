@@ -42,6 +42,9 @@ struct WorkQueueOptions {
   std::chrono::nanoseconds max_delay = std::chrono::seconds(1000);
   double qps = 10;  // overall retry bucket, shared by all items
   int burst = 100;
+  // When set, the queue reports kubetrain_workqueue_{adds,retries}_total and
+  // kubetrain_workqueue_depth with label name="<name>" to DefaultMetrics().
+  std::string name;
 };
 
 // Contract:
@@ -85,6 +88,9 @@ class WorkQueue {
   void AddLocked(const std::string& key);
   void TimerLoop(std::stop_token stop);
 
+  void ReportDepthLocked();
+
+  const std::string metric_labels_;  // "" when metrics are off
   ItemBackoff backoff_;
   kube::TokenBucket bucket_;
 

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "operator/runtime/controller.h"
+#include "operator/runtime/health_server.h"
 
 namespace kubetrain::runtime {
 namespace {
@@ -104,7 +105,7 @@ TEST(WorkQueueTest, ShutDownAndDrainWaitsForInFlightItems) {
 }
 
 TEST(RunWorkersTest, ResultDecidesForgetRequeueOrRetry) {
-  WorkQueue q(WorkQueueOptions{1ms, 1s, 1000, 1000});
+  WorkQueue q(WorkQueueOptions{1ms, 1s, 1000, 1000, ""});
   std::mutex mu;
   std::map<std::string, int> calls;
   std::atomic<int> finished{0};
@@ -137,6 +138,23 @@ TEST(RunWorkersTest, ResultDecidesForgetRequeueOrRetry) {
   EXPECT_EQ(calls["bad"], 1);    // permanent: not retried
   EXPECT_EQ(calls["timer"], 2);  // requeue_after ran it again
   EXPECT_EQ(q.NumRequeues("flaky"), 0);
+}
+
+TEST(WorkQueueTest, NamedQueueReportsDepthAddsAndRetries) {
+  WorkQueueOptions opts;
+  opts.name = "metrics-test";
+  WorkQueue q(opts);
+  const std::string labels = "name=\"metrics-test\"";
+  q.Add("a");
+  q.Add("b");
+  q.Add("a");  // deduplicated: not an add
+  EXPECT_EQ(DefaultMetrics().Get("kubetrain_workqueue_adds_total", labels), 2);
+  EXPECT_EQ(DefaultMetrics().Get("kubetrain_workqueue_depth", labels), 2);
+  auto k = q.Get();
+  EXPECT_EQ(DefaultMetrics().Get("kubetrain_workqueue_depth", labels), 1);
+  q.AddRateLimited(*k);
+  EXPECT_EQ(DefaultMetrics().Get("kubetrain_workqueue_retries_total", labels), 1);
+  q.Done(*k);
 }
 
 TEST(RunControllerTest, StopFinishesInFlightReconcileThenReturns) {
