@@ -284,6 +284,31 @@ TEST_F(TrainerProcessTest, AsyncTwoPsTwoWorkersReachTargetAuc) {
   }
 }
 
+TEST_F(TrainerProcessTest, ChiefCoordinatesAndEveryProcessExitsZero) {
+  nlohmann::json cluster;
+  cluster["chief"].push_back("127.0.0.1:" + std::to_string(FreePort()));
+  cluster["ps"].push_back("127.0.0.1:" + std::to_string(FreePort()));
+  cluster["worker"].push_back("127.0.0.1:" + std::to_string(FreePort()));
+  auto flags = [&](const std::string& name, const std::string& steps) {
+    return Flags(
+        {"--steps", steps, "--eval-examples", "500", "--termination-log", Path(name + ".json")});
+  };
+  Process ps(flags("ps-0", "40"), Env(cluster.dump(), "ps-0"), Path("ps-0.log"));
+  // The worker runs longer than the chief: the chief must wait for it before stopping the PS.
+  Process worker(flags("worker-0", "120"), Env(cluster.dump(), "worker-0"), Path("worker-0.log"));
+  Process chief(flags("chief-0", "40"), Env(cluster.dump(), "chief-0"), Path("chief-0.log"));
+  EXPECT_EQ(chief.Wait(kRunTimeout), 0) << chief.Log();
+  EXPECT_EQ(worker.Wait(kRunTimeout), 0) << worker.Log();
+  EXPECT_EQ(ps.Wait(kRunTimeout), 0) << ps.Log();
+  const auto chief_metrics = nlohmann::json::parse(ReadFile(Path("chief-0.json")));
+  EXPECT_EQ(chief_metrics["eval"]["examples"].get<int>(), 500) << chief_metrics.dump();
+  const auto worker_metrics = nlohmann::json::parse(ReadFile(Path("worker-0.json")));
+  EXPECT_EQ(worker_metrics["steps"].get<int>(), 120);
+  EXPECT_FALSE(worker_metrics.contains("eval"));  // only the coordinator evaluates
+  const auto ps_metrics = nlohmann::json::parse(ReadFile(Path("ps-0.json")));
+  EXPECT_EQ(ps_metrics["updates"].get<int>(), 160);  // every step of both trainers landed
+}
+
 TEST_F(TrainerProcessTest, MissedTargetAucExitsPermanentFailure) {
   Process single(
       Flags({"--steps", "5", "--target-auc", "0.999", "--termination-log", Path("m.json")}), {},
