@@ -1,9 +1,12 @@
 #include "operator/runtime/leader_election.h"
 
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <condition_variable>
+#include <cstring>
 #include <ctime>
+#include <random>
 #include <thread>
 
 namespace kubetrain::runtime {
@@ -32,8 +35,25 @@ std::string MicroTimeNow() {
   return buf;
 }
 
+namespace {
+
+// An empty identity would make every contender see the lease as free (split
+// brain), so a missing one becomes "<hostname>_<random>".
+LeaderElectionConfig WithIdentity(LeaderElectionConfig c) {
+  if (!c.identity.empty()) return c;
+  char host[256] = {0};
+  if (gethostname(host, sizeof(host) - 1) != 0 || host[0] == '\0') std::strcpy(host, "kubetrain");
+  std::mt19937_64 rng(std::random_device{}());
+  char suffix[17];
+  std::snprintf(suffix, sizeof(suffix), "%016llx", static_cast<unsigned long long>(rng()));
+  c.identity = std::string(host) + "_" + suffix;
+  return c;
+}
+
+}  // namespace
+
 LeaderElector::LeaderElector(kube::Client* client, LeaderElectionConfig config)
-    : client_(client), config_(std::move(config)) {}
+    : client_(client), config_(WithIdentity(std::move(config))) {}
 
 bool LeaderElector::IsLeader() const {
   std::lock_guard lock(mu_);

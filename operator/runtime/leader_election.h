@@ -15,7 +15,7 @@ namespace kubetrain::runtime {
 struct LeaderElectionConfig {
   std::string lease_namespace;
   std::string lease_name;
-  std::string identity;  // unique per process, e.g. "<pod name>_<random>"
+  std::string identity;  // unique per process; empty: "<hostname>_<random>" is generated
   std::chrono::milliseconds lease_duration{15'000};
   std::chrono::milliseconds renew_deadline{10'000};
   std::chrono::milliseconds retry_period{2'000};
@@ -48,6 +48,7 @@ class LeaderElector {
                            std::function<void(std::stop_token)> on_started_leading,
                            std::function<void()> on_stopped_leading = {});
   bool IsLeader() const;
+  const std::string& identity() const { return config_.identity; }
 
  private:
   enum class Attempt { kAcquired, kHeldByOther, kError };

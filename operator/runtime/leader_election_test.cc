@@ -188,5 +188,12 @@ TEST_F(LeaderElectionTest, WaitsForAnotherHoldersLeaseToExpire) {
   t.join();
 }
 
+TEST_F(LeaderElectionTest, EmptyIdentityGetsAUniqueGeneratedOne) {
+  le_.identity.clear();
+  LeaderElector a(client_.get(), le_), b(client_.get(), le_);
+  EXPECT_FALSE(a.identity().empty());
+  EXPECT_NE(a.identity(), b.identity());
+}
+
 }  // namespace
 }  // namespace kubetrain::runtime
