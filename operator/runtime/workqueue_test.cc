@@ -145,15 +145,18 @@ TEST(WorkQueueTest, NamedQueueReportsDepthAddsAndRetries) {
   opts.name = "metrics-test";
   WorkQueue q(opts);
   const std::string labels = "name=\"metrics-test\"";
+  // The registry is process-wide: compare against what was there before.
+  const double adds = DefaultMetrics().Get("kubetrain_workqueue_adds_total", labels);
+  const double retries = DefaultMetrics().Get("kubetrain_workqueue_retries_total", labels);
   q.Add("a");
   q.Add("b");
   q.Add("a");  // deduplicated: not an add
-  EXPECT_EQ(DefaultMetrics().Get("kubetrain_workqueue_adds_total", labels), 2);
+  EXPECT_EQ(DefaultMetrics().Get("kubetrain_workqueue_adds_total", labels), adds + 2);
   EXPECT_EQ(DefaultMetrics().Get("kubetrain_workqueue_depth", labels), 2);
   auto k = q.Get();
   EXPECT_EQ(DefaultMetrics().Get("kubetrain_workqueue_depth", labels), 1);
   q.AddRateLimited(*k);
-  EXPECT_EQ(DefaultMetrics().Get("kubetrain_workqueue_retries_total", labels), 1);
+  EXPECT_EQ(DefaultMetrics().Get("kubetrain_workqueue_retries_total", labels), retries + 1);
   q.Done(*k);
 }
 
