@@ -350,7 +350,13 @@ int RunWorker(const Flags& f, const ClusterInfo& cluster, Model& model, const Au
     spdlog::error("{}", params.status().ToString());
     return ExitCodeFor(params.status());
   }
-  if (start > 0) spdlog::info("resuming at step {} from {}", start, f.checkpoint_dir);
+  if (f.sync && (*params)->last_ps_step() > start) {
+    // Restarted into a running synchronous job: join the others at their step.
+    start = (*params)->last_ps_step();
+    spdlog::info("joining the running synchronous job after step {}", start);
+  } else if (start > 0) {
+    spdlog::info("resuming at step {} from {}", start, f.checkpoint_dir);
+  }
   auto reader_opts = Reader(f, f.train_match, rank, trainers, true);
   if (!reader_opts.ok()) {
     spdlog::error("training data: {}", reader_opts.status().ToString());

@@ -62,6 +62,7 @@ void PsServer::ServeConnection(Connection* conn) {
   conn->SetReceiveTimeout(std::chrono::milliseconds(0));
   uint8_t type;
   std::string payload;
+  int rank = -1;
   while (true) {
     s = conn->Receive(&type, &payload);
     if (!s.ok()) {
@@ -71,7 +72,7 @@ void PsServer::ServeConnection(Connection* conn) {
       break;
     }
     bool shutdown = false;
-    s = Handle(*conn, type, payload, &shutdown);
+    s = Handle(*conn, type, payload, &rank, &shutdown);
     if (!s.ok()) {
       spdlog::warn("request {} from {} failed: {}", type, conn->peer(), s.ToString());
       if (!conn->Send(kError, s.ToString()).ok()) break;
@@ -86,23 +87,35 @@ void PsServer::ServeConnection(Connection* conn) {
   conn->Shutdown();
 }
 
-Status PsServer::Handle(Connection& conn, uint8_t type, const std::string& payload,
+Status PsServer::Handle(Connection& conn, uint8_t type, const std::string& payload, int* rank,
                         bool* shutdown) {
   WireReader r(payload);
   const int dim = shard_->sparse_dim();
   switch (type) {
     case kHello: {
-      int32_t rank, row_dim;
+      int32_t hello_rank, row_dim;
       uint64_t total;
-      if (!r.Get(&rank) || !r.Get(&total) || !r.Get(&row_dim)) return InvalidArgument("bad hello");
+      if (!r.Get(&hello_rank) || !r.Get(&total) || !r.Get(&row_dim)) {
+        return InvalidArgument("bad hello");
+      }
       if (total != o_.total_dense || row_dim != dim) {
-        return FailedPrecondition("worker " + std::to_string(rank) + " runs a model with " +
+        return FailedPrecondition("worker " + std::to_string(hello_rank) + " runs a model with " +
                                   std::to_string(total) + " dense parameters and rows of " +
                                   std::to_string(row_dim) + "; this PS has " +
                                   std::to_string(o_.total_dense) + " and " + std::to_string(dim) +
                                   " (are all replicas started with the same flags?)");
       }
-      return conn.Send(kOk, "");
+      *rank = hello_rank;
+      // Tell the worker the last step this PS completed, so a worker restarted in
+      // synchronous mode joins the step the others are on instead of replaying old ones.
+      int64_t last_step;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        last_step = applied_step_;
+      }
+      WireWriter w;
+      w.Put<int64_t>(last_step);
+      return conn.Send(kOk, w.str());
     }
     case kPull: {
       uint32_t n;
@@ -121,7 +134,7 @@ Status PsServer::Handle(Connection& conn, uint8_t type, const std::string& paylo
                        std::string_view(reinterpret_cast<const char*>(out.data()), out.size() * 4));
     }
     case kPush:
-      return HandlePush(conn, payload);
+      return HandlePush(conn, payload, *rank);
     case kCheckpoint: {
       int64_t step;
       if (!r.Get(&step)) return InvalidArgument("bad checkpoint request");
@@ -134,12 +147,12 @@ Status PsServer::Handle(Connection& conn, uint8_t type, const std::string& paylo
       return conn.Send(kOk, "");
     }
     case kDone: {
-      int32_t rank;
-      if (!r.Get(&rank)) return InvalidArgument("bad done");
+      int32_t done_rank;
+      if (!r.Get(&done_rank)) return InvalidArgument("bad done");
       int32_t count;
       {
         std::lock_guard<std::mutex> lock(mu_);
-        if (rank >= 0) done_.insert(rank);
+        if (done_rank >= 0) done_.insert(done_rank);
         count = static_cast<int32_t>(done_.size());
       }
       WireWriter w;
@@ -154,7 +167,7 @@ Status PsServer::Handle(Connection& conn, uint8_t type, const std::string& paylo
   }
 }
 
-Status PsServer::HandlePush(Connection& conn, const std::string& payload) {
+Status PsServer::HandlePush(Connection& conn, const std::string& payload, int rank) {
   WireReader r(payload);
   const int dim = shard_->sparse_dim();
   int64_t step;
@@ -180,15 +193,29 @@ Status PsServer::HandlePush(Connection& conn, const std::string& payload) {
     return conn.Send(kOk, "");
   }
 
+  if (rank < 0) return FailedPrecondition("synchronous push before hello");
   std::unique_lock<std::mutex> lock(mu_);
+  if (step <= applied_step_) {
+    // A re-sent push for a step already applied (the reply was lost with the connection).
+    lock.unlock();
+    return conn.Send(kOk, "");
+  }
   if (agg_count_ == 0) {
     agg_step_ = step;
     agg_dense_.assign(shard_->dense_size(), 0.f);
     agg_rows_.clear();
+    agg_ranks_.clear();
   } else if (step != agg_step_) {
     return FailedPrecondition("synchronous step mismatch: got a push for step " +
                               std::to_string(step) + " while aggregating step " +
                               std::to_string(agg_step_));
+  }
+  if (!agg_ranks_.insert(rank).second) {
+    // Re-sent after a reconnect: already in the sum; just wait for the step.
+    cv_.wait(lock, [&] { return applied_step_ >= step || stopping_; });
+    if (stopping_) return Unavailable("parameter server is stopping");
+    lock.unlock();
+    return conn.Send(kOk, "");
   }
   for (size_t i = 0; i < dense.size(); ++i) agg_dense_[i] += dense[i];
   for (uint32_t i = 0; i < n; ++i) {

@@ -6,7 +6,8 @@
 //   Flow: each worker pushes its gradients for step s; the PS sums them; when all
 //     num_trainers pushes for s have arrived it applies the mean once and only then
 //     answers every push of step s, so no worker pulls for s+1 before the update.
-//   Guarantees: with one worker the update sequence is exactly the single-process one.
+//   Guarantees: with one worker the update sequence is exactly the single-process one. A
+//     push re-sent after a reconnect (same worker, same step) is not summed twice.
 //   Assumptions: every worker runs the same steps; a worker that dies stalls the others
 //     until the job restarts it (the operator's restart policy handles that).
 // Serve() returns OK when a Shutdown request arrives (sent by the coordinator once every
@@ -50,9 +51,11 @@ class PsServer {
 
  private:
   void ServeConnection(Connection* conn);
-  // Handles one request; sets *shutdown for a Shutdown request.
-  Status Handle(Connection& conn, uint8_t type, const std::string& payload, bool* shutdown);
-  Status HandlePush(Connection& conn, const std::string& payload);
+  // Handles one request; sets *shutdown for a Shutdown request. `*rank` is the worker's
+  // rank once it has said hello on this connection, else -1.
+  Status Handle(Connection& conn, uint8_t type, const std::string& payload, int* rank,
+                bool* shutdown);
+  Status HandlePush(Connection& conn, const std::string& payload, int rank);
 
   // Constant after construction.
   ParamShard* const shard_;
@@ -68,6 +71,7 @@ class PsServer {
   // Synchronous aggregation of the current step, guarded by mu_.
   int64_t agg_step_ = -1;
   int agg_count_ = 0;
+  std::set<int> agg_ranks_;  // workers whose push for agg_step_ is in the sum
   int64_t applied_step_ = -1;
   std::vector<float> agg_dense_;
   std::unordered_map<uint64_t, std::vector<float>> agg_rows_;

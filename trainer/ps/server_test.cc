@@ -89,6 +89,32 @@ TEST_F(PsServerTest, SyncStepAppliesTheMeanOfAllWorkersGradientsOnce) {
   for (size_t i = 0; i < n; ++i) EXPECT_FLOAT_EQ(now[i], init_[i] - 0.5f * 2.f) << i;
 }
 
+TEST_F(PsServerTest, SyncPushResentAfterReconnectIsNotCountedTwice) {
+  Start(/*sync=*/true, /*trainers=*/2);
+  const size_t n = model_->NumDenseParams();
+  std::vector<float> g1(n, 1.f), g2(n, 3.f);
+  Status s_first, s_resent, s_other;
+  auto first = Client(0, *model_);
+  auto resent = Client(0, *model_);  // the same worker after a reconnect
+  auto other = Client(1, *model_);
+  ASSERT_TRUE(first.ok() && resent.ok() && other.ok());
+  std::thread a([&] { s_first = (*first)->Push(1, {}, nullptr, g1.data()); });
+  std::thread b([&] { s_resent = (*resent)->Push(1, {}, nullptr, g1.data()); });
+  std::thread c([&] { s_other = (*other)->Push(1, {}, nullptr, g2.data()); });
+  a.join();
+  b.join();
+  c.join();
+  ASSERT_TRUE(s_first.ok() && s_resent.ok() && s_other.ok());
+  EXPECT_EQ(shard_->updates(), 1);
+  std::vector<float> now(n);
+  shard_->PullDense(now.data());
+  EXPECT_FLOAT_EQ(now[0], init_[0] - 0.5f * 2.f);  // mean of 1 and 3, not of 1, 1 and 3
+  // A worker connecting now learns that step 1 is done.
+  auto late = Client(1, *model_);
+  ASSERT_TRUE(late.ok());
+  EXPECT_EQ((*late)->last_ps_step(), 1);
+}
+
 TEST_F(PsServerTest, AsyncAppliesEveryPush) {
   Start(/*sync=*/false, /*trainers=*/2);
   auto c = Client(0, *model_);

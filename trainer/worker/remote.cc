@@ -66,6 +66,11 @@ Status RemoteParams::EnsureConnected(int k, Clock::time_point deadline) {
         std::string reply;
         if (s.ok()) s = (*conn)->Receive(&type, &reply);
         if (s.ok() && type == kError) return FailedPrecondition(reply);
+        if (s.ok() && reply.size() == 8) {
+          int64_t last = -1;
+          std::memcpy(&last, reply.data(), 8);
+          last_ps_step_ = std::max(last_ps_step_, last);
+        }
         if (s.ok()) {
           if (attempts > 1) {
             spdlog::info("connected to ps-{} at {}:{} after {} attempts", k, ch.address.host,

@@ -48,6 +48,8 @@ class RemoteParams : public ParamClient {
   StatusOr<int> MarkDone();
   // How many workers have finished, as far as the parameter servers know.
   StatusOr<int> DoneCount();
+  // The last synchronous step any PS reported completing when we connected (-1: none).
+  int64_t last_ps_step() const { return last_ps_step_; }
   // Asks every PS to exit.
   Status ShutdownAll();
 
@@ -72,6 +74,7 @@ class RemoteParams : public ParamClient {
   const size_t total_dense_;
   const int row_dim_;
   std::vector<std::unique_ptr<Channel>> channels_;
+  int64_t last_ps_step_ = -1;
   // Per-step scratch, kept to avoid reallocating.
   std::vector<std::vector<uint64_t>> ids_of_;
   std::vector<std::vector<int>> pos_of_;
