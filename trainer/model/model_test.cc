@@ -13,6 +13,15 @@
 namespace kubetrain::trainer {
 namespace {
 
+// One compute thread: these tests check numbers, not speed, and OpenMP threads that spin
+// while waiting make them many times slower on a shared, oversubscribed CI machine.
+class OneComputeThread : public ::testing::Environment {
+ public:
+  void SetUp() override { SetComputeThreads(1); }
+};
+[[maybe_unused]] ::testing::Environment* const kOneComputeThread =
+    ::testing::AddGlobalTestEnvironment(new OneComputeThread);
+
 std::vector<float> RandomVector(size_t n, uint64_t seed, float scale = 1.f) {
   std::vector<float> v(n);
   for (auto& x : v) x = scale * UniformSym(seed);

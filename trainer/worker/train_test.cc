@@ -13,6 +13,15 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// One compute thread: these tests check numbers, not speed, and OpenMP threads that spin
+// while waiting make them many times slower on a shared, oversubscribed CI machine.
+class OneComputeThread : public ::testing::Environment {
+ public:
+  void SetUp() override { SetComputeThreads(1); }
+};
+[[maybe_unused]] ::testing::Environment* const kOneComputeThread =
+    ::testing::AddGlobalTestEnvironment(new OneComputeThread);
+
 class TrainTest : public ::testing::Test {
  protected:
   void SetUp() override {
