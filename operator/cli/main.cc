@@ -1,14 +1,324 @@
-// `kubetrain`: the command-line front end (run, render, validate).
+// `kubetrain`: the command-line front end.
+//
+//   kubetrain run -f job.yaml        every replica as a local process (operator/local)
+//   kubetrain render -f job.yaml     the Pods, Services and Secret the operator would create
+//   kubetrain validate -f job.yaml   the CRD's rules, with field paths and file lines
+//
+// Exit codes: 0 success (job Succeeded, file valid); 1 job Failed or file
+// invalid; 2 bad usage or input that cannot be read or run; 128+n interrupted
+// by signal n (130 for Ctrl-C).
+#include <sodium.h>
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <sstream>
 
 #include "kubetrain/version.h"
+#include "operator/api/json.h"
+#include "operator/api/validation.h"
+#include "operator/api/yaml.h"
+#include "operator/controller/planner.h"
+#include "operator/local/process.h"
+#include "operator/local/runner.h"
+#include "operator/local/yaml_out.h"
+
+namespace kubetrain::cli {
+namespace {
+
+using nlohmann::json;
+
+constexpr int kExitFailed = 1;
+constexpr int kExitUsage = 2;
+
+// One TrainingJob document of a file, checked.
+struct JobDocument {
+  api::TrainingJob job;
+  int line = 1;
+};
+
+// "<path>: <what>" (json.h's format) -> "<file>:<line>: <path>: <what>".
+std::string Locate(const std::string& file, const api::YamlDocument& doc, const std::string& msg) {
+  const size_t colon = msg.find(": ");
+  std::string path = colon == std::string::npos ? "" : msg.substr(0, colon);
+  // A CEL rule reports on the object that holds it ("spec.replicaSpecs: ...")
+  // and often names the exact field in its message: point at that one.
+  if (colon != std::string::npos) {
+    std::istringstream words(msg.substr(colon + 2));
+    std::string word;
+    while (words >> word) {
+      while (!word.empty() && std::string_view(",.;:)\"'").find(word.back()) != std::string::npos) {
+        word.pop_back();
+      }
+      if (word.size() > path.size() && word.rfind(path + ".", 0) == 0) path = word;
+    }
+  }
+  return file + ":" + std::to_string(doc.LineOf(path)) + ": " + msg;
+}
+
+// Reads every document of `file` and checks each as the apiserver and the
+// operator would: structure (ParseTrainingJob), the CRD's rules (Validate) and
+// what the planner rejects as InvalidSpec. Problems go to `errors`, one line each.
+StatusOr<std::vector<JobDocument>> LoadJobs(const std::string& file,
+                                            std::vector<std::string>& errors,
+                                            const std::string& namespace_override = "") {
+  std::string text;
+  if (file == "-") {
+    std::stringstream ss;
+    ss << std::cin.rdbuf();
+    text = ss.str();
+  } else {
+    std::error_code ec;
+    if (!std::filesystem::exists(file, ec)) return NotFound(file + ": no such file");
+    if (std::filesystem::is_directory(file, ec)) return InvalidArgument(file + ": is a directory");
+    std::ifstream in(file, std::ios::binary);
+    if (!in) return NotFound(file + ": cannot be read");
+    text.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  auto docs = api::ParseYamlDocuments(text);
+  if (!docs.ok()) return InvalidArgument(file + ": " + docs.status().message());
+  if (docs->empty()) return InvalidArgument(file + ": no YAML documents");
+  std::vector<JobDocument> jobs;
+  for (const auto& doc : *docs) {
+    const size_t before = errors.size();
+    auto job = api::ParseTrainingJob(doc.value);
+    if (!job.ok()) {
+      errors.push_back(Locate(file, doc, job.status().message()));
+      continue;
+    }
+    if (!namespace_override.empty()) job->metadata.namespace_ = namespace_override;
+    for (const auto& e : api::Validate(*job)) {
+      errors.push_back(Locate(file, doc, e.path + ": " + e.message));
+    }
+    if (errors.size() == before) {
+      // Template problems the CRD lets through fail the job at once (InvalidSpec).
+      controller::PlanInput input;
+      input.now = std::chrono::floor<std::chrono::seconds>(std::chrono::system_clock::now());
+      auto plan = controller::PlanJob(*job, {}, input);
+      if (const auto* failed = plan.status.Find(api::ConditionType::kFailed);
+          failed && failed->status && failed->reason == "InvalidSpec") {
+        errors.push_back(Locate(file, doc, failed->message));
+      }
+    }
+    if (errors.size() == before) jobs.push_back({std::move(*job), doc.line});
+  }
+  return jobs;
+}
+
+std::string SelfDir() {
+  std::error_code ec;
+  auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string(".") : self.parent_path().string();
+}
+
+// --trainer, else $KUBETRAIN_TRAINER, else next to this binary, else the build
+// tree's layout (build/operator/cli/kubetrain, build/trainer/kubetrain-trainer),
+// else PATH. Empty if none.
+std::string FindTrainer(const std::string& flag) {
+  if (!flag.empty()) return flag;
+  if (const char* env = getenv("KUBETRAIN_TRAINER"); env && *env) return env;
+  const std::string dir = SelfDir();
+  for (const std::string& p :
+       {dir + "/kubetrain-trainer", dir + "/../../trainer/kubetrain-trainer"}) {
+    if (access(p.c_str(), X_OK) == 0) return std::filesystem::weakly_canonical(p).string();
+  }
+  const char* path = getenv("PATH");
+  return local::ResolveExecutable("kubetrain-trainer", path ? path : "").value_or("");
+}
+
+// "worker-0: AUC 0.78123, accuracy 0.7, log loss 0.5 (1000 examples)" from a trainer's metrics.
+std::string MetricsLine(const std::string& replica, const std::string& message) {
+  json m = json::parse(message, nullptr, /*allow_exceptions=*/false);
+  if (!m.is_object() || !m.contains("eval") || !m["eval"].is_object()) return "";
+  const json& e = m["eval"];
+  char buf[256];
+  std::string out = replica + ":";
+  if (e.contains("auc") && e["auc"].is_number()) {
+    std::snprintf(buf, sizeof buf, " AUC %.4f,", e["auc"].get<double>());
+    out += buf;
+  }
+  std::snprintf(buf, sizeof buf, " accuracy %.4f, log loss %.4f on %lld examples",
+                e.value("accuracy", 0.0), e.value("log_loss", 0.0),
+                static_cast<long long>(e.value("examples", int64_t{0})));
+  out += buf;
+  if (m.contains("steps")) out += ", " + m["steps"].dump() + " steps";
+  return out;
+}
+
+struct RunFlags {
+  std::string file;
+  std::string trainer;
+  std::string work_dir;
+  std::string output = "yaml";
+  std::string color = "auto";
+  int base_port = 0;
+  int grace = 10;
+};
+
+int Run(const RunFlags& f) {
+  std::vector<std::string> errors;
+  auto jobs = LoadJobs(f.file, errors);
+  if (!jobs.ok()) {
+    std::cerr << "error: " << jobs.status().message() << "\n";
+    return kExitUsage;
+  }
+  for (const auto& e : errors) std::cerr << "error: " << e << "\n";
+  if (!errors.empty()) return kExitUsage;
+  if (jobs->size() != 1) {
+    std::cerr << "error: " << f.file << ": `run` takes exactly one TrainingJob, found "
+              << jobs->size() << "\n";
+    return kExitUsage;
+  }
+  api::TrainingJob job = std::move(jobs->front().job);
+  local::RunOptions opt;
+  opt.trainer_path = FindTrainer(f.trainer);
+  opt.work_dir = !f.work_dir.empty()
+                     ? f.work_dir
+                     : (std::filesystem::temp_directory_path() /
+                        ("kubetrain-" + job.metadata.name + "-" + std::to_string(getpid())))
+                           .string();
+  opt.base_port = f.base_port;
+  opt.grace = std::chrono::seconds(f.grace);
+  const bool tty = isatty(STDOUT_FILENO) != 0;
+  opt.color = f.color == "always" || (f.color == "auto" && tty && !getenv("NO_COLOR"));
+  opt.progress = tty;
+  const std::string name = job.metadata.name;
+  auto result = local::RunLocally(std::move(job), opt);
+  if (f.work_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::remove_all(opt.work_dir, ec);
+  }
+  if (!result.ok()) {
+    std::cerr << "error: " << result.status().message() << "\n";
+    return kExitUsage;
+  }
+  // The summary: the status as the operator would write it, then the metrics.
+  json status = {{"status", api::StatusToJson(result->status)}};
+  std::cout << "\n# TrainingJob " << name << ": final status (as the operator writes it)\n";
+  if (f.output == "json") {
+    std::cout << status.dump(2) << "\n";
+  } else {
+    std::cout << local::ToYaml(status);
+  }
+  for (const auto& [replica, message] : result->termination_messages) {
+    std::string line = MetricsLine(replica, message);
+    if (!line.empty()) std::cout << "metrics " << line << "\n";
+  }
+  char secs[32];
+  std::snprintf(secs, sizeof secs, "%.1f", result->seconds);
+  if (result->interrupted) {
+    std::cout << "result: interrupted by signal " << result->signal << " after " << secs
+              << "s; every replica stopped\n";
+    return 128 + result->signal;
+  }
+  std::cout << "result: " << result->status.state << " in " << secs << "s\n";
+  std::cout.flush();
+  return result->status.IsTrue(api::ConditionType::kSucceeded) ? 0 : kExitFailed;
+}
+
+int Validate(const std::string& file) {
+  std::vector<std::string> errors;
+  auto jobs = LoadJobs(file, errors);
+  if (!jobs.ok()) {
+    std::cerr << "error: " << jobs.status().message() << "\n";
+    return kExitUsage;
+  }
+  for (const auto& e : errors) std::cerr << e << "\n";
+  for (const auto& j : *jobs) {
+    std::cout << file << ":" << j.line << ": TrainingJob " << j.job.metadata.name << " is valid\n";
+  }
+  return errors.empty() ? 0 : kExitFailed;
+}
+
+int Render(const std::string& file, const std::string& ns, bool show_secrets) {
+  std::vector<std::string> errors;
+  auto jobs = LoadJobs(file, errors, ns);
+  if (!jobs.ok()) {
+    std::cerr << "error: " << jobs.status().message() << "\n";
+    return kExitUsage;
+  }
+  for (const auto& e : errors) std::cerr << "error: " << e << "\n";
+  if (!errors.empty()) return kExitFailed;
+  if (sodium_init() < 0) {
+    std::cerr << "error: libsodium initialisation failed\n";
+    return kExitUsage;
+  }
+  bool first = true;
+  for (const auto& doc : *jobs) {
+    controller::PlanInput input;
+    input.now = std::chrono::floor<std::chrono::seconds>(std::chrono::system_clock::now());
+    randombytes_buf(input.auth_key.data(), input.auth_key.size());
+    auto plan = controller::PlanJob(doc.job, {}, input);
+    for (json obj : plan.creates) {
+      if (!first) std::cout << "---\n";
+      first = false;
+      if (obj.value("kind", "") == "Secret" && !show_secrets) {
+        std::cout << "# data redacted: the operator generates a random key per job "
+                     "(--show-secrets prints this one)\n";
+        for (auto& [k, v] : obj["data"].items()) v = "";
+      }
+      std::cout << local::ToYaml(obj);
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace kubetrain::cli
 
 int main(int argc, char** argv) {
+  using namespace kubetrain::cli;
   CLI::App app{"kubetrain: run distributed ML training jobs on Kubernetes or locally"};
   app.set_version_flag("--version", std::string("kubetrain ") + kubetrain::kVersion);
-  app.require_subcommand(0);
-  CLI11_PARSE(app, argc, argv);
+  app.require_subcommand(0, 1);
+
+  RunFlags run;
+  auto* run_cmd = app.add_subcommand(
+      "run", "Run every replica of a TrainingJob as a local process; exit 0 if it succeeds");
+  run_cmd->add_option("-f,--filename", run.file, "job file (YAML; - for stdin)")->required();
+  run_cmd->add_option("--trainer", run.trainer,
+                      "kubetrain-trainer binary (default: $KUBETRAIN_TRAINER, next to kubetrain, "
+                      "or PATH)");
+  run_cmd->add_option("--work-dir", run.work_dir,
+                      "keep termination messages here (default: a temporary directory)");
+  run_cmd
+      ->add_option("--base-port", run.base_port,
+                   "use consecutive ports from this one (default: free ports)")
+      ->check(CLI::Range(1, 65535));
+  run_cmd->add_option("--grace-period", run.grace, "seconds between SIGTERM and SIGKILL")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 3600));
+  run_cmd->add_option("-o,--output", run.output, "format of the final status")
+      ->check(CLI::IsMember({"yaml", "json"}))
+      ->capture_default_str();
+  run_cmd->add_option("--color", run.color, "auto, always or never")
+      ->check(CLI::IsMember({"auto", "always", "never"}))
+      ->capture_default_str();
+
+  std::string file, ns;
+  bool show_secrets = false;
+  auto* render_cmd = app.add_subcommand(
+      "render", "Print the Pods, Services and Secret the operator would create, as YAML");
+  render_cmd->add_option("-f,--filename", file, "job file (YAML; - for stdin)")->required();
+  render_cmd->add_option("-n,--namespace", ns, "namespace (default: the job's, else none)");
+  render_cmd->add_flag("--show-secrets", show_secrets, "print the Secret's key instead of \"\"");
+
+  auto* validate_cmd = app.add_subcommand(
+      "validate", "Check job files against the CRD's rules (field path and line per error)");
+  validate_cmd->add_option("-f,--filename", file, "job file (YAML; - for stdin)")->required();
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    return code == 0 ? 0 : kExitUsage;
+  }
+  if (*run_cmd) return Run(run);
+  if (*render_cmd) return Render(file, ns, show_secrets);
+  if (*validate_cmd) return Validate(file);
   std::cout << app.help();
   return 0;
 }

@@ -1,0 +1,664 @@
+#include "operator/local/runner.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sodium.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <vector>
+
+#include "operator/local/pod_command.h"
+#include "operator/local/process.h"
+
+namespace kubetrain::local {
+namespace {
+
+using controller::ObservedPod;
+using controller::PodPhase;
+using nlohmann::json;
+using SteadyClock = std::chrono::steady_clock;
+
+constexpr size_t kMaxTerminationMessage = 4096;  // the kubelet's limit
+constexpr size_t kFallbackLines = 80;            // FallbackToLogsOnError: last 80 lines...
+constexpr size_t kFallbackBytes = 2048;          // ...at most 2048 bytes
+
+api::Time Now() {
+  return std::chrono::floor<std::chrono::seconds>(std::chrono::system_clock::now());
+}
+
+std::string Errno(const char* what) {
+  return std::string(what) + ": " + std::strerror(errno);
+}
+
+// One replica's process: the local stand-in for a Pod.
+struct LocalPod {
+  ObservedPod observed;          // what the planner sees
+  std::string short_name;        // "worker-0"
+  pid_t pid = -1;                // also the process group; -1 once reaped
+  int fd = -1;                   // output pipe; -1 at EOF
+  std::string partial;           // output not yet ended by '\n'
+  std::deque<std::string> tail;  // last lines, for FallbackToLogsOnError
+  std::string termination_log;
+  bool fallback_to_logs = false;
+  std::chrono::seconds grace{10};
+  std::optional<SteadyClock::time_point> kill_at;  // SIGKILL the group then
+  int64_t total_steps = 0;                         // for the progress bar (trainer workers only)
+  int64_t step = 0;
+  double loss = 0;
+};
+
+// The trainer's --steps from its argv (its default when absent).
+int64_t StepsFromArgv(const std::vector<std::string>& argv) {
+  int64_t steps = 1000;
+  for (size_t i = 0; i < argv.size(); ++i) {
+    const std::string& a = argv[i];
+    try {
+      if (a.rfind("--steps=", 0) == 0) steps = std::stoll(a.substr(8));
+      if (a == "--steps" && i + 1 < argv.size()) steps = std::stoll(argv[i + 1]);
+    } catch (const std::exception&) {
+    }
+  }
+  return steps;
+}
+
+class Runner {
+ public:
+  Runner(api::TrainingJob job, const RunOptions& options) : job_(std::move(job)), opt_(options) {}
+  ~Runner();
+
+  StatusOr<RunResult> Run();
+
+ private:
+  Status Setup();
+  Status Preflight(const controller::Plan& first);
+  controller::ObservedChildren Observe() const;
+  void Apply(const controller::Plan& plan);
+  void StartPod(const json& pod);
+  void DeletePod(const std::string& name);
+  // Waits until something happens or `timeout` passes; returns false on error.
+  void Wait(std::optional<SteadyClock::time_point> until);
+  void ReadOutput(LocalPod& pod, bool drain);
+  void Reap();
+  void OnExit(LocalPod& pod, int wait_status);
+  void HandleSignals();
+  void StopAll();
+  void AnnounceStatus(const api::TrainingJobStatus& before, const api::TrainingJobStatus& after);
+
+  // Output.
+  void Line(const std::string& who, int color, const std::string& text);
+  void Say(const std::string& text) { Line("kubetrain", 0, text); }
+  void DrawProgress();
+  void ClearProgress();
+  int ColorOf(const std::string& short_name);
+
+  // Constant after Setup.
+  api::TrainingJob job_;
+  const RunOptions opt_;
+  std::array<uint8_t, 32> key_{};
+  controller::ClusterSpec cluster_;
+  size_t name_width_ = 9;
+  int signal_fd_ = -1;
+  sigset_t old_mask_{};
+  bool mask_changed_ = false;
+
+  // Run state (single-threaded).
+  std::map<std::string, LocalPod> pods_;  // by Pod name
+  std::map<std::string, bool> services_;
+  bool secret_exists_ = false;
+  int uid_counter_ = 0;
+  int interrupted_ = 0;  // the signal
+  bool progress_drawn_ = false;
+  std::map<std::string, std::string> termination_messages_;
+  std::map<std::string, int> colors_;
+};
+
+Runner::~Runner() {
+  StopAll();
+  if (signal_fd_ >= 0) close(signal_fd_);
+  if (mask_changed_) sigprocmask(SIG_SETMASK, &old_mask_, nullptr);
+}
+
+Status Runner::Setup() {
+  if (job_.metadata.namespace_.empty()) job_.metadata.namespace_ = "default";
+  if (job_.metadata.uid.empty()) job_.metadata.uid = "local";
+  if (job_.metadata.generation == 0) job_.metadata.generation = 1;
+  if (!job_.metadata.creation_timestamp) job_.metadata.creation_timestamp = Now();
+  if (sodium_init() < 0) return Internal("libsodium initialisation failed");
+  randombytes_buf(key_.data(), key_.size());
+  auto cluster = AllocateLocalCluster(job_, opt_.base_port);
+  if (!cluster.ok()) return cluster.status();
+  cluster_ = *cluster;
+  for (const auto& [type, spec] : job_.spec.replica_specs) {
+    for (int32_t i = 0; i < spec.replicas; ++i) {
+      name_width_ = std::max(name_width_, controller::PodNameEnv(type, i).size());
+    }
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(opt_.work_dir, ec);
+  if (ec) return Internal("cannot create " + opt_.work_dir + ": " + ec.message());
+
+  sigset_t set;
+  sigemptyset(&set);
+  for (int s : {SIGCHLD, SIGINT, SIGTERM, SIGHUP}) sigaddset(&set, s);
+  if (sigprocmask(SIG_BLOCK, &set, &old_mask_) != 0) return Internal(Errno("sigprocmask"));
+  mask_changed_ = true;
+  signal_fd_ = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+  if (signal_fd_ < 0) return Internal(Errno("signalfd"));
+  return Status::Ok();
+}
+
+// Every pod of the first plan must map to a local command before anything
+// starts: a bad command fails the run with nothing to clean up.
+Status Runner::Preflight(const controller::Plan& first) {
+  const char* path_env = getenv("PATH");
+  for (const json& obj : first.creates) {
+    if (obj.value("kind", "") != "Pod") continue;
+    CommandContext ctx{opt_.trainer_path, controller::AuthSecretName(job_.metadata.name),
+                       controller::AuthKeyText(key_), "/dev/null", path_env ? path_env : ""};
+    auto cmd = LocalCommandFor(obj, ctx);
+    const std::string name = obj["metadata"].value("name", "");
+    if (!cmd.ok())
+      return Status(cmd.status().code(), "pod " + name + ": " + cmd.status().message());
+    if (cmd->is_trainer && access(opt_.trainer_path.c_str(), X_OK) != 0) {
+      return NotFound("pod " + name + " runs the kubetrain-trainer image, but the trainer binary " +
+                      (opt_.trainer_path.empty() ? std::string("was not found")
+                                                 : opt_.trainer_path + " is not executable") +
+                      " (pass --trainer=<path> or put kubetrain-trainer on PATH)");
+    }
+    for (const auto& w : cmd->warnings) Say("warning: pod " + name + ": " + w);
+  }
+  return Status::Ok();
+}
+
+controller::ObservedChildren Runner::Observe() const {
+  controller::ObservedChildren o;
+  for (const auto& [name, pod] : pods_) o.pods.push_back(pod.observed);
+  for (const auto& [name, gone] : services_) o.services.push_back({name, std::nullopt});
+  o.secret_exists = secret_exists_;
+  return o;
+}
+
+void Runner::Apply(const controller::Plan& plan) {
+  for (const auto& ref : plan.deletes) {
+    switch (ref.kind) {
+      case controller::ChildRef::Kind::kPod:
+        DeletePod(ref.name);
+        break;
+      case controller::ChildRef::Kind::kService:
+        services_.erase(ref.name);
+        break;
+      case controller::ChildRef::Kind::kSecret:
+        secret_exists_ = false;
+        break;
+    }
+  }
+  for (const json& obj : plan.creates) {
+    const std::string kind = obj.value("kind", "");
+    const std::string name = obj["metadata"].value("name", "");
+    if (kind == "Secret") {
+      secret_exists_ = true;  // the key goes straight into KUBETRAIN_AUTH_KEY
+    } else if (kind == "Service") {
+      services_[name] = true;  // addresses are 127.0.0.1:<port> from cluster_override
+    } else if (kind == "Pod" && !pods_.count(name)) {
+      StartPod(obj);
+    }
+  }
+}
+
+void Runner::StartPod(const json& obj) {
+  const json& meta = obj["metadata"];
+  std::map<std::string, std::string> labels;
+  for (auto it = meta["labels"].begin(); it != meta["labels"].end(); ++it) {
+    if (it->is_string()) labels[it.key()] = it->get<std::string>();
+  }
+  auto replica = controller::ReplicaFromLabels(labels);
+  if (!replica) return;  // cannot happen: the planner labels every pod
+  LocalPod pod;
+  pod.observed.name = meta.value("name", "");
+  pod.observed.uid = "local-" + std::to_string(++uid_counter_);
+  pod.observed.labels = labels;
+  pod.observed.role = replica->first;
+  pod.observed.index = replica->second;
+  pod.observed.phase = PodPhase::kRunning;
+  pod.observed.creation_timestamp = Now();
+  if (meta.contains("annotations") &&
+      meta["annotations"].contains(std::string(controller::kSpecHashAnnotation))) {
+    pod.observed.spec_hash =
+        meta["annotations"][std::string(controller::kSpecHashAnnotation)].get<std::string>();
+  }
+  pod.short_name = controller::PodNameEnv(replica->first, replica->second);
+  pod.termination_log = opt_.work_dir + "/" + pod.short_name + ".termination-log";
+  std::filesystem::remove(pod.termination_log);
+
+  const char* path_env = getenv("PATH");
+  CommandContext ctx{opt_.trainer_path, controller::AuthSecretName(job_.metadata.name),
+                     controller::AuthKeyText(key_), pod.termination_log, path_env ? path_env : ""};
+  auto cmd = LocalCommandFor(obj, ctx);
+  Status started = cmd.status();
+  if (cmd.ok()) {
+    pod.fallback_to_logs = cmd->fallback_to_logs;
+    pod.grace = cmd->grace_seconds >= 0 ? std::chrono::seconds(cmd->grace_seconds) : opt_.grace;
+    if (cmd->is_trainer && (replica->first == api::ReplicaType::kWorker ||
+                            replica->first == api::ReplicaType::kChief)) {
+      pod.total_steps = StepsFromArgv(cmd->argv);
+    }
+    // The runner's environment (PATH, HOME, ...) stands in for the image's;
+    // the container's variables win.
+    std::map<std::string, std::string> env;
+    for (char** e = environ; *e; ++e) {
+      std::string_view kv(*e);
+      size_t eq = kv.find('=');
+      if (eq != std::string_view::npos) env[std::string(kv.substr(0, eq))] = kv.substr(eq + 1);
+    }
+    for (const auto& [k, v] : cmd->env) env[k] = v;
+    SpawnSpec spawn{cmd->path, cmd->argv, {}};
+    for (const auto& [k, v] : env) spawn.env.push_back(k + "=" + v);
+    auto spawned = Spawn(spawn);
+    started = spawned.status();
+    if (spawned.ok()) {
+      pod.pid = spawned->pid;
+      pod.fd = spawned->output_fd;
+      std::string line;
+      for (const auto& a : cmd->argv) line += (line.empty() ? "" : " ") + a;
+      Say("started " + pod.short_name + " (pid " + std::to_string(pod.pid) + "): " + line);
+    }
+  }
+  if (!started.ok()) {
+    // What the kubelet reports for a container that cannot start.
+    pod.observed.phase = PodPhase::kFailed;
+    pod.observed.exit_code = 128;
+    pod.observed.reason = "StartError";
+    pod.observed.message = started.message();
+    Say("cannot start " + pod.short_name + ": " + started.message());
+  }
+  colors_.emplace(pod.short_name, static_cast<int>(colors_.size()));
+  pods_.emplace(pod.observed.name, std::move(pod));
+}
+
+void Runner::DeletePod(const std::string& name) {
+  auto it = pods_.find(name);
+  if (it == pods_.end()) return;
+  LocalPod& pod = it->second;
+  if (pod.pid < 0) {  // already terminated: gone at once
+    if (pod.fd >= 0) close(pod.fd);
+    pods_.erase(it);
+    return;
+  }
+  if (pod.observed.deletion_timestamp) return;
+  pod.observed.deletion_timestamp = Now();
+  Say("stopping " + pod.short_name + " (SIGTERM to process group " + std::to_string(pod.pid) + ")");
+  KillGroup(pod.pid, SIGTERM);
+  pod.kill_at = SteadyClock::now() + pod.grace;
+}
+
+void Runner::Line(const std::string& who, int color, const std::string& text) {
+  ClearProgress();
+  std::string prefix = who;
+  prefix.resize(std::max(name_width_, who.size()), ' ');
+  if (opt_.color) {
+    static constexpr int kPalette[] = {36, 33, 32, 35, 34, 91, 92, 93, 94, 95, 96};
+    const int code = color < 0 ? 1 : kPalette[color % (sizeof kPalette / sizeof kPalette[0])];
+    std::fprintf(opt_.out, "\033[%dm%s |\033[0m %s\n", code, prefix.c_str(), text.c_str());
+  } else {
+    std::fprintf(opt_.out, "%s | %s\n", prefix.c_str(), text.c_str());
+  }
+  DrawProgress();
+  std::fflush(opt_.out);
+}
+
+int Runner::ColorOf(const std::string& short_name) {
+  auto it = colors_.find(short_name);
+  return it == colors_.end() ? 0 : it->second;
+}
+
+void Runner::ClearProgress() {
+  if (progress_drawn_) std::fputs("\r\033[2K", opt_.out);
+  progress_drawn_ = false;
+}
+
+void Runner::DrawProgress() {
+  if (!opt_.progress) return;
+  int64_t done = 0, total = 0;
+  std::string detail;
+  for (const auto& [name, pod] : pods_) {
+    if (pod.total_steps <= 0) continue;
+    done += std::min(pod.step, pod.total_steps);
+    total += pod.total_steps;
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "  %s %lld/%lld loss %.4f", pod.short_name.c_str(),
+                  static_cast<long long>(pod.step), static_cast<long long>(pod.total_steps),
+                  pod.loss);
+    detail += buf;
+  }
+  if (total == 0) return;
+  constexpr int kWidth = 30;
+  const int filled = static_cast<int>(kWidth * done / total);
+  std::string bar(static_cast<size_t>(filled), '#');
+  bar.resize(kWidth, '.');
+  std::fprintf(opt_.out, "[%s] %3d%%%s", bar.c_str(), static_cast<int>(100 * done / total),
+               detail.c_str());
+  progress_drawn_ = true;
+}
+
+void Runner::ReadOutput(LocalPod& pod, bool drain) {
+  static const std::regex kStep(R"(\bstep (\d+) loss ([-0-9.eE+naif]+))");
+  char buf[65536];
+  for (;;) {
+    ssize_t n = read(pod.fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) break;  // EAGAIN: nothing more now
+    if (n == 0) {
+      close(pod.fd);
+      pod.fd = -1;
+      break;
+    }
+    pod.partial.append(buf, static_cast<size_t>(n));
+    size_t start = 0, nl;
+    while ((nl = pod.partial.find('\n', start)) != std::string::npos) {
+      std::string line = pod.partial.substr(start, nl - start);
+      start = nl + 1;
+      std::smatch m;
+      if (pod.total_steps > 0 && std::regex_search(line, m, kStep)) {
+        pod.step = std::stoll(m[1].str());
+        try {
+          pod.loss = std::stod(m[2].str());
+        } catch (const std::exception&) {
+        }
+      }
+      pod.tail.push_back(line);
+      if (pod.tail.size() > kFallbackLines) pod.tail.pop_front();
+      Line(pod.short_name, ColorOf(pod.short_name), line);
+    }
+    pod.partial.erase(0, start);
+    if (!drain && n < static_cast<ssize_t>(sizeof buf)) break;
+  }
+  if (pod.fd < 0 && !pod.partial.empty()) {
+    Line(pod.short_name, ColorOf(pod.short_name), pod.partial);
+    pod.partial.clear();
+  }
+}
+
+void Runner::OnExit(LocalPod& pod, int wait_status) {
+  // The container's main process is gone: like the kubelet tearing the
+  // container down, nothing else of it may keep running.
+  KillGroup(pod.pid, SIGKILL);
+  pod.pid = -1;
+  pod.kill_at.reset();
+  if (pod.fd >= 0) ReadOutput(pod, /*drain=*/true);
+  const int code = ExitCodeFromWaitStatus(wait_status);
+  pod.observed.exit_code = code;
+  pod.observed.phase = code == 0 ? PodPhase::kSucceeded : PodPhase::kFailed;
+  pod.observed.reason = code == 0 ? "Completed" : "Error";
+  std::ifstream in(pod.termination_log, std::ios::binary);
+  std::string msg;
+  if (in) {
+    msg.assign(std::istreambuf_iterator<char>(in), {});
+    if (msg.size() > kMaxTerminationMessage) msg.resize(kMaxTerminationMessage);
+  }
+  while (!msg.empty() && std::isspace(static_cast<unsigned char>(msg.back()))) msg.pop_back();
+  if (msg.empty() && pod.fallback_to_logs && code != 0) {
+    for (const auto& l : pod.tail) msg += l + "\n";
+    if (msg.size() > kFallbackBytes) msg = msg.substr(msg.size() - kFallbackBytes);
+  }
+  pod.observed.message = msg;
+  if (!msg.empty()) termination_messages_[pod.short_name] = msg;
+  std::string how = WIFSIGNALED(wait_status)
+                        ? "killed by signal " + std::to_string(WTERMSIG(wait_status)) +
+                              " (exit code " + std::to_string(code) + ")"
+                        : "exited with code " + std::to_string(code);
+  Say(pod.short_name + " " + how);
+  if (pod.observed.deletion_timestamp) {  // a deleted pod is gone once terminated
+    if (pod.fd >= 0) close(pod.fd);
+    pods_.erase(pod.observed.name);
+  }
+}
+
+void Runner::Reap() {
+  for (;;) {
+    int ws = 0;
+    pid_t pid = waitpid(-1, &ws, WNOHANG);
+    if (pid <= 0) return;
+    for (auto& [name, pod] : pods_) {
+      if (pod.pid == pid) {
+        OnExit(pod, ws);
+        break;
+      }
+    }
+  }
+}
+
+void Runner::HandleSignals() {
+  signalfd_siginfo si;
+  while (read(signal_fd_, &si, sizeof si) == static_cast<ssize_t>(sizeof si)) {
+    const int sig = static_cast<int>(si.ssi_signo);
+    if (sig == SIGCHLD) continue;  // Reap() below sees every exited child
+    if (interrupted_) {
+      // A second Ctrl-C: no more grace.
+      Say("received signal " + std::to_string(sig) + " again: killing every replica now");
+      for (auto& [name, pod] : pods_) {
+        if (pod.pid > 0) KillGroup(pod.pid, SIGKILL);
+      }
+    } else {
+      interrupted_ = sig;
+    }
+  }
+  Reap();
+}
+
+void Runner::Wait(std::optional<SteadyClock::time_point> until) {
+  for (auto& [name, pod] : pods_) {
+    if (pod.kill_at && (!until || *pod.kill_at < *until)) until = pod.kill_at;
+  }
+  std::vector<pollfd> fds;
+  std::vector<LocalPod*> owners;
+  fds.push_back({signal_fd_, POLLIN, 0});
+  owners.push_back(nullptr);
+  for (auto& [name, pod] : pods_) {
+    if (pod.fd >= 0) {
+      fds.push_back({pod.fd, POLLIN, 0});
+      owners.push_back(&pod);
+    }
+  }
+  int timeout_ms = -1;
+  if (until) {
+    auto left = std::chrono::ceil<std::chrono::milliseconds>(*until - SteadyClock::now());
+    timeout_ms = static_cast<int>(std::clamp<int64_t>(left.count(), 0, 60 * 60 * 1000));
+  }
+  int n = poll(fds.data(), fds.size(), timeout_ms);
+  if (n > 0) {
+    for (size_t i = 1; i < fds.size(); ++i) {
+      if (fds[i].revents) ReadOutput(*owners[i], /*drain=*/false);
+    }
+    if (fds[0].revents) HandleSignals();
+  }
+  const auto now = SteadyClock::now();
+  for (auto& [name, pod] : pods_) {
+    if (pod.pid > 0 && pod.kill_at && *pod.kill_at <= now) {
+      Say(pod.short_name + " did not stop within " + std::to_string(pod.grace.count()) +
+          "s: SIGKILL");
+      KillGroup(pod.pid, SIGKILL);
+      pod.kill_at.reset();
+    }
+  }
+  Reap();
+}
+
+// Stops every process still running: SIGTERM to each group, SIGKILL after the
+// grace period (or at once on a second signal), and reaps all of them.
+void Runner::StopAll() {
+  bool any = false;
+  for (auto& [name, pod] : pods_) {
+    if (pod.pid > 0 && !pod.observed.deletion_timestamp) {
+      pod.observed.deletion_timestamp = Now();
+      KillGroup(pod.pid, SIGTERM);
+      pod.kill_at = SteadyClock::now() + pod.grace;
+    }
+    any = any || pod.pid > 0;
+  }
+  while (any) {
+    if (signal_fd_ >= 0) {
+      Wait(std::nullopt);  // kill_at deadlines bound the wait
+    } else {
+      for (auto& [name, pod] : pods_) {
+        if (pod.pid > 0) KillGroup(pod.pid, SIGKILL);
+      }
+      int ws;
+      while (waitpid(-1, &ws, 0) > 0 || errno == EINTR) {
+      }
+      break;
+    }
+    any = false;
+    for (auto& [name, pod] : pods_) any = any || pod.pid > 0;
+  }
+  for (auto& [name, pod] : pods_) {
+    if (pod.fd >= 0) {
+      close(pod.fd);
+      pod.fd = -1;
+    }
+  }
+}
+
+void Runner::AnnounceStatus(const api::TrainingJobStatus& before,
+                            const api::TrainingJobStatus& after) {
+  if (before.state != after.state) {
+    std::string msg = "job " + job_.metadata.name + ": " + after.state;
+    for (const auto& c : after.conditions) {
+      if (c.status && Name(c.type) == after.state && !c.message.empty()) {
+        msg += " (" + c.reason + ": " + c.message + ")";
+      }
+    }
+    Say(msg);
+  }
+}
+
+StatusOr<RunResult> Runner::Run() {
+  const auto started = SteadyClock::now();
+  KT_RETURN_IF_ERROR(Setup());
+  controller::PlanInput input;
+  input.auth_key = key_;
+  input.cluster_override = cluster_;
+  bool first = true;
+  for (;;) {
+    input.now = Now();
+    controller::Plan plan = controller::PlanJob(job_, Observe(), input);
+    if (first) {
+      KT_RETURN_IF_ERROR(Preflight(plan));
+      first = false;
+    }
+    for (const auto& e : plan.events) {
+      Say((e.type == controller::EventType::kWarning ? "Warning " : "") + e.reason + ": " +
+          e.message);
+    }
+    // Status first, then the deletes (planner.h: counted failures live in it).
+    if (plan.status_changed) {
+      AnnounceStatus(job_.status, plan.status);
+      job_.status = plan.status;
+    }
+    Apply(plan);
+    if (job_.status.Finished() || interrupted_) break;
+    const bool acted = !plan.creates.empty() || !plan.deletes.empty() || plan.status_changed;
+    std::optional<SteadyClock::time_point> until;
+    if (plan.requeue_after) {
+      until = SteadyClock::now() + std::max<std::chrono::milliseconds>(
+                                       *plan.requeue_after, std::chrono::milliseconds(200));
+    }
+    if (acted) until = SteadyClock::now();  // plan again at once: one more step may follow
+    Wait(until);
+    if (interrupted_) {
+      Say("received signal " + std::to_string(interrupted_) +
+          ": stopping every replica (again to kill at once)");
+      break;
+    }
+  }
+  StopAll();
+  // The status the operator ends with: the pods this runner stopped are gone,
+  // the ones that terminated on their own remain.
+  if (!interrupted_) {
+    for (auto it = pods_.begin(); it != pods_.end();) {
+      it = it->second.observed.deletion_timestamp ? pods_.erase(it) : std::next(it);
+    }
+    input.now = Now();
+    controller::Plan last = controller::PlanJob(job_, Observe(), input);
+    if (last.status_changed) job_.status = last.status;
+  }
+  ClearProgress();
+  std::fflush(opt_.out);
+  RunResult result;
+  result.status = job_.status;
+  result.interrupted = interrupted_ != 0 && !job_.status.Finished();
+  result.signal = interrupted_;
+  result.termination_messages = termination_messages_;
+  result.cluster = cluster_;
+  result.seconds = std::chrono::duration<double>(SteadyClock::now() - started).count();
+  return result;
+}
+
+}  // namespace
+
+StatusOr<controller::ClusterSpec> AllocateLocalCluster(const api::TrainingJob& job, int base_port) {
+  controller::ClusterSpec cluster;
+  std::vector<int> held;  // kept open until every port is chosen, so none repeats
+  auto cleanup = [&] {
+    for (int fd : held) close(fd);
+  };
+  int next = base_port;
+  for (const auto& role : api::kRoles) {
+    if (!role.in_cluster) continue;
+    const int32_t n = job.spec.Replicas(role.type);
+    if (n <= 0) continue;
+    auto& list = cluster[role.type];
+    for (int32_t i = 0; i < n; ++i) {
+      int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      if (fd < 0) {
+        cleanup();
+        return Internal(Errno("socket"));
+      }
+      held.push_back(fd);
+      sockaddr_in addr{};
+      addr.sin_family = AF_INET;
+      addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      const int want = base_port > 0 ? next++ : 0;
+      if (want > 65535) {
+        cleanup();
+        return InvalidArgument("--base-port " + std::to_string(base_port) + ": not enough ports");
+      }
+      addr.sin_port = htons(static_cast<uint16_t>(want));
+      if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+        const int e = errno;
+        cleanup();
+        if (e == EADDRINUSE) {
+          return FailedPrecondition("port " + std::to_string(want) +
+                                    " on 127.0.0.1 is in use (for " +
+                                    controller::PodNameEnv(role.type, i) + ")");
+        }
+        return Internal("bind 127.0.0.1:" + std::to_string(want) + ": " + std::strerror(e));
+      }
+      socklen_t len = sizeof addr;
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+      list.push_back("127.0.0.1:" + std::to_string(ntohs(addr.sin_port)));
+    }
+  }
+  cleanup();
+  return cluster;
+}
+
+StatusOr<RunResult> RunLocally(api::TrainingJob job, const RunOptions& options) {
+  Runner runner(std::move(job), options);
+  return runner.Run();
+}
+
+}  // namespace kubetrain::local

@@ -1,0 +1,62 @@
+// The local backend of the planner: `kubetrain run` runs every replica of a
+// TrainingJob as a process on this machine.
+//
+// Flow: plan (controller::PlanJob) -> carry out the plan (Secret/Service creates
+// are recorded, Pod creates start processes, Pod deletes SIGTERM the process
+// group and SIGKILL it after the grace period) -> wait for a process to exit, a
+// line of output, a signal or the plan's requeue_after -> plan again. The
+// planner owns every lifecycle rule; this file only observes processes and
+// reports them as ObservedPods (phase, exit code, termination message).
+//
+// Guarantees: when RunLocally returns (any path: finished, interrupted by
+// SIGINT/SIGTERM/SIGHUP, error), every process it started has been killed and
+// reaped, process group included. A child whose runner is SIGKILLed gets
+// SIGKILL itself (PR_SET_PDEATHSIG).
+// Assumptions: called from the main thread, with no other code in the process
+// expecting SIGCHLD/SIGINT/SIGTERM/SIGHUP (they are blocked and read through a
+// signalfd while it runs, and restored afterwards).
+#pragma once
+
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "operator/api/types.h"
+#include "operator/common/status.h"
+#include "operator/controller/planner.h"
+
+namespace kubetrain::local {
+
+struct RunOptions {
+  std::string trainer_path;  // the kubetrain-trainer binary (for kubetrain-trainer images)
+  std::string work_dir;      // termination-message files go here; created if missing
+  int base_port = 0;         // 0: free ports from the kernel; else base_port, base_port+1, ...
+  bool color = false;        // ANSI colours in the output
+  bool progress = false;     // a progress bar line (needs a terminal)
+  std::chrono::seconds grace{10};  // SIGTERM -> SIGKILL, unless the pod sets its own
+  std::FILE* out = stdout;
+};
+
+struct RunResult {
+  api::TrainingJobStatus status;  // as the operator would write it
+  bool interrupted = false;       // stopped by a signal before the job finished
+  int signal = 0;                 // which one
+  // The last termination message of each replica ("worker-0" -> metrics JSON).
+  std::map<std::string, std::string> termination_messages;
+  controller::ClusterSpec cluster;  // the addresses the replicas got
+  double seconds = 0;
+};
+
+// 127.0.0.1:<port> for every in-cluster replica. With base_port 0, ports the
+// kernel reports free; otherwise consecutive ports from base_port, each checked
+// (FailedPrecondition "port N is in use").
+StatusOr<controller::ClusterSpec> AllocateLocalCluster(const api::TrainingJob& job, int base_port);
+
+// Runs `job` (already parsed and validated) to completion or interruption.
+// Errors: InvalidArgument/NotFound for a job that cannot run locally (found
+// before any process starts), Internal for system call failures.
+StatusOr<RunResult> RunLocally(api::TrainingJob job, const RunOptions& options);
+
+}  // namespace kubetrain::local

@@ -1,0 +1,220 @@
+#!/usr/bin/env bash
+# End-to-end tests of the `kubetrain` command with real processes.
+#   cli_test.sh <case>    KUBETRAIN=<kubetrain binary>, KUBETRAIN_TRAINER=<trainer binary>
+# No sleeps as synchronisation: every wait polls a condition until a deadline.
+set -u
+case_name=$1
+here=$(cd "$(dirname "$0")" && pwd)
+jobs=$here/jobs
+: "${KUBETRAIN:?set KUBETRAIN to the kubetrain binary}"
+export KT_TEST_DIR
+KT_TEST_DIR=$(mktemp -d /tmp/kubetrain-cli-test.XXXXXX)
+runner_pid=
+cleanup() {
+  # Only what this test started: the runner (if still there).
+  if [[ -n $runner_pid ]] && kill -0 "$runner_pid" 2>/dev/null; then kill -KILL "$runner_pid"; fi
+  rm -rf "$KT_TEST_DIR"
+}
+trap cleanup EXIT
+
+fail() {
+  echo "FAIL: $*" >&2
+  if [[ -f $KT_TEST_DIR/out ]]; then
+    echo "---- output" >&2
+    tail -n 60 "$KT_TEST_DIR/out" >&2
+  fi
+  if [[ -f $KT_TEST_DIR/err ]]; then
+    echo "---- stderr" >&2
+    cat "$KT_TEST_DIR/err" >&2
+  fi
+  exit 1
+}
+
+# run_job <file> [flags...]: runs kubetrain run; sets $rc.
+run_job() {
+  "$KUBETRAIN" run -f "$@" >"$KT_TEST_DIR/out" 2>"$KT_TEST_DIR/err"
+  rc=$?
+}
+
+expect_out() { grep -Eq -- "$1" "$KT_TEST_DIR/out" || fail "output lacks /$1/"; }
+expect_err() { grep -Eq -- "$1" "$KT_TEST_DIR/err" || fail "stderr lacks /$1/"; }
+
+# wait_for <seconds> <command...>: polls until the command succeeds.
+wait_for() {
+  local limit=$1
+  shift
+  local deadline=$((SECONDS + limit))
+  until "$@"; do
+    ((SECONDS < deadline)) || return 1
+    sleep 0.1
+  done
+}
+
+# Every pid started by the runner (replica processes, from its "started" lines)
+# and every grandchild the test jobs print.
+started_pids() {
+  sed -nE 's/.*started [a-z]+-[0-9]+ \(pid ([0-9]+)\).*/\1/p' "$KT_TEST_DIR/out"
+}
+grandchild_pids() { sed -nE 's/.*\| grandchild ([0-9]+).*/\1/p' "$KT_TEST_DIR/out"; }
+
+# alive <pid>: exists and is not a zombie.
+alive() {
+  local state
+  state=$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null) || return 1
+  [[ -n $state && $state != Z ]]
+}
+
+expect_all_gone() {
+  local pid
+  for pid in $(started_pids) $(grandchild_pids); do
+    alive "$pid" && fail "process $pid is still running"
+    # Nothing may remain in the replica's process group either.
+    if pgrep -g "$pid" >/dev/null 2>&1; then
+      for p in $(pgrep -g "$pid"); do alive "$p" && fail "process $p of group $pid is still running"; done
+    fi
+  done
+  return 0
+}
+
+case $case_name in
+wide_deep)
+  run_job "$jobs/wide-deep-small.yaml"
+  [[ $rc -eq 0 ]] || fail "exit code $rc, want 0"
+  expect_out '^result: Succeeded'
+  expect_out 'state: Succeeded'
+  # Worker 0 (the coordinator) evaluates the trained model: AUC at least 0.80
+  # (it also exits 3 below that, failing the job).
+  for w in worker-0; do
+    auc=$(sed -nE "s/^metrics $w: AUC ([0-9.]+),.*/\1/p" "$KT_TEST_DIR/out")
+    [[ -n $auc ]] || fail "no AUC for $w"
+    awk -v a="$auc" 'BEGIN { exit !(a >= 0.80) }' || fail "$w AUC $auc < 0.80"
+    echo "$w AUC $auc"
+  done
+  expect_all_gone
+  ;;
+exit_130_restarts)
+  run_job "$jobs/exit130-then-0.yaml"
+  [[ $rc -eq 0 ]] || fail "exit code $rc, want 0"
+  expect_out 'worker-0 +\| first run'
+  expect_out 'worker-0 exited with code 130'
+  expect_out 'worker-0 +\| second run'
+  expect_out '^result: Succeeded'
+  expect_out '^ +restarts: 1$'
+  expect_out '^ +exitCode: 130$'
+  [[ $(started_pids | wc -l) -eq 2 ]] || fail "want 2 starts of worker-0"
+  ;;
+exit_2_fails)
+  run_job "$jobs/exit2.yaml"
+  [[ $rc -eq 1 ]] || fail "exit code $rc, want 1"
+  expect_out 'worker-0 exited with code 2'
+  expect_out '^result: Failed'
+  expect_out 'reason: ReplicaFailed'
+  [[ $(started_pids | wc -l) -eq 2 ]] || fail "want exactly 2 starts (no restart of worker-0)"
+  expect_all_gone
+  ;;
+deadline)
+  run_job "$jobs/deadline.yaml"
+  [[ $rc -eq 1 ]] || fail "exit code $rc, want 1"
+  expect_out 'reason: DeadlineExceeded'
+  expect_all_gone
+  ;;
+sigint)
+  "$KUBETRAIN" run -f "$jobs/sleepers.yaml" >"$KT_TEST_DIR/out" 2>"$KT_TEST_DIR/err" &
+  runner_pid=$!
+  # All three replicas and their grandchildren are up.
+  wait_for 60 bash -c '[[ $(grep -c "| grandchild " "$0") -eq 3 ]]' "$KT_TEST_DIR/out" ||
+    fail "replicas did not start"
+  for pid in $(started_pids) $(grandchild_pids); do alive "$pid" || fail "$pid not running"; done
+  kill -INT "$runner_pid"
+  wait_for 60 bash -c '! kill -0 "$0" 2>/dev/null' "$runner_pid" || fail "runner did not exit"
+  wait "$runner_pid"
+  rc=$?
+  runner_pid=
+  [[ $rc -eq 130 ]] || fail "exit code $rc, want 130"
+  expect_out 'interrupted by signal 2'
+  [[ $(started_pids | wc -l) -eq 3 ]] || fail "want 3 started replicas"
+  [[ $(grandchild_pids | wc -l) -eq 3 ]] || fail "want 3 grandchildren"
+  expect_all_gone
+  ;;
+bad_input)
+  "$KUBETRAIN" run -f "$KT_TEST_DIR/missing.yaml" >"$KT_TEST_DIR/out" 2>"$KT_TEST_DIR/err"
+  rc=$?
+  [[ $rc -eq 2 ]] || fail "missing file: exit code $rc, want 2"
+  expect_err 'missing.yaml: no such file'
+
+  printf 'apiVersion: kubetrain.io/v1alpha1\nkind: [TrainingJob\n' >"$KT_TEST_DIR/broken.yaml"
+  run_job "$KT_TEST_DIR/broken.yaml"
+  [[ $rc -eq 2 ]] || fail "invalid YAML: exit code $rc, want 2"
+  expect_err 'broken.yaml'
+
+  run_job "$jobs/invalid.yaml"
+  [[ $rc -eq 2 ]] || fail "invalid job: exit code $rc, want 2"
+  expect_err 'invalid.yaml:24: spec.replicaSpecs.Master'
+
+  run_job "$jobs/no-such-command.yaml"
+  [[ $rc -eq 2 ]] || fail "missing command: exit code $rc, want 2"
+  expect_err 'kt-no-such-command.*not found'
+  [[ $(started_pids | wc -l) -eq 0 ]] || fail "a process was started for a job that cannot run"
+
+  # A port in use: hold one and ask for it.
+  python3 - "$KT_TEST_DIR/port" <<'PY' &
+import socket, sys, os, signal
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(1)
+open(sys.argv[1] + ".tmp", "w").write(str(s.getsockname()[1])); os.rename(sys.argv[1] + ".tmp", sys.argv[1])
+signal.pause()
+PY
+  holder=$!
+  wait_for 30 test -s "$KT_TEST_DIR/port" || fail "port holder did not start"
+  port=$(cat "$KT_TEST_DIR/port")
+  run_job "$jobs/exit2.yaml" --base-port "$port"
+  kill "$holder"
+  wait "$holder" 2>/dev/null
+  [[ $rc -eq 2 ]] || fail "port in use: exit code $rc, want 2"
+  expect_err "port $port on 127.0.0.1 is in use"
+  [[ $(started_pids | wc -l) -eq 0 ]] || fail "a process was started although a port is taken"
+  ;;
+validate)
+  for f in "$here"/../../examples/*.yaml "$jobs"/wide-deep-small.yaml; do
+    "$KUBETRAIN" validate -f "$f" >"$KT_TEST_DIR/out" 2>"$KT_TEST_DIR/err" || fail "$f: not valid"
+    expect_out 'is valid'
+  done
+  "$KUBETRAIN" validate -f "$jobs/invalid.yaml" >"$KT_TEST_DIR/out" 2>"$KT_TEST_DIR/err"
+  rc=$?
+  [[ $rc -eq 1 ]] || fail "exit code $rc, want 1"
+  expect_out 'invalid.yaml:1: TrainingJob ok-job is valid'
+  expect_err 'invalid.yaml:24: spec.replicaSpecs.Master'
+  expect_err 'invalid.yaml:35: spec.replicaSpecs(: spec.replicaSpecs)?.Chief.replicas'
+  expect_err 'invalid.yaml:48: spec.replicaSpecs.Worker.restartPolicy'
+  ;;
+render)
+  "$KUBETRAIN" render -f "$here/../../examples/wide-deep-ps.yaml" -n team-a >"$KT_TEST_DIR/out" \
+    2>"$KT_TEST_DIR/err" || fail "render failed"
+  [[ $(grep -c '^kind: Pod$' "$KT_TEST_DIR/out") -eq 4 ]] || fail "want 4 Pods"
+  [[ $(grep -c '^kind: Service$' "$KT_TEST_DIR/out") -eq 4 ]] || fail "want 4 Services"
+  [[ $(grep -c '^kind: Secret$' "$KT_TEST_DIR/out") -eq 1 ]] || fail "want 1 Secret"
+  expect_out '^  namespace: team-a$'
+  expect_out 'wide-deep-worker-1.team-a.svc.cluster.local:2222'
+  expect_out '^  key: ""$'
+  "$KUBETRAIN" render -f "$here/../../examples/wide-deep-ps.yaml" --show-secrets \
+    >"$KT_TEST_DIR/out" 2>"$KT_TEST_DIR/err" || fail "render --show-secrets failed"
+  grep -Eq '^  key: "?[A-Za-z0-9+/=]{88}"?$' "$KT_TEST_DIR/out" || fail "no key with --show-secrets"
+  ;;
+render_dry_run)
+  : "${KUBECONFIG:?needs the test cluster}"
+  bin=$("$here/../cluster/build") || fail "cannot find the cluster binaries"
+  for f in "$here"/../../examples/*.yaml; do
+    "$KUBETRAIN" render -f "$f" -n default --show-secrets >"$KT_TEST_DIR/out" 2>"$KT_TEST_DIR/err" ||
+      fail "render $f failed"
+    "$bin/kubectl" apply --dry-run=server -f "$KT_TEST_DIR/out" >"$KT_TEST_DIR/err" 2>&1 ||
+      fail "kubectl apply --dry-run=server rejected the render of $f"
+    n=$(grep -c 'created (server dry run)' "$KT_TEST_DIR/err")
+    want=$(grep -c '^kind: ' "$KT_TEST_DIR/out")
+    [[ $n -eq $want ]] || fail "$f: $n of $want objects accepted"
+    echo "$f: $n objects accepted by the apiserver"
+  done
+  ;;
+*)
+  fail "unknown case $case_name"
+  ;;
+esac
+echo "PASS: $case_name"
