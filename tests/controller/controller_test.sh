@@ -1,0 +1,230 @@
+#!/usr/bin/env bash
+# Integration tests of kubetrain-operator against the real control plane (the
+# ctest `cluster` fixture), with kwok driving pod phases: one case per
+# lifecycle rule of the TrainingJob controller. Usage: controller_test.sh OPERATOR_BINARY
+# Each case runs in its own namespace; the operator is started and stopped by
+# PID by this script. Exits non-zero if any case fails.
+set -uo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(cd "${here}/../.." && pwd)"
+operator="${1:?usage: controller_test.sh OPERATOR_BINARY}"
+export PATH="$("${root}/tests/cluster/build"):${PATH}"
+: "${KUBECONFIG:?KUBECONFIG must point at the test cluster}"
+work="$(mktemp -d)"
+op_pid=""
+failures=0
+namespaces=()
+T=60  # seconds any single wait may take
+
+start_operator() {
+  "${operator}" --metrics-addr 127.0.0.1:0 --health-addr 127.0.0.1:0 --workers 4 \
+    >>"${work}/operator.log" 2>&1 &
+  op_pid=$!
+}
+stop_operator() {  # stop_operator [SIGNAL]
+  [[ -n "${op_pid}" ]] || return 0
+  kill "-${1:-TERM}" "${op_pid}" 2>/dev/null
+  wait "${op_pid}" 2>/dev/null
+  op_pid=""
+}
+cleanup() {
+  stop_operator
+  for ns in "${namespaces[@]}"; do kubectl delete namespace "${ns}" --wait=false >/dev/null 2>&1; done
+  if ((failures)); then echo "---- operator log (last 40 lines)"; tail -n 40 "${work}/operator.log"; fi
+  rm -rf "${work}"
+}
+trap cleanup EXIT
+
+fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); return 1; }
+check() {  # check DESCRIPTION ACTUAL EXPECTED
+  if [[ "$2" == "$3" ]]; then echo "  ok: $1"; else fail "$1: got '$2', want '$3'"; fi
+}
+new_ns() {
+  ns="ctl-$1-$(openssl rand -hex 3)"
+  namespaces+=("${ns}")
+  kubectl create namespace "${ns}" >/dev/null
+  timeout "${T}" bash -c "until kubectl -n ${ns} get sa default >/dev/null 2>&1; do sleep 0.2; done"
+}
+k() { kubectl -n "${ns}" "$@"; }
+jpath() { k get "$1" -o "jsonpath=$2" 2>/dev/null; }
+wait_cond() {  # wait_cond JOB CONDITION
+  k wait --for="condition=$2" "tj/$1" --timeout="${T}s" >/dev/null || fail "$1 never reached $2"
+}
+wait_until() {  # wait_until DESCRIPTION CMD...: poll CMD until it succeeds or T passes
+  local what="$1"; shift
+  local deadline=$((SECONDS + T))
+  until "$@" >/dev/null 2>&1; do
+    ((SECONDS < deadline)) || { fail "timed out waiting for ${what}"; return 1; }
+    sleep 0.2
+  done
+}
+pod_count() { k get pods -l "kubetrain.io/job-name=$1" -o name | wc -l; }
+has_pods() { [[ "$(pod_count "$1")" == "$2" ]]; }
+
+# template [ANNOTATIONS-YAML]: a pod template that runs on kwok nodes.
+template() {
+  cat <<TPL
+      template:
+        metadata:
+          annotations: {${1:-}}
+        spec:
+          nodeSelector: {type: kwok}
+          tolerations: [{key: kwok.x-k8s.io/node, operator: Exists, effect: NoSchedule}]
+          containers: [{name: trainer, image: kubetrain-trainer}]
+TPL
+}
+# job NAME RUN-POLICY-YAML PS-REPLICAS WORKER-REPLICAS WORKER-POLICY [WORKER-ANNOTATIONS]
+job() {
+  cat <<JOB | k apply -f - >/dev/null
+apiVersion: kubetrain.io/v1alpha1
+kind: TrainingJob
+metadata: {name: $1}
+spec:
+  runPolicy: {$2}
+  replicaSpecs:
+    PS:
+      replicas: $3
+      restartPolicy: Never
+$(template)
+    Worker:
+      replicas: $4
+      restartPolicy: $5
+$(template "${6:-}")
+JOB
+}
+
+case_env_contract() {
+  new_ns env
+  job j "" 1 2 Never
+  wait_until "3 running pods" bash -c "[[ \$(kubectl -n ${ns} get pods --field-selector=status.phase=Running -o name | wc -l) == 3 ]]"
+  local d="${ns}.svc.cluster.local:2222"
+  local cc="{\"ps\":[\"j-ps-0.${d}\"],\"worker\":[\"j-worker-0.${d}\",\"j-worker-1.${d}\"]}"
+  check "CLUSTER_CONFIG of worker-1" \
+    "$(jpath pod/j-worker-1 '{.spec.containers[0].env[?(@.name=="CLUSTER_CONFIG")].value}')" "${cc}"
+  check "POD_NAME of ps-0" "$(jpath pod/j-ps-0 '{.spec.containers[0].env[?(@.name=="POD_NAME")].value}')" ps-0
+  check "TF_CONFIG of worker-1" \
+    "$(jpath pod/j-worker-1 '{.spec.containers[0].env[?(@.name=="TF_CONFIG")].value}')" \
+    "{\"cluster\":${cc},\"environment\":\"cloud\",\"task\":{\"index\":1,\"type\":\"worker\"}}"
+  check "auth key comes from the job's secret" \
+    "$(jpath pod/j-worker-0 '{.spec.containers[0].env[?(@.name=="KUBETRAIN_AUTH_KEY")].valueFrom.secretKeyRef.name}')" j-auth
+  check "secret holds 64 hex characters" "$(jpath secret/j-auth '{.data.key}' | base64 -d | tr -d '0-9a-f' | wc -c)" 0
+  check "secret key length" "$(jpath secret/j-auth '{.data.key}' | base64 -d | wc -c)" 64
+  check "labels" "$(jpath pod/j-worker-1 '{.metadata.labels.kubetrain\.io/job-name},{.metadata.labels.kubetrain\.io/replica-type},{.metadata.labels.kubetrain\.io/replica-index}')" "j,worker,1"
+  check "pod controlled by the job" "$(jpath pod/j-ps-0 '{.metadata.ownerReferences[0].kind},{.metadata.ownerReferences[0].controller}')" "TrainingJob,true"
+  check "headless service" "$(jpath svc/j-worker-0 '{.spec.clusterIP}')" None
+  check "restartPolicy forced to Never" "$(jpath pod/j-worker-0 '{.spec.restartPolicy}')" Never
+  check "port on the main container" "$(jpath pod/j-worker-0 '{.spec.containers[0].ports[0].containerPort}')" 2222
+  wait_cond j Running
+  check "status active workers" "$(jpath tj/j '{.status.replicaStatuses.Worker.active}')" 2
+  # Deleting the job removes pods, services and the secret through the garbage collector.
+  k delete tj j --wait=false >/dev/null
+  wait_until "children collected" bash -c "[[ -z \$(kubectl -n ${ns} get pods,services,secrets -l kubetrain.io/job-name=j -o name) ]]"
+  check "children collected after the job was deleted" "$(k get pods,svc,secret -l kubetrain.io/job-name=j -o name | wc -l)" 0
+}
+
+case_success_cleans_ps() {
+  new_ns success
+  # Worker 0 decides (ChiefOrWorker0); worker 1 and the PS never exit by themselves.
+  job j "" 2 2 Never
+  wait_until "all pods running" bash -c "[[ \$(kubectl -n ${ns} get pods --field-selector=status.phase=Running -o name | wc -l) == 4 ]]"
+  k annotate pod j-worker-0 kubetrain.io/test-exit-code=0 >/dev/null
+  wait_cond j Succeeded
+  no_running() { [[ -z "$(k get pods -l kubetrain.io/job-name=j --field-selector=status.phase=Running -o name)" ]]; }
+  wait_until "running pods deleted" no_running
+  check "PS pods removed after success (cleanPodPolicy Running)" \
+    "$(k get pods -l kubetrain.io/replica-type=ps -o name | wc -l)" 0
+  check "the finished worker-0 is kept for its logs" "$(k get pods -o name)" "pod/j-worker-0"
+  check "completionTime set" "$(jpath tj/j '{.status.completionTime}' | cut -c1-2)" 20
+  check "succeeded reason" "$(jpath tj/j '{.status.conditions[?(@.type=="Succeeded")].reason}')" TrainingJobSucceeded
+}
+
+case_exit_code_restart() {
+  new_ns restart
+  job j "" 1 1 ExitCode
+  wait_until "worker running" bash -c "[[ \$(kubectl -n ${ns} get pod j-worker-0 -o jsonpath='{.status.phase}') == Running ]]"
+  local uid; uid="$(jpath pod/j-worker-0 '{.metadata.uid}')"
+  k annotate pod j-worker-0 kubetrain.io/test-exit-code=137 >/dev/null
+  wait_until "worker-0 recreated" bash -c "u=\$(kubectl -n ${ns} get pod j-worker-0 -o jsonpath='{.metadata.uid}' 2>/dev/null); [[ -n \$u && \$u != ${uid} ]]"
+  wait_until "restart counted" bash -c "[[ \$(kubectl -n ${ns} get tj j -o jsonpath='{.status.replicaStatuses.Worker.restarts}') == 1 ]]"
+  check "retryable exit code restarts the replica" "$(jpath tj/j '{.status.replicaStatuses.Worker.restarts}')" 1
+  check "last failure exit code" "$(jpath tj/j '{.status.replicaStatuses.Worker.lastFailure.exitCode}')" 137
+  wait_until "new worker running" bash -c "[[ \$(kubectl -n ${ns} get pod j-worker-0 -o jsonpath='{.status.phase}') == Running ]]"
+  k annotate pod j-worker-0 kubetrain.io/test-exit-code=2 kubetrain.io/test-termination-message='bad flag --lr' >/dev/null
+  wait_cond j Failed
+  check "permanent exit code fails the job" "$(jpath tj/j '{.status.conditions[?(@.type=="Failed")].reason}')" ReplicaFailed
+  check "failure message names the exit code" \
+    "$(jpath tj/j '{.status.replicaStatuses.Worker.lastFailure.exitCode}/{.status.replicaStatuses.Worker.lastFailure.message}')" \
+    "2/bad flag --lr"
+  check "exactly one pod per replica" "$(pod_count j)" "$(k get pods -l kubetrain.io/job-name=j -o name | sort -u | wc -l)"
+}
+
+case_backoff_limit() {
+  new_ns backoff
+  job j "backoffLimit: 2" 1 1 OnFailure '"kubetrain.io/test-exit-code": "139", "kubetrain.io/test-termination-message": "segfault"'
+  wait_cond j Failed
+  check "reason BackoffLimitExceeded" "$(jpath tj/j '{.status.conditions[?(@.type=="Failed")].reason}')" BackoffLimitExceeded
+  check "restarts stop at the limit" "$(jpath tj/j '{.status.replicaStatuses.Worker.restarts}')" 2
+  check "last failure kept" "$(jpath tj/j '{.status.replicaStatuses.Worker.lastFailure.exitCode},{.status.replicaStatuses.Worker.lastFailure.message}')" "139,segfault"
+  wait_until "running PS cleaned up" bash -c "[[ -z \$(kubectl -n ${ns} get pod j-ps-0 -o name 2>/dev/null) ]]"
+  check "event recorded" "$(k get events.events.k8s.io --field-selector reason=BackoffLimitExceeded -o name | wc -l | tr -d ' ')" 1
+}
+
+case_deadline() {
+  new_ns deadline
+  job j "activeDeadlineSeconds: 3" 1 1 Never
+  wait_cond j Failed
+  check "reason DeadlineExceeded" "$(jpath tj/j '{.status.conditions[?(@.type=="Failed")].reason}')" DeadlineExceeded
+  wait_until "pods removed at the deadline" has_pods j 0
+}
+
+case_ttl() {
+  new_ns ttl
+  job j "ttlSecondsAfterFinished: 2" 1 1 Never '"kubetrain.io/test-exit-code": "0"'
+  wait_until "job deleted after its TTL" bash -c "! kubectl -n ${ns} get tj j >/dev/null 2>&1"
+  wait_until "children collected" bash -c "[[ -z \$(kubectl -n ${ns} get pods,services,secrets -l kubetrain.io/job-name=j -o name) ]]"
+  check "job gone after ttlSecondsAfterFinished" "$(k get tj -o name | wc -l)" 0
+}
+
+case_suspend_resume() {
+  new_ns suspend
+  job j "suspend: true" 1 2 Never
+  wait_cond j Suspended
+  check "a suspended job has no pods" "$(pod_count j)" 0
+  k patch tj j --type merge -p '{"spec":{"runPolicy":{"suspend":false}}}' >/dev/null
+  wait_until "pods created on resume" has_pods j 3
+  wait_cond j Running
+  k patch tj j --type merge -p '{"spec":{"runPolicy":{"suspend":true}}}' >/dev/null
+  wait_until "pods deleted on suspend" has_pods j 0
+  check "Suspended again" "$(jpath tj/j '{.status.conditions[?(@.type=="Suspended")].status}')" True
+}
+
+case_operator_restart_mid_creation() {
+  new_ns restart-op
+  stop_operator
+  job j "" 1 12 Never
+  start_operator
+  wait_until "first pods created" bash -c "(( \$(kubectl -n ${ns} get pods -o name | wc -l) >= 1 ))"
+  stop_operator KILL
+  start_operator
+  wait_until "13 pods" has_pods j 13
+  check "exactly one pod per replica" "$(k get pods -o name | sort | uniq | wc -l)" 13
+  k annotate pod j-worker-0 kubetrain.io/test-exit-code=0 >/dev/null
+  wait_cond j Succeeded
+  check "no pod was ever created twice (AlreadyExists is success)" \
+    "$(k get events.events.k8s.io --field-selector reason=RestartingReplica -o name | wc -l | tr -d ' ')" 0
+}
+
+kubectl apply -f "${root}/crds/trainingjobs.kubetrain.io.yaml" >/dev/null
+kubectl wait --for=condition=Established --timeout=60s crd/trainingjobs.kubetrain.io >/dev/null
+start_operator
+cases=(case_env_contract case_success_cleans_ps case_exit_code_restart case_backoff_limit
+  case_deadline case_ttl case_suspend_resume case_operator_restart_mid_creation)
+[[ $# -gt 1 ]] && cases=("${@:2}")
+for c in "${cases[@]}"; do
+  echo "== ${c}"
+  before=${failures}
+  "${c}" || true
+  ((failures == before)) && echo "PASS ${c}" || echo "FAILED ${c}"
+done
+echo "${#cases[@]} cases, ${failures} failed checks"
+((failures == 0))
