@@ -149,7 +149,14 @@ void Reflector::Run(std::stop_token stop) {
     if (stop.stop_requested()) break;
     if (std::chrono::steady_clock::now() - started >= opts_.healthy_watch)
       delay = opts_.initial_backoff;
-    if (s.ok()) continue;  // the server closed the watch on its timeout
+    if (s.ok()) {
+      // The server closed the watch on its timeout: re-watch at once. A watch
+      // that ends cleanly at once, again and again, is a misbehaving server
+      // or proxy; back off rather than spin.
+      if (std::chrono::steady_clock::now() - started < std::chrono::seconds(1))
+        Backoff(stop, delay);
+      continue;
+    }
     if (s.code() == StatusCode::kGone) {
       spdlog::info("{}: resourceVersion {} expired, relisting", opts_.name,
                    last_resource_version());

@@ -60,7 +60,8 @@ struct ReflectorOptions {
 //
 // State machine:
 //   kEmpty --list ok--> kListed --watch opened--> kWatching
-//   kWatching --stream ended (server timeout)--> kWatching (re-watch from last RV at once)
+//   kWatching --stream ended (server timeout)--> kWatching (re-watch from last RV at once;
+//                                                  after a backoff if it lasted < 1 s)
 //   kWatching --error (connection drop, 5xx)--> kBackoff --> kWatching (resume from last RV)
 //   kWatching --410 Gone / Expired--> kEmpty (relist; the sink's content is replaced atomically)
 //   kEmpty --list error--> kBackoff --> kEmpty
