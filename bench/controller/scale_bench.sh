@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# Operator at scale on kwok: JOBS TrainingJobs of 1 PS + 4 workers, created at
+# once; measures the time from the last create to every pod Running, pods/s,
+# API writes per job (from the operator's /metrics), operator CPU seconds and
+# peak RSS. Runs RUNS times, each on a fresh control plane, and prints the
+# medians last.
+# Usage: bench/controller/scale_bench.sh OPERATOR_BINARY [JOBS=500] [RUNS=3]
+# Operator flags: --qps 500 --burst 1000 --workers 8 (the scheduler's own client
+# limit applies to binding as on any cluster).
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+operator="${1:?usage: scale_bench.sh OPERATOR_BINARY [JOBS] [RUNS]}"
+jobs="${2:-500}"
+runs="${3:-3}"
+export PATH="$("${root}/tests/cluster/build"):${PATH}"
+pods=$((jobs * 5))
+dir="" op_pid=""
+stop() {
+  [[ -n "${op_pid}" ]] && { kill "${op_pid}" 2>/dev/null; wait "${op_pid}" 2>/dev/null || true; }
+  [[ -n "${dir}" ]] && "${root}/tests/cluster/down" "${dir}"
+  op_pid="" dir=""
+}
+trap stop EXIT
+
+manifest="$(mktemp)"
+for ((i = 0; i < jobs; i++)); do
+  cat <<JOB
+apiVersion: kubetrain.io/v1alpha1
+kind: TrainingJob
+metadata: {name: bench-${i}, namespace: bench}
+spec:
+  replicaSpecs:
+    PS:
+      replicas: 1
+      template: &t
+        spec:
+          nodeSelector: {type: kwok}
+          tolerations: [{key: kwok.x-k8s.io/node, operator: Exists, effect: NoSchedule}]
+          containers: [{name: trainer, image: kubetrain-trainer}]
+    Worker:
+      replicas: 4
+      template: *t
+---
+JOB
+done >"${manifest}"
+
+median() { sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+r_time=() r_rate=() r_writes=() r_cpu=() r_rss=()
+tick=$(getconf CLK_TCK)
+for ((r = 1; r <= runs; r++)); do
+  dir="$(mktemp -d)"
+  KUBETRAIN_TEST_NODES=10 "${root}/tests/cluster/up" "${dir}" >/dev/null
+  export KUBECONFIG="${dir}/kubeconfig"
+  kubectl apply -f "${root}/crds/trainingjobs.kubetrain.io.yaml" >/dev/null
+  kubectl wait --for=condition=Established crd/trainingjobs.kubetrain.io --timeout=60s >/dev/null
+  kubectl create namespace bench >/dev/null
+  until kubectl -n bench get sa default >/dev/null 2>&1; do sleep 0.2; done
+  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  "${operator}" --qps 500 --burst 1000 --workers 8 --metrics-addr "127.0.0.1:${port}" \
+    --health-addr 127.0.0.1:0 --log-level warn >"${dir}/operator.log" 2>&1 &
+  op_pid=$!
+  until curl -sf "127.0.0.1:${port}/metrics" >/dev/null; do sleep 0.2; done
+  kubectl create -f "${manifest}" >/dev/null
+  start=$(date +%s.%N)
+  deadline=$((SECONDS + 1200))
+  while :; do
+    running=$(kubectl get pods -n bench --field-selector=status.phase=Running --no-headers 2>/dev/null | wc -l)
+    ((running >= pods)) && break
+    ((SECONDS < deadline)) || { echo "run ${r}: only ${running}/${pods} pods Running after 1200 s" >&2; exit 1; }
+    sleep 0.5
+  done
+  end=$(date +%s.%N)
+  t=$(echo "${end} - ${start}" | bc -l)
+  writes=$(curl -s "127.0.0.1:${port}/metrics" | awk '/^kubetrain_api_requests_total/ {s+=$2} END {print s}')
+  read -r utime stime < <(awk '{print $14, $15}' "/proc/${op_pid}/stat")
+  cpu=$(echo "(${utime} + ${stime}) / ${tick}" | bc -l)
+  rss=$(awk '/VmHWM/ {print $2}' "/proc/${op_pid}/status")
+  stop
+  r_time+=("${t}"); r_rate+=("$(echo "${pods} / ${t}" | bc -l)")
+  r_writes+=("$(echo "${writes} / ${jobs}" | bc -l)"); r_cpu+=("${cpu}"); r_rss+=("$((rss / 1024))")
+  printf 'run %d: %.1f s to %d pods Running (%.1f pods/s), %.1f API writes/job, operator %.2f CPU s, peak RSS %d MiB\n' \
+    "${r}" "${t}" "${pods}" "${r_rate[-1]}" "${r_writes[-1]}" "${cpu}" "${r_rss[-1]}"
+done
+rm -f "${manifest}"
+printf 'medians over %d runs of %d jobs (1 PS + 4 workers): %.1f s from last create to all %d pods Running, %.1f pods/s, %.1f API writes per job, %.2f operator CPU s, %d MiB operator peak RSS\n' \
+  "${runs}" "${jobs}" "$(printf '%s\n' "${r_time[@]}" | median)" "${pods}" \
+  "$(printf '%s\n' "${r_rate[@]}" | median)" "$(printf '%s\n' "${r_writes[@]}" | median)" \
+  "$(printf '%s\n' "${r_cpu[@]}" | median)" "$(printf '%s\n' "${r_rss[@]}" | median)"
