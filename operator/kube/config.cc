@@ -65,8 +65,27 @@ StatusOr<YAML::Node> FindNamed(const YAML::Node& root, const char* list, const c
   return NotFound(std::string(kind) + " \"" + name + "\" not found in " + list);
 }
 
+// A field of the wrong type; caught in ParseKubeConfig, which knows where it was.
+struct FieldError {
+  std::string field;
+  std::string problem;
+};
+
 std::string Str(const YAML::Node& n, const char* field) {
-  return n[field] ? n[field].as<std::string>() : std::string();
+  YAML::Node v = n[field];
+  if (!v || v.IsNull()) return std::string();
+  if (!v.IsScalar()) throw FieldError{field, "expected a string"};
+  return v.Scalar();
+}
+
+bool Bool(const YAML::Node& n, const char* field) {
+  YAML::Node v = n[field];
+  if (!v || v.IsNull()) return false;
+  bool out = false;
+  if (!v.IsScalar() || !YAML::convert<bool>::decode(v, out))
+    throw FieldError{field,
+                     "expected true or false, got \"" + (v.IsScalar() ? v.Scalar() : "?") + "\""};
+  return out;
 }
 
 // Data from "<field>-data" (base64) or from "<field>" (a file path).
@@ -85,13 +104,15 @@ StatusOr<std::string> DataOrFile(const YAML::Node& n, const std::string& field,
   return contents;
 }
 
+// `where` tracks the part being read, for errors thrown as FieldError.
 StatusOr<Config> ParseInner(const std::string& yaml, const std::string& path,
-                            const std::string& want_context) {
+                            const std::string& want_context, std::string* where_now) {
   YAML::Node root = YAML::Load(yaml);
   if (!root.IsMap()) return InvalidArgument("not a kubeconfig (top level is not a map)");
   std::string ctx_name = want_context.empty() ? Str(root, "current-context") : want_context;
   if (ctx_name.empty()) return InvalidArgument("current-context: not set and no context was given");
   const std::string where = "context \"" + ctx_name + "\"";
+  *where_now = where;
   auto ctx = FindNamed(root, "contexts", "context", ctx_name);
   if (!ctx.ok()) return ctx.status().WithContext(where);
   const std::string dir = DirOf(path);
@@ -103,14 +124,14 @@ StatusOr<Config> ParseInner(const std::string& yaml, const std::string& path,
   auto cluster = FindNamed(root, "clusters", "cluster", cluster_name);
   if (!cluster.ok()) return cluster.status().WithContext(where);
   const std::string cwhere = where + ": cluster \"" + cluster_name + "\"";
+  *where_now = cwhere;
   cfg.server = Str(*cluster, "server");
   if (cfg.server.empty()) return InvalidArgument(cwhere + ": field \"server\" is empty");
   if (cfg.server.rfind("https://", 0) != 0 && cfg.server.rfind("http://", 0) != 0)
     return InvalidArgument(cwhere + ": field \"server\": \"" + cfg.server +
                            "\" is not an http(s) URL");
   while (!cfg.server.empty() && cfg.server.back() == '/') cfg.server.pop_back();
-  if ((*cluster)["insecure-skip-tls-verify"])
-    cfg.insecure_skip_tls_verify = (*cluster)["insecure-skip-tls-verify"].as<bool>();
+  cfg.insecure_skip_tls_verify = Bool(*cluster, "insecure-skip-tls-verify");
   auto ca = DataOrFile(*cluster, "certificate-authority", dir);
   if (!ca.ok()) return ca.status().WithContext(cwhere);
   cfg.ca_pem = std::move(*ca);
@@ -120,6 +141,7 @@ StatusOr<Config> ParseInner(const std::string& yaml, const std::string& path,
     auto user = FindNamed(root, "users", "user", user_name);
     if (!user.ok()) return user.status().WithContext(where);
     const std::string uwhere = where + ": user \"" + user_name + "\"";
+    *where_now = uwhere;
     cfg.token = Str(*user, "token");
     std::string token_file = Str(*user, "tokenFile");
     if (cfg.token.empty() && !token_file.empty()) {
@@ -136,6 +158,7 @@ StatusOr<Config> ParseInner(const std::string& yaml, const std::string& path,
     cfg.client_cert_pem = std::move(*cert);
     cfg.client_key_pem = std::move(*key);
   }
+  *where_now = where;
   std::string ns = Str(*ctx, "namespace");
   if (!ns.empty()) cfg.ns = ns;
   return cfg;
@@ -158,12 +181,17 @@ StatusOr<std::string> ReadFile(const std::string& path) {
 
 StatusOr<Config> ParseKubeConfig(const std::string& yaml, const std::string& path,
                                  const std::string& context) {
+  std::string where;
   try {
-    auto cfg = ParseInner(yaml, path, context);
+    auto cfg = ParseInner(yaml, path, context, &where);
     if (!cfg.ok()) return cfg.status().WithContext("kubeconfig " + path);
     return cfg;
+  } catch (const FieldError& e) {
+    return InvalidArgument("kubeconfig " + path + ": " + (where.empty() ? "" : where + ": ") +
+                           "field \"" + e.field + "\": " + e.problem);
   } catch (const YAML::Exception& e) {
-    return InvalidArgument("kubeconfig " + path + ": " + e.what());
+    return InvalidArgument("kubeconfig " + path + ": " + (where.empty() ? "" : where + ": ") +
+                           e.what());
   }
 }
 

@@ -130,6 +130,41 @@ TEST_F(ConfigTest, MalformedYamlAndBadBase64AreInvalidArgument) {
       << b.status().message();
 }
 
+TEST_F(ConfigTest, WrongFieldTypesNameFieldAndContext) {
+  std::string bad_bool = kTwoContexts;
+  bad_bool.replace(bad_bool.find("insecure-skip-tls-verify: true"), 30,
+                   "insecure-skip-tls-verify: maybe");
+  Write("ca.pem", "CA");
+  Write("cert.pem", "CERT");
+  auto a = ParseKubeConfig(bad_bool, "/x/kc", "two");
+  ASSERT_FALSE(a.ok());
+  EXPECT_EQ(a.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(
+      a.status().message().find(
+          "kubeconfig /x/kc: context \"two\": cluster \"c2\": field \"insecure-skip-tls-verify\""),
+      std::string::npos)
+      << a.status().message();
+
+  std::string bad_token = kTwoContexts;
+  bad_token.replace(bad_token.find("token: abc"), 10, "token: [a, b]");
+  auto b = ParseKubeConfig(bad_token, "/x/kc");
+  ASSERT_FALSE(b.ok());
+  EXPECT_NE(
+      b.status().message().find("context \"one\": user \"u1\": field \"token\": expected a string"),
+      std::string::npos)
+      << b.status().message();
+}
+
+TEST_F(ConfigTest, MissingServerIsNamed) {
+  std::string no_server = kTwoContexts;
+  no_server.replace(no_server.find("server: https://127.0.0.1:6443/"), 31, "foo: bar");
+  auto c = ParseKubeConfig(no_server, "/x/kc");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("context \"one\": cluster \"c1\": field \"server\" is empty"),
+            std::string::npos)
+      << c.status().message();
+}
+
 TEST_F(ConfigTest, MissingKubeconfigFileIsNotFound) {
   auto cfg = LoadKubeConfigFile((dir_ / "nope").string());
   ASSERT_FALSE(cfg.ok());
