@@ -8,6 +8,7 @@
 // invalid; 2 bad usage or input that cannot be read or run; 128+n interrupted
 // by signal n (130 for Ctrl-C).
 #include <sodium.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -214,7 +215,13 @@ int Run(const RunFlags& f) {
               << "s; every replica stopped\n";
     return 128 + result->signal;
   }
-  std::cout << "result: " << result->status.state << " in " << secs << "s\n";
+  // The runner's own CPU time (children excluded): its overhead next to the job.
+  rusage self{};
+  getrusage(RUSAGE_SELF, &self);
+  const long cpu_ms = (self.ru_utime.tv_sec + self.ru_stime.tv_sec) * 1000L +
+                      (self.ru_utime.tv_usec + self.ru_stime.tv_usec) / 1000L;
+  std::cout << "result: " << result->status.state << " in " << secs << "s (runner CPU " << cpu_ms
+            << " ms)\n";
   std::cout.flush();
   return result->status.IsTrue(api::ConditionType::kSucceeded) ? 0 : kExitFailed;
 }
