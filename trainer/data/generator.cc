@@ -55,7 +55,14 @@ StatusOr<double> WriteSyntheticCriteo(const std::string& path, int64_t n,
                                       const GeneratorOptions& o) {
   if (n <= 0 || o.vocab_size <= 0) return InvalidArgument("generator needs n > 0 and vocab > 0");
   const Truth t = MakeTruth(o);
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  // A hidden temp name: readers listing the directory skip dot files, so a concurrent
+  // generator's half-written file is never mistaken for data.
+  const std::filesystem::path final_path(path);
+  std::string tmp_name = ".";
+  tmp_name += final_path.filename().string();
+  tmp_name += ".tmp.";
+  tmp_name += std::to_string(::getpid());
+  const std::string tmp = (final_path.parent_path() / tmp_name).string();
   FILE* f = std::fopen(tmp.c_str(), "w");
   if (f == nullptr) return NotFound("cannot write " + tmp);
   // Start the sample stream at a hashed position: seeds k and k+1 used plainly would give
