@@ -230,6 +230,8 @@ class JobController::Impl {
       api::TrainingJobStatus status;
     };
     std::optional<StatusWrite> status;
+    // The apiserver's message when it rejected a child as invalid.
+    std::optional<std::string> rejected;
   };
 
   template <typename T>
@@ -376,11 +378,20 @@ class JobController::Impl {
     input.now = now;
     randombytes_buf(input.auth_key.data(), input.auth_key.size());
     input.default_cluster_domain = options_.cluster_domain;
+    {
+      std::lock_guard lock(mu_);
+      auto it = expectations_.find(key);
+      if (it != expectations_.end()) input.rejected_child = it->second.rejected;
+    }
     Plan plan = PlanJob(job, observed, input);
 
     // 1. Status first: it records which failures were counted before their pods go.
     if (plan.status_changed) {
       KT_RETURN_IF_ERROR(WriteStatus(key, *cached, rv, plan.status));
+      if (input.rejected_child && plan.status.Finished()) {
+        std::lock_guard lock(mu_);
+        expectations_[key].rejected.reset();  // recorded in the status now
+      }
       if (!was_created && plan.status.IsTrue(api::ConditionType::kCreated)) {
         metrics_->jobs_created++;
       }
@@ -411,20 +422,14 @@ class JobController::Impl {
       ForgetCreate(key, child);
       if (s.code() == StatusCode::kInvalidArgument) {
         // The apiserver rejects what the spec asks for: retrying cannot help.
-        const std::string message = "the apiserver rejected " + std::string(KindName(*kind)) + " " +
-                                    child + ": " + s.message();
-        api::TrainingJobStatus failed = plan.status;
-        MarkFailed(failed, "InvalidSpec", message, now);
-        std::string write_rv = rv;
-        {
-          std::lock_guard lock(mu_);
-          auto it = expectations_.find(key);
-          if (it != expectations_.end() && it->second.status) write_rv = it->second.status->to_rv;
-        }
-        KT_RETURN_IF_ERROR(WriteStatus(key, *cached, write_rv, failed));
-        metrics_->jobs_failed++;
-        recorder_->Record(regarding, "Warning", "InvalidSpec", "Reconcile", message);
-        return runtime::ReconcileResult{};  // the next reconcile cleans up as for any failure
+        // Plan again at once with the rejection; the planner fails the job
+        // (InvalidSpec) and cleans up like after any other failure.
+        std::lock_guard lock(mu_);
+        expectations_[key].rejected = "the apiserver rejected " + std::string(KindName(*kind)) +
+                                      " " + child + ": " + s.message();
+        runtime::ReconcileResult again;
+        again.requeue_after = std::chrono::milliseconds(1);
+        return again;
       }
       if (first_error.ok()) first_error = s.WithContext("create " + child);
     }

@@ -214,11 +214,52 @@ case_operator_restart_mid_creation() {
     "$(k get events.events.k8s.io --field-selector reason=RestartingReplica -o name | wc -l | tr -d ' ')" 0
 }
 
+case_invalid_spec() {
+  new_ns invalid
+  # A container name the apiserver rejects (the CRD passes templates through).
+  cat <<JOB | k apply -f - >/dev/null
+apiVersion: kubetrain.io/v1alpha1
+kind: TrainingJob
+metadata: {name: bad-name}
+spec:
+  replicaSpecs:
+    Worker:
+      replicas: 1
+      template:
+        spec:
+          containers: [{name: Not_A_DNS_Label, image: kubetrain-trainer}]
+JOB
+  # No containers at all: caught by the planner.
+  cat <<JOB | k apply -f - >/dev/null
+apiVersion: kubetrain.io/v1alpha1
+kind: TrainingJob
+metadata: {name: empty}
+spec:
+  replicaSpecs:
+    Worker:
+      replicas: 1
+      template:
+        spec:
+          containers: []
+JOB
+  wait_cond bad-name Failed
+  wait_cond empty Failed
+  check "rejected child fails the job as InvalidSpec" \
+    "$(jpath tj/bad-name '{.status.conditions[?(@.type=="Failed")].reason}')" InvalidSpec
+  check "the message carries the apiserver's reason" \
+    "$(jpath tj/bad-name '{.status.conditions[?(@.type=="Failed")].message}' | grep -c 'Not_A_DNS_Label')" 1
+  check "a template without containers is InvalidSpec" \
+    "$(jpath tj/empty '{.status.conditions[?(@.type=="Failed")].reason}')" InvalidSpec
+  check "no pods for invalid jobs" "$(k get pods -o name | wc -l)" 0
+  check "one InvalidSpec event per job, no hot loop" \
+    "$(k get events.events.k8s.io --field-selector reason=InvalidSpec -o jsonpath='{range .items[*]}{.regarding.name}{"\n"}{end}' | sort | uniq -c | awk '{print $1}' | sort -u | tr '\n' ' ')" "1 "
+}
+
 kubectl apply -f "${root}/crds/trainingjobs.kubetrain.io.yaml" >/dev/null
 kubectl wait --for=condition=Established --timeout=60s crd/trainingjobs.kubetrain.io >/dev/null
 start_operator
 cases=(case_env_contract case_success_cleans_ps case_exit_code_restart case_backoff_limit
-  case_deadline case_ttl case_suspend_resume case_operator_restart_mid_creation)
+  case_deadline case_ttl case_suspend_resume case_invalid_spec case_operator_restart_mid_creation)
 [[ $# -gt 1 ]] && cases=("${@:2}")
 for c in "${cases[@]}"; do
   echo "== ${c}"
