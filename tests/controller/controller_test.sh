@@ -17,7 +17,8 @@ namespaces=()
 T=60  # seconds any single wait may take
 
 start_operator() {
-  "${operator}" --metrics-addr 127.0.0.1:0 --health-addr 127.0.0.1:0 --workers 4 \
+  "${operator}" --kubeconfig "${work}/operator-kubeconfig" --leader-elect \
+    --leader-elect-namespace kubetrain-system --metrics-addr 127.0.0.1:0 --health-addr 127.0.0.1:0 --workers 4 \
     >>"${work}/operator.log" 2>&1 &
   op_pid=$!
 }
@@ -255,8 +256,22 @@ JOB
     "$(k get events.events.k8s.io --field-selector reason=InvalidSpec -o jsonpath='{range .items[*]}{.regarding.name}{"\n"}{end}' | sort | uniq -c | awk '{print $1}' | sort -u | tr '\n' ' ')" "1 "
 }
 
-kubectl apply -f "${root}/crds/trainingjobs.kubetrain.io.yaml" >/dev/null
+# Install as a platform team would (CRD, namespace, RBAC, Deployment), then run
+# the operator as its ServiceAccount, so every case also proves the RBAC rules
+# are enough (the Deployment's own pods stay Pending: kwok nodes are tainted).
+kubectl apply -k "${root}/deploy/kustomize/base" >/dev/null || { echo "kustomize base rejected"; exit 1; }
 kubectl wait --for=condition=Established --timeout=60s crd/trainingjobs.kubetrain.io >/dev/null
+token="$(kubectl create token kubetrain-operator -n kubetrain-system --duration=2h)" || exit 1
+server="$(kubectl config view --raw -o jsonpath='{.clusters[0].cluster.server}')"
+ca="$(kubectl config view --raw -o jsonpath='{.clusters[0].cluster.certificate-authority-data}')"
+cat >"${work}/operator-kubeconfig" <<KC
+apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "${server}", certificate-authority-data: "${ca}"}}]
+users: [{name: operator, user: {token: "${token}"}}]
+contexts: [{name: c, context: {cluster: c, user: operator}}]
+current-context: c
+KC
 start_operator
 cases=(case_env_contract case_success_cleans_ps case_exit_code_restart case_backoff_limit
   case_deadline case_ttl case_suspend_resume case_invalid_spec case_operator_restart_mid_creation)
