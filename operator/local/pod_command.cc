@@ -1,5 +1,7 @@
 #include "operator/local/pod_command.h"
 
+#include <algorithm>
+
 #include "operator/local/process.h"
 
 namespace kubetrain::local {
@@ -8,6 +10,7 @@ namespace {
 using nlohmann::json;
 
 std::string Str(const json& j, const char* key) {
+  if (!j.is_object()) return "";
   auto it = j.find(key);
   return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
 }
@@ -15,6 +18,123 @@ std::string Str(const json& j, const char* key) {
 std::string_view Basename(std::string_view path) {
   size_t slash = path.rfind('/');
   return slash == std::string_view::npos ? path : path.substr(slash + 1);
+}
+
+bool PathChar(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.' ||
+         c == '/';
+}
+
+// Volume name -> local directory, for the volume types that exist locally.
+std::map<std::string, std::string> LocalVolumes(const json& spec, const CommandContext& ctx,
+                                                std::vector<std::string>* warnings) {
+  std::map<std::string, std::string> out;
+  if (!spec.contains("volumes") || !spec["volumes"].is_array()) return out;
+  for (const json& v : spec["volumes"]) {
+    const std::string name = Str(v, "name");
+    if (v.contains("emptyDir")) {
+      out[name] = ctx.volume_root + "/" + name;
+    } else if (v.contains("hostPath")) {
+      out[name] = Str(v["hostPath"], "path");
+    } else if (warnings) {
+      warnings->push_back("volume " + name +
+                          " is not mounted locally (only emptyDir and hostPath)");
+    }
+  }
+  return out;
+}
+
+StatusOr<LocalCommand> CommandOf(const json& pod, const json& c, const std::string& where,
+                                 const std::map<std::string, std::string>& volumes,
+                                 const CommandContext& ctx) {
+  LocalCommand cmd;
+  cmd.container = Str(c, "name");
+  cmd.fallback_to_logs = Str(c, "terminationMessagePolicy") == "FallbackToLogsOnError";
+  if (c.contains("envFrom")) cmd.warnings.push_back(where + ".envFrom is not supported locally");
+  std::vector<LocalMount> mounts;
+  for (const json& m : c.value("volumeMounts", json::array())) {
+    auto it = volumes.find(Str(m, "name"));
+    if (it == volumes.end()) continue;
+    std::string local = it->second;
+    if (!Str(m, "subPath").empty()) local += "/" + Str(m, "subPath");
+    mounts.push_back({Str(m, "mountPath"), local});
+  }
+
+  const std::string pod_name = Str(pod["metadata"], "name");
+  const std::string ns =
+      pod["metadata"].contains("namespace") ? Str(pod["metadata"], "namespace") : "default";
+  for (const json& e : c.value("env", json::array())) {
+    const std::string name = Str(e, "name");
+    if (e.contains("value")) {
+      cmd.env[name] = MapPaths(ExpandVars(Str(e, "value"), cmd.env), mounts);
+      continue;
+    }
+    if (!e.contains("valueFrom")) {
+      cmd.env[name] = "";
+      continue;
+    }
+    const json& from = e["valueFrom"];
+    if (from.contains("secretKeyRef") && Str(from["secretKeyRef"], "name") == ctx.auth_secret &&
+        Str(from["secretKeyRef"], "key") == "key") {
+      cmd.env[name] = ctx.auth_key_text;
+      continue;
+    }
+    if (from.contains("fieldRef")) {
+      const std::string field = Str(from["fieldRef"], "fieldPath");
+      if (field == "metadata.name") {
+        cmd.env[name] = pod_name;
+        continue;
+      }
+      if (field == "metadata.namespace") {
+        cmd.env[name] = ns;
+        continue;
+      }
+      if (field == "status.podIP" || field == "status.hostIP") {
+        cmd.env[name] = "127.0.0.1";
+        continue;
+      }
+    }
+    cmd.warnings.push_back("env " + name + ": valueFrom " + from.dump() +
+                           " is not available locally; not set");
+  }
+
+  std::vector<std::string> command, args;
+  for (const json& a : c.value("command", json::array())) {
+    command.push_back(
+        MapPaths(a.is_string() ? ExpandVars(a.get<std::string>(), cmd.env) : a.dump(), mounts));
+  }
+  for (const json& a : c.value("args", json::array())) {
+    args.push_back(
+        MapPaths(a.is_string() ? ExpandVars(a.get<std::string>(), cmd.env) : a.dump(), mounts));
+  }
+  const std::string image = Str(c, "image");
+  cmd.is_trainer = IsTrainerImage(image);
+  if (cmd.is_trainer && (command.empty() || Basename(command[0]) == "kubetrain-trainer")) {
+    cmd.path = ctx.trainer_path;
+    cmd.argv.push_back(command.empty() ? std::string("kubetrain-trainer") : command[0]);
+    if (!command.empty()) cmd.argv.insert(cmd.argv.end(), command.begin() + 1, command.end());
+    for (auto& a : args) {
+      // Ours wins: the file the runner reads the termination message from.
+      if (a.rfind("--termination-log", 0) == 0) continue;
+      cmd.argv.push_back(a);
+    }
+    cmd.argv.push_back("--termination-log=" + ctx.termination_log);
+    return cmd;
+  }
+  if (command.empty()) {
+    return InvalidArgument(where + ": image " + image +
+                           " has no command; locally, only kubetrain-trainer images run without "
+                           "`command` (the image's entrypoint is unknown here)");
+  }
+  auto path = ResolveExecutable(command[0], ctx.path_env);
+  if (!path) {
+    return NotFound(where + ": command \"" + command[0] + "\" not found" +
+                    (command[0].find('/') == std::string::npos ? " on PATH" : ""));
+  }
+  cmd.path = *path;
+  cmd.argv = command;
+  cmd.argv.insert(cmd.argv.end(), args.begin(), args.end());
+  return cmd;
 }
 
 }  // namespace
@@ -52,7 +172,47 @@ std::string ExpandVars(std::string_view text, const std::map<std::string, std::s
   return out;
 }
 
-StatusOr<LocalCommand> LocalCommandFor(const json& pod, const CommandContext& ctx) {
+std::string MapPaths(std::string_view text, const std::vector<LocalMount>& mounts) {
+  std::vector<const LocalMount*> order;
+  for (const auto& m : mounts) {
+    if (!m.mount_path.empty() && m.mount_path[0] == '/') order.push_back(&m);
+  }
+  std::sort(order.begin(), order.end(), [](const LocalMount* a, const LocalMount* b) {
+    return a->mount_path.size() > b->mount_path.size();
+  });
+  std::string out;
+  size_t i = 0;
+  while (i < text.size()) {
+    const LocalMount* hit = nullptr;
+    if (text[i] == '/' && (i == 0 || !PathChar(text[i - 1]))) {
+      for (const LocalMount* m : order) {
+        std::string_view mp = m->mount_path;
+        while (mp.size() > 1 && mp.back() == '/') mp.remove_suffix(1);
+        if (text.substr(i, mp.size()) != mp) continue;
+        const size_t end = i + mp.size();
+        if (end < text.size() && text[end] != '/' && PathChar(text[end])) continue;
+        hit = m;
+        out += m->local_path;
+        i = end;
+        break;
+      }
+    }
+    if (!hit) out += text[i++];
+  }
+  return out;
+}
+
+std::vector<std::string> EmptyDirsOf(const json& pod, const CommandContext& ctx) {
+  std::vector<std::string> dirs;
+  const json spec = pod.value("spec", json::object());
+  if (!spec.contains("volumes") || !spec["volumes"].is_array()) return dirs;
+  for (const json& v : spec["volumes"]) {
+    if (v.contains("emptyDir")) dirs.push_back(ctx.volume_root + "/" + Str(v, "name"));
+  }
+  return dirs;
+}
+
+StatusOr<std::vector<LocalCommand>> LocalCommandsFor(const json& pod, const CommandContext& ctx) {
   const json spec = pod.value("spec", json::object());
   const json containers = spec.value("containers", json::array());
   if (!containers.is_array() || containers.empty()) {
@@ -65,96 +225,32 @@ StatusOr<LocalCommand> LocalCommandFor(const json& pod, const CommandContext& ct
       break;
     }
   }
-  const json& c = containers[main_index];
-  const std::string where = "containers[" + std::to_string(main_index) + "]";
-  LocalCommand cmd;
+  std::vector<std::string> warnings;
+  const auto volumes = LocalVolumes(spec, ctx, &warnings);
+  std::vector<LocalCommand> out;
+  const json inits = spec.value("initContainers", json::array());
+  for (size_t i = 0; i < inits.size(); ++i) {
+    auto cmd = CommandOf(pod, inits[i], "initContainers[" + std::to_string(i) + "]", volumes, ctx);
+    if (!cmd.ok()) return cmd.status();
+    cmd->init = true;
+    // Only the main container reports a termination message.
+    if (cmd->is_trainer) cmd->argv.back() = "--termination-log=/dev/null";
+    out.push_back(std::move(*cmd));
+  }
+  auto main = CommandOf(pod, containers[main_index],
+                        "containers[" + std::to_string(main_index) + "]", volumes, ctx);
+  if (!main.ok()) return main.status();
   if (spec.contains("terminationGracePeriodSeconds") &&
       spec["terminationGracePeriodSeconds"].is_number_integer()) {
-    cmd.grace_seconds = spec["terminationGracePeriodSeconds"].get<int64_t>();
+    main->grace_seconds = spec["terminationGracePeriodSeconds"].get<int64_t>();
   }
-  cmd.fallback_to_logs = Str(c, "terminationMessagePolicy") == "FallbackToLogsOnError";
   if (containers.size() > 1) {
-    cmd.warnings.push_back("only container " + Str(c, "name") + " runs locally; " +
-                           std::to_string(containers.size() - 1) + " other container(s) skipped");
+    warnings.push_back("only container " + main->container + " runs locally; " +
+                       std::to_string(containers.size() - 1) + " other container(s) skipped");
   }
-  if (spec.contains("initContainers") && !spec["initContainers"].empty()) {
-    cmd.warnings.push_back("init containers do not run locally");
-  }
-  if (c.contains("envFrom")) cmd.warnings.push_back(where + ".envFrom is not supported locally");
-
-  const std::string pod_name = Str(pod["metadata"], "name");
-  const std::string ns =
-      pod["metadata"].contains("namespace") ? Str(pod["metadata"], "namespace") : "default";
-  for (const json& e : c.value("env", json::array())) {
-    const std::string name = Str(e, "name");
-    if (e.contains("value")) {
-      cmd.env[name] = ExpandVars(Str(e, "value"), cmd.env);
-      continue;
-    }
-    if (!e.contains("valueFrom")) {
-      cmd.env[name] = "";
-      continue;
-    }
-    const json& from = e["valueFrom"];
-    if (from.contains("secretKeyRef") && Str(from["secretKeyRef"], "name") == ctx.auth_secret &&
-        Str(from["secretKeyRef"], "key") == "key") {
-      cmd.env[name] = ctx.auth_key_text;
-      continue;
-    }
-    if (from.contains("fieldRef")) {
-      const std::string field = Str(from["fieldRef"], "fieldPath");
-      if (field == "metadata.name") {
-        cmd.env[name] = pod_name;
-        continue;
-      }
-      if (field == "metadata.namespace") {
-        cmd.env[name] = ns;
-        continue;
-      }
-      if (field == "status.podIP" || field == "status.hostIP") {
-        cmd.env[name] = "127.0.0.1";
-        continue;
-      }
-    }
-    cmd.warnings.push_back("env " + name + ": valueFrom " + from.dump() +
-                           " is not available locally; not set");
-  }
-
-  std::vector<std::string> command, args;
-  for (const json& a : c.value("command", json::array())) {
-    command.push_back(a.is_string() ? ExpandVars(a.get<std::string>(), cmd.env) : a.dump());
-  }
-  for (const json& a : c.value("args", json::array())) {
-    args.push_back(a.is_string() ? ExpandVars(a.get<std::string>(), cmd.env) : a.dump());
-  }
-  const std::string image = Str(c, "image");
-  cmd.is_trainer = IsTrainerImage(image);
-  if (cmd.is_trainer && (command.empty() || Basename(command[0]) == "kubetrain-trainer")) {
-    cmd.path = ctx.trainer_path;
-    cmd.argv.push_back(command.empty() ? std::string("kubetrain-trainer") : command[0]);
-    if (!command.empty()) cmd.argv.insert(cmd.argv.end(), command.begin() + 1, command.end());
-    for (auto& a : args) {
-      // Ours wins: the file the runner reads the termination message from.
-      if (a.rfind("--termination-log", 0) == 0) continue;
-      cmd.argv.push_back(a);
-    }
-    cmd.argv.push_back("--termination-log=" + ctx.termination_log);
-    return cmd;
-  }
-  if (command.empty()) {
-    return InvalidArgument(where + ": image " + image +
-                           " has no command; locally, only kubetrain-trainer images run without "
-                           "`command` (the image's entrypoint is unknown here)");
-  }
-  auto path = ResolveExecutable(command[0], ctx.path_env);
-  if (!path) {
-    return NotFound(where + ": command \"" + command[0] + "\" not found" +
-                    (command[0].find('/') == std::string::npos ? " on PATH" : ""));
-  }
-  cmd.path = *path;
-  cmd.argv = command;
-  cmd.argv.insert(cmd.argv.end(), args.begin(), args.end());
-  return cmd;
+  main->warnings.insert(main->warnings.begin(), warnings.begin(), warnings.end());
+  out.push_back(std::move(*main));
+  return out;
 }
 
 }  // namespace kubetrain::local

@@ -1,8 +1,15 @@
 // A planned Pod (the JSON the operator would POST) -> the local process that
 // stands in for it. Pure: no I/O besides looking executables up on PATH.
 //
-// Mapping (docs/local.md has the user-facing version):
-//  - only the main container runs (named "trainer", else the first);
+// Mapping:
+//  - the init containers run first, one after the other, each to exit 0; then
+//    the main container (named "trainer", else the first). Other containers
+//    (sidecars) do not run;
+//  - volumes: an emptyDir is a fresh directory per pod under
+//    CommandContext::volume_root, a hostPath is that path; a container's
+//    mountPath is replaced by the local directory wherever it appears as a path
+//    in its command, args and env values ("--data-dir=/data" ->
+//    "--data-dir=<volume_root>/data"). Other volume types are not mounted;
 //  - an image named kubetrain-trainer (any registry prefix, tag or digest) runs
 //    the local trainer binary: no `command` -> the binary with `args`; a
 //    `command` whose first word is kubetrain-trainer -> that word replaced by
@@ -30,9 +37,12 @@ struct CommandContext {
   std::string auth_key_text;    // AuthKeyText(key)
   std::string termination_log;  // where this replica's termination message goes
   std::string path_env;         // PATH used to resolve commands
+  std::string volume_root;      // emptyDir volumes go to <volume_root>/<volume name>
 };
 
 struct LocalCommand {
+  std::string container;                   // the container's name
+  bool init = false;                       // an init container
   std::string path;                        // resolved executable
   std::vector<std::string> argv;           // argv[0] is the command as written
   std::map<std::string, std::string> env;  // the container's variables
@@ -49,8 +59,25 @@ bool IsTrainerImage(std::string_view image);
 // $(VAR) -> its value when VAR is in `env`, "$$" -> "$", anything else as is.
 std::string ExpandVars(std::string_view text, const std::map<std::string, std::string>& env);
 
-// InvalidArgument for a pod that cannot run here ("...containers[0]: image
-// busybox has no command"), NotFound for a command not on PATH.
-StatusOr<LocalCommand> LocalCommandFor(const nlohmann::json& pod, const CommandContext& ctx);
+// A volume as seen from the local machine.
+struct LocalMount {
+  std::string mount_path;  // in the container
+  std::string local_path;  // here
+};
+
+// `text` with every mount_path that stands as a whole path component run
+// ("/data", "/data/x", "--dir=/data") replaced by its local_path; the longest
+// mount path wins. "/database" and "/x/data" are left alone.
+std::string MapPaths(std::string_view text, const std::vector<LocalMount>& mounts);
+
+// The init containers in order, then the main container. InvalidArgument for a
+// pod that cannot run here ("...containers[0]: image busybox has no command"),
+// NotFound for a command not on PATH.
+StatusOr<std::vector<LocalCommand>> LocalCommandsFor(const nlohmann::json& pod,
+                                                     const CommandContext& ctx);
+
+// Only the directories LocalCommandsFor maps volumes to (emptyDir ones), to
+// create before the pod starts.
+std::vector<std::string> EmptyDirsOf(const nlohmann::json& pod, const CommandContext& ctx);
 
 }  // namespace kubetrain::local

@@ -13,8 +13,15 @@ json Pod(json container) {
 }
 
 CommandContext Ctx() {
-  return {"/opt/bin/kubetrain-trainer", "j-auth", std::string(64, 'a'), "/tmp/w0.log",
-          "/nonexistent:/usr/bin:/bin"};
+  return {"/opt/bin/kubetrain-trainer", "j-auth",  std::string(64, 'a'), "/tmp/w0.log",
+          "/nonexistent:/usr/bin:/bin", "/tmp/vol"};
+}
+
+// The main container's command (the last one).
+StatusOr<LocalCommand> LocalCommandFor(const json& pod, const CommandContext& ctx) {
+  auto all = LocalCommandsFor(pod, ctx);
+  if (!all.ok()) return all.status();
+  return all->back();
 }
 
 TEST(IsTrainerImageTest, AcceptsRegistryTagAndDigestRejectsOthers) {
@@ -81,6 +88,39 @@ TEST(LocalCommandForTest, MainContainerIsTheOneNamedTrainer) {
   ASSERT_TRUE(cmd.ok());
   EXPECT_TRUE(cmd->is_trainer);
   EXPECT_EQ(cmd->warnings.size(), 1u);
+}
+
+TEST(MapPathsTest, ReplacesWholeMountPathsOnly) {
+  std::vector<LocalMount> m = {{"/data", "/tmp/v/data"}, {"/data/sub", "/tmp/other"}};
+  EXPECT_EQ(MapPaths("--data-dir=/data", m), "--data-dir=/tmp/v/data");
+  EXPECT_EQ(MapPaths("cat /data/x > /data/\"$1\".csv", m),
+            "cat /tmp/v/data/x > /tmp/v/data/\"$1\".csv");
+  EXPECT_EQ(MapPaths("/data/sub/f", m), "/tmp/other/f");  // the longest mount wins
+  EXPECT_EQ(MapPaths("/database /x/data data", m), "/database /x/data data");
+}
+
+TEST(LocalCommandsForTest, InitContainersFirstAndEmptyDirMapped) {
+  json pod = {{"metadata", {{"name", "j-worker-0"}}},
+              {"spec",
+               {{"volumes", {{{"name", "data"}, {"emptyDir", json::object()}}}},
+                {"initContainers",
+                 {{{"name", "gen"},
+                   {"image", "busybox"},
+                   {"command", {"sh", "-c", "echo 1 > /data/x"}},
+                   {"volumeMounts", {{{"name", "data"}, {"mountPath", "/data"}}}}}}},
+                {"containers",
+                 {{{"name", "trainer"},
+                   {"image", "kubetrain-trainer"},
+                   {"args", {"--data-dir=/data"}},
+                   {"volumeMounts", {{{"name", "data"}, {"mountPath", "/data"}}}}}}}}}};
+  auto cmds = LocalCommandsFor(pod, Ctx());
+  ASSERT_TRUE(cmds.ok()) << cmds.status().ToString();
+  ASSERT_EQ(cmds->size(), 2u);
+  EXPECT_TRUE((*cmds)[0].init);
+  EXPECT_EQ((*cmds)[0].argv.back(), "echo 1 > /tmp/vol/data/x");
+  EXPECT_FALSE((*cmds)[1].init);
+  EXPECT_EQ((*cmds)[1].argv[1], "--data-dir=/tmp/vol/data");
+  EXPECT_EQ(EmptyDirsOf(pod, Ctx()), std::vector<std::string>{"/tmp/vol/data"});
 }
 
 }  // namespace

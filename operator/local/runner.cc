@@ -56,8 +56,10 @@ struct LocalPod {
   bool fallback_to_logs = false;
   std::chrono::seconds grace{10};
   std::optional<SteadyClock::time_point> kill_at;  // SIGKILL the group then
+  std::vector<LocalCommand> commands;              // init containers, then the main one
+  size_t current = 0;                              // the one running or last run
   int64_t total_steps = 0;                         // for the progress bar (trainer workers only)
-  int64_t step = 0;
+  int64_t train_step = 0;
   double loss = 0;
 };
 
@@ -88,6 +90,8 @@ class Runner {
   controller::ObservedChildren Observe() const;
   void Apply(const controller::Plan& plan);
   void StartPod(const json& pod);
+  // Starts pod.commands[pod.current]; false (and the pod failed) if it cannot.
+  bool StartCommand(LocalPod& pod);
   void DeletePod(const std::string& name);
   // Waits until something happens or `timeout` passes; returns false on error.
   void Wait(std::optional<SteadyClock::time_point> until);
@@ -167,19 +171,27 @@ Status Runner::Preflight(const controller::Plan& first) {
   const char* path_env = getenv("PATH");
   for (const json& obj : first.creates) {
     if (obj.value("kind", "") != "Pod") continue;
-    CommandContext ctx{opt_.trainer_path, controller::AuthSecretName(job_.metadata.name),
-                       controller::AuthKeyText(key_), "/dev/null", path_env ? path_env : ""};
-    auto cmd = LocalCommandFor(obj, ctx);
+    CommandContext ctx{opt_.trainer_path,
+                       controller::AuthSecretName(job_.metadata.name),
+                       controller::AuthKeyText(key_),
+                       "/dev/null",
+                       path_env ? path_env : "",
+                       opt_.work_dir};
+    auto cmds = LocalCommandsFor(obj, ctx);
     const std::string name = obj["metadata"].value("name", "");
-    if (!cmd.ok())
-      return Status(cmd.status().code(), "pod " + name + ": " + cmd.status().message());
-    if (cmd->is_trainer && access(opt_.trainer_path.c_str(), X_OK) != 0) {
-      return NotFound("pod " + name + " runs the kubetrain-trainer image, but the trainer binary " +
-                      (opt_.trainer_path.empty() ? std::string("was not found")
-                                                 : opt_.trainer_path + " is not executable") +
-                      " (pass --trainer=<path> or put kubetrain-trainer on PATH)");
+    if (!cmds.ok()) {
+      return Status(cmds.status().code(), "pod " + name + ": " + cmds.status().message());
     }
-    for (const auto& w : cmd->warnings) Say("warning: pod " + name + ": " + w);
+    for (const auto& cmd : *cmds) {
+      if (cmd.is_trainer && access(opt_.trainer_path.c_str(), X_OK) != 0) {
+        return NotFound("pod " + name +
+                        " runs the kubetrain-trainer image, but the trainer binary " +
+                        (opt_.trainer_path.empty() ? std::string("was not found")
+                                                   : opt_.trainer_path + " is not executable") +
+                        " (pass --trainer=<path> or put kubetrain-trainer on PATH)");
+      }
+      for (const auto& w : cmd.warnings) Say("warning: pod " + name + ": " + w);
+    }
   }
   return Status::Ok();
 }
@@ -245,48 +257,73 @@ void Runner::StartPod(const json& obj) {
   std::filesystem::remove(pod.termination_log);
 
   const char* path_env = getenv("PATH");
-  CommandContext ctx{opt_.trainer_path, controller::AuthSecretName(job_.metadata.name),
-                     controller::AuthKeyText(key_), pod.termination_log, path_env ? path_env : ""};
-  auto cmd = LocalCommandFor(obj, ctx);
-  Status started = cmd.status();
-  if (cmd.ok()) {
-    pod.fallback_to_logs = cmd->fallback_to_logs;
-    pod.grace = cmd->grace_seconds >= 0 ? std::chrono::seconds(cmd->grace_seconds) : opt_.grace;
-    if (cmd->is_trainer && (replica->first == api::ReplicaType::kWorker ||
-                            replica->first == api::ReplicaType::kChief)) {
-      pod.total_steps = StepsFromArgv(cmd->argv);
-    }
-    // The runner's environment (PATH, HOME, ...) stands in for the image's;
-    // the container's variables win.
-    std::map<std::string, std::string> env;
-    for (char** e = environ; *e; ++e) {
-      std::string_view kv(*e);
-      size_t eq = kv.find('=');
-      if (eq != std::string_view::npos) env[std::string(kv.substr(0, eq))] = kv.substr(eq + 1);
-    }
-    for (const auto& [k, v] : cmd->env) env[k] = v;
-    SpawnSpec spawn{cmd->path, cmd->argv, {}};
-    for (const auto& [k, v] : env) spawn.env.push_back(k + "=" + v);
-    auto spawned = Spawn(spawn);
-    started = spawned.status();
-    if (spawned.ok()) {
-      pod.pid = spawned->pid;
-      pod.fd = spawned->output_fd;
-      std::string line;
-      for (const auto& a : cmd->argv) line += (line.empty() ? "" : " ") + a;
-      Say("started " + pod.short_name + " (pid " + std::to_string(pod.pid) + "): " + line);
-    }
-  }
-  if (!started.ok()) {
-    // What the kubelet reports for a container that cannot start.
-    pod.observed.phase = PodPhase::kFailed;
-    pod.observed.exit_code = 128;
-    pod.observed.reason = "StartError";
-    pod.observed.message = started.message();
-    Say("cannot start " + pod.short_name + ": " + started.message());
-  }
+  const std::string volume_root = opt_.work_dir + "/" + pod.short_name + "-volumes";
+  CommandContext ctx{opt_.trainer_path,
+                     controller::AuthSecretName(job_.metadata.name),
+                     controller::AuthKeyText(key_),
+                     pod.termination_log,
+                     path_env ? path_env : "",
+                     volume_root};
   colors_.emplace(pod.short_name, static_cast<int>(colors_.size()));
+  auto cmds = LocalCommandsFor(obj, ctx);
+  if (cmds.ok()) {
+    // emptyDir: a fresh directory for each pod.
+    std::error_code ec;
+    std::filesystem::remove_all(volume_root, ec);
+    for (const auto& dir : EmptyDirsOf(obj, ctx)) std::filesystem::create_directories(dir, ec);
+    pod.commands = std::move(*cmds);
+    const LocalCommand& main = pod.commands.back();
+    pod.fallback_to_logs = main.fallback_to_logs;
+    pod.grace = main.grace_seconds >= 0 ? std::chrono::seconds(main.grace_seconds) : opt_.grace;
+    if (main.is_trainer && (replica->first == api::ReplicaType::kWorker ||
+                            replica->first == api::ReplicaType::kChief)) {
+      pod.total_steps = StepsFromArgv(main.argv);
+    }
+    auto it = pods_.emplace(pod.observed.name, std::move(pod)).first;
+    StartCommand(it->second);
+    return;
+  }
+  // What the kubelet reports for a container that cannot start.
+  pod.observed.phase = PodPhase::kFailed;
+  pod.observed.exit_code = 128;
+  pod.observed.reason = "StartError";
+  pod.observed.message = cmds.status().message();
+  Say("cannot start " + pod.short_name + ": " + cmds.status().message());
   pods_.emplace(pod.observed.name, std::move(pod));
+}
+
+bool Runner::StartCommand(LocalPod& pod) {
+  const LocalCommand& cmd = pod.commands[pod.current];
+  // The runner's environment (PATH, HOME, ...) stands in for the image's; the
+  // container's variables win.
+  std::map<std::string, std::string> env;
+  for (char** e = environ; *e; ++e) {
+    std::string_view kv(*e);
+    size_t eq = kv.find('=');
+    if (eq != std::string_view::npos) env[std::string(kv.substr(0, eq))] = kv.substr(eq + 1);
+  }
+  for (const auto& [k, v] : cmd.env) env[k] = v;
+  SpawnSpec spawn{cmd.path, cmd.argv, {}};
+  for (const auto& [k, v] : env) spawn.env.push_back(k + "=" + v);
+  auto spawned = Spawn(spawn);
+  const std::string what =
+      pod.short_name + (cmd.init ? " (init container " + cmd.container + ")" : "");
+  if (spawned.ok()) {
+    // Pending while init containers run, as the kubelet reports it.
+    pod.observed.phase = cmd.init ? PodPhase::kPending : PodPhase::kRunning;
+    pod.pid = spawned->pid;
+    pod.fd = spawned->output_fd;
+    std::string line;
+    for (const auto& a : cmd.argv) line += (line.empty() ? "" : " ") + a;
+    Say("started " + what + " (pid " + std::to_string(pod.pid) + "): " + line);
+    return true;
+  }
+  pod.observed.phase = PodPhase::kFailed;
+  if (!cmd.init) pod.observed.exit_code = 128;
+  pod.observed.reason = cmd.init ? "Init:StartError" : "StartError";
+  pod.observed.message = spawned.status().message();
+  Say("cannot start " + what + ": " + spawned.status().message());
+  return false;
 }
 
 void Runner::DeletePod(const std::string& name) {
@@ -336,11 +373,11 @@ void Runner::DrawProgress() {
   std::string detail;
   for (const auto& [name, pod] : pods_) {
     if (pod.total_steps <= 0) continue;
-    done += std::min(pod.step, pod.total_steps);
+    done += std::min(pod.train_step, pod.total_steps);
     total += pod.total_steps;
     char buf[96];
     std::snprintf(buf, sizeof buf, "  %s %lld/%lld loss %.4f", pod.short_name.c_str(),
-                  static_cast<long long>(pod.step), static_cast<long long>(pod.total_steps),
+                  static_cast<long long>(pod.train_step), static_cast<long long>(pod.total_steps),
                   pod.loss);
     detail += buf;
   }
@@ -373,7 +410,7 @@ void Runner::ReadOutput(LocalPod& pod, bool drain) {
       start = nl + 1;
       std::smatch m;
       if (pod.total_steps > 0 && std::regex_search(line, m, kStep)) {
-        pod.step = std::stoll(m[1].str());
+        pod.train_step = std::stoll(m[1].str());
         try {
           pod.loss = std::stod(m[2].str());
         } catch (const std::exception&) {
@@ -399,7 +436,32 @@ void Runner::OnExit(LocalPod& pod, int wait_status) {
   pod.pid = -1;
   pod.kill_at.reset();
   if (pod.fd >= 0) ReadOutput(pod, /*drain=*/true);
+  if (pod.fd >= 0) {
+    close(pod.fd);
+    pod.fd = -1;
+  }
   const int code = ExitCodeFromWaitStatus(wait_status);
+  const LocalCommand& cmd = pod.commands[pod.current];
+  if (cmd.init) {
+    Say(pod.short_name + " init container " + cmd.container + " exited with code " +
+        std::to_string(code));
+    if (pod.observed.deletion_timestamp) {  // deleted while initialising: gone
+      pods_.erase(pod.observed.name);
+      return;
+    }
+    if (code == 0) {
+      ++pod.current;
+      StartCommand(pod);
+      return;
+    }
+    // Like the kubelet: the pod failed and its main container never ran, so
+    // there is no exit code of the main container.
+    pod.observed.phase = PodPhase::kFailed;
+    pod.observed.reason = "Init:Error";
+    pod.observed.message =
+        "init container " + cmd.container + " exited with code " + std::to_string(code);
+    return;
+  }
   pod.observed.exit_code = code;
   pod.observed.phase = code == 0 ? PodPhase::kSucceeded : PodPhase::kFailed;
   pod.observed.reason = code == 0 ? "Completed" : "Error";

@@ -92,6 +92,27 @@ wide_deep)
   done
   expect_all_gone
   ;;
+examples)
+  # The MLP example: init containers write data into an emptyDir (a directory
+  # per pod locally), AllWorkers success, an evaluator outside the cluster.
+  run_job "$here/../../examples/mlp.yaml"
+  [[ $rc -eq 0 ]] || fail "mlp: exit code $rc, want 0"
+  expect_out 'worker-0 init container generate-data exited with code 0'
+  expect_out '^result: Succeeded'
+  acc=$(sed -nE 's/^metrics worker-0: accuracy ([0-9.]+),.*/\1/p' "$KT_TEST_DIR/out")
+  awk -v a="$acc" 'BEGIN { exit !(a >= 0.9) }' || fail "mlp accuracy '$acc' < 0.9"
+  expect_all_gone
+  # The env contract example: what every replica gets.
+  run_job "$here/../../examples/env-contract.yaml"
+  [[ $rc -eq 0 ]] || fail "env-contract: exit code $rc, want 0"
+  # Only worker 0's output is certain: its exit ends the job (ChiefOrWorker0)
+  # and the other replicas are stopped, maybe before they print.
+  expect_out '^worker-0 +\| POD_NAME=worker-0$'
+  expect_out '^worker-0 +\| CLUSTER_CONFIG=\{"ps":\["127.0.0.1:[0-9]+"\],"worker":\["127.0.0.1:[0-9]+","127.0.0.1:[0-9]+"\]\}$'
+  expect_out '^worker-0 +\| TF_CONFIG=.*"task":\{"index":0,"type":"worker"\}'
+  expect_out 'KUBETRAIN_AUTH_KEY is 64 hex characters'
+  expect_all_gone
+  ;;
 exit_130_restarts)
   run_job "$jobs/exit130-then-0.yaml"
   [[ $rc -eq 0 ]] || fail "exit code $rc, want 0"
