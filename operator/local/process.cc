@@ -131,6 +131,78 @@ std::optional<std::string> ResolveExecutable(std::string_view name, std::string_
   return std::nullopt;
 }
 
+Status Watchdog::Start() {
+  int p[2];
+  if (pipe2(p, O_CLOEXEC) != 0) return Internal(Join("pipe", strerror(errno)));
+  const pid_t pid = fork();
+  if (pid < 0) {
+    close(p[0]);
+    close(p[1]);
+    return Internal(Join("fork", strerror(errno)));
+  }
+  if (pid == 0) {
+    // Survive whatever hits the runner's session or process group.
+    setsid();
+    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGTSTP, SIGTTIN, SIGTTOU}) {
+      signal(sig, SIG_IGN);
+    }
+    // Hold nothing else open: a reader of the runner's output must see EOF.
+    const int in = 3;
+    if (p[0] != in) dup2(p[0], in);  // dup2 clears close-on-exec; nothing is exec'd anyway
+    int devnull = open("/dev/null", O_RDWR);
+    for (int fd = 0; fd < 3; ++fd) dup2(devnull, fd);
+    close_range(in + 1, ~0U, 0);
+    // A fixed-size table: no allocation after fork.
+    constexpr int kMax = 4096;
+    static int32_t groups[kMax];
+    int n = 0;
+    int32_t v;
+    for (;;) {
+      ssize_t r = read(in, &v, sizeof v);
+      if (r < 0 && errno == EINTR) continue;
+      if (r != static_cast<ssize_t>(sizeof v)) break;  // EOF: the runner is gone
+      if (v > 0 && n < kMax) {
+        groups[n++] = v;
+      } else if (v < 0) {
+        for (int i = 0; i < n; ++i) {
+          if (groups[i] == -v) {
+            groups[i] = groups[--n];
+            break;
+          }
+        }
+      }
+    }
+    for (int i = 0; i < n; ++i) kill(-groups[i], SIGKILL);
+    _exit(0);
+  }
+  close(p[0]);
+  pid_ = pid;
+  fd_ = p[1];
+  return Status::Ok();
+}
+
+void Watchdog::Send(int32_t value) {
+  if (fd_ >= 0) WriteAll(fd_, &value, sizeof value);
+}
+
+void Watchdog::Add(pid_t pgid) {
+  Send(static_cast<int32_t>(pgid));
+}
+void Watchdog::Remove(pid_t pgid) {
+  Send(-static_cast<int32_t>(pgid));
+}
+
+void Watchdog::Stop() {
+  if (fd_ >= 0) close(fd_);
+  fd_ = -1;
+  if (pid_ > 0) {
+    int ws;
+    while (waitpid(pid_, &ws, 0) < 0 && errno == EINTR) {
+    }
+  }
+  pid_ = -1;
+}
+
 int ExitCodeFromWaitStatus(int wait_status) {
   if (WIFEXITED(wait_status)) return WEXITSTATUS(wait_status);
   if (WIFSIGNALED(wait_status)) return 128 + WTERMSIG(wait_status);

@@ -45,6 +45,35 @@ void KillGroup(pid_t pgid, int sig);
 // the first executable match in the ':'-separated `path_env`.
 std::optional<std::string> ResolveExecutable(std::string_view name, std::string_view path_env);
 
+// The backstop for a runner that dies without cleaning up (SIGKILL, a crash):
+// a small process, in a session of its own and deaf to job-control signals,
+// that knows the process groups of the running replicas and SIGKILLs all of
+// them once the runner's end of a pipe closes. PR_SET_PDEATHSIG covers only
+// a replica's first process; this covers what it forked too.
+// Flow: Start() before the first Spawn; Add(pgid) after each Spawn;
+// Remove(pgid) once the group is reaped and killed (so a pgid the kernel may
+// reuse is never signalled); Stop() (or the destructor) at the end: the
+// watchdog sees EOF, kills what is still registered (nothing, normally) and exits.
+// Not thread-safe.
+class Watchdog {
+ public:
+  Watchdog() = default;
+  Watchdog(const Watchdog&) = delete;
+  Watchdog& operator=(const Watchdog&) = delete;
+  ~Watchdog() { Stop(); }
+
+  Status Start();
+  void Add(pid_t pgid);
+  void Remove(pid_t pgid);
+  void Stop();
+  pid_t pid() const { return pid_; }
+
+ private:
+  void Send(int32_t value);
+  pid_t pid_ = -1;
+  int fd_ = -1;  // write end
+};
+
 // Exit status from waitpid as Kubernetes reports it: the exit code, or
 // 128 + signal number for a process killed by a signal.
 int ExitCodeFromWaitStatus(int wait_status);

@@ -118,6 +118,8 @@ class Runner {
   int signal_fd_ = -1;
   sigset_t old_mask_{};
   bool mask_changed_ = false;
+  struct sigaction old_sigpipe_ {};
+  Watchdog watchdog_;
 
   // Run state (single-threaded).
   std::map<std::string, LocalPod> pods_;  // by Pod name
@@ -132,6 +134,8 @@ class Runner {
 
 Runner::~Runner() {
   StopAll();
+  watchdog_.Stop();
+  if (mask_changed_) sigaction(SIGPIPE, &old_sigpipe_, nullptr);
   if (signal_fd_ >= 0) close(signal_fd_);
   if (mask_changed_) sigprocmask(SIG_SETMASK, &old_mask_, nullptr);
 }
@@ -162,7 +166,12 @@ Status Runner::Setup() {
   mask_changed_ = true;
   signal_fd_ = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
   if (signal_fd_ < 0) return Internal(Errno("signalfd"));
-  return Status::Ok();
+  // A reader that goes away (`kubetrain run ... | head`) must not kill the
+  // runner before it has stopped the replicas.
+  struct sigaction ignore {};
+  ignore.sa_handler = SIG_IGN;
+  sigaction(SIGPIPE, &ignore, &old_sigpipe_);
+  return watchdog_.Start();
 }
 
 // Every pod of the first plan must map to a local command before anything
@@ -254,7 +263,8 @@ void Runner::StartPod(const json& obj) {
   }
   pod.short_name = controller::PodNameEnv(replica->first, replica->second);
   pod.termination_log = opt_.work_dir + "/" + pod.short_name + ".termination-log";
-  std::filesystem::remove(pod.termination_log);
+  std::error_code ignored;
+  std::filesystem::remove(pod.termination_log, ignored);
 
   const char* path_env = getenv("PATH");
   const std::string volume_root = opt_.work_dir + "/" + pod.short_name + "-volumes";
@@ -313,6 +323,7 @@ bool Runner::StartCommand(LocalPod& pod) {
     pod.observed.phase = cmd.init ? PodPhase::kPending : PodPhase::kRunning;
     pod.pid = spawned->pid;
     pod.fd = spawned->output_fd;
+    watchdog_.Add(pod.pid);
     std::string line;
     for (const auto& a : cmd.argv) line += (line.empty() ? "" : " ") + a;
     Say("started " + what + " (pid " + std::to_string(pod.pid) + "): " + line);
@@ -410,10 +421,10 @@ void Runner::ReadOutput(LocalPod& pod, bool drain) {
       start = nl + 1;
       std::smatch m;
       if (pod.total_steps > 0 && std::regex_search(line, m, kStep)) {
-        pod.train_step = std::stoll(m[1].str());
         try {
+          pod.train_step = std::stoll(m[1].str());
           pod.loss = std::stod(m[2].str());
-        } catch (const std::exception&) {
+        } catch (const std::exception&) {  // out of range: keep the last values
         }
       }
       pod.tail.push_back(line);
@@ -433,6 +444,7 @@ void Runner::OnExit(LocalPod& pod, int wait_status) {
   // The container's main process is gone: like the kubelet tearing the
   // container down, nothing else of it may keep running.
   KillGroup(pod.pid, SIGKILL);
+  watchdog_.Remove(pod.pid);
   pod.pid = -1;
   pod.kill_at.reset();
   if (pod.fd >= 0) ReadOutput(pod, /*drain=*/true);

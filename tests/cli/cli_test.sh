@@ -13,6 +13,13 @@ runner_pid=
 cleanup() {
   # Only what this test started: the runner (if still there).
   if [[ -n $runner_pid ]] && kill -0 "$runner_pid" 2>/dev/null; then kill -KILL "$runner_pid"; fi
+  # After a failure, whatever of ours the runner left behind (by pid, from its output).
+  if [[ -f $KT_TEST_DIR/out ]]; then
+    local pid
+    for pid in $(started_pids) $(grandchild_pids); do
+      alive "$pid" && kill -KILL "$pid" 2>/dev/null
+    done
+  fi
   rm -rf "$KT_TEST_DIR"
 }
 trap cleanup EXIT
@@ -156,6 +163,25 @@ sigint)
   [[ $(started_pids | wc -l) -eq 3 ]] || fail "want 3 started replicas"
   [[ $(grandchild_pids | wc -l) -eq 3 ]] || fail "want 3 grandchildren"
   expect_all_gone
+  ;;
+sigkill_runner)
+  # The runner killed outright cannot clean up: the replicas (PR_SET_PDEATHSIG)
+  # and what they forked (the watchdog kills their process groups) still go.
+  "$KUBETRAIN" run -f "$jobs/sleepers.yaml" >"$KT_TEST_DIR/out" 2>"$KT_TEST_DIR/err" &
+  runner_pid=$!
+  wait_for 60 bash -c '[[ $(grep -c "| grandchild " "$0") -eq 3 ]]' "$KT_TEST_DIR/out" ||
+    fail "replicas did not start"
+  for pid in $(started_pids) $(grandchild_pids); do alive "$pid" || fail "$pid not running"; done
+  kill -KILL "$runner_pid"
+  wait "$runner_pid" 2>/dev/null
+  runner_pid=
+  none_alive() {
+    local pid
+    for pid in $(started_pids) $(grandchild_pids); do alive "$pid" && return 1; done
+    return 0
+  }
+  wait_for 30 none_alive || fail "processes outlived a SIGKILLed runner"
+  [[ $(grandchild_pids | wc -l) -eq 3 ]] || fail "want 3 grandchildren"
   ;;
 bad_input)
   "$KUBETRAIN" run -f "$KT_TEST_DIR/missing.yaml" >"$KT_TEST_DIR/out" 2>"$KT_TEST_DIR/err"
