@@ -232,6 +232,11 @@ validate)
   expect_err 'invalid.yaml:24: spec.replicaSpecs.Master'
   expect_err 'invalid.yaml:35: spec.replicaSpecs(: spec.replicaSpecs)?.Chief.replicas'
   expect_err 'invalid.yaml:48: spec.replicaSpecs.Worker.restartPolicy'
+  expect_err 'invalid.yaml:59: spec.runPolicy.backofLimit: unknown field'
+  # Standard input, same verdict.
+  "$KUBETRAIN" validate -f - <"$jobs/invalid.yaml" >"$KT_TEST_DIR/out" 2>"$KT_TEST_DIR/err"
+  [[ $? -eq 1 ]] || fail "stdin: want exit code 1"
+  expect_err '^-:59: spec.runPolicy.backofLimit'
   ;;
 render)
   "$KUBETRAIN" render -f "$here/../../examples/wide-deep-ps.yaml" -n team-a >"$KT_TEST_DIR/out" \
