@@ -651,6 +651,19 @@ StatusOr<RunResult> Runner::Run() {
                                        *plan.requeue_after, std::chrono::milliseconds(200));
     }
     if (acted) until = SteadyClock::now();  // plan again at once: one more step may follow
+    if (!acted && !until) {
+      // Nothing runs, nothing is planned and no timer is set: no event can
+      // ever move the job on (a suspended job, say). Waiting would hang.
+      bool running = false;
+      for (const auto& [name, pod] : pods_) running = running || pod.pid > 0;
+      if (!running) {
+        Say(job_.spec.run_policy.suspend
+                ? "the job is suspended (spec.runPolicy.suspend): nothing to run"
+                : "no replica is running and the job is not finished (state " + job_.status.state +
+                      "): stopping");
+        break;
+      }
+    }
     Wait(until);
     if (interrupted_) {
       Say("received signal " + std::to_string(interrupted_) +

@@ -146,6 +146,14 @@ deadline)
   expect_out 'reason: DeadlineExceeded'
   expect_all_gone
   ;;
+suspended)
+  timeout 60 "$KUBETRAIN" run -f "$jobs/suspended.yaml" >"$KT_TEST_DIR/out" 2>"$KT_TEST_DIR/err"
+  rc=$?
+  [[ $rc -eq 1 ]] || fail "exit code $rc, want 1 (124: it hung)"
+  expect_out 'the job is suspended'
+  expect_out '^result: Suspended'
+  [[ $(started_pids | wc -l) -eq 0 ]] || fail "a suspended job started a process"
+  ;;
 sigint)
   "$KUBETRAIN" run -f "$jobs/sleepers.yaml" >"$KT_TEST_DIR/out" 2>"$KT_TEST_DIR/err" &
   runner_pid=$!
