@@ -35,6 +35,7 @@ using SteadyClock = std::chrono::steady_clock;
 constexpr size_t kMaxTerminationMessage = 4096;  // the kubelet's limit
 constexpr size_t kFallbackLines = 80;            // FallbackToLogsOnError: last 80 lines...
 constexpr size_t kFallbackBytes = 2048;          // ...at most 2048 bytes
+constexpr size_t kMaxPartialLine = 64 * 1024;
 
 api::Time Now() {
   return std::chrono::floor<std::chrono::seconds>(std::chrono::system_clock::now());
@@ -432,6 +433,12 @@ void Runner::ReadOutput(LocalPod& pod, bool drain) {
       Line(pod.short_name, ColorOf(pod.short_name), line);
     }
     pod.partial.erase(0, start);
+    // A process that never ends its lines (a \r progress bar) must not grow
+    // this without bound: show what there is as a line of its own.
+    if (pod.partial.size() > kMaxPartialLine) {
+      Line(pod.short_name, ColorOf(pod.short_name), pod.partial);
+      pod.partial.clear();
+    }
     if (!drain && n < static_cast<ssize_t>(sizeof buf)) break;
   }
   if (pod.fd < 0 && !pod.partial.empty()) {
