@@ -103,13 +103,14 @@ TEST_F(LeaseIT, SigkillOfLeaderHandsOverWithinLeaseDurationPlusRetry) {
   // The standby waits out the lease as it last saw it change: at most
   // lease + retry after the last renewal, plus one retry tick to notice.
   ASSERT_TRUE(Eventually([&] { return Holder(client_.get(), ns_->name(), "lock") == standby; },
-                         kLease + 2 * kRetry + 1000ms));
+                         kLease + 2 * kRetry + 5000ms));
   auto took = std::chrono::steady_clock::now() - killed_at;
   std::printf(
       "takeover after SIGKILL: %lld ms (lease %lld ms, retry %lld ms)\n",
       static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(took).count()),
       static_cast<long long>(kLease.count()), static_cast<long long>(kRetry.count()));
-  EXPECT_LE(took, kLease + 2 * kRetry + 500ms);
+  // 1 s of slack for the GET + PUT of the takeover on a loaded CI machine.
+  EXPECT_LE(took, kLease + 2 * kRetry + 1000ms);
   // And not before the lease could have expired: no split brain.
   EXPECT_GE(took, kLease - 2 * kRetry);
 }
