@@ -307,16 +307,17 @@ StatusOr<std::unique_ptr<Connection>> Dial(const std::string& host, int port,
   return Unavailable("cannot connect to " + host + ":" + std::to_string(port) + ": " + last_error);
 }
 
-StatusOr<std::unique_ptr<Listener>> Listener::Listen(int port) {
-  int fd = ::socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  bool v6 = fd >= 0;
-  if (!v6) fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return Internal(std::string("socket: ") + std::strerror(errno));
+namespace {
+
+// Binds and listens on all addresses of one family; returns the fd or -1 (errno set).
+int ListenOn(int family, int port) {
+  const int fd = ::socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
   const int one = 1, zero = 0;
   ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
   int rc;
-  if (v6) {
-    ::setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
+  if (family == AF_INET6) {
+    ::setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));  // dual stack
     sockaddr_in6 a{};
     a.sin6_family = AF_INET6;
     a.sin6_addr = in6addr_any;
@@ -330,10 +331,24 @@ StatusOr<std::unique_ptr<Listener>> Listener::Listen(int port) {
     rc = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
   }
   if (rc != 0 || ::listen(fd, 128) != 0) {
-    const std::string err = std::strerror(errno);
+    const int saved = errno;
     ::close(fd);
+    errno = saved;
+    return -1;
+  }
+  return fd;
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Listener>> Listener::Listen(int port) {
+  // IPv6 dual-stack when the node has IPv6, else IPv4 (IPv6 disabled in some clusters).
+  int fd = ListenOn(AF_INET6, port);
+  if (fd < 0 && errno != EADDRINUSE) fd = ListenOn(AF_INET, port);
+  if (fd < 0) {
     // A port held by another process may be freed by a restart: retryable.
-    return Unavailable("cannot listen on port " + std::to_string(port) + ": " + err);
+    return Unavailable("cannot listen on port " + std::to_string(port) + ": " +
+                       std::strerror(errno));
   }
   sockaddr_storage ss{};
   socklen_t len = sizeof(ss);
