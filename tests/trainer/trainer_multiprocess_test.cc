@@ -309,6 +309,25 @@ TEST_F(TrainerProcessTest, ChiefCoordinatesAndEveryProcessExitsZero) {
   EXPECT_EQ(ps_metrics["updates"].get<int>(), 160);  // every step of both trainers landed
 }
 
+TEST_F(TrainerProcessTest, TfConfigAloneIsEnough) {
+  // Stock TensorFlow-style environment: no CLUSTER_CONFIG/POD_NAME, only TF_CONFIG.
+  nlohmann::json cluster;
+  cluster["ps"].push_back("127.0.0.1:" + std::to_string(FreePort()));
+  cluster["worker"].push_back("127.0.0.1:" + std::to_string(FreePort()));
+  auto env = [&](const std::string& type) {
+    const nlohmann::json tf = {
+        {"cluster", cluster}, {"task", {{"type", type}, {"index", 0}}}, {"environment", "cloud"}};
+    return std::map<std::string, std::string>{{"TF_CONFIG", tf.dump()},
+                                              {"KUBETRAIN_AUTH_KEY", kKey}};
+  };
+  const auto flags = Flags({"--steps", "20", "--no-eval", "--termination-log", Path("m.json")});
+  Process ps(flags, env("ps"), Path("ps.log"));
+  Process worker(flags, env("worker"), Path("worker.log"));
+  EXPECT_EQ(worker.Wait(kRunTimeout), 0) << worker.Log();
+  EXPECT_EQ(ps.Wait(kRunTimeout), 0) << ps.Log();
+  EXPECT_NE(worker.Log().find("[worker-0]"), std::string::npos) << worker.Log();
+}
+
 TEST_F(TrainerProcessTest, MissedTargetAucExitsPermanentFailure) {
   Process single(
       Flags({"--steps", "5", "--target-auc", "0.999", "--termination-log", Path("m.json")}), {},
