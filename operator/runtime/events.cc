@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <optional>
 #include <random>
 
 #include "operator/runtime/leader_election.h"
@@ -62,12 +63,25 @@ void EventRecorder::Flush() {
 }
 
 void EventRecorder::Loop(std::stop_token stop) {
+  std::optional<std::chrono::steady_clock::time_point> stopped_at;
   for (;;) {
     Pending p;
     {
       std::unique_lock lock(mu_);
       cv_.wait(lock, stop, [this] { return !queue_.empty(); });
       if (queue_.empty()) return;  // stopped and drained
+      if (stop.stop_requested()) {
+        // Events recorded just before shutdown are still worth sending, but
+        // an unreachable apiserver must not hold the process up for long.
+        auto now = std::chrono::steady_clock::now();
+        if (!stopped_at) stopped_at = now;
+        if (now - *stopped_at > opts_.shutdown_grace) {
+          dropped_ += queue_.size();
+          queue_.clear();
+          cv_.notify_all();
+          return;
+        }
+      }
       p = std::move(queue_.front());
       queue_.pop_front();
       busy_ = true;

@@ -35,13 +35,16 @@ struct EventRecorderOptions {
   double per_object_qps = 1.0 / 300;
   int per_object_burst = 25;
   size_t max_pending = 1000;  // queue bound; excess events are dropped
+  // How long the destructor keeps sending queued events before dropping them.
+  std::chrono::milliseconds shutdown_grace{5000};
 };
 
 // Contract: Record() never blocks on the network and never fails; events
 // beyond the per-object rate limit or the queue bound are dropped (and
 // counted). The first occurrence creates an Event; repeats within the window
 // PATCH its series (count, lastObservedTime). Thread-safe. The destructor
-// sends what is queued (bounded by the client's timeouts) and joins.
+// keeps sending what is queued for shutdown_grace (plus one request in flight),
+// drops the rest, and joins.
 class EventRecorder {
  public:
   EventRecorder(kube::Client* client, EventRecorderOptions opts = {});
