@@ -181,6 +181,19 @@ StatusOr<ReaderOptions> Reader(const Flags& f, const std::string& match, int str
   return o;
 }
 
+// On resume, skips the batches this process already trained on before the checkpoint, so
+// the input order continues where it stopped (exactly so in one process or with --sync).
+Status SkipConsumed(StripeReader& reader, int batch_size, int64_t steps) {
+  if (steps <= 0) return Status::Ok();
+  spdlog::info("skipping the {} batches trained on before step {}", steps, steps);
+  Batch skip;
+  for (int64_t i = 0; i < steps; ++i) {
+    auto n = reader.Next(batch_size, &skip);
+    if (!n.ok()) return n.status();
+  }
+  return Status::Ok();
+}
+
 // Writes the final metrics where Kubernetes picks them up; a failure is only a warning.
 void WriteTerminationMessage(const Flags& f, const nlohmann::json& j) {
   if (f.termination_log.empty()) return;
@@ -252,6 +265,10 @@ int RunSingleProcess(const Flags& f, Model& model, const OptimizerConfig& opt) {
     return ExitCodeFor(ro.status());
   }
   StripeReader reader(*ro);
+  if (Status s = SkipConsumed(reader, model.batch_size(), start); !s.ok()) {
+    spdlog::error("training data: {}", s.ToString());
+    return ExitCodeFor(s);
+  }
   TrainOptions t;
   t.steps = f.steps;
   t.log_every = f.log_every;
@@ -363,6 +380,10 @@ int RunWorker(const Flags& f, const ClusterInfo& cluster, Model& model, const Au
     return ExitCodeFor(reader_opts.status());
   }
   StripeReader reader(*reader_opts);
+  if (Status s = SkipConsumed(reader, model.batch_size(), start); !s.ok()) {
+    spdlog::error("training data: {}", s.ToString());
+    return ExitCodeFor(s);
+  }
   TrainOptions t;
   t.steps = f.steps;
   t.log_every = f.log_every;

@@ -328,6 +328,30 @@ TEST_F(TrainerProcessTest, TfConfigAloneIsEnough) {
   EXPECT_NE(worker.Log().find("[worker-0]"), std::string::npos) << worker.Log();
 }
 
+TEST_F(TrainerProcessTest, RestartedSingleProcessResumesExactlyFromCheckpoint) {
+  Process straight(Flags({"--steps", "40", "--no-eval", "--loss-curve", Path("straight.csv"),
+                          "--termination-log", Path("a.json")}),
+                   {}, Path("straight.log"));
+  ASSERT_EQ(straight.Wait(kRunTimeout), 0) << straight.Log();
+  // The same job stopped after 20 steps (final checkpoint at 20), then started again.
+  const std::string ckpt = Path("ckpt");
+  Process first(Flags({"--steps", "20", "--no-eval", "--checkpoint-dir", ckpt, "--loss-curve",
+                       Path("resumed.csv"), "--termination-log", Path("b.json")}),
+                {}, Path("first.log"));
+  ASSERT_EQ(first.Wait(kRunTimeout), 0) << first.Log();
+  Process second(Flags({"--steps", "40", "--no-eval", "--checkpoint-dir", ckpt, "--loss-curve",
+                        Path("resumed.csv"), "--termination-log", Path("c.json")}),
+                 {}, Path("second.log"));
+  ASSERT_EQ(second.Wait(kRunTimeout), 0) << second.Log();
+  EXPECT_NE(second.Log().find("resumed from checkpoint 20"), std::string::npos) << second.Log();
+  const auto a = LossCurve(Path("straight.csv")), b = LossCurve(Path("resumed.csv"));
+  ASSERT_EQ(a.size(), 40u);
+  ASSERT_EQ(b.size(), 40u);  // 20 steps, then steps 21..40 after the restart
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_NEAR(a[i], b[i], 1e-5 * std::max(1.0, std::fabs(a[i]))) << "step " << i + 1;
+  }
+}
+
 TEST_F(TrainerProcessTest, MissedTargetAucExitsPermanentFailure) {
   Process single(
       Flags({"--steps", "5", "--target-auc", "0.999", "--termination-log", Path("m.json")}), {},
