@@ -9,10 +9,10 @@
 #include <sodium.h>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
-#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <atomic>
+#include <cstdlib>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -40,6 +40,7 @@ struct Flags {
   bool leader_elect = false;
   std::string lease_namespace = "kubetrain-system";
   std::string lease_name = "kubetrain-operator";
+  std::string lease_identity;
   int lease_duration_s = 15;
   int renew_deadline_s = 10;
   int retry_period_s = 2;
@@ -125,6 +126,9 @@ int main(int argc, char** argv) {
   app.add_flag("--leader-elect", f.leader_elect, "run leader election (for several replicas)");
   app.add_option("--leader-elect-namespace", f.lease_namespace, "namespace of the Lease");
   app.add_option("--leader-elect-name", f.lease_name, "name of the Lease");
+  app.add_option("--leader-elect-identity", f.lease_identity,
+                 "this replica's identity in the Lease (default: $POD_NAME, else "
+                 "<hostname>_<random>)");
   app.add_option("--leader-elect-lease-duration", f.lease_duration_s, "seconds");
   app.add_option("--leader-elect-renew-deadline", f.renew_deadline_s, "seconds");
   app.add_option("--leader-elect-retry-period", f.retry_period_s, "seconds");
@@ -212,16 +216,20 @@ int main(int argc, char** argv) {
     lead(shutdown);
     return exit_code;
   }
-  char host[256] = {0};
-  gethostname(host, sizeof(host) - 1);
   runtime::LeaderElectionConfig le;
   le.lease_namespace = f.lease_namespace;
   le.lease_name = f.lease_name;
+  le.identity = f.lease_identity;
+  if (le.identity.empty()) {
+    if (const char* pod = std::getenv("POD_NAME"); pod != nullptr && *pod != '\0')
+      le.identity = pod;
+  }
   le.lease_duration = std::chrono::seconds(f.lease_duration_s);
   le.renew_deadline = std::chrono::seconds(f.renew_deadline_s);
   le.retry_period = std::chrono::seconds(f.retry_period_s);
   runtime::LeaderElector elector(client->get(), le);
-  spdlog::info("waiting to lead {}/{} as {}", le.lease_namespace, le.lease_name, host);
+  spdlog::info("waiting to lead {}/{} as {}", le.lease_namespace, le.lease_name,
+               elector.identity());
   const Status s = elector.Run(shutdown, lead);
   if (!s.ok()) {
     spdlog::error("leader election: {}", s.ToString());
