@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -182,5 +183,10 @@ int Main(int argc, char** argv) {
 }  // namespace kubetrain::trainer
 
 int main(int argc, char** argv) {
+  // Same OpenMP wait policy as kubetrain-trainer (see trainer/main.cc), so the figures are
+  // the trainer's: read when libgomp loads, hence the re-exec.
+  if (std::getenv("OMP_WAIT_POLICY") == nullptr && ::setenv("OMP_WAIT_POLICY", "passive", 1) == 0) {
+    ::execv("/proc/self/exe", argv);
+  }
   return kubetrain::trainer::Main(argc, argv);
 }
