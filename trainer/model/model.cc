@@ -196,25 +196,6 @@ class MlpClassifier : public Model {
   std::vector<float> diff_logits_;
 };
 
-int ReadCgroupCpuLimit() {
-  // cgroup v2: "max 100000" or "<quota> <period>".
-  std::ifstream v2("/sys/fs/cgroup/cpu.max");
-  std::string quota;
-  long period = 0;
-  if (v2 >> quota >> period) {
-    if (quota == "max" || period <= 0) return 0;
-    const long q = std::stol(quota);
-    return static_cast<int>((q + period - 1) / period);
-  }
-  std::ifstream q1("/sys/fs/cgroup/cpu/cpu.cfs_quota_us");
-  std::ifstream p1("/sys/fs/cgroup/cpu/cpu.cfs_period_us");
-  long q = 0;
-  if (q1 >> q && p1 >> period && q > 0 && period > 0) {
-    return static_cast<int>((q + period - 1) / period);
-  }
-  return 0;
-}
-
 }  // namespace
 
 StatusOr<std::unique_ptr<Model>> CreateWideDeep(const WideDeepConfig& config) {
@@ -236,14 +217,33 @@ void InitSparseRow(uint64_t seed, uint64_t id, int dim, float* row) {
   row[dim - 1] = 0.f;
 }
 
+int CgroupCpuLimit(const std::string& root) {
+  try {
+    // cgroup v2: "max 100000" or "<quota> <period>".
+    std::ifstream v2(root + "/cpu.max");
+    std::string quota;
+    long period = 0;
+    if (v2 >> quota >> period) {
+      if (quota == "max" || period <= 0) return 0;
+      const long q = std::stol(quota);
+      return q > 0 ? static_cast<int>((q + period - 1) / period) : 0;
+    }
+    // cgroup v1: quota -1 means no limit.
+    std::ifstream q1(root + "/cpu/cpu.cfs_quota_us");
+    std::ifstream p1(root + "/cpu/cpu.cfs_period_us");
+    long q = 0;
+    if (q1 >> q && p1 >> period && q > 0 && period > 0) {
+      return static_cast<int>((q + period - 1) / period);
+    }
+  } catch (const std::exception&) {
+    // Garbled files: no limit known.
+  }
+  return 0;
+}
+
 int DefaultThreadCount() {
   const int cores = std::max(1u, std::thread::hardware_concurrency());
-  int limit = 0;
-  try {
-    limit = ReadCgroupCpuLimit();
-  } catch (const std::exception&) {
-    limit = 0;  // unreadable/garbled cgroup files: no limit known
-  }
+  const int limit = CgroupCpuLimit("/sys/fs/cgroup");
   return limit > 0 ? std::min(limit, cores) : cores;
 }
 

@@ -87,6 +87,9 @@ void InitSparseRow(uint64_t seed, uint64_t id, int dim, float* row);
 // (cfs_quota/period), rounded up, capped by the visible cores; the visible cores when
 // there is no limit.
 int DefaultThreadCount();
+// The CPU limit under a cgroup filesystem root (cgroup v2 cpu.max, else v1
+// cpu/cpu.cfs_quota_us over cpu/cpu.cfs_period_us), rounded up; 0 when there is none.
+int CgroupCpuLimit(const std::string& root);
 // Sets oneDNN's (OpenMP) thread count for this process.
 void SetComputeThreads(int n);
 

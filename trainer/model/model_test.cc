@@ -3,8 +3,11 @@
 #include "trainer/model/model.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 
 #include "trainer/model/layers.h"
@@ -218,6 +221,27 @@ TEST(InitTest, DeterministicFromSeed) {
 
 TEST(ThreadsTest, DefaultThreadCountIsPositive) {
   EXPECT_GE(DefaultThreadCount(), 1);
+}
+
+TEST(ThreadsTest, CpuLimitFromCgroupV2AndV1) {
+  namespace fs = std::filesystem;
+  const fs::path root = fs::temp_directory_path() / ("kt_cgroup_" + std::to_string(::getpid()));
+  fs::remove_all(root);
+  fs::create_directories(root / "cpu");
+  auto write = [](const fs::path& p, const std::string& text) { std::ofstream(p) << text; };
+  EXPECT_EQ(CgroupCpuLimit(root.string()), 0);  // no files: no limit
+  write(root / "cpu" / "cpu.cfs_quota_us", "250000\n");
+  write(root / "cpu" / "cpu.cfs_period_us", "100000\n");
+  EXPECT_EQ(CgroupCpuLimit(root.string()), 3);  // v1: 2.5 CPUs round up
+  write(root / "cpu" / "cpu.cfs_quota_us", "-1\n");
+  EXPECT_EQ(CgroupCpuLimit(root.string()), 0);
+  write(root / "cpu.max", "max 100000\n");  // v2 takes precedence
+  EXPECT_EQ(CgroupCpuLimit(root.string()), 0);
+  write(root / "cpu.max", "150000 100000\n");
+  EXPECT_EQ(CgroupCpuLimit(root.string()), 2);
+  write(root / "cpu.max", "garbage 100000\n");
+  EXPECT_EQ(CgroupCpuLimit(root.string()), 0);
+  fs::remove_all(root);
 }
 
 }  // namespace
