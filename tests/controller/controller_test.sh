@@ -16,9 +16,13 @@ failures=0
 namespaces=()
 T=60  # seconds any single wait may take
 
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+metrics_port="$(free_port)"
+health_port="$(free_port)"
 start_operator() {
   "${operator}" --kubeconfig "${work}/operator-kubeconfig" --leader-elect \
-    --leader-elect-namespace kubetrain-system --metrics-addr 127.0.0.1:0 --health-addr 127.0.0.1:0 --workers 4 \
+    --leader-elect-namespace kubetrain-system --metrics-addr "127.0.0.1:${metrics_port}" \
+    --health-addr "127.0.0.1:${health_port}" --workers 4 \
     >>"${work}/operator.log" 2>&1 &
   op_pid=$!
 }
@@ -259,6 +263,69 @@ JOB
 # Install as a platform team would (CRD, namespace, RBAC, Deployment), then run
 # the operator as its ServiceAccount, so every case also proves the RBAC rules
 # are enough (the Deployment's own pods stay Pending: kwok nodes are tainted).
+case_never_fails_the_job() {
+  new_ns never
+  job j "" 1 2 Never '"kubetrain.io/test-exit-code": "137"'
+  wait_cond j Failed
+  check "Never: a failed replica fails the job" \
+    "$(jpath tj/j '{.status.conditions[?(@.type=="Failed")].reason}')" ReplicaFailed
+  check "no restart under Never" "$(jpath tj/j '{.status.replicaStatuses.Worker.restarts}')" 0
+}
+
+case_finished_job_gets_no_new_pods() {
+  new_ns finished
+  job j "cleanPodPolicy: None" 1 1 Never '"kubetrain.io/test-exit-code": "0"'
+  wait_cond j Succeeded
+  check "cleanPodPolicy None keeps the running PS" "$(jpath pod/j-ps-0 '{.status.phase}')" Running
+  k delete pod j-worker-0 j-ps-0 --wait=false >/dev/null
+  wait_until "pods gone" has_pods j 0
+  # Any reconcile caused by those deletions has run once the job's status
+  # reflects them; a finished job must still have no pods then.
+  k annotate tj j kubetrain.io/poke=1 >/dev/null
+  wait_until "status shows no active pods" bash -c "[[ \$(kubectl -n ${ns} get tj j -o jsonpath='{.status.replicaStatuses.PS.active}') == 0 ]]"
+  check "a finished job never gets new pods" "$(pod_count j)" 0
+  check "still Succeeded" "$(jpath tj/j '{.status.conditions[?(@.type=="Succeeded")].status}')" True
+}
+
+case_clean_pod_policy_all() {
+  new_ns cleanall
+  job j "cleanPodPolicy: All" 1 1 Never '"kubetrain.io/test-exit-code": "0"'
+  wait_cond j Succeeded
+  wait_until "every pod deleted (cleanPodPolicy All)" has_pods j 0
+  check "cleanPodPolicy All removes finished pods too" "$(pod_count j)" 0
+}
+
+case_restart_policy_override_event() {
+  new_ns override
+  cat <<JOB | k apply -f - >/dev/null
+apiVersion: kubetrain.io/v1alpha1
+kind: TrainingJob
+metadata: {name: j}
+spec:
+  replicaSpecs:
+    Worker:
+      replicas: 1
+      template:
+        spec:
+          restartPolicy: OnFailure
+          nodeSelector: {type: kwok}
+          tolerations: [{key: kwok.x-k8s.io/node, operator: Exists, effect: NoSchedule}]
+          containers: [{name: trainer, image: kubetrain-trainer}]
+JOB
+  wait_until "pod created" has_pods j 1
+  check "template restartPolicy replaced by Never" "$(jpath pod/j-worker-0 '{.spec.restartPolicy}')" Never
+  wait_until "warning event" bash -c "[[ -n \$(kubectl -n ${ns} get events.events.k8s.io --field-selector reason=RestartPolicyOverridden -o name) ]]"
+}
+
+case_metrics_and_health() {
+  check "/readyz once caches synced" "$(curl -s "127.0.0.1:${health_port}/readyz")" ok
+  check "/healthz" "$(curl -s "127.0.0.1:${health_port}/healthz")" ok
+  local m; m="$(curl -s "127.0.0.1:${metrics_port}/metrics")"
+  check "jobs created counted" "$(grep -c '^kubetrain_jobs_created_total [1-9]' <<<"${m}")" 1
+  check "reconcile histogram exported" "$(grep -c '^kubetrain_reconcile_duration_seconds_count [1-9]' <<<"${m}")" 1
+  check "API writes by verb and code" "$(grep -c '^kubetrain_api_requests_total{verb="create",code="OK"} [1-9]' <<<"${m}")" 1
+}
+
 kubectl apply -k "${root}/deploy/kustomize/base" >/dev/null || { echo "kustomize base rejected"; exit 1; }
 kubectl wait --for=condition=Established --timeout=60s crd/trainingjobs.kubetrain.io >/dev/null
 token="$(kubectl create token kubetrain-operator -n kubetrain-system --duration=2h)" || exit 1
@@ -273,8 +340,10 @@ contexts: [{name: c, context: {cluster: c, user: operator}}]
 current-context: c
 KC
 start_operator
-cases=(case_env_contract case_success_cleans_ps case_exit_code_restart case_backoff_limit
-  case_deadline case_ttl case_suspend_resume case_invalid_spec case_operator_restart_mid_creation)
+cases=(case_env_contract case_success_cleans_ps case_exit_code_restart case_never_fails_the_job
+  case_backoff_limit case_deadline case_ttl case_suspend_resume case_finished_job_gets_no_new_pods
+  case_clean_pod_policy_all case_restart_policy_override_event case_invalid_spec
+  case_operator_restart_mid_creation case_metrics_and_health)
 [[ $# -gt 1 ]] && cases=("${@:2}")
 for c in "${cases[@]}"; do
   echo "== ${c}"
