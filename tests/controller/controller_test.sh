@@ -318,6 +318,9 @@ JOB
 }
 
 case_metrics_and_health() {
+  new_ns metrics
+  job j "" 1 1 Never
+  wait_cond j Running  # counted by whichever operator process runs now
   check "/readyz once caches synced" "$(curl -s "127.0.0.1:${health_port}/readyz")" ok
   check "/healthz" "$(curl -s "127.0.0.1:${health_port}/healthz")" ok
   local m; m="$(curl -s "127.0.0.1:${metrics_port}/metrics")"
