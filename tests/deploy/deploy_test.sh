@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# The Helm chart and the kustomize base install on the real control plane and
+# grant the operator exactly what it needs (checked with `kubectl auth can-i`
+# as the operator's ServiceAccount). Needs KUBECONFIG (the cluster fixture).
+set -uo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(cd "${here}/../.." && pwd)"
+export PATH="$("${root}/tests/cluster/build"):$("${root}/tests/cluster/build-helm"):${PATH}"
+: "${KUBECONFIG:?KUBECONFIG must point at the test cluster}"
+failures=0
+check() { if [[ "$2" == "$3" ]]; then echo "  ok: $1"; else echo "FAIL: $1: got '$2', want '$3'" >&2; failures=$((failures + 1)); fi; }
+chart="${root}/deploy/helm/kubetrain"
+ns=kubetrain-helm
+trap 'kubectl delete namespace "${ns}" --wait=false >/dev/null 2>&1' EXIT
+
+check "helm lint" "$(helm lint "${chart}" >/dev/null 2>&1; echo $?)" 0
+check "two replicas without leader election are refused" \
+  "$(helm template kt "${chart}" --set replicaCount=2 --set leaderElection.enabled=false 2>&1 | grep -c 'needs leaderElection.enabled')" 1
+
+kubectl create namespace "${ns}" >/dev/null
+helm template kt "${chart}" -n "${ns}" --include-crds 2>/dev/null | kubectl apply -n "${ns}" -f - >/dev/null
+check "chart applied" "$?" 0
+check "deployment leads in its own namespace" \
+  "$(kubectl -n "${ns}" get deploy kt-kubetrain -o jsonpath='{.spec.template.spec.containers[0].args}' | grep -c -- "--leader-elect-namespace=${ns}")" 1
+kubectl apply -k "${root}/deploy/kustomize/base" >/dev/null
+check "kustomize base applied" "$?" 0
+
+can() {  # can SA VERB RESOURCE[/SUBRESOURCE] [NAMESPACE|-A]
+  local args=("$2" "${3%%/*}" --as="system:serviceaccount:$1")
+  [[ "$3" == */* ]] && args+=(--subresource="${3#*/}")
+  [[ "${4:-}" == -A ]] && args+=(-A)
+  [[ -n "${4:-}" && "${4}" != -A ]] && args+=(-n "$4")
+  kubectl auth can-i "${args[@]}" 2>/dev/null
+}
+for sa in "${ns}:kt-kubetrain" "kubetrain-system:kubetrain-operator"; do
+  own="${sa%%:*}"
+  echo "== ${sa}"
+  check "watch trainingjobs everywhere" "$(can "${sa}" watch trainingjobs.kubetrain.io -A)" yes
+  check "delete trainingjobs (TTL)" "$(can "${sa}" delete trainingjobs.kubetrain.io team-a)" yes
+  check "update trainingjobs/status" "$(can "${sa}" update trainingjobs.kubetrain.io/status team-a)" yes
+  check "not update trainingjob specs" "$(can "${sa}" update trainingjobs.kubetrain.io team-a)" no
+  check "create pods" "$(can "${sa}" create pods team-a)" yes
+  check "delete services" "$(can "${sa}" delete services team-a)" yes
+  check "create secrets" "$(can "${sa}" create secrets team-a)" yes
+  check "not update secrets" "$(can "${sa}" update secrets team-a)" no
+  check "create events" "$(can "${sa}" create events.events.k8s.io team-a)" yes
+  check "update its lease" "$(can "${sa}" update leases.coordination.k8s.io "${own}")" yes
+  check "no leases elsewhere" "$(can "${sa}" update leases.coordination.k8s.io kube-system)" no
+  check "no nodes" "$(can "${sa}" list nodes)" no
+  check "no deployments" "$(can "${sa}" create deployments.apps team-a)" no
+done
+((failures == 0)) && echo "deploy test passed"
+((failures == 0))
