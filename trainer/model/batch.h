@@ -3,7 +3,6 @@
 #pragma once
 
 #include <cstdint>
-#include <unordered_map>
 #include <vector>
 
 namespace kubetrain::trainer {
@@ -24,14 +23,26 @@ struct SparseLookup {
   std::vector<int> index;  // size x num_cat
 
   static SparseLookup Build(const Batch& b) {
+    // Open addressing with linear probing over a power-of-two table at most half full:
+    // one flat allocation instead of a node per distinct id (13k lookups per batch of
+    // Wide & Deep). Ids keep their order of first occurrence.
     SparseLookup l;
-    l.index.resize(b.cat.size());
-    std::unordered_map<uint64_t, int> pos;
-    pos.reserve(b.cat.size());
-    for (size_t i = 0; i < b.cat.size(); ++i) {
-      auto [it, inserted] = pos.emplace(b.cat[i], static_cast<int>(l.ids.size()));
-      if (inserted) l.ids.push_back(b.cat[i]);
-      l.index[i] = it->second;
+    const size_t n = b.cat.size();
+    l.index.resize(n);
+    l.ids.reserve(n);
+    int bits = 4;
+    while ((size_t{1} << bits) < 2 * n) ++bits;
+    const size_t mask = (size_t{1} << bits) - 1;
+    std::vector<int> slot(mask + 1, -1);  // position in ids, or -1 when empty
+    for (size_t i = 0; i < n; ++i) {
+      const uint64_t id = b.cat[i];
+      size_t h = static_cast<size_t>((id * 0x9e3779b97f4a7c15ULL) >> (64 - bits));
+      while (slot[h] >= 0 && l.ids[slot[h]] != id) h = (h + 1) & mask;
+      if (slot[h] < 0) {
+        slot[h] = static_cast<int>(l.ids.size());
+        l.ids.push_back(id);
+      }
+      l.index[i] = slot[h];
     }
     return l;
   }

@@ -36,19 +36,27 @@ void DenseLayer::Build() {
   const memory::desc b_md({out_}, dt::f32, tag::x);
   const memory::desc dst_md({batch_, out_}, dt::f32, tag::nc);
 
-  pre_.resize(static_cast<size_t>(batch_) * out_);
-  diff_pre_.resize(pre_.size());
-  if (relu_) act_.resize(pre_.size());
+  out_buf_.resize(static_cast<size_t>(batch_) * out_);
+  if (relu_) diff_pre_.resize(out_buf_.size());
 
-  // Primitive descriptors. Backward ones take the forward one as a hint.
-  const dnnl::inner_product_forward::primitive_desc fwd_pd(
-      dnnl::inner_product_forward::desc(dnnl::prop_kind::forward_training, src_md, w_md, b_md,
-                                        dst_md),
-      eng);
+  // Primitive descriptors. ReLU runs as a post-op of the inner product, in the same pass over the
+  // output, and its backward pass reads that output (relu'(x) = [x > 0] = [relu(x) > 0]), so the
+  // pre-activation is never stored.
+  dnnl::primitive_attr fwd_attr;
+  if (relu_) {
+    dnnl::post_ops ops;
+    ops.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
+    fwd_attr.set_post_ops(ops);
+  }
+  const dnnl::inner_product_forward::desc fwd_desc(dnnl::prop_kind::forward_training, src_md, w_md,
+                                                   b_md, dst_md);
+  const dnnl::inner_product_forward::primitive_desc fwd_pd(fwd_desc, fwd_attr, eng);
+  // The backward primitives' hint is the forward without post-ops, as oneDNN expects.
+  const dnnl::inner_product_forward::primitive_desc hint_pd(fwd_desc, eng);
   const dnnl::inner_product_backward_data::primitive_desc bwd_data_pd(
-      dnnl::inner_product_backward_data::desc(src_md, w_md, dst_md), eng, fwd_pd);
+      dnnl::inner_product_backward_data::desc(src_md, w_md, dst_md), eng, hint_pd);
   const dnnl::inner_product_backward_weights::primitive_desc bwd_w_pd(
-      dnnl::inner_product_backward_weights::desc(src_md, w_md, b_md, dst_md), eng, fwd_pd);
+      dnnl::inner_product_backward_weights::desc(src_md, w_md, b_md, dst_md), eng, hint_pd);
 
   // Primitives, created once.
   fwd_ = dnnl::inner_product_forward(fwd_pd);
@@ -62,21 +70,21 @@ void DenseLayer::Build() {
   diff_w_m_ = memory(w_md, eng, DNNL_MEMORY_NONE);
   diff_b_m_ = memory(b_md, eng, DNNL_MEMORY_NONE);
   diff_src_m_ = memory(src_md, eng, DNNL_MEMORY_NONE);
-  pre_m_ = memory(dst_md, eng, pre_.data());
-  diff_pre_m_ = memory(dst_md, eng, diff_pre_.data());
+  out_m_ = memory(dst_md, eng, out_buf_.data());
+  diff_pre_m_ = memory(dst_md, eng, relu_ ? diff_pre_.data() : DNNL_MEMORY_NONE);
   diff_act_m_ = memory(dst_md, eng, DNNL_MEMORY_NONE);
 
   if (relu_) {
-    const dnnl::eltwise_forward::primitive_desc relu_fwd_pd(
+    const dnnl::eltwise_forward::primitive_desc relu_hint_pd(
         dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_training,
-                                    dnnl::algorithm::eltwise_relu, dst_md, 0.f, 0.f),
+                                    dnnl::algorithm::eltwise_relu_use_dst_for_bwd, dst_md, 0.f,
+                                    0.f),
         eng);
     const dnnl::eltwise_backward::primitive_desc relu_bwd_pd(
-        dnnl::eltwise_backward::desc(dnnl::algorithm::eltwise_relu, dst_md, dst_md, 0.f, 0.f), eng,
-        relu_fwd_pd);
-    relu_fwd_ = dnnl::eltwise_forward(relu_fwd_pd);
+        dnnl::eltwise_backward::desc(dnnl::algorithm::eltwise_relu_use_dst_for_bwd, dst_md, dst_md,
+                                     0.f, 0.f),
+        eng, relu_hint_pd);
     relu_bwd_ = dnnl::eltwise_backward(relu_bwd_pd);
-    act_m_ = memory(dst_md, eng, act_.data());
   }
 }
 
@@ -95,10 +103,7 @@ void DenseLayer::Forward(const float* src) {
   fwd_.execute(ctx_->stream, {{DNNL_ARG_SRC, src_m_},
                               {DNNL_ARG_WEIGHTS, w_m_},
                               {DNNL_ARG_BIAS, b_m_},
-                              {DNNL_ARG_DST, pre_m_}});
-  if (relu_) {
-    relu_fwd_.execute(ctx_->stream, {{DNNL_ARG_SRC, pre_m_}, {DNNL_ARG_DST, act_m_}});
-  }
+                              {DNNL_ARG_DST, out_m_}});
   ctx_->stream.wait();
 }
 
@@ -106,7 +111,7 @@ void DenseLayer::Backward(const float* diff_dst, float* diff_src) {
   dnnl::memory* diff_pre = &diff_pre_m_;
   diff_act_m_.set_data_handle(const_cast<float*>(diff_dst));
   if (relu_) {
-    relu_bwd_.execute(ctx_->stream, {{DNNL_ARG_SRC, pre_m_},
+    relu_bwd_.execute(ctx_->stream, {{DNNL_ARG_DST, out_m_},
                                      {DNNL_ARG_DIFF_DST, diff_act_m_},
                                      {DNNL_ARG_DIFF_SRC, diff_pre_m_}});
   } else {

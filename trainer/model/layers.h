@@ -40,8 +40,8 @@ class DenseLayer {
 
   // src [batch x in] must stay valid until Backward. Result in output().
   void Forward(const float* src);
-  const float* output() const { return relu_ ? act_.data() : pre_.data(); }
-  const float* preactivation() const { return pre_.data(); }
+  // The layer's output: after ReLU when `relu` (the pre-activation is not kept).
+  const float* output() const { return out_buf_.data(); }
 
   // diff_dst [batch x out]. Overwrites the weight/bias gradients; writes diff_src
   // [batch x in] unless it is null (the first layer needs no input gradient).
@@ -56,14 +56,13 @@ class DenseLayer {
   const int batch_, in_, out_;
   const bool relu_;
 
-  std::vector<float> pre_, act_, diff_pre_;
-  dnnl::memory src_m_, w_m_, b_m_, pre_m_, act_m_, diff_w_m_, diff_b_m_, diff_act_m_, diff_pre_m_,
+  std::vector<float> out_buf_, diff_pre_;
+  dnnl::memory src_m_, w_m_, b_m_, out_m_, diff_w_m_, diff_b_m_, diff_act_m_, diff_pre_m_,
       diff_src_m_;
-  dnnl::inner_product_forward fwd_;
+  dnnl::inner_product_forward fwd_;  // with ReLU as a post-op when relu_
   dnnl::inner_product_backward_data bwd_data_;
   dnnl::inner_product_backward_weights bwd_weights_;
-  dnnl::eltwise_forward relu_fwd_;
-  dnnl::eltwise_backward relu_bwd_;
+  dnnl::eltwise_backward relu_bwd_;  // from the output, not the pre-activation
   const float* src_ = nullptr;
 };
 

@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -247,8 +248,17 @@ int DefaultThreadCount() {
   return limit > 0 ? std::min(limit, cores) : cores;
 }
 
+namespace {
+std::atomic<int> compute_threads{1};
+}  // namespace
+
 void SetComputeThreads(int n) {
+  compute_threads.store(std::max(1, n), std::memory_order_relaxed);
   omp_set_num_threads(std::max(1, n));
+}
+
+int ComputeThreads() {
+  return compute_threads.load(std::memory_order_relaxed);
 }
 
 }  // namespace kubetrain::trainer

@@ -92,5 +92,9 @@ int DefaultThreadCount();
 int CgroupCpuLimit(const std::string& root);
 // Sets oneDNN's (OpenMP) thread count for this process.
 void SetComputeThreads(int n);
+// The count last given to SetComputeThreads (1 before any call), for parallel loops that
+// may run on threads other than the one that called it (OpenMP's own setting is per
+// thread; a PS connection thread would otherwise use every visible core).
+int ComputeThreads();
 
 }  // namespace kubetrain::trainer

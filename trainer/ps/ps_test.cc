@@ -4,6 +4,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <vector>
 
 #include "trainer/model/model.h"
 #include "trainer/ps/checkpoint.h"
@@ -54,6 +55,55 @@ TEST(OptimizerTest, SgdAdagradAdamFirstSteps) {
   }
   EXPECT_FALSE(ParseOptimizerKind("rmsprop").ok());
   EXPECT_EQ(*ParseOptimizerKind("adam"), OptimizerKind::kAdam);
+}
+
+// The dense update runs vectorised and split over the compute threads; it must round
+// exactly like the plain element-by-element formulas, for every optimizer.
+TEST(OptimizerTest, LargeArraysMatchScalarFormulasBitForBit) {
+  const size_t n = (size_t{1} << 17) + 13;  // above the parallel threshold, odd tail
+  std::vector<float> g(n), w0(n);
+  uint64_t seed = 5;
+  for (size_t i = 0; i < n; ++i) {
+    g[i] = UniformSym(seed);
+    w0[i] = UniformSym(seed);
+  }
+  for (const int threads : {1, 2}) {
+    SetComputeThreads(threads);
+    for (const OptimizerKind kind :
+         {OptimizerKind::kSgd, OptimizerKind::kAdagrad, OptimizerKind::kAdam}) {
+      OptimizerConfig c;
+      c.kind = kind;
+      std::vector<float> w = w0, s(n * StateSlots(kind));
+      InitState(c, s.data(), n);
+      std::vector<float> rw = w, rs = s;
+      for (int64_t t = 1; t <= 3; ++t) {
+        ApplyUpdate(c, w.data(), s.data(), g.data(), n, t);
+        const float step =
+            static_cast<float>(c.lr * std::sqrt(1 - std::pow(c.beta2, static_cast<double>(t))) /
+                               (1 - std::pow(c.beta1, static_cast<double>(t))));
+        for (size_t i = 0; i < n; ++i) {
+          if (kind == OptimizerKind::kSgd) {
+            rw[i] -= c.lr * g[i];
+          } else if (kind == OptimizerKind::kAdagrad) {
+            rs[i] += g[i] * g[i];
+            rw[i] -= c.lr * g[i] / std::sqrt(rs[i]);
+          } else {
+            float& m = rs[i];
+            float& v = rs[n + i];
+            m = c.beta1 * m + (1 - c.beta1) * g[i];
+            v = c.beta2 * v + (1 - c.beta2) * g[i] * g[i];
+            rw[i] -= step * m / (std::sqrt(v) + c.epsilon);
+          }
+        }
+      }
+      size_t diff = 0;
+      for (size_t i = 0; i < n; ++i) diff += w[i] != rw[i];
+      for (size_t i = 0; i < s.size(); ++i) diff += s[i] != rs[i];
+      EXPECT_EQ(diff, 0u) << "optimizer " << static_cast<int>(kind) << ", " << threads
+                          << " threads";
+    }
+  }
+  SetComputeThreads(1);
 }
 
 TEST(ShardingTest, DenseRangesCoverEverythingOnce) {
