@@ -79,7 +79,7 @@ inline Status FailedPrecondition(std::string message) {
 template <typename T>
 class [[nodiscard]] StatusOr {
  public:
-  StatusOr(T value) : v_(std::move(value)) {}  // NOLINT: implicit by design
+  StatusOr(T value) : v_(std::move(value)) {}        // NOLINT: implicit by design
   StatusOr(Status status) : v_(std::move(status)) {  // NOLINT: implicit by design
     assert(!std::get<Status>(v_).ok() && "StatusOr built from an OK Status");
   }
@@ -102,8 +102,8 @@ class [[nodiscard]] StatusOr {
 }  // namespace kubetrain
 
 // Returns the Status from the enclosing function if `expr` is not OK.
-#define KT_RETURN_IF_ERROR(expr)                 \
-  do {                                           \
-    ::kubetrain::Status kt_status_ = (expr);     \
-    if (!kt_status_.ok()) return kt_status_;     \
+#define KT_RETURN_IF_ERROR(expr)             \
+  do {                                       \
+    ::kubetrain::Status kt_status_ = (expr); \
+    if (!kt_status_.ok()) return kt_status_; \
   } while (false)
