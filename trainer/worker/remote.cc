@@ -137,7 +137,7 @@ Status RemoteParams::Exchange(std::vector<Call>& calls) {
   return Status::Ok();
 }
 
-Status RemoteParams::Pull(const std::vector<uint64_t>& ids, float* rows, float* dense) {
+void RemoteParams::GroupByShard(const std::vector<uint64_t>& ids) {
   const int n = static_cast<int>(channels_.size());
   for (int k = 0; k < n; ++k) {
     ids_of_[k].clear();
@@ -148,6 +148,11 @@ Status RemoteParams::Pull(const std::vector<uint64_t>& ids, float* rows, float* 
     ids_of_[k].push_back(ids[i]);
     pos_of_[k].push_back(static_cast<int>(i));
   }
+}
+
+Status RemoteParams::Pull(const std::vector<uint64_t>& ids, float* rows, float* dense) {
+  const int n = static_cast<int>(channels_.size());
+  GroupByShard(ids);
   std::vector<Call> calls(n);
   for (int k = 0; k < n; ++k) {
     WireWriter w;
@@ -180,15 +185,7 @@ Status RemoteParams::Pull(const std::vector<uint64_t>& ids, float* rows, float* 
 Status RemoteParams::Push(int64_t step, const std::vector<uint64_t>& ids, const float* row_grads,
                           const float* dense_grad) {
   const int n = static_cast<int>(channels_.size());
-  for (int k = 0; k < n; ++k) {
-    ids_of_[k].clear();
-    pos_of_[k].clear();
-  }
-  for (size_t i = 0; i < ids.size(); ++i) {
-    const int k = ShardOfId(ids[i], n);
-    ids_of_[k].push_back(ids[i]);
-    pos_of_[k].push_back(static_cast<int>(i));
-  }
+  GroupByShard(ids);
   std::vector<Call> calls(n);
   for (int k = 0; k < n; ++k) {
     const Channel& ch = *channels_[k];

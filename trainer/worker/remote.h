@@ -69,6 +69,8 @@ class RemoteParams : public ParamClient {
   // Sends all calls, then reads all replies; failed exchanges are retried one by one
   // after reconnecting. A kError reply becomes an error Status.
   Status Exchange(std::vector<Call>& calls);
+  // Fills ids_of_[k] / pos_of_[k] with the ids owned by ps-k and their positions in `ids`.
+  void GroupByShard(const std::vector<uint64_t>& ids);
 
   const RemoteOptions o_;
   const size_t total_dense_;
