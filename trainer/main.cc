@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
@@ -195,6 +196,17 @@ Status SkipConsumed(StripeReader& reader, int batch_size, int64_t steps) {
   return Status::Ok();
 }
 
+// Opens this process's stripe of the training data (looping), positioned after the `start`
+// batches it already trained on.
+StatusOr<std::unique_ptr<StripeReader>> OpenTrainingData(const Flags& f, int stripe, int stripes,
+                                                         int batch_size, int64_t start) {
+  auto o = Reader(f, f.train_match, stripe, stripes, /*loop=*/true);
+  if (!o.ok()) return o.status();
+  auto reader = std::make_unique<StripeReader>(*o);
+  KT_RETURN_IF_ERROR(SkipConsumed(*reader, batch_size, start));
+  return reader;
+}
+
 // Writes the final metrics where Kubernetes picks them up; a failure is only a warning.
 void WriteTerminationMessage(const Flags& f, const nlohmann::json& j) {
   if (f.termination_log.empty()) return;
@@ -265,15 +277,10 @@ int RunSingleProcess(const Flags& f, Model& model, const OptimizerConfig& opt) {
       spdlog::info("resumed from checkpoint {} in {}", start, f.checkpoint_dir);
     }
   }
-  auto ro = Reader(f, f.train_match, 0, 1, true);
-  if (!ro.ok()) {
-    spdlog::error("training data: {}", ro.status().ToString());
-    return ExitCodeFor(ro.status());
-  }
-  StripeReader reader(*ro);
-  if (Status s = SkipConsumed(reader, model.batch_size(), start); !s.ok()) {
-    spdlog::error("training data: {}", s.ToString());
-    return ExitCodeFor(s);
+  auto reader = OpenTrainingData(f, 0, 1, model.batch_size(), start);
+  if (!reader.ok()) {
+    spdlog::error("training data: {}", reader.status().ToString());
+    return ExitCodeFor(reader.status());
   }
   TrainOptions t;
   t.steps = f.steps;
@@ -281,7 +288,7 @@ int RunSingleProcess(const Flags& f, Model& model, const OptimizerConfig& opt) {
   t.checkpoint_dir = f.checkpoint_dir;
   t.checkpoint_every = f.checkpoint_every;
   t.loss_curve_path = f.loss_curve;
-  auto r = Train(model, reader, params, t, start);
+  auto r = Train(model, **reader, params, t, start);
   if (!r.ok()) {
     spdlog::error("training failed: {}", r.status().ToString());
     return ExitCodeFor(r.status());
@@ -380,15 +387,10 @@ int RunWorker(const Flags& f, const ClusterInfo& cluster, Model& model, const Au
   } else if (start > 0) {
     spdlog::info("resuming at step {} from {}", start, f.checkpoint_dir);
   }
-  auto reader_opts = Reader(f, f.train_match, rank, trainers, true);
-  if (!reader_opts.ok()) {
-    spdlog::error("training data: {}", reader_opts.status().ToString());
-    return ExitCodeFor(reader_opts.status());
-  }
-  StripeReader reader(*reader_opts);
-  if (Status s = SkipConsumed(reader, model.batch_size(), start); !s.ok()) {
-    spdlog::error("training data: {}", s.ToString());
-    return ExitCodeFor(s);
+  auto reader = OpenTrainingData(f, rank, trainers, model.batch_size(), start);
+  if (!reader.ok()) {
+    spdlog::error("training data: {}", reader.status().ToString());
+    return ExitCodeFor(reader.status());
   }
   TrainOptions t;
   t.steps = f.steps;
@@ -398,7 +400,7 @@ int RunWorker(const Flags& f, const ClusterInfo& cluster, Model& model, const Au
     t.checkpoint_every = f.checkpoint_every;
   }
   t.loss_curve_path = f.loss_curve;
-  auto r = Train(model, reader, **params, t, start);
+  auto r = Train(model, **reader, **params, t, start);
   if (!r.ok()) {
     spdlog::error("training failed: {}", r.status().ToString());
     return ExitCodeFor(r.status());
