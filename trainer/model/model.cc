@@ -14,21 +14,32 @@
 namespace kubetrain::trainer {
 namespace {
 
+// Creates the MLP in -> hidden... -> out and binds it to `params` and `grads`, which are
+// resized to its parameter count and zeroed.
+StatusOr<std::unique_ptr<Mlp>> CreateBoundMlp(DnnlContext* ctx, int batch, int in,
+                                              const std::vector<int>& hidden, int out,
+                                              std::vector<float>& params,
+                                              std::vector<float>& grads) {
+  std::vector<int> sizes = {in};
+  sizes.insert(sizes.end(), hidden.begin(), hidden.end());
+  sizes.push_back(out);
+  auto mlp = Mlp::Create(ctx, batch, sizes);
+  if (!mlp.ok()) return mlp.status();
+  params.assign((*mlp)->NumParams(), 0.f);
+  grads.assign((*mlp)->NumParams(), 0.f);
+  (*mlp)->Bind(params.data(), grads.data());
+  return mlp;
+}
+
 class WideDeep : public Model {
  public:
   explicit WideDeep(const WideDeepConfig& c) : c_(c) {}
 
   Status Build() {
-    std::vector<int> sizes = {c_.num_dense + c_.num_cat * c_.embedding_dim};
-    sizes.insert(sizes.end(), c_.hidden.begin(), c_.hidden.end());
-    sizes.push_back(1);
-    auto mlp = Mlp::Create(&ctx_, c_.batch_size, sizes);
+    auto mlp = CreateBoundMlp(&ctx_, c_.batch_size, InputWidth(), c_.hidden, 1, params_, grads_);
     if (!mlp.ok()) return mlp.status();
     mlp_ = std::move(*mlp);
-    params_.assign(mlp_->NumParams(), 0.f);
-    grads_.assign(mlp_->NumParams(), 0.f);
-    mlp_->Bind(params_.data(), grads_.data());
-    input_.resize(static_cast<size_t>(c_.batch_size) * sizes[0]);
+    input_.resize(static_cast<size_t>(c_.batch_size) * InputWidth());
     diff_input_.resize(input_.size());
     logits_.resize(c_.batch_size);
     diff_logits_.resize(c_.batch_size);
@@ -124,15 +135,10 @@ class MlpClassifier : public Model {
 
   Status Build() {
     if (c_.num_classes < 2) return InvalidArgument("an MLP classifier needs at least 2 classes");
-    std::vector<int> sizes = {c_.num_features};
-    sizes.insert(sizes.end(), c_.hidden.begin(), c_.hidden.end());
-    sizes.push_back(c_.num_classes);
-    auto mlp = Mlp::Create(&ctx_, c_.batch_size, sizes);
+    auto mlp = CreateBoundMlp(&ctx_, c_.batch_size, c_.num_features, c_.hidden, c_.num_classes,
+                              params_, grads_);
     if (!mlp.ok()) return mlp.status();
     mlp_ = std::move(*mlp);
-    params_.assign(mlp_->NumParams(), 0.f);
-    grads_.assign(mlp_->NumParams(), 0.f);
-    mlp_->Bind(params_.data(), grads_.data());
     diff_logits_.resize(static_cast<size_t>(c_.batch_size) * c_.num_classes);
     return Status::Ok();
   }
