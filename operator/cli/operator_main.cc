@@ -197,7 +197,6 @@ int main(int argc, char** argv) {
   int exit_code = 0;
   auto lead = [&](std::stop_token stop) {
     controller::JobController jobs(client->get(), &recorder, &metrics, opts);
-    metrics.SetQueueDepthFunc([&jobs] { return jobs.QueueDepth(); });
     const Status started = jobs.Start(std::chrono::seconds(f.sync_timeout_s));
     if (!started.ok()) {
       spdlog::error("{}", started.ToString());
@@ -208,7 +207,6 @@ int main(int argc, char** argv) {
     spdlog::info("caches synced; reconciling with {} workers", f.workers);
     jobs.Run(stop);
     active = nullptr;
-    metrics.SetQueueDepthFunc(nullptr);
     spdlog::info("workers stopped");
   };
 

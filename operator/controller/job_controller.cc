@@ -3,6 +3,7 @@
 #include <sodium.h>
 #include <spdlog/spdlog.h>
 
+#include <array>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -55,44 +56,37 @@ api::Time Now() {
   return std::chrono::floor<std::chrono::seconds>(Clock::now());
 }
 
-const kube::ResourceRef& ResourceFor(ChildRef::Kind kind) {
-  switch (kind) {
-    case ChildRef::Kind::kPod:
-      return kube::kPods;
-    case ChildRef::Kind::kService:
-      return kube::kServices;
-    case ChildRef::Kind::kSecret:
-      return kube::kSecrets;
+// What differs per child kind, in one table.
+struct ChildKindInfo {
+  ChildRef::Kind kind;
+  std::string_view api_kind;  // "kind" in the object the planner emits
+  std::string_view name;      // in messages
+  const kube::ResourceRef* resource;
+};
+constexpr std::array<ChildKindInfo, 3> kChildKinds = {{
+    {ChildRef::Kind::kPod, "Pod", "pod", &kube::kPods},
+    {ChildRef::Kind::kService, "Service", "service", &kube::kServices},
+    {ChildRef::Kind::kSecret, "Secret", "secret", &kube::kSecrets},
+}};
+
+const ChildKindInfo& Info(ChildRef::Kind kind) {
+  for (const auto& info : kChildKinds) {
+    if (info.kind == kind) return info;
   }
-  return kube::kPods;
+  return kChildKinds[0];
 }
 
-std::optional<ChildRef::Kind> KindOf(const json& obj) {
+const ChildKindInfo* InfoOf(const json& obj) {
   const std::string kind = obj.value("kind", "");
-  if (kind == "Pod") return ChildRef::Kind::kPod;
-  if (kind == "Service") return ChildRef::Kind::kService;
-  if (kind == "Secret") return ChildRef::Kind::kSecret;
-  return std::nullopt;
-}
-
-std::string_view KindName(ChildRef::Kind kind) {
-  switch (kind) {
-    case ChildRef::Kind::kPod:
-      return "pod";
-    case ChildRef::Kind::kService:
-      return "service";
-    case ChildRef::Kind::kSecret:
-      return "secret";
+  for (const auto& info : kChildKinds) {
+    if (info.api_kind == kind) return &info;
   }
-  return "object";
+  return nullptr;
 }
 
-std::string CodeLabel(const Status& s) {
-  return s.ok() ? "OK" : std::string(StatusCodeName(s.code()));
-}
-
-// Marks the status Failed with `reason`; used when the apiserver rejects what
-// the planner built from the spec (a template the CRD could not check).
+// Marks the status Failed with `reason`; used when// Marks the status Failed with `reason`; used
+// when the apiserver rejects what the planner built from the spec (a template the CRD could not
+// check).
 void MarkFailed(api::TrainingJobStatus& status, const std::string& reason,
                 const std::string& message, api::Time now) {
   auto set = [&](api::ConditionType type, bool value) {
@@ -182,8 +176,6 @@ class JobController::Impl {
     return true;
   }
 
-  size_t QueueDepth() const { return queue_.Len(); }
-
  private:
   struct Caches {
     std::unique_ptr<runtime::Informer<runtime::GenericObject>> jobs;
@@ -264,7 +256,7 @@ class JobController::Impl {
     auto result = Reconcile(key);
     metrics_->ObserveReconcile(std::chrono::steady_clock::now() - start);
     if (!result.ok()) {
-      metrics_->reconcile_errors++;
+      metrics_->ReconcileError();
       spdlog::warn("reconcile {}: {}", key, result.status().ToString());
     }
     return result;
@@ -376,7 +368,8 @@ class JobController::Impl {
     ObservedChildren observed = Observe(*c, job.metadata.uid, key, now);
     PlanInput input;
     input.now = now;
-    randombytes_buf(input.auth_key.data(), input.auth_key.size());
+    // The key is used only for a Secret that does not exist yet.
+    if (!observed.secret_exists) randombytes_buf(input.auth_key.data(), input.auth_key.size());
     input.default_cluster_domain = options_.cluster_domain;
     {
       std::lock_guard lock(mu_);
@@ -393,17 +386,17 @@ class JobController::Impl {
         expectations_[key].rejected.reset();  // recorded in the status now
       }
       if (!was_created && plan.status.IsTrue(api::ConditionType::kCreated)) {
-        metrics_->jobs_created++;
+        metrics_->JobCreated();
       }
       if (!was_finished && plan.status.Finished()) {
-        if (plan.status.IsTrue(api::ConditionType::kSucceeded)) metrics_->jobs_succeeded++;
-        if (plan.status.IsTrue(api::ConditionType::kFailed)) metrics_->jobs_failed++;
+        if (plan.status.IsTrue(api::ConditionType::kSucceeded)) metrics_->JobSucceeded();
+        if (plan.status.IsTrue(api::ConditionType::kFailed)) metrics_->JobFailed();
       }
     }
     const runtime::ObjectReference regarding{std::string(api::kApiVersion), std::string(api::kKind),
                                              ns, name, job.metadata.uid};
     for (const Event& e : plan.events) {
-      if (e.reason == "RestartingReplica") metrics_->pods_restarted++;
+      if (e.reason == "RestartingReplica") metrics_->PodRestarted();
       recorder_->Record(regarding, e.type == EventType::kWarning ? "Warning" : "Normal", e.reason,
                         "Reconcile", e.message);
     }
@@ -411,13 +404,13 @@ class JobController::Impl {
     // 2. Creates: Secret, Services, Pods, in the plan's order.
     Status first_error;
     for (const json& obj : plan.creates) {
-      auto kind = KindOf(obj);
-      if (!kind) continue;
+      const ChildKindInfo* kind = InfoOf(obj);
+      if (kind == nullptr) continue;
       const std::string child = obj["metadata"].value("name", "");
-      ExpectCreate(key, *kind, child, obj);
-      auto created = client_->Create(ResourceFor(*kind), ns, obj);
-      const Status s = created.ok() ? Status::Ok() : created.status();
-      metrics_->CountRequest("create", CodeLabel(s));
+      ExpectCreate(key, kind->kind, child, obj);
+      auto created = client_->Create(*kind->resource, ns, obj);
+      const Status s = created.status();
+      metrics_->CountRequest("create", StatusCodeName(s.code()));
       if (s.ok() || s.code() == StatusCode::kAlreadyExists) continue;
       ForgetCreate(key, child);
       if (s.code() == StatusCode::kInvalidArgument) {
@@ -425,8 +418,8 @@ class JobController::Impl {
         // Plan again at once with the rejection; the planner fails the job
         // (InvalidSpec) and cleans up like after any other failure.
         std::lock_guard lock(mu_);
-        expectations_[key].rejected = "the apiserver rejected " + std::string(KindName(*kind)) +
-                                      " " + child + ": " + s.message();
+        expectations_[key].rejected =
+            "the apiserver rejected " + std::string(kind->name) + " " + child + ": " + s.message();
         runtime::ReconcileResult again;
         again.requeue_after = std::chrono::milliseconds(1);
         return again;
@@ -439,8 +432,8 @@ class JobController::Impl {
       ExpectDelete(key, ref);
       kube::DeleteOptions opts;
       opts.propagation_policy = "Background";
-      const Status s = client_->Delete(ResourceFor(ref.kind), ns, ref.name, opts);
-      metrics_->CountRequest("delete", CodeLabel(s));
+      const Status s = client_->Delete(*Info(ref.kind).resource, ns, ref.name, opts);
+      metrics_->CountRequest("delete", StatusCodeName(s.code()));
       if (s.ok() || s.code() == StatusCode::kNotFound) continue;
       if (first_error.ok()) first_error = s.WithContext("delete " + ref.name);
     }
@@ -451,7 +444,7 @@ class JobController::Impl {
       opts.propagation_policy = "Background";
       opts.precondition_uid = job.metadata.uid;
       const Status s = client_->Delete(kTrainingJobs, ns, name, opts);
-      metrics_->CountRequest("delete", CodeLabel(s));
+      metrics_->CountRequest("delete", StatusCodeName(s.code()));
       if (!s.ok() && s.code() != StatusCode::kNotFound && first_error.ok()) first_error = s;
       if (s.ok()) spdlog::info("deleted TrainingJob {} after ttlSecondsAfterFinished", key);
     }
@@ -470,8 +463,7 @@ class JobController::Impl {
     obj["metadata"]["resourceVersion"] = rv;
     obj["status"] = api::StatusToJson(status);
     auto written = client_->UpdateStatus(kTrainingJobs, cached.meta.ns, obj);
-    metrics_->CountRequest("update_status",
-                           CodeLabel(written.ok() ? Status::Ok() : written.status()));
+    metrics_->CountRequest("update_status", StatusCodeName(written.status().code()));
     if (!written.ok()) {
       if (written.status().code() == StatusCode::kNotFound) return Status::Ok();
       // A conflict means our view is stale: drop the remembered status and let
@@ -499,7 +491,7 @@ class JobController::Impl {
     if (status.IsTrue(api::ConditionType::kFailed)) return runtime::ReconcileResult{};
     MarkFailed(status, "InvalidSpec", error.message(), now);
     KT_RETURN_IF_ERROR(WriteStatus(key, cached, cached.meta.resource_version, status));
-    metrics_->jobs_failed++;
+    metrics_->JobFailed();
     recorder_->Record({std::string(api::kApiVersion), std::string(api::kKind), cached.meta.ns,
                        cached.meta.name, cached.meta.uid},
                       "Warning", "InvalidSpec", "Reconcile", error.message());
@@ -542,7 +534,7 @@ class JobController::Impl {
   JobControllerOptions options_;
   std::map<std::string, std::unique_ptr<Caches>> caches_;
 
-  runtime::WorkQueue queue_;
+  runtime::WorkQueue queue_{runtime::WorkQueueOptions{.name = "trainingjobs"}};
   std::mutex mu_;
   std::map<std::string, Expectations> expectations_;  // guarded by mu_
 };
@@ -563,10 +555,6 @@ void JobController::Run(std::stop_token stop) {
 
 bool JobController::Ready() const {
   return impl_->Ready();
-}
-
-size_t JobController::QueueDepth() const {
-  return impl_->QueueDepth();
 }
 
 }  // namespace kubetrain::controller

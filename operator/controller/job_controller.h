@@ -61,7 +61,6 @@ class JobController {
   void Run(std::stop_token stop);
   // True once every cache has synced.
   bool Ready() const;
-  size_t QueueDepth() const;
 
   class Impl;
 
