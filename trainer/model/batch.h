@@ -23,29 +23,39 @@ struct SparseLookup {
   std::vector<int> index;  // size x num_cat
 
   static SparseLookup Build(const Batch& b) {
+    SparseLookup l;
+    l.Assign(b);
+    return l;
+  }
+
+  // Rebuilds this lookup from `b`, reusing its storage, so a training loop that keeps one
+  // lookup allocates nothing per step once the sizes have settled.
+  void Assign(const Batch& b) {
     // Open addressing with linear probing over a power-of-two table at most half full:
     // one flat allocation instead of a node per distinct id (13k lookups per batch of
     // Wide & Deep). Ids keep their order of first occurrence.
-    SparseLookup l;
     const size_t n = b.cat.size();
-    l.index.resize(n);
-    l.ids.reserve(n);
+    index.resize(n);
+    ids.clear();
+    ids.reserve(n);
     int bits = 4;
     while ((size_t{1} << bits) < 2 * n) ++bits;
     const size_t mask = (size_t{1} << bits) - 1;
-    std::vector<int> slot(mask + 1, -1);  // position in ids, or -1 when empty
+    slot_.assign(mask + 1, -1);  // position in ids, or -1 when empty
     for (size_t i = 0; i < n; ++i) {
       const uint64_t id = b.cat[i];
       size_t h = static_cast<size_t>((id * 0x9e3779b97f4a7c15ULL) >> (64 - bits));
-      while (slot[h] >= 0 && l.ids[slot[h]] != id) h = (h + 1) & mask;
-      if (slot[h] < 0) {
-        slot[h] = static_cast<int>(l.ids.size());
-        l.ids.push_back(id);
+      while (slot_[h] >= 0 && ids[slot_[h]] != id) h = (h + 1) & mask;
+      if (slot_[h] < 0) {
+        slot_[h] = static_cast<int>(ids.size());
+        ids.push_back(id);
       }
-      l.index[i] = slot[h];
+      index[i] = slot_[h];
     }
-    return l;
   }
+
+ private:
+  std::vector<int> slot_;  // scratch for Assign
 };
 
 }  // namespace kubetrain::trainer

@@ -32,6 +32,7 @@ StatusOr<TrainResult> Train(Model& model, StripeReader& reader, ParamClient& par
       return InvalidArgument("cannot open loss curve file " + o.loss_curve_path);
   }
   Batch batch;
+  SparseLookup lookup;
   std::vector<float> rows, row_grads;
   std::deque<float> recent;
   double recent_sum = 0;
@@ -45,7 +46,7 @@ StatusOr<TrainResult> Train(Model& model, StripeReader& reader, ParamClient& par
       status = n.status();
       break;
     }
-    const SparseLookup lookup = SparseLookup::Build(batch);
+    lookup.Assign(batch);
     rows.resize(lookup.ids.size() * model.SparseRowDim());
     row_grads.resize(rows.size());
     status = params.Pull(lookup.ids, rows.data(), model.dense_params().data());
@@ -105,6 +106,7 @@ StatusOr<EvalMetrics> Evaluate(Model& model, StripeReader& reader, ParamClient& 
   double nll = 0;
   int64_t right = 0;
   Batch batch;
+  SparseLookup lookup;
   while (max_examples <= 0 || static_cast<int64_t>(labels.size()) < max_examples) {
     auto n = reader.Next(model.batch_size(), &batch);
     if (!n.ok()) return n.status();
@@ -123,7 +125,7 @@ StatusOr<EvalMetrics> Evaluate(Model& model, StripeReader& reader, ParamClient& 
         batch.label[s] = batch.label[real - 1];
       }
     }
-    const SparseLookup lookup = SparseLookup::Build(batch);
+    lookup.Assign(batch);
     rows.resize(lookup.ids.size() * model.SparseRowDim());
     KT_RETURN_IF_ERROR(params.Pull(lookup.ids, rows.data(), model.dense_params().data()));
     KT_RETURN_IF_ERROR(model.Predict(batch, lookup, rows.data(), probs.data()));
