@@ -62,6 +62,7 @@ void PsServer::ServeConnection(Connection* conn) {
   conn->SetReceiveTimeout(std::chrono::milliseconds(0));
   uint8_t type;
   std::string payload;
+  Scratch scratch;
   int rank = -1;
   while (true) {
     s = conn->Receive(&type, &payload);
@@ -72,7 +73,7 @@ void PsServer::ServeConnection(Connection* conn) {
       break;
     }
     bool shutdown = false;
-    s = Handle(*conn, type, payload, &rank, &shutdown);
+    s = Handle(*conn, type, payload, &rank, &shutdown, scratch);
     if (!s.ok()) {
       spdlog::warn("request {} from {} failed: {}", type, conn->peer(), s.ToString());
       if (!conn->Send(kError, s.ToString()).ok()) break;
@@ -88,7 +89,7 @@ void PsServer::ServeConnection(Connection* conn) {
 }
 
 Status PsServer::Handle(Connection& conn, uint8_t type, const std::string& payload, int* rank,
-                        bool* shutdown) {
+                        bool* shutdown, Scratch& scratch) {
   WireReader r(payload);
   const int dim = shard_->sparse_dim();
   switch (type) {
@@ -124,17 +125,18 @@ Status PsServer::Handle(Connection& conn, uint8_t type, const std::string& paylo
       if (!r.Get(&n) || !r.GetArray(n, 8, &ids_p) || !r.Get(&want_dense) || !r.AtEnd()) {
         return InvalidArgument("bad pull");
       }
-      std::vector<uint64_t> ids(n);
+      std::vector<uint64_t>& ids = scratch.ids;
+      ids.resize(n);
       std::memcpy(ids.data(), ids_p, n * 8ull);
-      std::vector<float> out(static_cast<size_t>(n) * dim +
-                             (want_dense ? shard_->dense_size() : 0));
+      std::vector<float>& out = scratch.rows;
+      out.resize(static_cast<size_t>(n) * dim + (want_dense ? shard_->dense_size() : 0));
       if (n > 0) shard_->PullSparse(ids.data(), n, out.data());
       if (want_dense) shard_->PullDense(out.data() + static_cast<size_t>(n) * dim);
       return conn.Send(kPullReply,
                        std::string_view(reinterpret_cast<const char*>(out.data()), out.size() * 4));
     }
     case kPush:
-      return HandlePush(conn, payload, *rank);
+      return HandlePush(conn, payload, *rank, scratch);
     case kCheckpoint: {
       int64_t step;
       if (!r.Get(&step)) return InvalidArgument("bad checkpoint request");
@@ -167,7 +169,8 @@ Status PsServer::Handle(Connection& conn, uint8_t type, const std::string& paylo
   }
 }
 
-Status PsServer::HandlePush(Connection& conn, const std::string& payload, int rank) {
+Status PsServer::HandlePush(Connection& conn, const std::string& payload, int rank,
+                            Scratch& scratch) {
   WireReader r(payload);
   const int dim = shard_->sparse_dim();
   int64_t step;
@@ -179,15 +182,15 @@ Status PsServer::HandlePush(Connection& conn, const std::string& payload, int ra
       (has_dense && !r.GetArray(shard_->dense_size(), 4, &dense_p)) || !r.AtEnd()) {
     return InvalidArgument("bad push");
   }
-  std::vector<uint64_t> ids(n);
+  std::vector<uint64_t>& ids = scratch.ids;
+  ids.resize(n);
   std::memcpy(ids.data(), ids_p, n * 8ull);
-  std::vector<float> rows(static_cast<size_t>(n) * dim);
+  std::vector<float>& rows = scratch.rows;
+  rows.resize(static_cast<size_t>(n) * dim);
   std::memcpy(rows.data(), rows_p, rows.size() * 4);
-  std::vector<float> dense;
-  if (has_dense) {
-    dense.resize(shard_->dense_size());
-    std::memcpy(dense.data(), dense_p, dense.size() * 4);
-  }
+  std::vector<float>& dense = scratch.dense;
+  dense.resize(has_dense ? shard_->dense_size() : 0);
+  if (has_dense) std::memcpy(dense.data(), dense_p, dense.size() * 4);
   if (!o_.sync) {
     shard_->Apply(has_dense ? dense.data() : nullptr, ids.data(), n, rows.data());
     return conn.Send(kOk, "");

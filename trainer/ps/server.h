@@ -50,12 +50,19 @@ class PsServer {
   void Stop();
 
  private:
+  // One connection's buffers for the arrays of a request, copied out of the payload (which
+  // does not align them) and reused across requests so a step allocates nothing.
+  struct Scratch {
+    std::vector<uint64_t> ids;
+    std::vector<float> rows;
+    std::vector<float> dense;
+  };
   void ServeConnection(Connection* conn);
   // Handles one request; sets *shutdown for a Shutdown request. `*rank` is the worker's
   // rank once it has said hello on this connection, else -1.
   Status Handle(Connection& conn, uint8_t type, const std::string& payload, int* rank,
-                bool* shutdown);
-  Status HandlePush(Connection& conn, const std::string& payload, int rank);
+                bool* shutdown, Scratch& scratch);
+  Status HandlePush(Connection& conn, const std::string& payload, int rank, Scratch& scratch);
 
   // Constant after construction.
   ParamShard* const shard_;
