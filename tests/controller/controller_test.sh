@@ -12,9 +12,10 @@ export PATH="$("${root}/tests/cluster/build"):${PATH}"
 : "${KUBECONFIG:?KUBECONFIG must point at the test cluster}"
 work="$(mktemp -d)"
 op_pid=""
-failures=0
 namespaces=()
 T=60  # seconds any single wait may take
+WAIT_SECONDS=${T}
+source "${root}/tests/tools/testlib.sh"
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 metrics_port="$(free_port)"
@@ -40,10 +41,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); return 1; }
-check() {  # check DESCRIPTION ACTUAL EXPECTED
-  if [[ "$2" == "$3" ]]; then echo "  ok: $1"; else fail "$1: got '$2', want '$3'"; fi
-}
 new_ns() {
   ns="ctl-$1-$(openssl rand -hex 3)"
   namespaces+=("${ns}")
@@ -54,14 +51,6 @@ k() { kubectl -n "${ns}" "$@"; }
 jpath() { k get "$1" -o "jsonpath=$2" 2>/dev/null; }
 wait_cond() {  # wait_cond JOB CONDITION
   k wait --for="condition=$2" "tj/$1" --timeout="${T}s" >/dev/null || fail "$1 never reached $2"
-}
-wait_until() {  # wait_until DESCRIPTION CMD...: poll CMD until it succeeds or T passes
-  local what="$1"; shift
-  local deadline=$((SECONDS + T))
-  until "$@" >/dev/null 2>&1; do
-    ((SECONDS < deadline)) || { fail "timed out waiting for ${what}"; return 1; }
-    sleep 0.2
-  done
 }
 pod_count() { k get pods -l "kubetrain.io/job-name=$1" -o name | wc -l; }
 has_pods() { [[ "$(pod_count "$1")" == "$2" ]]; }

@@ -16,7 +16,9 @@ root="$(cd "${here}/../.." && pwd)"
 operator="${1:?usage: relist_test.sh OPERATOR_BINARY}"
 export PATH="$("${root}/tests/cluster/build"):${PATH}"
 work="$(mktemp -d)"
-dir="${work}/cluster" op_pid="" proxy_pid="" failures=0
+dir="${work}/cluster" op_pid="" proxy_pid=""
+WAIT_SECONDS=90
+source "${root}/tests/tools/testlib.sh"
 cleanup() {
   [[ -n "${op_pid}" ]] && { kill "${op_pid}" 2>/dev/null; wait "${op_pid}" 2>/dev/null; }
   [[ -n "${proxy_pid}" ]] && { kill "${proxy_pid}" 2>/dev/null; wait "${proxy_pid}" 2>/dev/null; }
@@ -25,16 +27,6 @@ cleanup() {
   rm -rf "${work}"
 }
 trap cleanup EXIT
-fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
-check() { if [[ "$2" == "$3" ]]; then echo "  ok: $1"; else fail "$1: got '$2', want '$3'"; fi; }
-wait_until() {  # wait_until DESCRIPTION CMD...
-  local what="$1"; shift
-  local deadline=$((SECONDS + 90))
-  until "$@" >/dev/null 2>&1; do
-    ((SECONDS < deadline)) || { fail "timed out waiting for ${what}"; return 1; }
-    sleep 0.2
-  done
-}
 
 KUBETRAIN_APISERVER_FLAGS="--watch-cache=false" "${root}/tests/cluster/up" "${dir}" >/dev/null || exit 1
 export KUBECONFIG="${dir}/kubeconfig"

@@ -7,8 +7,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "${here}/../.." && pwd)"
 export PATH="$("${root}/tests/cluster/build"):$("${root}/tests/cluster/build-helm"):${PATH}"
 : "${KUBECONFIG:?KUBECONFIG must point at the test cluster}"
-failures=0
-check() { if [[ "$2" == "$3" ]]; then echo "  ok: $1"; else echo "FAIL: $1: got '$2', want '$3'" >&2; failures=$((failures + 1)); fi; }
+source "${root}/tests/tools/testlib.sh"
 chart="${root}/deploy/helm/kubetrain"
 ns=kubetrain-helm
 trap 'kubectl delete namespace "${ns}" --wait=false >/dev/null 2>&1' EXIT
