@@ -86,6 +86,22 @@ void DenseLayer::Build() {
         eng, relu_hint_pd);
     relu_bwd_ = dnnl::eltwise_backward(relu_bwd_pd);
   }
+
+  // Argument maps, built once: they hold handles to the memories above, so the data
+  // handles set later are seen through them.
+  dnnl::memory& diff_pre = relu_ ? diff_pre_m_ : diff_act_m_;
+  fwd_args_ = {{DNNL_ARG_SRC, src_m_},
+               {DNNL_ARG_WEIGHTS, w_m_},
+               {DNNL_ARG_BIAS, b_m_},
+               {DNNL_ARG_DST, out_m_}};
+  relu_bwd_args_ = {
+      {DNNL_ARG_DST, out_m_}, {DNNL_ARG_DIFF_DST, diff_act_m_}, {DNNL_ARG_DIFF_SRC, diff_pre_m_}};
+  bwd_weights_args_ = {{DNNL_ARG_SRC, src_m_},
+                       {DNNL_ARG_DIFF_DST, diff_pre},
+                       {DNNL_ARG_DIFF_WEIGHTS, diff_w_m_},
+                       {DNNL_ARG_DIFF_BIAS, diff_b_m_}};
+  bwd_data_args_ = {
+      {DNNL_ARG_DIFF_DST, diff_pre}, {DNNL_ARG_WEIGHTS, w_m_}, {DNNL_ARG_DIFF_SRC, diff_src_m_}};
 }
 
 void DenseLayer::Bind(float* params, float* grads) {
@@ -100,32 +116,17 @@ void DenseLayer::Forward(const float* src) {
   src_ = src;
   // oneDNN takes non-const handles; the forward pass only reads src.
   src_m_.set_data_handle(const_cast<float*>(src));
-  fwd_.execute(ctx_->stream, {{DNNL_ARG_SRC, src_m_},
-                              {DNNL_ARG_WEIGHTS, w_m_},
-                              {DNNL_ARG_BIAS, b_m_},
-                              {DNNL_ARG_DST, out_m_}});
+  fwd_.execute(ctx_->stream, fwd_args_);
   ctx_->stream.wait();
 }
 
 void DenseLayer::Backward(const float* diff_dst, float* diff_src) {
-  dnnl::memory* diff_pre = &diff_pre_m_;
   diff_act_m_.set_data_handle(const_cast<float*>(diff_dst));
-  if (relu_) {
-    relu_bwd_.execute(ctx_->stream, {{DNNL_ARG_DST, out_m_},
-                                     {DNNL_ARG_DIFF_DST, diff_act_m_},
-                                     {DNNL_ARG_DIFF_SRC, diff_pre_m_}});
-  } else {
-    diff_pre = &diff_act_m_;
-  }
-  bwd_weights_.execute(ctx_->stream, {{DNNL_ARG_SRC, src_m_},
-                                      {DNNL_ARG_DIFF_DST, *diff_pre},
-                                      {DNNL_ARG_DIFF_WEIGHTS, diff_w_m_},
-                                      {DNNL_ARG_DIFF_BIAS, diff_b_m_}});
+  if (relu_) relu_bwd_.execute(ctx_->stream, relu_bwd_args_);
+  bwd_weights_.execute(ctx_->stream, bwd_weights_args_);
   if (diff_src != nullptr) {
     diff_src_m_.set_data_handle(diff_src);
-    bwd_data_.execute(ctx_->stream, {{DNNL_ARG_DIFF_DST, *diff_pre},
-                                     {DNNL_ARG_WEIGHTS, w_m_},
-                                     {DNNL_ARG_DIFF_SRC, diff_src_m_}});
+    bwd_data_.execute(ctx_->stream, bwd_data_args_);
   }
   ctx_->stream.wait();
 }

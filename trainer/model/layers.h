@@ -11,6 +11,7 @@
 
 #include <memory>
 #include <oneapi/dnnl/dnnl.hpp>
+#include <unordered_map>
 #include <vector>
 
 #include "operator/common/status.h"
@@ -63,6 +64,8 @@ class DenseLayer {
   dnnl::inner_product_backward_data bwd_data_;
   dnnl::inner_product_backward_weights bwd_weights_;
   dnnl::eltwise_backward relu_bwd_;  // from the output, not the pre-activation
+  std::unordered_map<int, dnnl::memory> fwd_args_, relu_bwd_args_, bwd_weights_args_,
+      bwd_data_args_;
   const float* src_ = nullptr;
 };
 
