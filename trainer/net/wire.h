@@ -6,11 +6,17 @@
 #include <cstring>
 #include <string>
 #include <string_view>
+#include <utility>
 
 namespace kubetrain::trainer {
 
 class WireWriter {
  public:
+  WireWriter() = default;
+  // Writes into `buffer`'s storage, discarding its content, so a caller can reuse one
+  // allocation across messages.
+  explicit WireWriter(std::string buffer) : out_(std::move(buffer)) { out_.clear(); }
+
   template <typename T>
   WireWriter& Put(T v) {
     out_.append(reinterpret_cast<const char*>(&v), sizeof(T));

@@ -153,15 +153,17 @@ void RemoteParams::GroupByShard(const std::vector<uint64_t>& ids) {
 Status RemoteParams::Pull(const std::vector<uint64_t>& ids, float* rows, float* dense) {
   const int n = static_cast<int>(channels_.size());
   GroupByShard(ids);
-  std::vector<Call> calls(n);
+  std::vector<Call>& calls = step_calls_;
+  calls.resize(n);
   for (int k = 0; k < n; ++k) {
-    WireWriter w;
+    WireWriter w(std::move(calls[k].payload));
     w.Put<uint32_t>(static_cast<uint32_t>(ids_of_[k].size()))
         .PutArray(ids_of_[k].data(), ids_of_[k].size())
         .Put<uint8_t>(1);
     calls[k].ps = k;
     calls[k].type = kPull;
     calls[k].payload = std::move(w.str());
+    calls[k].payload2 = {};
   }
   KT_RETURN_IF_ERROR(Exchange(calls));
   for (int k = 0; k < n; ++k) {
@@ -186,10 +188,11 @@ Status RemoteParams::Push(int64_t step, const std::vector<uint64_t>& ids, const 
                           const float* dense_grad) {
   const int n = static_cast<int>(channels_.size());
   GroupByShard(ids);
-  std::vector<Call> calls(n);
+  std::vector<Call>& calls = step_calls_;
+  calls.resize(n);
   for (int k = 0; k < n; ++k) {
     const Channel& ch = *channels_[k];
-    WireWriter w;
+    WireWriter w(std::move(calls[k].payload));
     w.Put<int64_t>(step).Put<uint32_t>(static_cast<uint32_t>(ids_of_[k].size()));
     w.PutArray(ids_of_[k].data(), ids_of_[k].size());
     for (int pos : pos_of_[k])

@@ -80,6 +80,7 @@ class RemoteParams : public ParamClient {
   // Per-step scratch, kept to avoid reallocating.
   std::vector<std::vector<uint64_t>> ids_of_;
   std::vector<std::vector<int>> pos_of_;
+  std::vector<Call> step_calls_;  // Pull's and Push's, one per PS; buffers reused
 };
 
 }  // namespace kubetrain::trainer
