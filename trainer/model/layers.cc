@@ -113,7 +113,6 @@ void DenseLayer::Bind(float* params, float* grads) {
 }
 
 void DenseLayer::Forward(const float* src) {
-  src_ = src;
   // oneDNN takes non-const handles; the forward pass only reads src.
   src_m_.set_data_handle(const_cast<float*>(src));
   fwd_.execute(ctx_->stream, fwd_args_);

@@ -66,7 +66,6 @@ class DenseLayer {
   dnnl::eltwise_backward relu_bwd_;  // from the output, not the pre-activation
   std::unordered_map<int, dnnl::memory> fwd_args_, relu_bwd_args_, bwd_weights_args_,
       bwd_data_args_;
-  const float* src_ = nullptr;
 };
 
 // A stack of DenseLayers: ReLU on every layer except the last. Parameters of all layers
