@@ -66,6 +66,7 @@ ParamShard::ParamShard(const ShardConfig& config, const float* dense_init)
   dense_state_.resize(dense_size() * slots_);
   InitState(c_.optimizer, dense_state_.data(), dense_size());
   scratch_.resize(dense_size());
+  row_scratch_.resize(c_.sparse_dim);
 }
 
 size_t ParamShard::RowStride() const {
@@ -108,13 +109,13 @@ void ParamShard::Apply(const float* dense_grad, const uint64_t* ids, size_t n,
     ++dense_updates_;
     ApplyUpdate(c_.optimizer, dense_.data(), dense_state_.data(), g, dense_.size(), dense_updates_);
   }
-  std::vector<float> g(c_.sparse_dim);
+  float* g = row_scratch_.data();
   for (size_t i = 0; i < n; ++i) {
     float* row = RowLocked(ids[i]);
     for (int k = 0; k < c_.sparse_dim; ++k) g[k] = row_grads[i * c_.sparse_dim + k] * scale;
     float& count = row[RowStride() - 1];
     count += 1.f;
-    ApplyUpdate(c_.optimizer, row, row + c_.sparse_dim, g.data(), c_.sparse_dim,
+    ApplyUpdate(c_.optimizer, row, row + c_.sparse_dim, g, c_.sparse_dim,
                 static_cast<int64_t>(count));
   }
 }

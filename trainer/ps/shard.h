@@ -67,7 +67,8 @@ class ParamShard {
   int64_t dense_updates_ = 0;                    // guarded by mu_
   std::unordered_map<uint64_t, size_t> row_of_;  // guarded by mu_; id -> arena offset
   std::vector<float> arena_;                     // guarded by mu_
-  std::vector<float> scratch_;                   // guarded by mu_
+  std::vector<float> scratch_;                   // guarded by mu_; a scaled dense gradient
+  std::vector<float> row_scratch_;               // guarded by mu_; a scaled row gradient
 };
 
 // Writes `data` to `path` atomically: a reader sees the old file or the whole new one,
