@@ -205,8 +205,9 @@ std::string Base64(std::string_view in) {
 
 // FNV-1a over only what the workload sees of the spec, so that a new operator
 // version building pods slightly differently does not recreate running pods.
-std::string SpecHash(const api::ReplicaSpec& spec, const ClusterSpec& cluster) {
-  const std::string input = spec.pod_template.dump() + "\n" + ClusterConfigJson(cluster);
+// `cluster_config` is ClusterConfigJson of the job's cluster.
+std::string SpecHash(const api::ReplicaSpec& spec, std::string_view cluster_config) {
+  const std::string input = spec.pod_template.dump() + "\n" + std::string(cluster_config);
   uint64_t h = 14695981039346656037ull;
   for (unsigned char c : input) {
     h ^= c;
@@ -336,6 +337,11 @@ class Planner {
   std::vector<Slot> slots_;
   std::vector<const ObservedPod*> orphan_pods_;
 
+  // Set by Run once the cluster is known, for the active job's pods:
+  // ClusterConfigJson of the cluster, and SpecHash of each role's spec.
+  std::string cluster_config_;
+  std::map<ReplicaType, std::string> spec_hashes_;
+
   // Built up by Run.
   Plan plan_;
   api::TrainingJobStatus status_;
@@ -381,7 +387,7 @@ StatusOr<json> Planner::BuildPod(const Slot& slot, const ClusterSpec& cluster) c
   if (!annotations.is_object()) {
     return InvalidArgument(path + ".metadata.annotations: must be an object");
   }
-  annotations[std::string(kSpecHashAnnotation)] = SpecHash(*slot.spec, cluster);
+  annotations[std::string(kSpecHashAnnotation)] = spec_hashes_.at(slot.type);
   pod_meta["annotations"] = std::move(annotations);
 
   if (!tmpl.contains("spec") || !tmpl["spec"].is_object()) {
@@ -412,7 +418,7 @@ StatusOr<json> Planner::BuildPod(const Slot& slot, const ClusterSpec& cluster) c
     std::string name = e.is_object() ? Str(e, "name") : "";
     if (std::find(kOurs.begin(), kOurs.end(), name) == kOurs.end()) kept.push_back(e);
   }
-  kept.push_back({{"name", "CLUSTER_CONFIG"}, {"value", ClusterConfigJson(cluster)}});
+  kept.push_back({{"name", "CLUSTER_CONFIG"}, {"value", cluster_config_}});
   kept.push_back({{"name", "POD_NAME"}, {"value", PodNameEnv(slot.type, slot.index)}});
   kept.push_back({{"name", "TF_CONFIG"}, {"value", TfConfigJson(cluster, slot.type, slot.index)}});
   json secret_ref = {{"name", AuthSecretName(job_.metadata.name)}, {"key", kAuthSecretKey}};
@@ -723,7 +729,7 @@ void Planner::RunActive(const ClusterSpec& cluster) {
   for (const Slot& slot : slots_) {
     if (slot.pod == nullptr || slot.pod->deletion_timestamp) continue;  // deleting is not failing
     if (!Terminated(slot.pod->phase)) {
-      if (!slot.pod->spec_hash.empty() && slot.pod->spec_hash != SpecHash(*slot.spec, cluster)) {
+      if (!slot.pod->spec_hash.empty() && slot.pod->spec_hash != spec_hashes_.at(slot.type)) {
         DeletePod(*slot.pod);
         outdated.insert(slot.type);
       }
@@ -799,6 +805,10 @@ Plan Planner::Run() {
     const ClusterSpec cluster = input_.cluster_override
                                     ? *input_.cluster_override
                                     : BuildClusterSpec(job_, input_.default_cluster_domain);
+    // Shared by every pod of a role: built once here, not per pod.
+    cluster_config_ = ClusterConfigJson(cluster);
+    for (const auto& [type, spec] : job_.spec.replica_specs)
+      spec_hashes_[type] = SpecHash(spec, cluster_config_);
     Status valid = api::ToStatus(api::Validate(job_));
     if (valid.ok()) valid = CheckTemplates(cluster);
     if (valid.ok() && input_.rejected_child) valid = InvalidArgument(*input_.rejected_child);
