@@ -237,8 +237,8 @@ int Finish(const Flags& f, Model& model, ParamClient& params, const TrainResult&
     }
     metrics["eval"] = {
         {"examples", m->examples}, {"log_loss", m->log_loss}, {"accuracy", m->accuracy}};
-    if (model.num_outputs() == 1) metrics["eval"]["auc"] = m->auc;
     if (model.num_outputs() == 1) {
+      metrics["eval"]["auc"] = m->auc;
       spdlog::info("evaluation on {} examples: log loss {:.5f} AUC {:.5f} accuracy {:.5f}",
                    m->examples, m->log_loss, m->auc, m->accuracy);
     } else {
