@@ -207,6 +207,19 @@ StatusOr<std::unique_ptr<StripeReader>> OpenTrainingData(const Flags& f, int str
   return reader;
 }
 
+// The training loop's options from the flags; periodic checkpoints only when `checkpoints`.
+TrainOptions TrainOptionsFrom(const Flags& f, bool checkpoints) {
+  TrainOptions t;
+  t.steps = f.steps;
+  t.log_every = f.log_every;
+  if (checkpoints) {
+    t.checkpoint_dir = f.checkpoint_dir;
+    t.checkpoint_every = f.checkpoint_every;
+  }
+  t.loss_curve_path = f.loss_curve;
+  return t;
+}
+
 // Writes the final metrics where Kubernetes picks them up; a failure is only a warning.
 void WriteTerminationMessage(const Flags& f, const nlohmann::json& j) {
   if (f.termination_log.empty()) return;
@@ -282,13 +295,7 @@ int RunSingleProcess(const Flags& f, Model& model, const OptimizerConfig& opt) {
     spdlog::error("training data: {}", reader.status().ToString());
     return ExitCodeFor(reader.status());
   }
-  TrainOptions t;
-  t.steps = f.steps;
-  t.log_every = f.log_every;
-  t.checkpoint_dir = f.checkpoint_dir;
-  t.checkpoint_every = f.checkpoint_every;
-  t.loss_curve_path = f.loss_curve;
-  auto r = Train(model, **reader, params, t, start);
+  auto r = Train(model, **reader, params, TrainOptionsFrom(f, /*checkpoints=*/true), start);
   if (!r.ok()) {
     spdlog::error("training failed: {}", r.status().ToString());
     return ExitCodeFor(r.status());
@@ -392,15 +399,8 @@ int RunWorker(const Flags& f, const ClusterInfo& cluster, Model& model, const Au
     spdlog::error("training data: {}", reader.status().ToString());
     return ExitCodeFor(reader.status());
   }
-  TrainOptions t;
-  t.steps = f.steps;
-  t.log_every = f.log_every;
-  if (cluster.IsCoordinator()) {
-    t.checkpoint_dir = f.checkpoint_dir;
-    t.checkpoint_every = f.checkpoint_every;
-  }
-  t.loss_curve_path = f.loss_curve;
-  auto r = Train(model, **reader, **params, t, start);
+  // Only the coordinator checkpoints: it asks every PS to save its shard.
+  auto r = Train(model, **reader, **params, TrainOptionsFrom(f, cluster.IsCoordinator()), start);
   if (!r.ok()) {
     spdlog::error("training failed: {}", r.status().ToString());
     return ExitCodeFor(r.status());
