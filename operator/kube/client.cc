@@ -1,6 +1,7 @@
 #include "operator/kube/client.h"
 
 #include <curl/curl.h>
+#include <strings.h>
 #include <sys/stat.h>
 
 #include <atomic>
@@ -122,48 +123,34 @@ Status ApiError(long http_status, std::string_view body, std::string_view what) 
   } catch (const json::exception&) {
   }
   if (message.empty()) message = std::string(body.substr(0, 512));
-  StatusCode code = StatusCode::kInternal;
-  switch (http_status) {
-    case 400:
-      code = StatusCode::kInvalidArgument;
-      if (reason.empty()) reason = "BadRequest";
+  // The status code and, when the body names none, the reason for each HTTP status.
+  struct Mapping {
+    long http_status;
+    StatusCode code;
+    std::string_view reason;
+  };
+  static constexpr Mapping kMappings[] = {
+      {400, StatusCode::kInvalidArgument, "BadRequest"},
+      {401, StatusCode::kUnauthenticated, "Unauthorized"},
+      {403, StatusCode::kPermissionDenied, "Forbidden"},
+      {404, StatusCode::kNotFound, "NotFound"},
+      {409, StatusCode::kConflict, "Conflict"},
+      {410, StatusCode::kGone, "Gone"},
+      {422, StatusCode::kInvalidArgument, "Invalid"},
+      {429, StatusCode::kResourceExhausted, "TooManyRequests"},
+      {504, StatusCode::kDeadlineExceeded, "Timeout"},
+  };
+  StatusCode code = http_status >= 500 ? StatusCode::kUnavailable : StatusCode::kInternal;
+  std::string_view default_reason = "HTTP";
+  for (const Mapping& m : kMappings) {
+    if (m.http_status == http_status) {
+      code = m.code;
+      default_reason = m.reason;
       break;
-    case 401:
-      code = StatusCode::kUnauthenticated;
-      if (reason.empty()) reason = "Unauthorized";
-      break;
-    case 403:
-      code = StatusCode::kPermissionDenied;
-      if (reason.empty()) reason = "Forbidden";
-      break;
-    case 404:
-      code = StatusCode::kNotFound;
-      if (reason.empty()) reason = "NotFound";
-      break;
-    case 409:
-      code = reason == "AlreadyExists" ? StatusCode::kAlreadyExists : StatusCode::kConflict;
-      if (reason.empty()) reason = "Conflict";
-      break;
-    case 410:
-      code = StatusCode::kGone;
-      if (reason.empty()) reason = "Gone";
-      break;
-    case 422:
-      code = StatusCode::kInvalidArgument;
-      if (reason.empty()) reason = "Invalid";
-      break;
-    case 429:
-      code = StatusCode::kResourceExhausted;
-      if (reason.empty()) reason = "TooManyRequests";
-      break;
-    case 504:
-      code = StatusCode::kDeadlineExceeded;
-      if (reason.empty()) reason = "Timeout";
-      break;
-    default:
-      if (http_status >= 500) code = StatusCode::kUnavailable;
-      if (reason.empty()) reason = "HTTP";
+    }
   }
+  if (http_status == 409 && reason == "AlreadyExists") code = StatusCode::kAlreadyExists;
+  if (reason.empty()) reason = default_reason;
   // An "Expired" reason may come with other codes in old servers.
   if (reason == "Expired" || reason == "Gone") code = StatusCode::kGone;
   return Status(code, reason + " (" + std::to_string(http_status) + ") " + std::string(what) +
@@ -259,15 +246,12 @@ class Client::Impl {
     auto* t = static_cast<Transfer*>(user);
     std::string_view line(ptr, size * n);
     constexpr std::string_view kKey = "retry-after:";
-    if (line.size() > kKey.size()) {
-      std::string lower(line.substr(0, kKey.size()));
-      for (auto& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-      if (lower == kKey) {
-        std::string v(line.substr(kKey.size()));
-        while (!v.empty() && std::isspace(static_cast<unsigned char>(v.back()))) v.pop_back();
-        while (!v.empty() && std::isspace(static_cast<unsigned char>(v.front()))) v.erase(0, 1);
-        *t->retry_after = v;
-      }
+    // Every response header passes here; only Retry-After is kept.
+    if (line.size() > kKey.size() && ::strncasecmp(line.data(), kKey.data(), kKey.size()) == 0) {
+      std::string_view v = line.substr(kKey.size());
+      while (!v.empty() && std::isspace(static_cast<unsigned char>(v.back()))) v.remove_suffix(1);
+      while (!v.empty() && std::isspace(static_cast<unsigned char>(v.front()))) v.remove_prefix(1);
+      *t->retry_after = v;
     }
     return size * n;
   }
@@ -421,9 +405,15 @@ const Config& Client::config() const {
 
 namespace {
 
-StatusOr<json> Decode(const StatusOr<HttpResponse>& resp, std::string_view what) {
+// The transport error, or the API error for a non-2xx response.
+Status CheckOk(const StatusOr<HttpResponse>& resp, std::string_view what) {
   if (!resp.ok()) return resp.status();
   if (resp->status < 200 || resp->status >= 300) return ApiError(resp->status, resp->body, what);
+  return Status::Ok();
+}
+
+StatusOr<json> Decode(const StatusOr<HttpResponse>& resp, std::string_view what) {
+  KT_RETURN_IF_ERROR(CheckOk(resp, what));
   try {
     return json::parse(resp->body);
   } catch (const json::exception& e) {
@@ -436,6 +426,16 @@ std::string NameOf(const json& obj) {
   auto md = obj.find("metadata");
   if (md == obj.end() || !md->is_object()) return "";
   return md->value("name", "");
+}
+
+// PUT of a whole object (or its subresource) at its own name; `verb` names the
+// caller in the error for an object without a name.
+StatusOr<json> PutObject(Client& c, const ResourceRef& r, std::string_view ns, const json& obj,
+                         std::string_view subresource, std::string_view verb) {
+  std::string name = NameOf(obj);
+  if (name.empty()) return InvalidArgument(std::string(verb) + ": object has no metadata.name");
+  std::string path = ResourcePath(r, ns, name, subresource);
+  return Decode(c.Do("PUT", path, obj.dump()), "PUT " + path);
 }
 
 }  // namespace
@@ -494,17 +494,11 @@ StatusOr<json> Client::Create(const ResourceRef& r, std::string_view ns, const j
 }
 
 StatusOr<json> Client::Update(const ResourceRef& r, std::string_view ns, const json& obj) {
-  std::string name = NameOf(obj);
-  if (name.empty()) return InvalidArgument("Update: object has no metadata.name");
-  std::string path = ResourcePath(r, ns, name);
-  return Decode(Do("PUT", path, obj.dump()), "PUT " + path);
+  return PutObject(*this, r, ns, obj, "", "Update");
 }
 
 StatusOr<json> Client::UpdateStatus(const ResourceRef& r, std::string_view ns, const json& obj) {
-  std::string name = NameOf(obj);
-  if (name.empty()) return InvalidArgument("UpdateStatus: object has no metadata.name");
-  std::string path = ResourcePath(r, ns, name, "status");
-  return Decode(Do("PUT", path, obj.dump()), "PUT " + path);
+  return PutObject(*this, r, ns, obj, "status", "UpdateStatus");
 }
 
 StatusOr<json> Client::Patch(const ResourceRef& r, std::string_view ns, std::string_view name,
@@ -554,11 +548,7 @@ Status Client::Delete(const ResourceRef& r, std::string_view ns, std::string_vie
   if (!opts.precondition_uid.empty()) body["preconditions"]["uid"] = opts.precondition_uid;
   if (!opts.precondition_resource_version.empty())
     body["preconditions"]["resourceVersion"] = opts.precondition_resource_version;
-  auto resp = Do("DELETE", path, body.dump());
-  if (!resp.ok()) return resp.status();
-  if (resp->status < 200 || resp->status >= 300)
-    return ApiError(resp->status, resp->body, "DELETE " + path);
-  return Status::Ok();
+  return CheckOk(Do("DELETE", path, body.dump()), "DELETE " + path);
 }
 
 Status Client::Watch(const ResourceRef& r, std::string_view ns, const ListOptions& opts,
@@ -613,10 +603,8 @@ Status Client::Watch(const ResourceRef& r, std::string_view ns, const ListOption
   long timeout_ms = opts.timeout_seconds > 0 ? (opts.timeout_seconds + 30) * 1000L : 0L;
   auto resp = impl_->Send("GET", path, "", "", &on_data, stop, timeout_ms);
   if (!result.ok()) return result;
-  if (!resp.ok()) return resp.status();
-  if (stop.stop_requested()) return Status::Ok();
-  if (resp->status < 200 || resp->status >= 300) return ApiError(resp->status, resp->body, what);
-  return Status::Ok();
+  if (resp.ok() && stop.stop_requested()) return Status::Ok();
+  return CheckOk(resp, what);
 }
 
 }  // namespace kubetrain::kube
