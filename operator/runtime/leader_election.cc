@@ -3,23 +3,17 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
-#include <condition_variable>
 #include <cstring>
 #include <ctime>
 #include <random>
 #include <thread>
 
+#include "operator/runtime/shutdown.h"
+
 namespace kubetrain::runtime {
 namespace {
 
 using json = nlohmann::json;
-
-void SleepFor(std::stop_token stop, std::chrono::milliseconds d) {
-  std::mutex m;
-  std::condition_variable_any cv;
-  std::unique_lock lock(m);
-  cv.wait_for(lock, stop, d, [] { return false; });
-}
 
 }  // namespace
 

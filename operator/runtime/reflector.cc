@@ -2,9 +2,10 @@
 
 #include <spdlog/spdlog.h>
 
-#include <condition_variable>
 #include <random>
 #include <thread>
+
+#include "operator/runtime/shutdown.h"
 
 namespace kubetrain::runtime {
 namespace {
@@ -100,11 +101,7 @@ void Reflector::Backoff(std::stop_token stop, std::chrono::milliseconds& delay) 
   static thread_local std::mt19937 rng(std::random_device{}());
   auto jittered = std::chrono::milliseconds(
       std::uniform_int_distribution<long>(delay.count() / 2 + 1, delay.count() + 1)(rng));
-  // Sleep, but wake at once on stop.
-  std::mutex m;
-  std::condition_variable_any cv;
-  std::unique_lock lock(m);
-  cv.wait_for(lock, stop, jittered, [] { return false; });
+  SleepFor(stop, jittered);
   delay = std::min(delay * 2, opts_.max_backoff);
 }
 

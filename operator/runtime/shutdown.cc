@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <mutex>
 #include <thread>
 
@@ -42,6 +43,13 @@ std::stop_token InstallShutdownHandler() {
     sigaction(SIGINT, &sa, nullptr);
   });
   return source.get_token();
+}
+
+void SleepFor(std::stop_token stop, std::chrono::milliseconds d) {
+  std::mutex m;
+  std::condition_variable_any cv;
+  std::unique_lock lock(m);
+  cv.wait_for(lock, stop, d, [] { return false; });
 }
 
 }  // namespace kubetrain::runtime

@@ -1,6 +1,7 @@
 // Graceful shutdown on SIGTERM / SIGINT.
 #pragma once
 
+#include <chrono>
 #include <stop_token>
 
 namespace kubetrain::runtime {
@@ -11,5 +12,8 @@ namespace kubetrain::runtime {
 // The handler only writes to a pipe (async-signal-safe); a helper thread
 // turns that into request_stop(). Thread-safe; later calls return the same token.
 std::stop_token InstallShutdownHandler();
+
+// Sleeps for `d`, returning early once `stop` is requested.
+void SleepFor(std::stop_token stop, std::chrono::milliseconds d);
 
 }  // namespace kubetrain::runtime
