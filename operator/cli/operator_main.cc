@@ -2,19 +2,21 @@
 //
 // Flow: load the client config -> (optionally) win the leader Lease -> start
 // the informers -> run the reconcile workers until SIGTERM/SIGINT or lost
-// leadership. /metrics, /healthz and /readyz are served the whole time
-// (/readyz turns 200 once the caches synced). Exit codes: 0 after a graceful
-// shutdown, 1 on a configuration error, 2 when leadership was lost.
+// leadership. /metrics, /healthz and /readyz are served the whole time.
+// /readyz reports this replica's own state (runtime::Readiness): a standby
+// waiting for the Lease is ready, a leader once its caches synced; only the
+// work is gated by the Lease. Exit codes: 0 after a graceful shutdown, 1 on a
+// configuration error or caches that never synced, 2 when leadership was lost.
 #include <httplib.h>
 #include <sodium.h>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
-#include <atomic>
 #include <cstdlib>
 #include <iostream>
 #include <memory>
+#include <stop_token>
 #include <string>
 #include <thread>
 #include <vector>
@@ -26,6 +28,7 @@
 #include "operator/kube/config.h"
 #include "operator/runtime/events.h"
 #include "operator/runtime/leader_election.h"
+#include "operator/runtime/readiness.h"
 #include "operator/runtime/shutdown.h"
 
 namespace {
@@ -175,7 +178,16 @@ int main(int argc, char** argv) {
   opts.cluster_domain = f.cluster_domain;
   opts.workers = f.workers;
 
-  std::atomic<controller::JobController*> active{nullptr};
+  using ReadyState = runtime::Readiness::State;
+  runtime::Readiness readiness;
+  // Stops the elector (or the lone controller) on SIGTERM/SIGINT, and when the
+  // leader cannot start: a leader that does no work must give the Lease up
+  // rather than keep renewing it.
+  std::stop_source quit;
+  std::stop_callback on_shutdown(shutdown, [&] {
+    readiness.Set(ReadyState::kStopping);
+    quit.request_stop();
+  });
   HttpServer metrics_server, health_server;
   metrics_server.server().Get("/metrics", [&](const httplib::Request&, httplib::Response& res) {
     res.set_content(metrics.Render(), "text/plain; version=0.0.4");
@@ -184,10 +196,9 @@ int main(int argc, char** argv) {
     res.set_content("ok\n", "text/plain");
   });
   health_server.server().Get("/readyz", [&](const httplib::Request&, httplib::Response& res) {
-    controller::JobController* c = active.load();
-    const bool ready = c != nullptr && c->Ready();
-    res.status = ready ? 200 : 503;
-    res.set_content(ready ? "ok\n" : "caches not synced\n", "text/plain");
+    const runtime::Readiness::Report r = readiness.Check();
+    res.status = r.ready ? 200 : 503;
+    res.set_content(std::string(r.message) + "\n", "text/plain");
   });
   if (!metrics_server.Start(f.metrics_addr, "/metrics") ||
       !health_server.Start(f.health_addr, "/healthz and /readyz")) {
@@ -196,22 +207,26 @@ int main(int argc, char** argv) {
 
   int exit_code = 0;
   auto lead = [&](std::stop_token stop) {
+    readiness.Set(ReadyState::kSyncing);
     controller::JobController jobs(client->get(), &recorder, &metrics, opts);
     const Status started = jobs.Start(std::chrono::seconds(f.sync_timeout_s));
     if (!started.ok()) {
       spdlog::error("{}", started.ToString());
       exit_code = 1;
+      readiness.Set(ReadyState::kStopping);
+      quit.request_stop();  // release the Lease so a standby takes over
       return;
     }
-    active = &jobs;
+    readiness.Set(ReadyState::kSynced);  // caches never unsync once synced
     spdlog::info("caches synced; reconciling with {} workers", f.workers);
     jobs.Run(stop);
-    active = nullptr;
+    // Shutdown or lost leadership: either way this process exits now.
+    readiness.Set(ReadyState::kStopping);
     spdlog::info("workers stopped");
   };
 
   if (!f.leader_elect) {
-    lead(shutdown);
+    lead(quit.get_token());
     return exit_code;
   }
   runtime::LeaderElectionConfig le;
@@ -228,7 +243,8 @@ int main(int argc, char** argv) {
   runtime::LeaderElector elector(client->get(), le);
   spdlog::info("waiting to lead {}/{} as {}", le.lease_namespace, le.lease_name,
                elector.identity());
-  const Status s = elector.Run(shutdown, lead);
+  readiness.Set(ReadyState::kStandby);
+  const Status s = elector.Run(quit.get_token(), lead);
   if (!s.ok()) {
     spdlog::error("leader election: {}", s.ToString());
     return 2;
