@@ -224,10 +224,17 @@ check "status written through the subresource" "$(k get tj live -o jsonpath='{.s
 k patch tj live --type=merge -p '{"status":{"state":"Bogus"}}' >/dev/null 2>&1 || true
 check "status ignored on the main resource" "$(k get tj live -o jsonpath='{.status.state}')" "Running"
 header="$(k get tj --no-headers=false | head -1 | tr -s ' ')"
-check "printer columns" "${header}" "NAME STATE PS WORKERS AGE"
-# The job has no PS: that column prints empty, so awk sees name, state, workers.
+check "printer columns" "${header}" "NAME STATE AUC PS WORKERS AGE"
+# No metrics yet and no PS: those columns print empty, so awk sees name, state, workers.
 row="$(k get tj live --no-headers | awk '{print $1, $2, $3}')"
 check "printer row" "${row}" "live Running 3"
+k patch tj live --subresource=status --type=merge \
+  -p '{"status":{"metrics":{"steps":400,"eval":{"auc":0.757,"log_loss":0.5},"tags":["a"]}}}' >/dev/null
+check "status.metrics kept as written" \
+  "$(k get tj live -o jsonpath='{.status.metrics.steps} {.status.metrics.eval.log_loss} {.status.metrics.tags[0]}')" \
+  "400 0.5 a"
+row="$(k get tj live --no-headers | awk '{print $1, $2, $3, $4}')"
+check "printer row with the AUC" "${row}" "live Running 0.757 3"
 check "short name tj" "$(k get tj -o name)" "trainingjob.kubetrain.io/live"
 
 if ((fails > 0)); then

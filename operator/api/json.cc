@@ -302,6 +302,9 @@ Status ParseStatusInto(const json& j, TrainingJobStatus& s) {
       s.counted_failures.push_back(uid.get<std::string>());
     }
   }
+  // Whatever a workload reported; the CRD makes it an object. Anything else is
+  // not ours to interpret, and must not make the job unreadable.
+  if (const json* m = Field(j, "metrics"); m != nullptr && m->is_object()) s.metrics = *m;
   return Status::Ok();
 }
 
@@ -420,6 +423,7 @@ json StatusToJson(const TrainingJobStatus& s) {
   if (s.completion_time) out["completionTime"] = FormatTime(*s.completion_time);
   if (s.observed_generation != 0) out["observedGeneration"] = s.observed_generation;
   if (!s.counted_failures.empty()) out["countedFailures"] = s.counted_failures;
+  if (s.metrics) out["metrics"] = *s.metrics;
   return out;
 }
 

@@ -67,7 +67,9 @@ TEST(ParseTest, RoundTripsEveryField) {
           "lastFailure": {"pod": "mnist-ps-1", "exitCode": 137, "reason": "OOMKilled",
                           "message": "oom", "time": "2026-01-02T03:04:05Z"}}},
       "startTime": "2026-01-02T03:04:05Z", "completionTime": "2026-01-02T03:05:05Z",
-      "observedGeneration": 3, "countedFailures": ["uid-a"]})");
+      "observedGeneration": 3, "countedFailures": ["uid-a"],
+      "metrics": {"steps": 400, "train_loss": 0.45, "eval": {"auc": 0.757, "log_loss": 0.5},
+                  "target_reached": true, "tags": ["a", null]}})");
   StatusOr<TrainingJob> job = ParseTrainingJob(j);
   ASSERT_TRUE(job.ok()) << job.status().ToString();
   StatusOr<TrainingJob> again = ParseTrainingJob(ToJson(*job));
@@ -75,6 +77,23 @@ TEST(ParseTest, RoundTripsEveryField) {
   EXPECT_EQ(*job, *again);
   EXPECT_EQ(ToJson(*job)["status"], j["status"]);
   EXPECT_EQ(job->status.replica_statuses.at(ReplicaType::kPS).last_failure->exit_code, 137);
+  ASSERT_TRUE(job->status.metrics.has_value());
+  EXPECT_EQ((*job->status.metrics)["eval"]["auc"], 0.757);
+}
+
+TEST(ParseTest, StatusMetricsIsReadAsAnObjectAndAnythingElseIsIgnored) {
+  StatusOr<TrainingJobStatus> s =
+      ParseTrainingJobStatus(json::parse(R"({"metrics": {"eval": {"auc": 0.9}}})"));
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  ASSERT_TRUE(s->metrics.has_value());
+  EXPECT_EQ(StatusToJson(*s)["metrics"], json::parse(R"({"eval": {"auc": 0.9}})"));
+  for (const char* odd : {R"({"metrics": [1]})", R"({"metrics": "auc=0.9"})", R"({"metrics": 0.9})",
+                          R"({"metrics": null})"}) {
+    s = ParseTrainingJobStatus(json::parse(odd));
+    ASSERT_TRUE(s.ok()) << odd << ": " << s.status().ToString();
+    EXPECT_FALSE(s->metrics.has_value()) << odd;
+  }
+  EXPECT_FALSE(StatusToJson(TrainingJobStatus{}).contains("metrics"));
 }
 
 TEST(ParseTest, RejectsUnknownRoleWithItsPath) {

@@ -30,6 +30,9 @@ inline constexpr int32_t kDefaultPort = 2222;
 inline constexpr std::string_view kDefaultClusterDomain = "cluster.local";
 // Kubernetes object names that must be DNS-1035 labels (Services) are capped here.
 inline constexpr size_t kMaxChildNameLength = 63;
+// status.metrics is at most this long as compact JSON (the kubelet's cap on a
+// termination message): a workload cannot grow the job's status without bound.
+inline constexpr size_t kMaxMetricsBytes = 4096;
 
 // Kubernetes timestamps have one-second resolution (metav1.Time).
 using Time = std::chrono::sys_seconds;
@@ -173,6 +176,10 @@ struct TrainingJobStatus {
   int64_t observed_generation = 0;
   // UIDs of failed pods already counted as restarts (see the CRD's description).
   std::vector<std::string> counted_failures;
+  // The final metrics of the replica that decided success, from its termination
+  // message: a JSON object such as {"steps":400,"eval":{"auc":0.757}}, at most
+  // kMaxMetricsBytes long. Set when the job succeeds, then kept.
+  std::optional<nlohmann::json> metrics;
 
   friend bool operator==(const TrainingJobStatus&, const TrainingJobStatus&) = default;
 

@@ -268,6 +268,22 @@ Status CheckContainer(const json& c, const std::string& path) {
   return Status::Ok();
 }
 
+// A termination message as status.metrics: a JSON object of at most
+// api::kMaxMetricsBytes as compact JSON (measured after parsing: "1e9" grows
+// to "1000000000.0"), else nothing. Workload output is untrusted: anything
+// else (invalid JSON, an array, too long) is ignored, and this never throws.
+std::optional<json> MetricsFromMessage(std::string_view message) {
+  if (message.empty() || message.size() > api::kMaxMetricsBytes) return std::nullopt;
+  try {
+    json parsed = json::parse(message, nullptr, /*allow_exceptions=*/false);
+    if (!parsed.is_object()) return std::nullopt;  // a parse error is "discarded", not an object
+    if (parsed.dump().size() > api::kMaxMetricsBytes) return std::nullopt;
+    return parsed;
+  } catch (const json::exception&) {
+    return std::nullopt;
+  }
+}
+
 // One replica: its deterministic name and the pod observed under it, if any.
 struct Slot {
   ReplicaType type;
@@ -308,7 +324,13 @@ class Planner {
   void ScheduleTtl();
   void DeletePod(const ObservedPod& pod);
   void Suspend();
-  std::optional<std::string> SuccessMessage() const;
+  // Whether the job succeeded per its successPolicy: the condition's message,
+  // and the pod whose termination message holds the job's final metrics.
+  struct Success {
+    std::string message;
+    const ObservedPod* reporter;  // never null
+  };
+  std::optional<Success> DecideSuccess() const;
   // Acts on a terminated pod per its restartPolicy and the backoffLimit: keep it,
   // or delete it to be recreated (restarted = true). Returns the reason and
   // message that fail the job, if it must.
@@ -589,31 +611,36 @@ void Planner::Suspend() {
   }
 }
 
-std::optional<std::string> Planner::SuccessMessage() const {
-  auto succeeded = [&](ReplicaType type, int32_t index) {
+std::optional<Planner::Success> Planner::DecideSuccess() const {
+  // The pod of a replica if it succeeded, else nullptr.
+  auto succeeded = [&](ReplicaType type, int32_t index) -> const ObservedPod* {
     std::string name = api::ChildName(job_.metadata.name, type, index);
     for (const Slot& s : slots_) {
-      if (s.name == name) return s.pod != nullptr && s.pod->phase == PodPhase::kSucceeded;
+      if (s.name == name)
+        return s.pod != nullptr && s.pod->phase == PodPhase::kSucceeded ? s.pod : nullptr;
     }
-    return false;
+    return nullptr;
   };
   const api::TrainingJobSpec& spec = job_.spec;
   const bool has_chief = spec.Replicas(ReplicaType::kChief) > 0;
+  // The chief, else worker 0, coordinates: it evaluates and reports the job's
+  // metrics, and under ChiefOrWorker0 its exit decides.
+  const ReplicaType coordinator = has_chief ? ReplicaType::kChief : ReplicaType::kWorker;
   if (spec.success_policy == api::SuccessPolicy::kChiefOrWorker0) {
-    ReplicaType deciding = has_chief ? ReplicaType::kChief : ReplicaType::kWorker;
-    if (spec.Replicas(deciding) > 0 && succeeded(deciding, 0)) {
-      return std::string(api::Role(deciding).key) + " 0 succeeded";
-    }
-    return std::nullopt;
+    if (spec.Replicas(coordinator) == 0) return std::nullopt;
+    const ObservedPod* pod = succeeded(coordinator, 0);
+    if (pod == nullptr) return std::nullopt;
+    return Success{std::string(api::Role(coordinator).key) + " 0 succeeded", pod};
   }
   const int32_t workers = spec.Replicas(ReplicaType::kWorker);
   if (workers == 0 && !has_chief) return std::nullopt;
   for (int32_t i = 0; i < workers; ++i) {
-    if (!succeeded(ReplicaType::kWorker, i)) return std::nullopt;
+    if (succeeded(ReplicaType::kWorker, i) == nullptr) return std::nullopt;
   }
-  if (has_chief && !succeeded(ReplicaType::kChief, 0)) return std::nullopt;
-  return "all " + std::to_string(workers) + " workers" + (has_chief ? " and the chief" : "") +
-         " succeeded";
+  if (has_chief && succeeded(ReplicaType::kChief, 0) == nullptr) return std::nullopt;
+  return Success{"all " + std::to_string(workers) + " workers" +
+                     (has_chief ? " and the chief" : "") + " succeeded",
+                 succeeded(coordinator, 0)};
 }
 
 std::optional<std::pair<std::string, std::string>> Planner::HandleTerminated(const Slot& slot,
@@ -719,8 +746,11 @@ void Planner::RunActive(const ClusterSpec& cluster) {
     }
     Requeue(deadline - input_.now);
   }
-  if (std::optional<std::string> message = SuccessMessage()) {
-    Finish(true, "TrainingJobSucceeded", *message);
+  if (std::optional<Success> success = DecideSuccess()) {
+    // Set once here; a finished job's status keeps it after the pods are gone.
+    if (auto metrics = MetricsFromMessage(success->reporter->message))
+      status_.metrics = std::move(*metrics);
+    Finish(true, "TrainingJobSucceeded", success->message);
     return;
   }
 

@@ -179,7 +179,10 @@ struct Plan {
 //    requeue_after is the time left.
 //  - Success per successPolicy (checked before failures): ChiefOrWorker0 = the
 //    chief, or worker 0 when there is no chief, succeeded; AllWorkers = every
-//    worker (and the chief, if any) succeeded.
+//    worker (and the chief, if any) succeeded. The termination message of the
+//    coordinator (the chief, else worker 0) becomes status.metrics if it is a
+//    JSON object of at most api::kMaxMetricsBytes; anything else is ignored.
+//    Once set, status.metrics is kept.
 //  - A failed pod (not one being deleted: deletion is not failure) under Never
 //    fails the job (ReplicaFailed); under ExitCode too when its exit code is
 //    1-127; otherwise (OnFailure, Always, ExitCode with 128-255 or no exit code)

@@ -753,6 +753,121 @@ TEST(PlannerSuccessTest, FinishedJobKeepsCleaningUpPodsThatStillRun) {
   EXPECT_TRUE(again.events.empty());
 }
 
+// ---- status.metrics ---------------------------------------------------------------
+
+// What the trainer's coordinator writes to its termination message.
+constexpr char kTrainerMetrics[] =
+    R"({"task":"worker-0","steps":400,"train_loss":0.45,"samples_per_second":5120.5,)"
+    R"("eval":{"examples":2000,"log_loss":0.51,"accuracy":0.77,"auc":0.757},"target_reached":true})"
+    "\n";
+
+TEST(PlannerMetricsTest, SuccessCopiesWorkerZerosTerminationMessageIntoStatus) {
+  ObservedChildren o = All(PodPhase::kRunning);
+  Find(o, "tj-worker-0") = Pod(ReplicaType::kWorker, 0, PodPhase::kSucceeded, 0);
+  Find(o, "tj-worker-0").message = kTrainerMetrics;
+  Find(o, "tj-worker-1").message = R"({"task":"worker-1","steps":390})";
+  Plan plan = PlanJob(Job(), o, Input());
+  ASSERT_TRUE(plan.status.IsTrue(ConditionType::kSucceeded));
+  ASSERT_TRUE(plan.status.metrics.has_value());
+  EXPECT_EQ(*plan.status.metrics, json::parse(kTrainerMetrics));
+  EXPECT_EQ((*plan.status.metrics)["eval"]["auc"], 0.757);
+}
+
+TEST(PlannerMetricsTest, ChiefReportsWhenThereIsOne) {
+  api::TrainingJob job = Job();
+  job.spec.replica_specs[ReplicaType::kChief].pod_template = Template();
+  ObservedChildren o = All(PodPhase::kSucceeded);
+  for (ObservedPod& p : o.pods) p.message = R"({"task":")" + p.name + R"("})";
+  o.pods.push_back(Pod(ReplicaType::kChief, 0, PodPhase::kSucceeded, 0));
+  o.pods.back().message = R"({"task":"chief-0","eval":{"auc":0.8}})";
+  o.services.push_back({"tj-chief-0", std::nullopt});
+  Plan plan = PlanJob(job, o, Input());
+  ASSERT_TRUE(plan.status.IsTrue(ConditionType::kSucceeded));
+  ASSERT_TRUE(plan.status.metrics.has_value());
+  EXPECT_EQ((*plan.status.metrics)["task"], "chief-0");
+}
+
+TEST(PlannerMetricsTest, AllWorkersTakesWorkerZerosMetricsEvenIfAnotherFinishesLast) {
+  api::TrainingJob job = Job();
+  job.spec.success_policy = api::SuccessPolicy::kAllWorkers;
+  ObservedChildren o = All(PodPhase::kRunning);
+  Find(o, "tj-worker-0").phase = PodPhase::kSucceeded;
+  Find(o, "tj-worker-0").message = kTrainerMetrics;
+  Plan plan = PlanJob(job, o, Input());
+  EXPECT_FALSE(plan.status.metrics.has_value());  // not finished yet
+  Find(o, "tj-worker-1").phase = PodPhase::kSucceeded;
+  Find(o, "tj-worker-1").message = R"({"task":"worker-1","steps":390})";
+  plan = PlanJob(After(job, plan), o, Input(kNow + seconds(10)));
+  ASSERT_TRUE(plan.status.IsTrue(ConditionType::kSucceeded));
+  ASSERT_TRUE(plan.status.metrics.has_value());
+  EXPECT_EQ((*plan.status.metrics)["task"], "worker-0");
+}
+
+TEST(PlannerMetricsTest, MetricsAreKeptAfterThePodsAreGone) {
+  api::TrainingJob job = Job();
+  ObservedChildren o = All(PodPhase::kRunning);
+  Find(o, "tj-worker-0").phase = PodPhase::kSucceeded;
+  Find(o, "tj-worker-0").message = kTrainerMetrics;
+  Plan done = PlanJob(job, o, Input());
+  ASSERT_TRUE(done.status.metrics.has_value());
+  Plan later = PlanJob(After(job, done), {}, Input(kNow + seconds(30)));
+  ASSERT_TRUE(later.status.metrics.has_value());
+  EXPECT_EQ(*later.status.metrics, *done.status.metrics);
+  // A succeeded pod seen again with another message changes nothing either.
+  Find(o, "tj-worker-0").message = R"({"steps":1})";
+  later = PlanJob(After(job, done), o, Input(kNow + seconds(30)));
+  EXPECT_EQ(*later.status.metrics, *done.status.metrics);
+}
+
+TEST(PlannerMetricsTest, FailedJobGetsNoMetrics) {
+  ObservedChildren o = All(PodPhase::kRunning);
+  Find(o, "tj-worker-0") = Pod(ReplicaType::kWorker, 0, PodPhase::kFailed, 3);
+  Find(o, "tj-worker-0").message = kTrainerMetrics;
+  Plan plan = PlanJob(Job(RestartPolicy::kNever), o, Input());
+  ASSERT_TRUE(plan.status.IsTrue(ConditionType::kFailed));
+  EXPECT_FALSE(plan.status.metrics.has_value());
+}
+
+TEST(PlannerMetricsTest, UnusableTerminationMessagesGiveNoMetricsButTheJobStillSucceeds) {
+  // Exactly at the cap is fine; one byte more is not.
+  const std::string at_cap = R"({"pad":")" + std::string(api::kMaxMetricsBytes - 10, 'x') + R"("})";
+  ASSERT_EQ(at_cap.size(), api::kMaxMetricsBytes);
+  const std::string over_cap =
+      R"({"pad":")" + std::string(api::kMaxMetricsBytes - 9, 'x') + R"("})";
+  // Short as text, too long once serialised: each 1e9 prints as 1000000000.0.
+  std::string grows = "{";
+  for (int i = 0; i < 300; ++i) grows += (i ? ",\"" : "\"") + std::to_string(i) + "\":1e9";
+  grows += "}";
+  ASSERT_LT(grows.size(), api::kMaxMetricsBytes);
+  const std::string deep = std::string(2000, '[') + std::string(2000, ']');
+  const std::vector<std::string> unusable = {"",
+                                             "done",
+                                             "{\"steps\":",
+                                             "[1,2,3]",
+                                             "42",
+                                             "\"text\"",
+                                             "null",
+                                             "{\"loss\":NaN}",
+                                             "{\"x\":1e400}",
+                                             "{\"bad\":\"\xff\xfe\"}",
+                                             R"({"a":1} {"b":2})",
+                                             "{\"a\":" + deep + "}x",
+                                             over_cap,
+                                             grows};
+  for (const std::string& message : unusable) {
+    ObservedChildren o = All(PodPhase::kRunning);
+    Find(o, "tj-worker-0").phase = PodPhase::kSucceeded;
+    Find(o, "tj-worker-0").message = message;
+    Plan plan = PlanJob(Job(), o, Input());
+    EXPECT_TRUE(plan.status.IsTrue(ConditionType::kSucceeded)) << message.substr(0, 40);
+    EXPECT_FALSE(plan.status.metrics.has_value()) << message.substr(0, 40);
+  }
+  ObservedChildren o = All(PodPhase::kRunning);
+  Find(o, "tj-worker-0").phase = PodPhase::kSucceeded;
+  Find(o, "tj-worker-0").message = at_cap;
+  EXPECT_TRUE(PlanJob(Job(), o, Input()).status.metrics.has_value());
+}
+
 // ---- Deadline and TTL -----------------------------------------------------------
 
 TEST(PlannerDeadlineTest, RequeuesForTheTimeLeft) {
@@ -1031,6 +1146,18 @@ TEST(PlannerStatusTest, PlannedStatusSurvivesJsonRoundTrip) {
   Plan plan = PlanJob(Job(), o, Input());
   StatusOr<api::TrainingJobStatus> back =
       api::ParseTrainingJobStatus(api::StatusToJson(plan.status));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(*back, plan.status);
+}
+
+TEST(PlannerStatusTest, SucceededStatusWithMetricsSurvivesJsonRoundTrip) {
+  ObservedChildren o = All(PodPhase::kRunning);
+  Find(o, "tj-worker-0").phase = PodPhase::kSucceeded;
+  Find(o, "tj-worker-0").message = kTrainerMetrics;
+  Plan plan = PlanJob(Job(), o, Input());
+  ASSERT_TRUE(plan.status.metrics.has_value());
+  StatusOr<api::TrainingJobStatus> back =
+      api::ParseTrainingJobStatus(json::parse(api::StatusToJson(plan.status).dump()));
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_EQ(*back, plan.status);
 }
