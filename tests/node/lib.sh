@@ -1,0 +1,126 @@
+# Shared by the real-node tests (ctest label `node`); source it. Needs
+# KUBECONFIG and KUBETRAIN_TEST_NODE_DIR (the `node` fixture's cluster dir,
+# holding images.env and the node's containerd socket).
+#   restricted_ns PREFIX          a new namespace enforcing Pod Security `restricted` -> $ns
+#   ensure_operator [TAG]         the kustomize base with the built operator image (TAG:
+#                                 another tag of it), rolled out and Ready
+#   sh_job NAME ROLES SCRIPT      a job whose replicas run SCRIPT in the plain Debian image
+#   pod_watch_start / pod_creates count pod creations (distinct UIDs per name) from a watch
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(cd "${here}/../.." && pwd)"
+export PATH="$("${root}/tests/cluster/build"):$("${root}/tests/cluster/build-helm"):${PATH}"
+: "${KUBECONFIG:?KUBECONFIG must point at the real-node test cluster}"
+node_cluster="${KUBETRAIN_TEST_NODE_DIR:?KUBETRAIN_TEST_NODE_DIR must name the real-node cluster dir}"
+# shellcheck source=../tools/testlib.sh
+source "${root}/tests/tools/testlib.sh"
+# shellcheck source=/dev/null
+source "${node_cluster}/images.env"
+work="$(mktemp -d)"
+namespaces=()
+bg_pids=()
+T=${T:-180}  # seconds any single wait may take
+WAIT_SECONDS=${T}
+ctr_() { ctr --address "${node_cluster}/node/containerd.sock" -n k8s.io "$@"; }
+node_cleanup() {
+  local p
+  for p in "${bg_pids[@]}"; do kill "${p}" 2>/dev/null; wait "${p}" 2>/dev/null; done
+  if ((failures)); then
+    echo "---- operator logs (last 30 lines of each pod)"
+    for p in $(kubectl -n kubetrain-system get pods -o name 2>/dev/null); do
+      echo "== ${p}"; kubectl -n kubetrain-system logs "${p}" --tail 30 2>&1
+    done
+  fi
+  for p in "${namespaces[@]}"; do kubectl delete namespace "${p}" --wait=false >/dev/null 2>&1; done
+  rm -rf "${work}"
+}
+trap node_cleanup EXIT
+
+restricted_ns() {
+  ns="$1-$(openssl rand -hex 3)"
+  namespaces+=("${ns}")
+  kubectl create namespace "${ns}" >/dev/null
+  kubectl label namespace "${ns}" pod-security.kubernetes.io/enforce=restricted \
+    pod-security.kubernetes.io/enforce-version=latest >/dev/null
+  wait_until "the default service account in ${ns}" kubectl -n "${ns}" get sa default
+}
+k() { kubectl -n "${ns}" "$@"; }
+
+# kustomize_overlay TAG: an overlay of deploy/kustomize/base that runs the built
+# operator image under TAG (in $work/overlay-TAG); prints its directory.
+kustomize_overlay() {
+  local repo="${KUBETRAIN_OPERATOR_IMAGE%:*}" out="${work}/overlay-$1"
+  mkdir -p "${out}"
+  cat >"${out}/kustomization.yaml" <<KUST
+apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources:
+  - $(realpath --relative-to="${out}" "${root}/deploy/kustomize/base")
+images:
+  - name: ghcr.io/kubetrain/kubetrain-operator
+    newName: ${repo}
+    newTag: $1
+KUST
+  echo "${out}"
+}
+# tag_operator_image TAG: the built operator image also under TAG in the node's containerd.
+tag_operator_image() {
+  local repo="${KUBETRAIN_OPERATOR_IMAGE%:*}"
+  ctr_ images tag --force "${KUBETRAIN_OPERATOR_IMAGE}" "${repo}:$1" >/dev/null
+}
+ensure_operator() {
+  local tag="${1:-${KUBETRAIN_OPERATOR_IMAGE##*:}}"
+  tag_operator_image "${tag}"
+  kubectl apply -k "$(kustomize_overlay "${tag}")" >/dev/null || { fail "kubectl apply -k failed"; return 1; }
+  kubectl -n kubetrain-system rollout status deploy/kubetrain-operator --timeout "${T}s" >/dev/null ||
+    { fail "the operator did not roll out"; return 1; }
+}
+lease_holder() {
+  kubectl -n kubetrain-system get lease kubetrain-operator -o jsonpath='{.spec.holderIdentity}' 2>/dev/null
+}
+
+# pod_template IMAGE ARGS-YAML [EXTRA-SPEC-YAML]: a restricted-compliant pod
+# template on the real node with a writable /tmp (the root filesystem is read-only).
+pod_template() {
+  cat <<TPL
+      template:
+        spec:
+          nodeSelector: {type: real}
+          securityContext: {runAsNonRoot: true, runAsUser: 65532, runAsGroup: 65532, seccompProfile: {type: RuntimeDefault}}
+          volumes: [{name: tmp, emptyDir: {}}${3:-}]
+          containers:
+            - name: trainer
+              image: $1
+              $2
+              resources: {requests: {cpu: 50m, memory: 64Mi}}
+              volumeMounts: [{name: tmp, mountPath: /tmp}${4:-}]
+              securityContext: {allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: {drop: [ALL]}}
+TPL
+}
+# sh_job NAME "PS=1 Worker=2 ..." SCRIPT: every replica runs SCRIPT with sh.
+sh_job() {
+  local name="$1" roles="$2" script="$3" role
+  {
+    printf 'apiVersion: kubetrain.io/v1alpha1\nkind: TrainingJob\nmetadata: {name: %s}\nspec:\n' "${name}"
+    printf '  runPolicy: {backoffLimit: 2, activeDeadlineSeconds: 600}\n  replicaSpecs:\n'
+    for role in ${roles}; do
+      printf '    %s:\n      replicas: %s\n      restartPolicy: Never\n' "${role%%=*}" "${role#*=}"
+      pod_template "${KUBETRAIN_DEBIAN_IMAGE}" "command: [sh, -c, $(printf '%s' "${script}" | python3 -c 'import json,sys; print(json.dumps(sys.stdin.read()))')]"
+    done
+  } | k apply -f - >/dev/null
+}
+job_state() { k get tj "$1" -o jsonpath='{.status.state}' 2>/dev/null; }
+wait_state() {  # wait_state JOB STATE
+  wait_until "$1 to be $2 (now: $(job_state "$1"))" bash -c "[[ \"\$(kubectl -n ${ns} get tj $1 -o jsonpath='{.status.state}')\" == $2 ]]"
+}
+
+# A watch on the pods of namespace $ns: every ADDED event's name and UID, so a
+# pod created twice shows as one name with two UIDs.
+pod_watch_start() {
+  kubectl -n "${ns}" get pods --watch --output-watch-events \
+    -o 'custom-columns=EVENT:.type,NAME:.object.metadata.name,UID:.object.metadata.uid' --no-headers \
+    >"${work}/watch-${ns}.log" 2>&1 &
+  bg_pids+=($!)
+}
+pod_creates() {  # pod_creates: "NAME UIDS" for every pod seen, UIDS = distinct UIDs
+  awk '$1 == "ADDED" {print $2, $3}' "${work}/watch-${ns}.log" | sort -u | awk '{n[$1]++} END {for (p in n) print p, n[p]}'
+}

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Train for real: a Wide & Deep TrainingJob of 2 PS + 2 workers with the
+# trainer image, in a namespace that enforces Pod Security `restricted`
+# (non-root, read-only root filesystem, no capabilities), reaches Succeeded;
+# the PS pods are gone after success; the AUC that worker 0 wrote to its
+# termination message is in status.metrics and in `kubectl get tj`.
+set -uo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+ensure_operator || exit 1
+restricted_ns train
+
+args='args: [--model=wide_deep, "--layers=64,32", --data-dir=/tmp/data, --generate-data=50000, --steps=300, --batch-size=256, --threads=1]'
+cat <<JOB | k apply -f - >/dev/null
+apiVersion: kubetrain.io/v1alpha1
+kind: TrainingJob
+metadata: {name: wide-deep}
+spec:
+  runPolicy: {backoffLimit: 3, activeDeadlineSeconds: 900}
+  replicaSpecs:
+    PS:
+      replicas: 2
+      restartPolicy: ExitCode
+$(pod_template "${KUBETRAIN_TRAINER_IMAGE}" "${args}")
+    Worker:
+      replicas: 2
+      restartPolicy: ExitCode
+$(pod_template "${KUBETRAIN_TRAINER_IMAGE}" "${args}")
+JOB
+WAIT_SECONDS=600 wait_state wide-deep Succeeded
+check "the job succeeded" "$(job_state wide-deep)" Succeeded
+wait_until "the PS pods to be removed" bash -c \
+  "[[ -z \"\$(kubectl -n ${ns} get pods -l kubetrain.io/replica-type=ps -o name)\" ]]"
+check "no PS pod left" "$(k get pods -l kubetrain.io/replica-type=ps -o name | wc -l)" 0
+auc="$(k get tj wide-deep -o jsonpath='{.status.metrics.eval.auc}')"
+check "status.metrics has an AUC above 0.6 (got '${auc}')" \
+  "$(python3 -c "import sys; print(float(sys.argv[1]) > 0.6)" "${auc:-0}" 2>/dev/null)" True
+column="$(k get tj wide-deep --no-headers -o custom-columns=X:.metadata.name | head -1)"
+check "kubectl get tj lists the job" "${column}" wide-deep
+check "kubectl get tj shows the AUC" "$(k get tj wide-deep | awk 'NR==1{for(i=1;i<=NF;i++) if($i=="AUC") c=i} NR==2{print $c}')" "${auc}"
+check "worker-0's termination message is the trainer's metrics" \
+  "$(k get pod wide-deep-worker-0 -o jsonpath='{.status.containerStatuses[0].state.terminated.message}' | grep -c '"auc"')" 1
+if ((failures)); then
+  k get tj wide-deep -o yaml | tail -40; k get pods -o wide
+  for p in $(k get pods -o name); do echo "== ${p}"; k logs "${p}" --tail 15 2>&1; done
+fi
+((failures == 0)) && echo "train test passed (AUC ${auc})"
+((failures == 0))
