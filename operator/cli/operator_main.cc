@@ -27,6 +27,7 @@
 #include "operator/kube/client.h"
 #include "operator/kube/config.h"
 #include "operator/runtime/events.h"
+#include "operator/runtime/health_server.h"
 #include "operator/runtime/leader_election.h"
 #include "operator/runtime/readiness.h"
 #include "operator/runtime/shutdown.h"
@@ -172,6 +173,9 @@ int main(int argc, char** argv) {
 
   const std::stop_token shutdown = runtime::InstallShutdownHandler();
   controller::Metrics metrics;
+  runtime::DefaultMetrics().Help("kubetrain_thread_errors_total", "counter",
+                                 "Exceptions caught at an operator thread's boundary (by "
+                                 "thread); the thread carried on instead of ending the process.");
   runtime::EventRecorder recorder(client->get());
   controller::JobControllerOptions opts;
   opts.namespaces = f.namespaces;
@@ -206,7 +210,7 @@ int main(int argc, char** argv) {
   }
 
   int exit_code = 0;
-  auto lead = [&](std::stop_token stop) {
+  auto lead_unsafe = [&](std::stop_token stop) {
     readiness.Set(ReadyState::kSyncing);
     controller::JobController jobs(client->get(), &recorder, &metrics, opts);
     const Status started = jobs.Start(std::chrono::seconds(f.sync_timeout_s));
@@ -223,6 +227,20 @@ int main(int argc, char** argv) {
     // Shutdown or lost leadership: either way this process exits now.
     readiness.Set(ReadyState::kStopping);
     spdlog::info("workers stopped");
+  };
+  // The leading thread's boundary: nothing may end the process from here
+  // without the Lease being released, so an exception stops this replica
+  // cleanly (exit 1) and is counted.
+  auto lead = [&](std::stop_token stop) {
+    try {
+      lead_unsafe(stop);
+    } catch (const std::exception& e) {
+      spdlog::error("controller stopped by an unexpected error: {}", e.what());
+      runtime::DefaultMetrics().Add("kubetrain_thread_errors_total", "thread=\"leader\"");
+      exit_code = 1;
+      readiness.Set(ReadyState::kStopping);
+      quit.request_stop();
+    }
   };
 
   if (!f.leader_elect) {

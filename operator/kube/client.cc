@@ -428,6 +428,14 @@ std::string NameOf(const json& obj) {
   return md->value("name", "");
 }
 
+// A request body. Objects carry strings from workloads (termination
+// messages, names, labels) that may not be valid UTF-8; dump() would throw on
+// them, so ill-formed bytes become U+FFFD instead, as the apiserver's own
+// JSON decoder does.
+std::string DumpBody(const json& obj) {
+  return obj.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
 // PUT of a whole object (or its subresource) at its own name; `verb` names the
 // caller in the error for an object without a name.
 StatusOr<json> PutObject(Client& c, const ResourceRef& r, std::string_view ns, const json& obj,
@@ -435,7 +443,7 @@ StatusOr<json> PutObject(Client& c, const ResourceRef& r, std::string_view ns, c
   std::string name = NameOf(obj);
   if (name.empty()) return InvalidArgument(std::string(verb) + ": object has no metadata.name");
   std::string path = ResourcePath(r, ns, name, subresource);
-  return Decode(c.Do("PUT", path, obj.dump()), "PUT " + path);
+  return Decode(c.Do("PUT", path, DumpBody(obj)), "PUT " + path);
 }
 
 }  // namespace
@@ -490,7 +498,7 @@ StatusOr<json> Client::ListAll(const ResourceRef& r, std::string_view ns, ListOp
 
 StatusOr<json> Client::Create(const ResourceRef& r, std::string_view ns, const json& obj) {
   std::string path = ResourcePath(r, ns);
-  return Decode(Do("POST", path, obj.dump()), "POST " + path);
+  return Decode(Do("POST", path, DumpBody(obj)), "POST " + path);
 }
 
 StatusOr<json> Client::Update(const ResourceRef& r, std::string_view ns, const json& obj) {
@@ -524,7 +532,7 @@ StatusOr<json> Client::Patch(const ResourceRef& r, std::string_view ns, std::str
       if (opts.force) AddParam(q, "force", "true");
       break;
   }
-  return Decode(Do("PATCH", path + q, patch.dump(), ct), "PATCH " + path);
+  return Decode(Do("PATCH", path + q, DumpBody(patch), ct), "PATCH " + path);
 }
 
 StatusOr<json> Client::Apply(const ResourceRef& r, std::string_view ns, const json& obj,
@@ -548,7 +556,7 @@ Status Client::Delete(const ResourceRef& r, std::string_view ns, std::string_vie
   if (!opts.precondition_uid.empty()) body["preconditions"]["uid"] = opts.precondition_uid;
   if (!opts.precondition_resource_version.empty())
     body["preconditions"]["resourceVersion"] = opts.precondition_resource_version;
-  return CheckOk(Do("DELETE", path, body.dump()), "DELETE " + path);
+  return CheckOk(Do("DELETE", path, DumpBody(body)), "DELETE " + path);
 }
 
 Status Client::Watch(const ResourceRef& r, std::string_view ns, const ListOptions& opts,

@@ -46,6 +46,24 @@ class TransportTest : public ::testing::Test {
 
 const char* kCm = R"({"kind":"ConfigMap","metadata":{"name":"x"}})";
 
+// Strings from workloads are untrusted: an object holding invalid UTF-8 is
+// sent with U+FFFD in its place instead of dump() throwing in the caller.
+TEST_F(TransportTest, InvalidUtf8InARequestBodyIsReplacedNotThrown) {
+  std::string received;
+  server_.Post("/api/v1/namespaces/ns/configmaps", [&](const httplib::Request& req, auto& res) {
+    received = req.body;
+    res.status = 201;
+    res.set_content(kCm, "application/json");
+  });
+  json cm = {{"kind", "ConfigMap"},
+             {"metadata", {{"name", "x"}}},
+             {"data", {{"msg", std::string("cut \xE2\x82")}}}};
+  StatusOr<json> r = InvalidArgument("not run");
+  ASSERT_NO_THROW(r = NewClient()->Create(kConfigMaps, "ns", cm));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(json::parse(received)["data"]["msg"], "cut \xEF\xBF\xBD");
+}
+
 TEST_F(TransportTest, GetIsRetriedOn503UntilItSucceeds) {
   std::atomic<int> calls{0};
   server_.Get("/api/v1/namespaces/ns/configmaps/x", [&](const auto&, auto& res) {

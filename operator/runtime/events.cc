@@ -2,9 +2,13 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <optional>
 #include <random>
+#include <vector>
 
+#include "operator/kube/utf8.h"
+#include "operator/runtime/health_server.h"
 #include "operator/runtime/leader_election.h"
 
 namespace kubetrain::runtime {
@@ -13,6 +17,8 @@ namespace {
 using json = nlohmann::json;
 
 constexpr size_t kMaxSeries = 4096;
+// events.k8s.io/v1 rejects notes over 1 kB.
+constexpr size_t kMaxNoteBytes = 1024;
 
 std::string RandomSuffix() {
   static thread_local std::mt19937_64 rng(std::random_device{}());
@@ -38,18 +44,44 @@ EventRecorder::~EventRecorder() {
 void EventRecorder::Record(const ObjectReference& regarding, const std::string& type,
                            const std::string& reason, const std::string& action,
                            const std::string& note) {
+  const auto now = std::chrono::steady_clock::now();
   std::lock_guard lock(mu_);
-  auto& bucket =
+  if (limits_.size() >= opts_.max_tracked_objects) PruneLimitsLocked(now);
+  Limit& limit =
       limits_[regarding.uid.empty() ? regarding.ns + "/" + regarding.name : regarding.uid];
-  if (!bucket)
-    bucket = std::make_unique<kube::TokenBucket>(opts_.per_object_qps, opts_.per_object_burst);
-  if (bucket->Reserve(std::chrono::steady_clock::now()).count() > 0 ||
-      queue_.size() >= opts_.max_pending) {
+  if (!limit.bucket)
+    limit.bucket =
+        std::make_unique<kube::TokenBucket>(opts_.per_object_qps, opts_.per_object_burst);
+  limit.last_used = now;
+  if (limit.bucket->Reserve(now).count() > 0 || queue_.size() >= opts_.max_pending) {
     ++dropped_;
     return;
   }
   queue_.push_back(Pending{regarding, type, reason, action, note});
   cv_.notify_all();
+}
+
+void EventRecorder::PruneLimitsLocked(std::chrono::steady_clock::time_point now) {
+  // A bucket left alone until it refilled is the same as a fresh one.
+  const auto refill = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      std::chrono::duration<double>(opts_.per_object_burst / std::max(opts_.per_object_qps, 1e-9)));
+  std::erase_if(limits_, [&](const auto& kv) { return now - kv.second.last_used >= refill; });
+  if (limits_.size() < opts_.max_tracked_objects) return;
+  // Still full (a burst of new objects): forget the least recently used half,
+  // which at worst gives those objects a fresh burst. Amortised O(1) per Record.
+  std::vector<std::chrono::steady_clock::time_point> used;
+  used.reserve(limits_.size());
+  for (const auto& [key, limit] : limits_) used.push_back(limit.last_used);
+  auto median = used.begin() + static_cast<std::ptrdiff_t>(used.size() / 2);
+  std::nth_element(used.begin(), median, used.end());
+  const auto cutoff = *median;
+  std::erase_if(limits_, [&](const auto& kv) { return kv.second.last_used < cutoff; });
+  if (limits_.size() >= opts_.max_tracked_objects) limits_.clear();  // all used at once
+}
+
+size_t EventRecorder::tracked_objects() const {
+  std::lock_guard lock(mu_);
+  return limits_.size();
 }
 
 uint64_t EventRecorder::dropped() const {
@@ -86,7 +118,15 @@ void EventRecorder::Loop(std::stop_token stop) {
       queue_.pop_front();
       busy_ = true;
     }
-    Send(p);
+    // Nothing an event carries may end the process: an exception here would
+    // terminate it from this thread, for every tenant.
+    try {
+      Send(p);
+    } catch (const std::exception& e) {
+      spdlog::error("event: dropping {} event for {}/{}: {}", p.reason, p.regarding.ns,
+                    p.regarding.name, e.what());
+      DefaultMetrics().Add("kubetrain_thread_errors_total", "thread=\"events\"");
+    }
     std::lock_guard lock(mu_);
     busy_ = false;
     cv_.notify_all();
@@ -102,6 +142,9 @@ void EventRecorder::Send(const Pending& p) {
     // Forget series whose window has passed, so the map stays bounded.
     std::erase_if(series_,
                   [&](const auto& kv) { return now - kv.second.last >= opts_.aggregation_window; });
+    // Many objects within one window: drop them all; a repeat then starts a
+    // new Event instead of counting into the old one.
+    if (series_.size() > kMaxSeries) series_.clear();
   }
   auto it = series_.find(key);
   if (it != series_.end() && now - it->second.last < opts_.aggregation_window) {
@@ -125,7 +168,9 @@ void EventRecorder::Send(const Pending& p) {
              {"action", p.action},
              {"reason", p.reason},
              {"type", p.type},
-             {"note", p.note.substr(0, 1024)},
+             // A failed pod's termination message is in the note: cut it on a
+             // code-point boundary (a cut mid-character made dump() throw).
+             {"note", kube::TruncateUtf8(p.note, kMaxNoteBytes)},
              {"regarding",
               {{"apiVersion", p.regarding.api_version},
                {"kind", p.regarding.kind},

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <unordered_map>
 
 #include "operator/kube/client.h"
 #include "operator/kube/rate_limiter.h"
@@ -35,6 +36,10 @@ struct EventRecorderOptions {
   double per_object_qps = 1.0 / 300;
   int per_object_burst = 25;
   size_t max_pending = 1000;  // queue bound; excess events are dropped
+  // Bound on the per-object buckets kept. A bucket unused for as long as it
+  // takes to refill (burst / qps) is forgotten (a fresh one is the same);
+  // beyond the bound the least recently used are forgotten first.
+  size_t max_tracked_objects = 4096;
   // How long the destructor keeps sending queued events before dropping them.
   std::chrono::milliseconds shutdown_grace{5000};
 };
@@ -55,6 +60,8 @@ class EventRecorder {
               const std::string& action, const std::string& note);
 
   uint64_t dropped() const;
+  // Objects with a rate-limit bucket (bounded by max_tracked_objects).
+  size_t tracked_objects() const;
   // Blocks until the queue is empty (tests).
   void Flush();
 
@@ -69,6 +76,11 @@ class EventRecorder {
     int count = 1;
     std::chrono::steady_clock::time_point last;
   };
+  struct Limit {
+    std::unique_ptr<kube::TokenBucket> bucket;
+    std::chrono::steady_clock::time_point last_used;
+  };
+  void PruneLimitsLocked(std::chrono::steady_clock::time_point now);
   void Loop(std::stop_token stop);
   void Send(const Pending& p);
 
@@ -77,11 +89,11 @@ class EventRecorder {
 
   mutable std::mutex mu_;
   std::condition_variable_any cv_;
-  std::deque<Pending> queue_;                                         // guarded by mu_
-  std::map<std::string, std::unique_ptr<kube::TokenBucket>> limits_;  // guarded by mu_
-  uint64_t dropped_ = 0;                                              // guarded by mu_
-  bool busy_ = false;                                                 // guarded by mu_
-  std::map<std::string, Series> series_;                              // sender thread only
+  std::deque<Pending> queue_;                      // guarded by mu_
+  std::unordered_map<std::string, Limit> limits_;  // guarded by mu_
+  uint64_t dropped_ = 0;                           // guarded by mu_
+  bool busy_ = false;                              // guarded by mu_
+  std::map<std::string, Series> series_;           // sender thread only
   std::jthread thread_;
 };
 

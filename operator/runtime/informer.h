@@ -19,8 +19,10 @@
 #include <thread>
 #include <vector>
 
+#include "operator/runtime/health_server.h"
 #include "operator/runtime/object.h"
 #include "operator/runtime/reflector.h"
+#include "operator/runtime/shutdown.h"
 #include "operator/runtime/store.h"
 
 namespace kubetrain::runtime {
@@ -65,8 +67,22 @@ class Informer : private ReflectorSink {
   }
   void AddHandlers(EventHandlers<T> h) { handlers_.push_back(std::move(h)); }
 
+  // The reflector thread never ends the process on bad data: an exception
+  // escaping it is logged, counted in kubetrain_thread_errors_total and the
+  // reflector starts over with a relist.
   void Start() {
-    thread_ = std::jthread([this](std::stop_token st) { reflector_.Run(st); });
+    thread_ = std::jthread([this](std::stop_token st) {
+      while (!st.stop_requested()) {
+        try {
+          reflector_.Run(st);
+          return;
+        } catch (const std::exception& e) {
+          spdlog::error("informer: reflector threw, relisting in 1 s: {}", e.what());
+          DefaultMetrics().Add("kubetrain_thread_errors_total", "thread=\"reflector\"");
+          SleepFor(st, std::chrono::seconds(1));
+        }
+      }
+    });
   }
   void Stop() {
     if (thread_.joinable()) {

@@ -68,7 +68,13 @@ void WorkQueue::AddAfter(const std::string& key, std::chrono::nanoseconds delay)
   if (delay.count() <= 0) return Add(key);
   std::lock_guard lock(mu_);
   if (shutting_down_) return;
-  delayed_.emplace(Clock::now() + delay, key);
+  const Clock::time_point at = Clock::now() + delay;
+  if (auto w = waiting_.find(key); w != waiting_.end()) {
+    if (w->second->first <= at) return;  // already due no later than asked
+    delayed_.erase(w->second);
+    waiting_.erase(w);
+  }
+  waiting_.emplace(key, delayed_.emplace(at, key));
   timer_cv_.notify_all();
 }
 
@@ -116,6 +122,7 @@ void WorkQueue::ShutDown() {
   std::lock_guard lock(mu_);
   shutting_down_ = true;
   delayed_.clear();
+  waiting_.clear();
   cv_.notify_all();
   timer_cv_.notify_all();
 }
@@ -136,6 +143,11 @@ size_t WorkQueue::Len() const {
   return queue_.size();
 }
 
+size_t WorkQueue::DelayedLen() const {
+  std::lock_guard lock(mu_);
+  return delayed_.size();
+}
+
 void WorkQueue::TimerLoop(std::stop_token stop) {
   std::unique_lock lock(mu_);
   while (!stop.stop_requested()) {
@@ -143,6 +155,7 @@ void WorkQueue::TimerLoop(std::stop_token stop) {
     while (!delayed_.empty() && delayed_.begin()->first <= now) {
       std::string key = std::move(delayed_.begin()->second);
       delayed_.erase(delayed_.begin());
+      waiting_.erase(key);
       AddLocked(key);
     }
     if (delayed_.empty()) {
@@ -165,6 +178,7 @@ void RunWorkers(WorkQueue& queue, int workers, const Reconciler& reconcile) {
           try {
             return reconcile(*key);
           } catch (const std::exception& e) {
+            DefaultMetrics().Add("kubetrain_thread_errors_total", "thread=\"worker\"");
             return Internal(std::string("reconcile threw: ") + e.what());
           }
         }();

@@ -51,7 +51,9 @@ struct WorkQueueOptions {
 //  - A key is queued at most once: Add of a queued key is a no-op.
 //  - A key being processed (between Get and Done) is never handed to a second
 //    worker; if added meanwhile it is queued again on Done.
-//  - AddAfter queues after a delay; AddRateLimited after max(per-item
+//  - AddAfter queues after a delay; a key waits at most once (a later
+//    AddAfter of a waiting key keeps the earlier time, an earlier one replaces
+//    it), so delayed items are bounded by the number of keys; AddRateLimited after max(per-item
 //    exponential backoff, overall token bucket delay); Forget resets the
 //    item's backoff.
 //  - ShutDown: Adds are ignored from then on, delayed items are dropped, Get
@@ -83,6 +85,8 @@ class WorkQueue {
   bool ShutDownAndDrain(std::chrono::milliseconds timeout);
   bool ShuttingDown() const;
   size_t Len() const;
+  // Keys waiting for their AddAfter/AddRateLimited delay.
+  size_t DelayedLen() const;
 
  private:
   void AddLocked(const std::string& key);
@@ -101,7 +105,10 @@ class WorkQueue {
   std::unordered_set<std::string> dirty_;                  // guarded by mu_: needs processing
   std::unordered_set<std::string> processing_;             // guarded by mu_
   std::multimap<Clock::time_point, std::string> delayed_;  // guarded by mu_
-  bool shutting_down_ = false;                             // guarded by mu_
+  // Each waiting key's entry in delayed_, for the per-key dedupe.
+  std::unordered_map<std::string, std::multimap<Clock::time_point, std::string>::iterator>
+      waiting_;                 // guarded by mu_
+  bool shutting_down_ = false;  // guarded by mu_
   std::jthread timer_;
 };
 

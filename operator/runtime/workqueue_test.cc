@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdio>
 #include <thread>
 
 #include "operator/runtime/controller.h"
@@ -66,6 +67,42 @@ TEST(WorkQueueTest, EarlierAddAfterOvertakesALaterOne) {
   q.AddAfter("late", 10s);
   q.AddAfter("soon", 10ms);
   EXPECT_EQ(*q.Get(), "soon");
+}
+
+// A key waits at most once: a later AddAfter of a waiting key keeps the
+// earlier time, an earlier one moves it forward (client-go's delaying queue).
+TEST(WorkQueueTest, DelayedKeyIsKeptOnceAtItsEarliestTime) {
+  WorkQueue q;
+  q.AddAfter("a", 10s);
+  q.AddAfter("a", 20s);
+  EXPECT_EQ(q.DelayedLen(), 1u);
+  q.AddAfter("a", 10ms);  // earlier: overtakes the 10 s entry
+  EXPECT_EQ(q.DelayedLen(), 1u);
+  auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(*q.Get(), "a");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
+  q.Done("a");
+  EXPECT_EQ(q.DelayedLen(), 0u);
+}
+
+// Issue 10, item 9: 10,000 jobs created and deleted, each requeued by its
+// timers and by retries, leave one delayed entry per key, not one per call.
+TEST(WorkQueueTest, TenThousandJobsRequeuedManyTimesHoldOneDelayedItemEach) {
+  WorkQueueOptions opts;
+  opts.base_delay = 1s;
+  opts.qps = 0;
+  WorkQueue q(opts);
+  constexpr int kJobs = 10'000;
+  for (int round = 0; round < 5; ++round) {
+    for (int j = 0; j < kJobs; ++j) {
+      const std::string key = "ns/job-" + std::to_string(j);
+      q.AddAfter(key, std::chrono::seconds(600 + round));  // deadline/TTL requeues
+      q.AddRateLimited(key);                               // a retry after an error
+    }
+  }
+  std::printf("work queue: %d jobs x 10 requeues -> %zu delayed items\n", kJobs, q.DelayedLen());
+  EXPECT_EQ(q.DelayedLen(), static_cast<size_t>(kJobs));
+  for (int j = 0; j < kJobs; ++j) q.Forget("ns/job-" + std::to_string(j));  // deleted jobs
 }
 
 TEST(WorkQueueTest, AddRateLimitedBacksOffPerItem) {

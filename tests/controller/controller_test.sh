@@ -306,6 +306,40 @@ JOB
   wait_until "warning event" bash -c "[[ -n \$(kubectl -n ${ns} get events.events.k8s.io --field-selector reason=RestartPolicyOverridden -o name) ]]"
 }
 
+# Termination messages are untrusted workload output: a note cut in the middle
+# of a multi-byte character used to abort the operator (issue 10, item 1).
+# Three paddings put the 1024-byte event-note cut inside a 3-byte character for
+# at least two of them; kubectl/the apiserver turn invalid UTF-8 into U+FFFD.
+case_utf8_termination_messages() {
+  new_ns utf8
+  local euros="" i
+  for ((i = 0; i < 400; i++)); do euros+="€"; done
+  local msgs=("$(printf 'a%.0s' {1..1023})€€€€€€€€€€" "${euros}" "x${euros}" "xx${euros}")
+  for i in 0 1 2 3; do
+    job "j${i}" "" 1 1 Never "\"kubetrain.io/test-exit-code\": \"1\", \"kubetrain.io/test-termination-message\": \"${msgs[i]}\""
+  done
+  job bad "" 1 1 Never
+  wait_until "bad's worker running" bash -c "[[ \$(kubectl -n ${ns} get pod bad-worker-0 -o jsonpath='{.status.phase}') == Running ]]"
+  k annotate pod bad-worker-0 kubetrain.io/test-exit-code=1 "kubetrain.io/test-termination-message=$(printf 'bad \xff\xfe bytes \xe2\x82')" >/dev/null
+  for i in 0 1 2 3; do
+    wait_cond "j${i}" Failed
+    check "j${i}: status carries the whole message" "$(jpath "tj/j${i}" '{.status.replicaStatuses.Worker.lastFailure.message}')" "${msgs[i]}"
+  done
+  wait_cond bad Failed
+  check "invalid UTF-8 arrives replaced" "$(jpath tj/bad '{.status.replicaStatuses.Worker.lastFailure.message}')" "bad �� bytes ��"
+  wait_until "a ReplicaFailed event per job" bash -c "[[ \$(kubectl -n ${ns} get events.events.k8s.io --field-selector reason=ReplicaFailed -o name | wc -l) -ge 5 ]]"
+  local note bytes
+  for i in 0 1 2 3; do
+    note="$(k get events.events.k8s.io --field-selector "reason=ReplicaFailed,regarding.name=j${i}" -o jsonpath='{.items[0].note}')"
+    bytes="$(printf '%s' "${note}" | wc -c)"
+    ((bytes > 1020 && bytes <= 1024)) || fail "j${i}: event note of ${bytes} bytes, want 1021..1024"
+    [[ "${msgs[i]}" == *"${note##*: }"* ]] || fail "j${i}: event note does not carry the message: ${note:0:80}"
+  done
+  check "operator still running" "$(kill -0 "${op_pid}" 2>/dev/null && echo yes)" yes
+  check "no thread error counted" "$(curl -s "127.0.0.1:${metrics_port}/metrics" | grep -c '^kubetrain_thread_errors_total{.*} [1-9]')" 0
+  kill -0 "${op_pid}" 2>/dev/null || { op_pid=""; start_operator; }
+}
+
 case_metrics_and_health() {
   new_ns metrics
   job j "" 1 1 Never
@@ -335,7 +369,7 @@ start_operator
 cases=(case_env_contract case_success_cleans_ps case_exit_code_restart case_never_fails_the_job
   case_backoff_limit case_deadline case_ttl case_suspend_resume case_finished_job_gets_no_new_pods
   case_clean_pod_policy_all case_restart_policy_override_event case_invalid_spec
-  case_operator_restart_mid_creation case_metrics_and_health)
+  case_operator_restart_mid_creation case_utf8_termination_messages case_metrics_and_health)
 [[ $# -gt 1 ]] && cases=("${@:2}")
 for c in "${cases[@]}"; do
   echo "== ${c}"

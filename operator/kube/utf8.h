@@ -1,0 +1,22 @@
+// UTF-8 hygiene for strings that come from workloads (termination messages,
+// names, labels): they are untrusted, and nlohmann::json::dump() throws on
+// invalid UTF-8, so every such string is made valid before it is serialised.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+namespace kubetrain::kube {
+
+// `s` with every ill-formed sequence (stray continuation bytes, truncated or
+// overlong sequences, surrogates, code points above U+10FFFF) replaced by
+// U+FFFD, as Go's encoding/json does. Valid input is returned unchanged.
+std::string SanitizeUtf8(std::string_view s);
+
+// The longest prefix of `s` of at most `max_bytes` bytes that ends on a code
+// point boundary; ill-formed input is sanitised first. Never splits a
+// multi-byte character, so the result always serialises.
+std::string TruncateUtf8(std::string_view s, size_t max_bytes);
+
+}  // namespace kubetrain::kube

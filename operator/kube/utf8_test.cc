@@ -1,0 +1,38 @@
+#include "operator/kube/utf8.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+namespace kubetrain::kube {
+namespace {
+
+const std::string kEuro = "\xE2\x82\xAC";  // 3 bytes
+const std::string kFffd = "\xEF\xBF\xBD";
+
+TEST(Utf8Test, TruncateNeverSplitsAMultiByteCharacter) {
+  std::string s = std::string(1023, 'a') + kEuro + kEuro;
+  for (size_t max = 1020; max <= s.size() + 1; ++max) {
+    std::string t = TruncateUtf8(s, max);
+    EXPECT_LE(t.size(), max);
+    EXPECT_EQ(s.compare(0, t.size(), t), 0) << "a prefix of the input";
+    EXPECT_NO_THROW((void)nlohmann::json(t).dump()) << max;
+  }
+  EXPECT_EQ(TruncateUtf8(s, 1024), std::string(1023, 'a'));
+  EXPECT_EQ(TruncateUtf8(s, 1026), std::string(1023, 'a') + kEuro);
+  EXPECT_EQ(TruncateUtf8(s, 1029), s);
+}
+
+TEST(Utf8Test, InvalidSequencesAreReplacedNotThrown) {
+  EXPECT_EQ(SanitizeUtf8("ok \xFF end"), "ok " + kFffd + " end");
+  EXPECT_EQ(SanitizeUtf8("\xE2\x82"), kFffd + kFffd);               // truncated sequence
+  EXPECT_EQ(SanitizeUtf8("\xC0\xAF"), kFffd + kFffd);               // overlong '/'
+  EXPECT_EQ(SanitizeUtf8("\xED\xA0\x80"), kFffd + kFffd + kFffd);   // surrogate
+  EXPECT_EQ(SanitizeUtf8("\xF4\x90\x80\x80").substr(0, 3), kFffd);  // > U+10FFFF
+  const std::string valid = "héllo " + kEuro + " \xF0\x9F\x98\x80";
+  EXPECT_EQ(SanitizeUtf8(valid), valid);
+  EXPECT_NO_THROW((void)nlohmann::json(SanitizeUtf8("\x80\xBF\xFE")).dump());
+}
+
+}  // namespace
+}  // namespace kubetrain::kube
