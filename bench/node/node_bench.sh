@@ -71,8 +71,8 @@ spec:
       volumeMounts: [{name: tmp, mountPath: /tmp}]
       securityContext: {allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: {drop: [ALL]}}
 POD
-  wait_until "single-${r} to finish" bash -c \
-    "[[ \$(kubectl -n ${ns} get pod single-${r} -o jsonpath='{.status.phase}') == Succeeded ]]"
+  pod_done() { [[ "$(k get pod "$1" -o jsonpath='{.status.phase}')" == Succeeded ]]; }
+  wait_until "single-${r} to finish" pod_done "single-${r}"
   k get pod "single-${r}" -o jsonpath='{.status.containerStatuses[0].state.terminated.message}' |
     python3 -c 'import json,sys; print(json.load(sys.stdin)["samples_per_second"])' >>"${work}/pod"
   rm -rf "${work}/hostdata"

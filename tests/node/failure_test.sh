@@ -35,8 +35,8 @@ spec:
   resources: {requests: {storage: 1Gi}}
 PV
 trap 'kubectl delete pv "${pv}" --wait=false >/dev/null 2>&1; node_cleanup' EXIT
-wait_until "the checkpoint claim to bind" bash -c \
-  "[[ \$(kubectl -n ${ns} get pvc ckpt -o jsonpath='{.status.phase}') == Bound ]]"
+bound() { [[ "$(k get pvc ckpt -o jsonpath='{.status.phase}')" == Bound ]]; }
+wait_until "the checkpoint claim to bind" bound
 
 args='args: [--model=wide_deep, "--layers=64,32", --data-dir=/tmp/data, --generate-data=50000, --steps=3000, --batch-size=128, --threads=1, --checkpoint-dir=/ckpt, --checkpoint-every=100]'
 vol=', {name: ckpt, persistentVolumeClaim: {claimName: ckpt}}'
@@ -58,7 +58,8 @@ $(pod_template "${KUBETRAIN_TRAINER_IMAGE}" "${args}" "${vol}" "${mnt}")
 $(pod_template "${KUBETRAIN_TRAINER_IMAGE}" "${args}" "${vol}" "${mnt}")
 JOB
 
-WAIT_SECONDS=300 wait_until "the first complete checkpoint" bash -c "ls ${ckpt}/ckpt-*/MANIFEST"
+checkpointed() { compgen -G "${ckpt}/ckpt-*/MANIFEST" >/dev/null; }
+WAIT_SECONDS=300 wait_until "the first complete checkpoint" checkpointed
 first_uid="$(k get pod resume-ps-0 -o jsonpath='{.metadata.uid}')"
 # The PS's container, found through the node's containerd, killed from outside.
 cid="$(ctr_ containers ls -q "labels.\"io.kubernetes.pod.name\"==resume-ps-0,labels.\"io.kubernetes.container.name\"==trainer" | head -1)"
@@ -66,11 +67,11 @@ check "found resume-ps-0's container in containerd" "$([[ -n "${cid}" ]] && echo
 ctr_ tasks kill --signal SIGKILL "${cid}" >/dev/null
 check "SIGKILL delivered" "$?" 0
 
-wait_until "resume-ps-0 to be replaced" bash -c \
-  "u=\$(kubectl -n ${ns} get pod resume-ps-0 -o jsonpath='{.metadata.uid}' 2>/dev/null); [[ -n \"\$u\" && \"\$u\" != ${first_uid} ]]"
+replaced() { local u; u="$(k get pod resume-ps-0 -o jsonpath='{.metadata.uid}' 2>/dev/null)"; [[ -n "${u}" && "${u}" != "${first_uid}" ]]; }
+wait_until "resume-ps-0 to be replaced" replaced
 # Read before success: cleanPodPolicy Running removes the PS pods then.
-wait_until "the new PS to restore its shard from the checkpoint" bash -c \
-  "kubectl -n ${ns} logs resume-ps-0 2>/dev/null | grep -q 'restored shard from checkpoint'"
+restored() { k logs resume-ps-0 2>/dev/null | grep -q 'restored shard from checkpoint'; }
+wait_until "the new PS to restore its shard from the checkpoint" restored
 k logs resume-ps-0 >"${work}/ps0.log" 2>&1
 check "the new PS restored its shard from the checkpoint" \
   "$(grep -c 'restored shard from checkpoint' "${work}/ps0.log")" 1

@@ -110,7 +110,8 @@ sh_job() {
 }
 job_state() { k get tj "$1" -o jsonpath='{.status.state}' 2>/dev/null; }
 wait_state() {  # wait_state JOB STATE
-  wait_until "$1 to be $2 (now: $(job_state "$1"))" bash -c "[[ \"\$(kubectl -n ${ns} get tj $1 -o jsonpath='{.status.state}')\" == $2 ]]"
+  has_state() { [[ "$(job_state "$1")" == "$2" ]]; }
+  wait_until "$1 to be $2" has_state "$1" "$2" || echo "  $1 is '$(job_state "$1")'" >&2
 }
 
 # A watch on the pods of namespace $ns: every ADDED event's name and UID, so a

@@ -28,9 +28,15 @@ $(pod_template "${KUBETRAIN_TRAINER_IMAGE}" "${args}")
 JOB
 WAIT_SECONDS=600 wait_state wide-deep Succeeded
 check "the job succeeded" "$(job_state wide-deep)" Succeeded
-wait_until "the PS pods to be removed" bash -c \
-  "[[ -z \"\$(kubectl -n ${ns} get pods -l kubetrain.io/replica-type=ps -o name)\" ]]"
-check "no PS pod left" "$(k get pods -l kubetrain.io/replica-type=ps -o name | wc -l)" 0
+# cleanPodPolicy Running: a PS still running at success is deleted; one that
+# already exited 0 (the coordinator stops the PS) stays, Completed, with its logs.
+ps_running() {
+  kubectl -n "${ns}" get pods -l kubetrain.io/replica-type=ps \
+    -o jsonpath='{range .items[*]}{.status.phase}{"\n"}{end}' | grep -vc Succeeded
+}
+no_ps_running() { [[ "$(ps_running)" == 0 ]]; }
+wait_until "no PS pod to be running" no_ps_running
+check "no PS pod keeps running after success" "$(ps_running)" 0
 auc="$(k get tj wide-deep -o jsonpath='{.status.metrics.eval.auc}')"
 check "status.metrics has an AUC above 0.6 (got '${auc}')" \
   "$(python3 -c "import sys; print(float(sys.argv[1]) > 0.6)" "${auc:-0}" 2>/dev/null)" True
