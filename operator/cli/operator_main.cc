@@ -213,7 +213,14 @@ int main(int argc, char** argv) {
   auto lead_unsafe = [&](std::stop_token stop) {
     readiness.Set(ReadyState::kSyncing);
     controller::JobController jobs(client->get(), &recorder, &metrics, opts);
-    const Status started = jobs.Start(std::chrono::seconds(f.sync_timeout_s));
+    // The first sync sees the stop token: SIGTERM while it keeps failing (bad
+    // kubeconfig, RBAC) exits at once instead of after --cache-sync-timeout.
+    const Status started = jobs.Start(std::chrono::seconds(f.sync_timeout_s), stop);
+    if (!started.ok() && stop.stop_requested()) {
+      spdlog::info("stopped before the caches synced");
+      readiness.Set(ReadyState::kStopping);
+      return;
+    }
     if (!started.ok()) {
       spdlog::error("{}", started.ToString());
       exit_code = 1;

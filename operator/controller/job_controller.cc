@@ -147,18 +147,18 @@ class JobController::Impl {
     for (auto& [ns, c] : caches_) c->Stop();
   }
 
-  Status Start(std::chrono::milliseconds sync_timeout) {
+  Status Start(std::chrono::milliseconds sync_timeout, std::stop_token stop) {
     for (auto& [ns, c] : caches_) c->Start();
     const auto deadline = std::chrono::steady_clock::now() + sync_timeout;
     for (auto& [ns, c] : caches_) {
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
           deadline - std::chrono::steady_clock::now());
-      if (!c->WaitForSync(std::max(left, std::chrono::milliseconds(0)))) {
-        return Unavailable("caches for namespace '" + ns + "' did not sync within " +
-                           std::to_string(sync_timeout.count()) +
-                           " ms (is the TrainingJob CRD installed, and may the operator list "
-                           "trainingjobs, pods, services and secrets?)");
-      }
+      if (c->WaitForSync(std::max(left, std::chrono::milliseconds(0)), stop)) continue;
+      if (stop.stop_requested())
+        return Status(StatusCode::kUnavailable, "stopped before the caches synced");
+      // Name the cause the reflectors saw (TLS, 401, 403, CRD missing), not a guess.
+      return Unavailable("caches for namespace '" + ns + "' did not sync within " +
+                         std::to_string(sync_timeout.count()) + " ms: " + c->Cause());
     }
     return Status::Ok();
   }
@@ -194,9 +194,21 @@ class JobController::Impl {
       services->Stop();
       secrets->Stop();
     }
-    bool WaitForSync(std::chrono::milliseconds t) {
-      return jobs->WaitForSync(t) && pods->WaitForSync(t) && services->WaitForSync(t) &&
-             secrets->WaitForSync(t);
+    bool WaitForSync(std::chrono::milliseconds t, std::stop_token stop) {
+      return jobs->WaitForSync(t, stop) && pods->WaitForSync(t, stop) &&
+             services->WaitForSync(t, stop) && secrets->WaitForSync(t, stop);
+    }
+    // The first error a cache that has not synced saw, described.
+    std::string Cause() const {
+      const std::pair<const char*, Status> seen[] = {
+          {"trainingjobs", jobs->HasSynced() ? Status::Ok() : jobs->LastError()},
+          {"pods", pods->HasSynced() ? Status::Ok() : pods->LastError()},
+          {"services", services->HasSynced() ? Status::Ok() : services->LastError()},
+          {"secrets", secrets->HasSynced() ? Status::Ok() : secrets->LastError()}};
+      for (const auto& [resource, error] : seen) {
+        if (!error.ok()) return runtime::DescribeListError(resource, error);
+      }
+      return "no list failed, the apiserver was slow (raise --cache-sync-timeout)";
     }
     bool Synced() const {
       return jobs->HasSynced() && pods->HasSynced() && services->HasSynced() &&
@@ -545,8 +557,8 @@ JobController::JobController(kube::Client* client, runtime::EventRecorder* recor
 
 JobController::~JobController() = default;
 
-Status JobController::Start(std::chrono::milliseconds sync_timeout) {
-  return impl_->Start(sync_timeout);
+Status JobController::Start(std::chrono::milliseconds sync_timeout, std::stop_token stop) {
+  return impl_->Start(sync_timeout, stop);
 }
 
 void JobController::Run(std::stop_token stop) {

@@ -54,8 +54,10 @@ class JobController {
   JobController(const JobController&) = delete;
   JobController& operator=(const JobController&) = delete;
 
-  // Starts the informers and waits up to `sync_timeout` for their first list.
-  [[nodiscard]] Status Start(std::chrono::milliseconds sync_timeout);
+  // Starts the informers and waits up to `sync_timeout` for their first list,
+  // returning early (kUnavailable) once `stop` is requested. A timeout's error
+  // names the cause the caches saw (TLS, 401, 403, CRD missing).
+  [[nodiscard]] Status Start(std::chrono::milliseconds sync_timeout, std::stop_token stop = {});
   // Runs the reconcile workers until `stop` is requested; in-flight reconciles
   // finish before it returns.
   void Run(std::stop_token stop);

@@ -92,11 +92,13 @@ class Informer : private ReflectorSink {
   }
 
   bool HasSynced() const { return synced_.load(); }
-  // Blocks until synced or `timeout`; returns HasSynced().
-  bool WaitForSync(std::chrono::milliseconds timeout) {
+  // Blocks until synced, `timeout` or `stop`; returns HasSynced().
+  bool WaitForSync(std::chrono::milliseconds timeout, std::stop_token stop = {}) {
     std::unique_lock lock(sync_mu_);
-    return sync_cv_.wait_for(lock, timeout, [this] { return synced_.load(); });
+    return sync_cv_.wait_for(lock, stop, timeout, [this] { return synced_.load(); });
   }
+  // Why the first list has not succeeded yet (OK when it has, or no attempt failed).
+  Status LastError() const { return reflector_.last_error(); }
 
   const Store<T>& store() const { return store_; }
   const Reflector& reflector() const { return reflector_; }
@@ -182,7 +184,7 @@ class Informer : private ReflectorSink {
   Reflector reflector_;
   std::atomic<bool> synced_{false};
   std::mutex sync_mu_;
-  std::condition_variable sync_cv_;
+  std::condition_variable_any sync_cv_;
   std::jthread thread_;
 };
 

@@ -91,6 +91,45 @@ std::string Reflector::last_resource_version() const {
   return rv_;
 }
 
+Status Reflector::last_error() const {
+  std::lock_guard lock(mu_);
+  return last_error_;
+}
+
+std::string DescribeListError(std::string_view resource, const Status& error) {
+  const std::string r(resource);
+  const std::string& m = error.message();
+  std::string cause;
+  if (m.find("TLS") != std::string::npos || m.find("SSL") != std::string::npos ||
+      m.find("certificate") != std::string::npos) {
+    cause = "TLS: the apiserver's certificate is not trusted (check the CA in the kubeconfig)";
+  } else {
+    switch (error.code()) {
+      case StatusCode::kUnauthenticated:
+        cause =
+            "401 Unauthorized: the apiserver rejected the credentials (expired or wrong "
+            "token, client certificate or exec plugin output)";
+        break;
+      case StatusCode::kPermissionDenied:
+        cause = "403 Forbidden: RBAC does not let the operator list and watch " + r +
+                " (see deploy/kustomize/rbac)";
+        break;
+      case StatusCode::kNotFound:
+        cause = r == "trainingjobs"
+                    ? "404: the TrainingJob CRD is not installed (kubectl apply -f crds/)"
+                    : "404: the apiserver does not serve " + r;
+        break;
+      case StatusCode::kUnavailable:
+      case StatusCode::kDeadlineExceeded:
+        cause = "the apiserver is unreachable or not answering";
+        break;
+      default:
+        cause = "listing failed";
+    }
+  }
+  return r + ": " + cause + ": " + error.ToString();
+}
+
 void Reflector::SetRv(std::string rv) {
   std::lock_guard lock(mu_);
   rv_ = std::move(rv);
@@ -113,6 +152,10 @@ void Reflector::Run(std::stop_token stop) {
       state_ = State::kEmpty;
       auto list = lw_->List();
       if (!list.ok()) {
+        {
+          std::lock_guard lock(mu_);
+          last_error_ = list.status();
+        }
         spdlog::warn("{}: list failed: {}", opts_.name, list.status().ToString());
         Backoff(stop, delay);
         continue;
@@ -124,6 +167,10 @@ void Reflector::Run(std::stop_token stop) {
         for (auto& item : *it) items.push_back(std::move(item));
       }
       sink_->Replace(std::move(items), rv);
+      {
+        std::lock_guard lock(mu_);
+        last_error_ = Status::Ok();
+      }
       SetRv(rv);
       ++lists_;
       state_ = State::kListed;

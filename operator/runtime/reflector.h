@@ -82,6 +82,8 @@ class Reflector {
   std::string last_resource_version() const;
   // Number of successful lists so far (1 after the initial sync; more after relists).
   int lists() const { return lists_.load(); }
+  // The error of the last failed list or watch; OK after a successful list.
+  Status last_error() const;
 
  private:
   void SetRv(std::string rv);
@@ -95,9 +97,14 @@ class Reflector {
   std::atomic<State> state_{State::kEmpty};
   std::atomic<int> lists_{0};
   mutable std::mutex mu_;
-  std::string rv_;  // guarded by mu_
+  std::string rv_;     // guarded by mu_
+  Status last_error_;  // guarded by mu_
 };
 
 const char* ReflectorStateName(Reflector::State s);
+
+// Why a cache could not list `resource`, in words an operator acts on: names
+// the cause seen (TLS, 401, 403, CRD missing, unreachable) before the error.
+std::string DescribeListError(std::string_view resource, const Status& error);
 
 }  // namespace kubetrain::runtime

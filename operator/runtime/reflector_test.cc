@@ -196,6 +196,27 @@ TEST_F(InformerTest, GoneRelistsAndEmitsTombstonesForObjectsThatVanished) {
   EXPECT_EQ(keys, (std::vector<std::string>{"ns/a", "ns/c"}));
 }
 
+// Issue 10, item 10: a sync that never completes names the cause seen.
+TEST(DescribeListErrorTest, NamesTlsUnauthorizedForbiddenAndMissingCrd) {
+  auto has = [](const std::string& text, const std::string& part) {
+    return text.find(part) != std::string::npos;
+  };
+  EXPECT_TRUE(has(DescribeListError("pods", Status(StatusCode::kUnauthenticated, "Unauthorized")),
+                  "401 Unauthorized"));
+  EXPECT_TRUE(has(DescribeListError("secrets", Status(StatusCode::kPermissionDenied, "Forbidden")),
+                  "403 Forbidden: RBAC does not let the operator list and watch secrets"));
+  EXPECT_TRUE(has(DescribeListError("trainingjobs", NotFound("NotFound (404) GET /apis/...")),
+                  "the TrainingJob CRD is not installed"));
+  EXPECT_TRUE(has(DescribeListError("pods", Unavailable("GET https://x/api/v1/pods: SSL peer "
+                                                        "certificate or SSH remote key was not OK "
+                                                        "(TLS: the server certificate is not "
+                                                        "trusted by the configured CA)")),
+                  "TLS"));
+  // The original error is kept after the cause.
+  EXPECT_TRUE(has(DescribeListError("pods", Status(StatusCode::kUnauthenticated, "token xyz")),
+                  "token xyz"));
+}
+
 TEST_F(InformerTest, ListErrorsBackOffAndRetryUntilSynced) {
   Build();
   lw_->AddList(Status(StatusCode::kUnavailable, "apiserver down"));
