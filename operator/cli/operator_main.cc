@@ -13,6 +13,7 @@
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
+#include <atomic>
 #include <cstdlib>
 #include <iostream>
 #include <memory>
@@ -163,6 +164,10 @@ int main(int argc, char** argv) {
   }
   config->qps = f.qps;
   config->burst = f.burst;
+  // Once the lease is lost, the reconcilers' client refuses every write, also
+  // one in the middle of a reconcile; the elector sets this at the deadline.
+  auto fenced = std::make_shared<std::atomic<bool>>(false);
+  if (f.leader_elect) config->may_write = [fenced] { return !fenced->load(); };
   auto client = kube::Client::Create(*config);
   if (!client.ok()) {
     spdlog::error("{}", client.status().ToString());
@@ -265,7 +270,16 @@ int main(int argc, char** argv) {
   le.lease_duration = std::chrono::seconds(f.lease_duration_s);
   le.renew_deadline = std::chrono::seconds(f.renew_deadline_s);
   le.retry_period = std::chrono::seconds(f.retry_period_s);
-  runtime::LeaderElector elector(client->get(), le);
+  le.on_lost = [fenced] { fenced->store(true); };
+  // Leader election has its own client: a renewal is never queued behind
+  // reconciles in the rate limiter, and each attempt ends within the renew
+  // deadline (runtime::LeaderElectionClientConfig).
+  auto le_client = kube::Client::Create(runtime::LeaderElectionClientConfig(*config, le));
+  if (!le_client.ok()) {
+    spdlog::error("{}", le_client.status().ToString());
+    return 1;
+  }
+  runtime::LeaderElector elector(le_client->get(), le);
   spdlog::info("waiting to lead {}/{} as {}", le.lease_namespace, le.lease_name,
                elector.identity());
   readiness.Set(ReadyState::kStandby);

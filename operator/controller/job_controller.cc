@@ -164,7 +164,9 @@ class JobController::Impl {
   }
 
   void Run(std::stop_token stop) {
-    std::stop_callback on_stop(stop, [this] { queue_.ShutDown(); });
+    // Stop taking keys at once (shutdown or lost lease): queued keys are
+    // dropped, only reconciles in flight finish; then the Lease is released.
+    std::stop_callback on_stop(stop, [this] { queue_.ShutDownNow(); });
     runtime::RunWorkers(queue_, options_.workers,
                         [this](const std::string& key) { return TimedReconcile(key); });
   }

@@ -184,6 +184,9 @@ class Client::Impl {
       char errbuf[CURL_ERROR_SIZE] = {0};
       HttpResponse resp;
       std::string retry_after;
+      if (config_.may_write && method != "GET" && method != "HEAD" && !config_.may_write())
+        return Status(StatusCode::kUnavailable,
+                      std::string(method) + " " + path + ": writes are fenced (not the leader)");
       auto started = std::chrono::steady_clock::now();
       rc = Perform(method, path, body, content_type, on_data, stop, timeout_ms, resp, retry_after,
                    errbuf);

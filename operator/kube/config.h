@@ -44,6 +44,11 @@ struct Config {
   // error, latency), e.g. to feed a metrics registry. Must be thread-safe.
   std::function<void(std::string_view verb, long status, std::chrono::nanoseconds latency)>
       on_request;
+
+  // When set and false, writes (POST, PUT, PATCH, DELETE) fail with
+  // kUnavailable without being sent, retries included. Leader election fences
+  // the reconcilers' client with it once the lease is lost. Must be thread-safe.
+  std::function<bool()> may_write;
 };
 
 // Loads `path` and picks `context` (empty: current-context). Errors name the

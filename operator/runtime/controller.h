@@ -25,12 +25,13 @@ namespace kubetrain::runtime {
 
 // Runs `workers` reconcile threads over `queue` (see RunWorkers for how a
 // result is turned into forget / requeue / backoff) until `stop` is
-// requested. Then it stops taking new work: the queue is shut down (Adds and
-// delayed items are dropped), keys already queued and reconciles already in
-// flight are finished, and RunController returns. Blocks the caller.
+// requested. Then it stops taking new work at once: the queue is shut down
+// (Adds, delayed and queued keys are dropped; they are recomputed from the
+// caches by whoever leads next), reconciles already in flight finish, and
+// RunController returns. Blocks the caller.
 inline void RunController(std::stop_token stop, WorkQueue& queue, int workers,
                           const Reconciler& reconcile) {
-  std::stop_callback on_stop(stop, [&queue] { queue.ShutDown(); });
+  std::stop_callback on_stop(stop, [&queue] { queue.ShutDownNow(); });
   RunWorkers(queue, workers, reconcile);
 }
 

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <condition_variable>
 #include <cstring>
 #include <ctime>
 #include <random>
@@ -45,6 +46,16 @@ LeaderElectionConfig WithIdentity(LeaderElectionConfig c) {
 }
 
 }  // namespace
+
+kube::Config LeaderElectionClientConfig(kube::Config base, const LeaderElectionConfig& le) {
+  base.qps = 0;  // a GET and a PUT per retry period: never queued behind reconciles
+  base.max_retries = 0;
+  base.request_timeout =
+      std::max(std::chrono::milliseconds(100), std::chrono::milliseconds(le.renew_deadline / 3));
+  base.connect_timeout = std::min(base.connect_timeout, base.request_timeout);
+  base.may_write = nullptr;  // the elector is never fenced by its own loss
+  return base;
+}
 
 LeaderElector::LeaderElector(kube::Client* client, LeaderElectionConfig config)
     : client_(client), config_(WithIdentity(std::move(config))) {}
@@ -179,39 +190,78 @@ Status LeaderElector::Run(std::stop_token stop,
   spdlog::info("leader election: {} acquired lease {}/{}", config_.identity,
                config_.lease_namespace, config_.lease_name);
   std::stop_source leading;
+  // Wakes the renew loop on shutdown and on loss.
+  std::stop_source wake;
+  std::stop_callback on_stop(stop, [&] { wake.request_stop(); });
+  std::condition_variable_any watchdog_cv;
+  // Leadership is lost; stop the leader at once. Called with mu_ held.
+  auto lose = [&] {
+    if (lost_) return;
+    lost_ = true;
+    leader_ = false;
+    if (config_.on_lost) config_.on_lost();
+    leading.request_stop();
+    wake.request_stop();
+  };
+  {
+    std::lock_guard lock(mu_);
+    lost_ = false;
+    last_renew_ = std::chrono::steady_clock::now();
+  }
   std::jthread worker([&] { on_started_leading(leading.get_token()); });
+  // The renew deadline is enforced here, not after a renew call returns: a
+  // hung connection must not keep this process acting as leader.
+  std::jthread watchdog([&](std::stop_token done) {
+    std::unique_lock lock(mu_);
+    while (!done.stop_requested() && !lost_) {
+      const auto deadline = last_renew_ + config_.renew_deadline;
+      if (std::chrono::steady_clock::now() >= deadline) {
+        spdlog::error("leader election: renew deadline passed; stopping every worker");
+        lose();
+        break;
+      }
+      watchdog_cv.wait_until(lock, done, deadline, [] { return false; });
+    }
+  });
 
-  // Renew until stopped or the renew deadline passes without success.
+  // Renew until stopped or leadership is lost.
   Status result;
-  auto last_renew = std::chrono::steady_clock::now();
+  Status last_err;
   for (;;) {
-    SleepFor(stop, config_.retry_period);
-    if (stop.stop_requested()) break;
+    SleepFor(wake.get_token(), config_.retry_period);
+    if (stop.stop_requested() || wake.stop_requested()) break;
     Status err;
     Attempt a = TryAcquireOrRenew(&err);
-    auto now = std::chrono::steady_clock::now();
+    std::lock_guard lock(mu_);
+    if (lost_) break;
     if (a == Attempt::kAcquired) {
-      last_renew = now;
+      last_renew_ = std::chrono::steady_clock::now();
       continue;
     }
     if (a == Attempt::kHeldByOther) {
+      lose();
       result = Unavailable("leader election: lease taken over by another holder");
       break;
     }
+    last_err = err;
     spdlog::warn("leader election: renew failed: {}", err.ToString());
-    if (now - last_renew >= config_.renew_deadline) {
-      result =
-          Unavailable("leader election: could not renew the lease within the renew deadline (" +
-                      err.ToString() + ")");
-      break;
-    }
   }
+  watchdog.request_stop();
+  watchdog.join();
+  {
+    std::lock_guard lock(mu_);
+    if (lost_ && result.ok())
+      result = Unavailable("leader election: could not renew the lease within the renew deadline" +
+                           (last_err.ok() ? std::string() : " (" + last_err.ToString() + ")"));
+  }
+  // Graceful stop: the workers stop taking keys and finish what is in
+  // flight while this replica still holds the lease; then it is released.
+  leading.request_stop();
+  worker.join();
   {
     std::lock_guard lock(mu_);
     leader_ = false;
   }
-  leading.request_stop();
-  worker.join();
   if (result.ok() && config_.release_on_cancel) Release();
   if (on_stopped_leading) on_stopped_leading();
   return result;

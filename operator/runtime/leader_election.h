@@ -20,7 +20,18 @@ struct LeaderElectionConfig {
   std::chrono::milliseconds renew_deadline{10'000};
   std::chrono::milliseconds retry_period{2'000};
   bool release_on_cancel = true;
+  // Called once, on the watchdog thread, the moment leadership is lost (renew
+  // deadline passed, or another holder seen), before the leader's token is
+  // stopped: fence writes here (kube::Config::may_write). Must not block or
+  // call back into the elector.
+  std::function<void()> on_lost;
 };
+
+// The client configuration leader election must use: its own client (own
+// connections, no shared rate limiter), no transport retries (the elector
+// retries every retry_period itself) and a per-request timeout of a third of
+// the renew deadline, so one attempt (GET + PUT) always ends before it.
+kube::Config LeaderElectionClientConfig(kube::Config base, const LeaderElectionConfig& le);
 
 // Contract: Run() blocks. It tries to acquire the Lease every retry_period;
 // once it holds it, it calls on_started_leading(token) on a new thread and
@@ -30,6 +41,8 @@ struct LeaderElectionConfig {
 // OK; or (b) renewal did not succeed within renew_deadline: leadership is
 // lost, the token is stopped, and Run returns kUnavailable — the caller must
 // stop acting as leader (the operator exits). IsLeader() is thread-safe.
+// (b) is enforced by a watchdog at the deadline itself, even while a renew
+// call still hangs: on_lost runs and the token is stopped on time.
 //
 // Flow: GET lease -> (absent: CREATE) -> if held by another identity and that
 // record was last seen changing less than lease_duration ago (measured on OUR
@@ -38,7 +51,9 @@ struct LeaderElectionConfig {
 // resourceVersion (optimistic concurrency: of two contenders only one PUT
 // succeeds, the other gets a 409 and retries).
 // Guarantees: at most one holder per lease duration, given renew_deadline <
-// lease_duration and bounded clock drift (not skew) between contenders.
+// lease_duration and bounded clock drift (not skew) between contenders: the
+// old leader stops (and fences) at renew_deadline after its last successful
+// renewal, a standby acquires no earlier than lease_duration after it saw it.
 // Assumptions: every contender uses the same lease_duration.
 class LeaderElector {
  public:
@@ -62,6 +77,8 @@ class LeaderElector {
 
   mutable std::mutex mu_;
   bool leader_ = false;                                  // guarded by mu_
+  bool lost_ = false;                                    // guarded by mu_
+  std::chrono::steady_clock::time_point last_renew_;     // guarded by mu_
   std::string observed_record_;                          // holder+renewTime+rv seen last
   std::chrono::steady_clock::time_point observed_time_;  // when observed_record_ changed
 };

@@ -20,7 +20,8 @@ class FakeLeaseServer {
   FakeLeaseServer() {
     const std::string path = "/apis/coordination.k8s.io/v1/namespaces/ns/leases";
     server_.Get(path + "/lock", [this](const auto&, auto& res) {
-      std::lock_guard lock(mu_);
+      std::unique_lock lock(mu_);
+      StallWhileStalled(lock);
       if (failing_) return Fail(res);
       if (lease_.is_null()) {
         res.status = 404;
@@ -42,7 +43,8 @@ class FakeLeaseServer {
       res.set_content(lease_.dump(), "application/json");
     });
     server_.Put(path + "/lock", [this](const httplib::Request& req, auto& res) {
-      std::lock_guard lock(mu_);
+      std::unique_lock lock(mu_);
+      StallWhileStalled(lock);
       if (failing_) return Fail(res);
       json body = json::parse(req.body);
       if (body["metadata"].value("resourceVersion", "") != std::to_string(rv_)) {
@@ -59,10 +61,18 @@ class FakeLeaseServer {
     while (!server_.is_running()) std::this_thread::sleep_for(1ms);
   }
   ~FakeLeaseServer() {
+    SetStalled(false);
     server_.stop();
     thread_.join();
   }
   int port() const { return port_; }
+  // While stalled, GET and PUT hang (up to 30 s) without answering, as a
+  // connection does when a load balancer or the network swallows it.
+  void SetStalled(bool s) {
+    std::lock_guard lock(mu_);
+    stalled_ = s;
+    stall_cv_.notify_all();
+  }
   void SetFailing(bool f) {
     std::lock_guard lock(mu_);
     failing_ = f;
@@ -80,6 +90,11 @@ class FakeLeaseServer {
 
  private:
   static void Fail(httplib::Response& res) { res.status = 500; }
+  void StallWhileStalled(std::unique_lock<std::mutex>& lock) {
+    stall_cv_.wait_for(lock, 30s, [this] { return !stalled_; });
+  }
+  std::condition_variable stall_cv_;
+  bool stalled_ = false;
   httplib::Server server_;
   int port_ = 0;
   std::thread thread_;
@@ -94,15 +109,15 @@ class LeaderElectionTest : public ::testing::Test {
   void SetUp() override {
     kube::Config cfg;
     cfg.server = "http://127.0.0.1:" + std::to_string(server_.port());
-    cfg.qps = 0;
-    cfg.max_retries = 0;
-    client_ = std::move(kube::Client::Create(cfg).value());
     le_.lease_namespace = "ns";
     le_.lease_name = "lock";
     le_.identity = "me";
     le_.lease_duration = 1000ms;
     le_.renew_deadline = 600ms;
     le_.retry_period = 100ms;
+    // The shipped settings: the operator's defaults turned into the elector's
+    // own client exactly as kubetrain-operator does it.
+    client_ = std::move(kube::Client::Create(LeaderElectionClientConfig(cfg, le_)).value());
   }
   FakeLeaseServer server_;
   std::unique_ptr<kube::Client> client_;
@@ -170,6 +185,50 @@ TEST_F(LeaderElectionTest, StopsLeadingWhenRenewalFailsForRenewDeadline) {
   // for others (lease_duration), so two leaders never overlap.
   EXPECT_GE(took, le_.renew_deadline - le_.retry_period);
   EXPECT_LT(took, le_.lease_duration);
+}
+
+// Issue 10, item 2: a renew call that hangs must not keep this process acting
+// as leader past the renew deadline (and so past the point a standby may take
+// the lease). With the shared client (60 s timeout, 5 retries) and the
+// deadline checked only after the call returned, the leader acted on for as
+// long as the connection hung.
+TEST_F(LeaderElectionTest, HungRenewalStopsLeadingAndFencesAtTheRenewDeadline) {
+  std::atomic<bool> fenced{false};
+  le_.on_lost = [&] { fenced = true; };
+  LeaderElector elector(client_.get(), le_);
+  std::atomic<bool> started{false}, ended{false};
+  std::chrono::steady_clock::time_point leading_ended;
+  Status result;
+  std::thread t([&] {
+    result = elector.Run({}, [&](std::stop_token leading) {
+      started = true;
+      std::mutex m;
+      std::condition_variable_any cv;
+      std::unique_lock lock(m);
+      cv.wait(lock, leading, [] { return false; });
+      leading_ended = std::chrono::steady_clock::now();
+      ended = true;
+    });
+  });
+  ASSERT_TRUE(WaitUntil([&] { return started.load(); }));
+  const auto stalled_at = std::chrono::steady_clock::now();
+  server_.SetStalled(true);
+  ASSERT_TRUE(WaitUntil([&] { return ended.load(); }, 20s));
+  const auto took = leading_ended - stalled_at;
+  std::printf(
+      "leading stopped %lld ms after the apiserver connection stalled (renew deadline "
+      "%lld ms, lease %lld ms)\n",
+      static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(took).count()),
+      static_cast<long long>(le_.renew_deadline.count()),
+      static_cast<long long>(le_.lease_duration.count()));
+  // Stopped at the deadline after the last renewal: before another contender,
+  // waiting lease_duration from its own observation, could acquire.
+  EXPECT_LT(took, le_.lease_duration);
+  EXPECT_TRUE(fenced.load());
+  EXPECT_FALSE(elector.IsLeader());
+  server_.SetStalled(false);
+  t.join();
+  EXPECT_EQ(result.code(), StatusCode::kUnavailable) << result.ToString();
 }
 
 TEST_F(LeaderElectionTest, WaitsForAnotherHoldersLeaseToExpire) {

@@ -127,6 +127,18 @@ void WorkQueue::ShutDown() {
   timer_cv_.notify_all();
 }
 
+void WorkQueue::ShutDownNow() {
+  std::lock_guard lock(mu_);
+  shutting_down_ = true;
+  delayed_.clear();
+  waiting_.clear();
+  dirty_.clear();  // queued keys, and in-flight ones re-added (not requeued on Done)
+  queue_.clear();
+  ReportDepthLocked();
+  cv_.notify_all();
+  timer_cv_.notify_all();
+}
+
 bool WorkQueue::ShutDownAndDrain(std::chrono::milliseconds timeout) {
   ShutDown();
   std::unique_lock lock(mu_);

@@ -58,7 +58,8 @@ struct WorkQueueOptions {
 //    item's backoff.
 //  - ShutDown: Adds are ignored from then on, delayed items are dropped, Get
 //    keeps returning what is already queued and then nullopt.
-//    ShutDownAndDrain also waits for in-flight items to be Done.
+//    ShutDownAndDrain also waits for in-flight items to be Done; ShutDownNow
+//    also drops what is queued.
 // All methods are thread-safe.
 class WorkQueue {
  public:
@@ -80,6 +81,10 @@ class WorkQueue {
   void Done(const std::string& key);
 
   void ShutDown();
+  // ShutDown, and drop the keys already queued: Get returns nullopt at once
+  // (in-flight items still end with Done). For a leader that must stop
+  // writing: nothing new starts after this call.
+  void ShutDownNow();
   // ShutDown, then wait until nothing is queued or in flight (or `timeout`).
   // Returns true when drained.
   bool ShutDownAndDrain(std::chrono::milliseconds timeout);

@@ -197,6 +197,24 @@ TEST(WorkQueueTest, NamedQueueReportsDepthAddsAndRetries) {
   q.Done(*k);
 }
 
+// Issue 10, item 2: on shutdown (or a lost lease) the workers stop taking
+// keys at once; keys still queued are not reconciled (they were, one by one,
+// before the Lease was released).
+TEST(RunControllerTest, StopTakesNoMoreQueuedKeys) {
+  WorkQueue q;
+  std::atomic<int> reconciled{0};
+  std::stop_source stop;
+  Reconciler r = [&](const std::string&) -> StatusOr<ReconcileResult> {
+    ++reconciled;
+    stop.request_stop();  // shutdown arrives during the first reconcile
+    return ReconcileResult{};
+  };
+  for (int i = 0; i < 100; ++i) q.Add(std::to_string(i) + "-key");
+  RunController(stop.get_token(), q, 1, r);
+  EXPECT_EQ(reconciled.load(), 1);
+  EXPECT_EQ(q.Len(), 0u);
+}
+
 TEST(RunControllerTest, StopFinishesInFlightReconcileThenReturns) {
   WorkQueue q;
   std::atomic<bool> in_flight{false}, finished{false};

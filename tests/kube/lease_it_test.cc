@@ -1,12 +1,17 @@
 // Two processes contend for one Lease on the real apiserver.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 
+#include <cstdio>
+#include <fstream>
 #include <set>
+#include <sstream>
 
 #include "tests/kube/it_util.h"
+#include "tests/kube/tcp_proxy.h"
 
 extern char** environ;
 
@@ -22,7 +27,11 @@ constexpr auto kRetry = 500ms;
 // A contender process; killed (by its PID) if still running at the end.
 class Contender {
  public:
-  Contender(const std::string& ns, const std::string& lease, const std::string& id) : id_(id) {
+  // `server`: the apiserver URL to use instead of the kubeconfig's; `out`: a
+  // file for the contender's stdout (else inherited).
+  Contender(const std::string& ns, const std::string& lease, const std::string& id,
+            const std::string& server = "", const std::string& out = "")
+      : id_(id) {
     std::vector<std::string> args = {KUBE_LEASE_CONTENDER,
                                      ns,
                                      lease,
@@ -30,10 +39,16 @@ class Contender {
                                      std::to_string(kLease.count()),
                                      std::to_string(kRenew.count()),
                                      std::to_string(kRetry.count())};
+    if (!server.empty()) args.push_back(server);
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
-    EXPECT_EQ(posix_spawn(&pid_, argv[0], nullptr, nullptr, argv.data(), environ), 0);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    if (!out.empty())
+      posix_spawn_file_actions_addopen(&fa, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    EXPECT_EQ(posix_spawn(&pid_, argv[0], &fa, nullptr, argv.data(), environ), 0);
+    posix_spawn_file_actions_destroy(&fa);
   }
   ~Contender() {
     if (pid_ > 0 && !exited_) {
@@ -127,6 +142,60 @@ TEST_F(LeaseIT, SigtermOfLeaderReleasesAndStandbyTakesOverAtOnce) {
       "takeover after SIGTERM: %lld ms\n",
       static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(took).count()));
   EXPECT_LT(took, kLease);  // well before the lease would have expired
+}
+
+// "<WHAT> <id> <monotonic ms>" from a contender's output, or -1.
+long long Stamp(const std::string& file, const std::string& what) {
+  std::ifstream in(file);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream words(line);
+    std::string w, id;
+    long long ms = -1;
+    if (words >> w >> id >> ms && w == what) return ms;
+  }
+  return -1;
+}
+
+// Issue 10, item 2, with the elector client the operator ships: the leader's
+// connection to the apiserver stalls (a TCP proxy stops forwarding, the
+// connection stays open). The leader must stop leading before the standby
+// acquires the lease: never two leaders. Before the fix the renew call hung
+// on the shared client (60 s timeout, retries) and the deadline was checked
+// only after it returned.
+TEST(LeaseStallIT, StalledLeaderConnectionStopsLeadingBeforeTheStandbyAcquires) {
+  auto client = NewClient(ClusterConfig());
+  ScopedNamespace ns(client.get());
+  TcpProxy proxy(ServerPort(ClusterConfig()));
+  const std::string via = "https://127.0.0.1:" + std::to_string(proxy.port());
+  char dir_template[] = "/tmp/kt-lease-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir_template), nullptr);
+  const std::string dir = dir_template, out_a = dir + "/alpha", out_b = dir + "/beta";
+  Contender alpha(ns.name(), "lock", "alpha", via, out_a);
+  ASSERT_TRUE(Eventually([&] { return Holder(client.get(), ns.name(), "lock") == "alpha"; }));
+  Contender beta(ns.name(), "lock", "beta", "", out_b);
+  // Let the standby observe a few renewals first.
+  std::set<std::string> renewals;
+  ASSERT_TRUE(Eventually([&] {
+    auto l = client->Get(kube::kLeases, ns.name(), "lock");
+    if (l.ok()) renewals.insert((*l)["spec"].value("renewTime", ""));
+    return renewals.size() >= 3;
+  }));
+  proxy.SetStalled(true);
+  ASSERT_TRUE(
+      Eventually([&] { return Holder(client.get(), ns.name(), "lock") == "beta"; }, kLease + 10s));
+  ASSERT_TRUE(Eventually([&] { return Stamp(out_b, "LEADING") >= 0; }, 5s));
+  // alpha must already have stopped; give its output a moment to be flushed.
+  (void)Eventually([&] { return Stamp(out_a, "STOPPED") >= 0; }, 2s);
+  const long long stopped = Stamp(out_a, "STOPPED"), leading = Stamp(out_b, "LEADING");
+  std::printf("stalled leader stopped at %lld ms, standby leading at %lld ms: gap %lld ms\n",
+              stopped, leading, leading - stopped);
+  ASSERT_GE(stopped, 0) << "the stalled leader never stopped leading";
+  EXPECT_LT(stopped, leading) << "two leaders at once";
+  proxy.SetStalled(false);
+  std::remove(out_a.c_str());
+  std::remove(out_b.c_str());
+  ::rmdir(dir.c_str());
 }
 
 }  // namespace

@@ -58,6 +58,10 @@ class TcpProxy {
 
   int connections_accepted() const { return accepted_.load(); }
 
+  // While stalled, connections stay open but no byte is forwarded either way:
+  // a hung connection, as a dead NAT entry or a wedged load balancer makes it.
+  void SetStalled(bool stalled) { stalled_ = stalled; }
+
   // While refusing, new connections are closed at once.
   void SetRefusing(bool refusing) { refusing_ = refusing; }
 
@@ -95,6 +99,11 @@ class TcpProxy {
     char buf[16384];
     pollfd p[2] = {{a, POLLIN, 0}, {b, POLLIN, 0}};
     for (;;) {
+      if (stalled_) {
+        if (stopping_) break;
+        ::poll(nullptr, 0, 20);
+        continue;
+      }
       if (::poll(p, 2, 200) < 0) break;
       bool closed = false;
       for (int i = 0; i < 2; ++i) {
@@ -128,6 +137,7 @@ class TcpProxy {
   int port_ = 0;
   std::atomic<bool> stopping_{false};
   std::atomic<bool> refusing_{false};
+  std::atomic<bool> stalled_{false};
   std::atomic<int> accepted_{0};
   std::thread accept_thread_;
   std::mutex mu_;
