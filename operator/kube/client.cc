@@ -6,7 +6,9 @@
 
 #include <atomic>
 #include <cctype>
+#include <cstdio>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <thread>
 #include <vector>
@@ -178,6 +180,7 @@ class Client::Impl {
                               const DataFn* on_data, std::stop_token stop, long timeout_ms) {
     std::mt19937 rng(std::random_device{}());
     auto backoff = std::chrono::milliseconds(100);
+    bool reauthenticated = false;
     for (int attempt = 0;; ++attempt) {
       limiter_.Wait();
       CURLcode rc = CURLE_OK;
@@ -213,6 +216,13 @@ class Client::Impl {
         }
       } else if (resp.status >= 500 && IsIdempotent(method) && on_data == nullptr) {
         retry = attempt < config_.max_retries;
+      } else if (resp.status == 401 && config_.exec && !reauthenticated) {
+        // The plugin's token was revoked or expired early: fetch a new one
+        // and try once more, as client-go does.
+        reauthenticated = true;
+        InvalidateExecToken();
+        retry = true;
+        wait = std::chrono::milliseconds(0);
       }
       if (!retry) return resp;
       // Full jitter keeps many clients from retrying in lockstep.
@@ -288,7 +298,38 @@ class Client::Impl {
     curl_easy_cleanup(h);
   }
 
+  // An exec plugin's token is refreshed when it is about to expire, and after
+  // a 401 (InvalidateExecToken); a failed refresh keeps the old token (the
+  // apiserver's 401 then says why) and is logged to stderr once per attempt.
+  std::string ExecToken() {
+    std::lock_guard lock(token_mu_);
+    if (!exec_started_) {
+      exec_started_ = true;
+      cached_token_ = config_.token;
+      exec_expiry_ = config_.exec_expiry;
+    }
+    const auto now = std::chrono::system_clock::now();
+    if (exec_stale_ || cached_token_.empty() ||
+        (exec_expiry_ && now + std::chrono::seconds(10) >= *exec_expiry_)) {
+      auto cred = RunExecPlugin(*config_.exec, config_);
+      exec_stale_ = false;
+      if (cred.ok() && !cred->token.empty()) {
+        cached_token_ = cred->token;
+        exec_expiry_ = cred->expiry;
+      } else if (!cred.ok()) {
+        std::fprintf(stderr, "kube client: refreshing the exec credential failed: %s\n",
+                     cred.status().ToString().c_str());
+      }
+    }
+    return cached_token_;
+  }
+  void InvalidateExecToken() {
+    std::lock_guard lock(token_mu_);
+    exec_stale_ = true;
+  }
+
   std::string Token() {
+    if (config_.exec) return ExecToken();
     if (config_.token_file.empty()) return config_.token;
     struct stat st {};
     std::lock_guard lock(token_mu_);
@@ -388,9 +429,12 @@ class Client::Impl {
   std::vector<CURL*> idle_;  // guarded by pool_mu_
 
   std::mutex token_mu_;
-  std::string cached_token_;  // guarded by token_mu_
-  timespec token_mtime_{};    // guarded by token_mu_
-  off_t token_size_ = -1;     // guarded by token_mu_
+  std::string cached_token_;                                          // guarded by token_mu_
+  timespec token_mtime_{};                                            // guarded by token_mu_
+  off_t token_size_ = -1;                                             // guarded by token_mu_
+  bool exec_started_ = false;                                         // guarded by token_mu_
+  bool exec_stale_ = false;                                           // guarded by token_mu_
+  std::optional<std::chrono::system_clock::time_point> exec_expiry_;  // guarded by token_mu_
 };
 
 StatusOr<std::unique_ptr<Client>> Client::Create(Config config) {

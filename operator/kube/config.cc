@@ -1,11 +1,22 @@
 #include "operator/kube/config.h"
 
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
 #include <sstream>
 
 namespace kubetrain::kube {
@@ -104,10 +115,35 @@ StatusOr<std::string> DataOrFile(const YAML::Node& n, const std::string& field,
   return contents;
 }
 
+StatusOr<ExecPlugin> ParseExec(const YAML::Node& n, const std::string& dir) {
+  ExecPlugin p;
+  p.api_version = Str(n, "apiVersion");
+  if (p.api_version != "client.authentication.k8s.io/v1" &&
+      p.api_version != "client.authentication.k8s.io/v1beta1")
+    return InvalidArgument("exec: apiVersion \"" + p.api_version +
+                           "\" is not supported (want client.authentication.k8s.io/v1 or "
+                           "v1beta1)");
+  p.command = Str(n, "command");
+  if (p.command.empty()) return InvalidArgument("exec: field \"command\" is empty");
+  // kubectl: a relative command with a path separator is relative to the file.
+  if (p.command[0] != '/' && p.command.find('/') != std::string::npos)
+    p.command = Resolve(dir, p.command);
+  if (YAML::Node args = n["args"]; args && !args.IsNull()) {
+    if (!args.IsSequence()) throw FieldError{"exec.args", "expected a list"};
+    for (const auto& a : args) p.args.push_back(a.as<std::string>());
+  }
+  if (YAML::Node env = n["env"]; env && !env.IsNull()) {
+    if (!env.IsSequence()) throw FieldError{"exec.env", "expected a list"};
+    for (const auto& e : env) p.env.emplace_back(Str(e, "name"), Str(e, "value"));
+  }
+  p.install_hint = Str(n, "installHint");
+  p.provide_cluster_info = Bool(n, "provideClusterInfo");
+  return p;
+}
+
 // `where` tracks the part being read, for errors thrown as FieldError.
-StatusOr<Config> ParseInner(const std::string& yaml, const std::string& path,
-                            const std::string& want_context, std::string* where_now) {
-  YAML::Node root = YAML::Load(yaml);
+StatusOr<Config> ParseRoot(const YAML::Node& root, const std::string& path, const std::string& dir,
+                           const std::string& want_context, std::string* where_now) {
   if (!root.IsMap()) return InvalidArgument("not a kubeconfig (top level is not a map)");
   std::string ctx_name = want_context.empty() ? Str(root, "current-context") : want_context;
   if (ctx_name.empty()) return InvalidArgument("current-context: not set and no context was given");
@@ -115,7 +151,6 @@ StatusOr<Config> ParseInner(const std::string& yaml, const std::string& path,
   *where_now = where;
   auto ctx = FindNamed(root, "contexts", "context", ctx_name);
   if (!ctx.ok()) return ctx.status().WithContext(where);
-  const std::string dir = DirOf(path);
   Config cfg;
   cfg.source = "kubeconfig " + path + " (" + where + ")";
 
@@ -157,6 +192,26 @@ StatusOr<Config> ParseInner(const std::string& yaml, const std::string& path,
       return InvalidArgument(uwhere + ": client-certificate and client-key must be set together");
     cfg.client_cert_pem = std::move(*cert);
     cfg.client_key_pem = std::move(*key);
+    if ((*user)["auth-provider"])
+      return InvalidArgument(uwhere +
+                             ": auth-provider plugins are not supported; use an exec credential "
+                             "plugin (client.authentication.k8s.io/v1), as current kubectl does");
+    if (YAML::Node exec = (*user)["exec"]; exec && !exec.IsNull()) {
+      if (!exec.IsMap()) throw FieldError{"exec", "expected a map"};
+      auto plugin = ParseExec(exec, dir);
+      if (!plugin.ok()) return plugin.status().WithContext(uwhere);
+      // Run it now: a plugin that fails is a clear error at start, not a
+      // "cache not synced" later.
+      auto cred = RunExecPlugin(*plugin, cfg);
+      if (!cred.ok()) return cred.status().WithContext(uwhere);
+      if (!cred->token.empty()) cfg.token = cred->token;
+      if (!cred->client_cert_pem.empty()) {
+        cfg.client_cert_pem = cred->client_cert_pem;
+        cfg.client_key_pem = cred->client_key_pem;
+      }
+      cfg.exec = std::move(*plugin);
+      cfg.exec_expiry = cred->expiry;
+    }
   }
   *where_now = where;
   std::string ns = Str(*ctx, "namespace");
@@ -164,7 +219,155 @@ StatusOr<Config> ParseInner(const std::string& yaml, const std::string& path,
   return cfg;
 }
 
+StatusOr<Config> ParseInner(const std::string& yaml, const std::string& path,
+                            const std::string& want_context, std::string* where_now) {
+  return ParseRoot(YAML::Load(yaml), path, DirOf(path), want_context, where_now);
+}
+
+// RFC 3339 ("2026-11-22T17:00:00Z", fractions and offsets allowed) to a time point.
+std::optional<std::chrono::system_clock::time_point> ParseRfc3339(const std::string& s) {
+  std::tm tm{};
+  const char* rest = strptime(s.c_str(), "%Y-%m-%dT%H:%M:%S", &tm);
+  if (rest == nullptr) return std::nullopt;
+  if (*rest == '.')
+    while (*++rest >= '0' && *rest <= '9') {
+    }
+  long offset = 0;
+  if (*rest == '+' || *rest == '-') {
+    int hh = 0, mm = 0;
+    if (std::sscanf(rest + 1, "%d:%d", &hh, &mm) != 2) return std::nullopt;
+    offset = (*rest == '+' ? 1 : -1) * (hh * 3600L + mm * 60L);
+  }
+  return std::chrono::system_clock::from_time_t(timegm(&tm) - offset);
+}
+
+// Absolute paths for the file references of one kubeconfig, so that entries
+// merged from several files still point where their own file meant.
+void AbsolutizePaths(YAML::Node root, const std::string& dir) {
+  auto fix = [&](const char* list, const char* kind, std::initializer_list<const char*> fields) {
+    YAML::Node items = root[list];
+    if (!items || !items.IsSequence()) return;
+    for (auto item : items) {
+      YAML::Node body = item[kind];
+      if (!body || !body.IsMap()) continue;
+      for (const char* f : fields) {
+        if (body[f] && body[f].IsScalar()) body[f] = Resolve(dir, body[f].Scalar());
+      }
+      if (std::string(kind) == "user" && body["exec"] && body["exec"].IsMap() &&
+          body["exec"]["command"] && body["exec"]["command"].IsScalar()) {
+        std::string c = body["exec"]["command"].Scalar();
+        if (!c.empty() && c[0] != '/' && c.find('/') != std::string::npos)
+          body["exec"]["command"] = Resolve(dir, c);
+      }
+    }
+  };
+  fix("clusters", "cluster", {"certificate-authority"});
+  fix("users", "user", {"client-certificate", "client-key", "tokenFile"});
+}
+
 }  // namespace
+
+StatusOr<ExecCredential> RunExecPlugin(const ExecPlugin& plugin, const Config& cfg) {
+  const std::string what = "exec plugin \"" + plugin.command + "\"";
+  const std::string hint = plugin.install_hint.empty() ? "" : " (" + plugin.install_hint + ")";
+  nlohmann::json info = {{"apiVersion", plugin.api_version},
+                         {"kind", "ExecCredential"},
+                         {"spec", {{"interactive", false}}}};
+  if (plugin.provide_cluster_info) {
+    info["spec"]["cluster"] = {{"server", cfg.server},
+                               {"insecure-skip-tls-verify", cfg.insecure_skip_tls_verify}};
+    if (!cfg.ca_pem.empty()) {
+      static const char* b64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+      std::string out;
+      const std::string& in = cfg.ca_pem;
+      for (size_t i = 0; i < in.size(); i += 3) {
+        unsigned v = static_cast<unsigned char>(in[i]) << 16;
+        if (i + 1 < in.size()) v |= static_cast<unsigned char>(in[i + 1]) << 8;
+        if (i + 2 < in.size()) v |= static_cast<unsigned char>(in[i + 2]);
+        out += b64[(v >> 18) & 63];
+        out += b64[(v >> 12) & 63];
+        out += i + 1 < in.size() ? b64[(v >> 6) & 63] : '=';
+        out += i + 2 < in.size() ? b64[v & 63] : '=';
+      }
+      info["spec"]["cluster"]["certificate-authority-data"] = out;
+    }
+  }
+  // Our environment, then the plugin's env (it wins), then KUBERNETES_EXEC_INFO.
+  std::map<std::string, std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    std::string kv = *e;
+    auto eq = kv.find('=');
+    if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  for (const auto& [k, v] : plugin.env) env[k] = v;
+  env["KUBERNETES_EXEC_INFO"] = info.dump();
+  std::vector<std::string> env_strings, arg_strings{plugin.command};
+  for (const auto& [k, v] : env) env_strings.push_back(k + "=" + v);
+  for (const auto& a : plugin.args) arg_strings.push_back(a);
+  std::vector<char*> envp, argv;
+  for (auto& s : env_strings) envp.push_back(s.data());
+  envp.push_back(nullptr);
+  for (auto& s : arg_strings) argv.push_back(s.data());
+  argv.push_back(nullptr);
+
+  int out[2];
+  if (pipe2(out, O_CLOEXEC) != 0) return Internal(what + ": pipe: " + std::strerror(errno));
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);  // never interactive
+  pid_t pid = -1;
+  int rc = posix_spawnp(&pid, plugin.command.c_str(), &fa, nullptr, argv.data(), envp.data());
+  posix_spawn_file_actions_destroy(&fa);
+  ::close(out[1]);
+  if (rc != 0) {
+    ::close(out[0]);
+    return FailedPrecondition(what + ": cannot run it: " + std::strerror(rc) + hint);
+  }
+  std::string text;
+  char buf[4096];
+  for (;;) {
+    ssize_t n = ::read(out[0], buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    text.append(buf, static_cast<size_t>(n));
+  }
+  ::close(out[0]);
+  int wstatus = 0;
+  while (::waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
+  }
+  if (!WIFEXITED(wstatus) || WEXITSTATUS(wstatus) != 0)
+    return FailedPrecondition(
+        what + " failed (exit status " +
+        std::to_string(WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128 + WTERMSIG(wstatus)) + ")" +
+        hint);
+  nlohmann::json cred = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!cred.is_object() || cred.value("kind", "") != "ExecCredential")
+    return InvalidArgument(what + ": output is not an ExecCredential");
+  if (cred.value("apiVersion", "") != plugin.api_version)
+    return InvalidArgument(what + ": returned apiVersion \"" + cred.value("apiVersion", "") +
+                           "\", want \"" + plugin.api_version + "\"");
+  const nlohmann::json st = cred.value("status", nlohmann::json::object());
+  if (!st.is_object()) return InvalidArgument(what + ": ExecCredential has no status");
+  ExecCredential result;
+  auto str = [&](const char* k) {
+    auto it = st.find(k);
+    return it != st.end() && it->is_string() ? it->get<std::string>() : std::string();
+  };
+  result.token = str("token");
+  result.client_cert_pem = str("clientCertificateData");
+  result.client_key_pem = str("clientKeyData");
+  if (result.token.empty() && result.client_cert_pem.empty())
+    return InvalidArgument(what + ": ExecCredential has neither a token nor a client certificate");
+  if (result.client_cert_pem.empty() != result.client_key_pem.empty())
+    return InvalidArgument(what + ": clientCertificateData and clientKeyData must come together");
+  if (std::string exp = str("expirationTimestamp"); !exp.empty()) {
+    result.expiry = ParseRfc3339(exp);
+    if (!result.expiry)
+      return InvalidArgument(what + ": expirationTimestamp \"" + exp + "\" is not RFC 3339");
+  }
+  return result;
+}
 
 StatusOr<std::string> ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -227,13 +430,64 @@ StatusOr<Config> LoadInClusterConfig(const std::string& sa_dir) {
   return cfg;
 }
 
+StatusOr<Config> LoadKubeConfigList(const std::string& list, const std::string& context) {
+  std::vector<std::string> files;
+  for (size_t start = 0; start <= list.size();) {
+    size_t colon = list.find(':', start);
+    if (colon == std::string::npos) colon = list.size();
+    std::string f = list.substr(start, colon - start);
+    if (!f.empty() && std::find(files.begin(), files.end(), f) == files.end()) files.push_back(f);
+    start = colon + 1;
+  }
+  std::vector<std::string> present;
+  for (const auto& f : files) {
+    struct stat st {};
+    if (::stat(f.c_str(), &st) == 0) present.push_back(f);
+  }
+  if (present.empty())
+    return NotFound("kubeconfig: none of the files in KUBECONFIG exists: " + list);
+  if (present.size() == 1) return LoadKubeConfigFile(present[0], context);
+  const std::string label = "KUBECONFIG " + list;
+  std::string where;
+  try {
+    YAML::Node merged(YAML::NodeType::Map);
+    std::map<std::string, std::set<std::string>> seen;  // list -> names already merged
+    for (const auto& f : present) {
+      auto text = ReadFile(f);
+      if (!text.ok()) return text.status().WithContext("kubeconfig");
+      YAML::Node root = YAML::Load(*text);
+      if (root.IsNull()) continue;  // an empty file, as kubectl allows
+      if (!root.IsMap()) return InvalidArgument("kubeconfig " + f + ": top level is not a map");
+      AbsolutizePaths(root, DirOf(f));
+      if (!merged["current-context"] && root["current-context"] &&
+          !Str(root, "current-context").empty())
+        merged["current-context"] = Str(root, "current-context");
+      for (const char* list_name : {"clusters", "contexts", "users"}) {
+        YAML::Node items = root[list_name];
+        if (!items || items.IsNull()) continue;
+        if (!items.IsSequence())
+          return InvalidArgument("kubeconfig " + f + ": " + list_name + ": not a list");
+        for (const auto& item : items) {
+          const std::string name = item["name"] ? item["name"].as<std::string>() : "";
+          if (seen[list_name].insert(name).second) merged[list_name].push_back(item);
+        }
+      }
+    }
+    auto cfg = ParseRoot(merged, label, ".", context, &where);
+    if (!cfg.ok()) return cfg.status().WithContext("kubeconfig " + label);
+    return cfg;
+  } catch (const FieldError& e) {
+    return InvalidArgument("kubeconfig " + label + ": " + (where.empty() ? "" : where + ": ") +
+                           "field \"" + e.field + "\": " + e.problem);
+  } catch (const YAML::Exception& e) {
+    return InvalidArgument("kubeconfig " + label + ": " + e.what());
+  }
+}
+
 StatusOr<Config> LoadDefaultConfig(const std::string& kubeconfig, const std::string& context) {
   if (!kubeconfig.empty()) return LoadKubeConfigFile(kubeconfig, context);
-  if (const char* env = std::getenv("KUBECONFIG"); env && *env) {
-    std::string first(env);
-    first = first.substr(0, first.find(':'));
-    return LoadKubeConfigFile(first, context);
-  }
+  if (const char* env = std::getenv("KUBECONFIG"); env && *env)
+    return LoadKubeConfigList(env, context);
   if (const char* host = std::getenv("KUBERNETES_SERVICE_HOST"); host && *host)
     return LoadInClusterConfig();
   const char* home = std::getenv("HOME");

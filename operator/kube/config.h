@@ -7,14 +7,38 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "operator/common/status.h"
 
 namespace kubetrain::kube {
 
+// A kubeconfig user's `exec` credential plugin (client.authentication.k8s.io
+// v1 or v1beta1), run as kubectl runs it: the command with its args, the
+// plugin's env added to ours, KUBERNETES_EXEC_INFO describing the request,
+// stdin not a terminal; its stdout is an ExecCredential.
+struct ExecPlugin {
+  std::string api_version;  // "client.authentication.k8s.io/v1"
+  std::string command;      // a relative path with a '/' is resolved against the kubeconfig
+  std::vector<std::string> args;
+  std::vector<std::pair<std::string, std::string>> env;
+  std::string install_hint;
+  bool provide_cluster_info = false;
+};
+
+// What a plugin returned: a token and/or a client certificate, and when it expires.
+struct ExecCredential {
+  std::string token;
+  std::string client_cert_pem;
+  std::string client_key_pem;
+  std::optional<std::chrono::system_clock::time_point> expiry;
+};
+
 // Everything the transport needs to reach and authenticate to an apiserver.
 // A plain value: copyable, no I/O after loading, except that `token_file`
-// is re-read by the transport when it changes (service-account tokens rotate).
+// is re-read by the transport when it changes (service-account tokens rotate)
+// and an exec plugin is re-run when its token expires.
 struct Config {
   std::string server;  // "https://host:port", no trailing slash
   // TLS trust: PEM bytes of the CA bundle (from -data or the file). Empty
@@ -27,6 +51,11 @@ struct Config {
   std::string token_file;
   std::string client_cert_pem;
   std::string client_key_pem;
+  // An exec plugin: run once at load (its token or certificate fills the
+  // fields above, so a failing plugin is an error at start), and again by the
+  // transport when the token expires or the apiserver answers 401.
+  std::optional<ExecPlugin> exec;
+  std::optional<std::chrono::system_clock::time_point> exec_expiry;
   // Namespace from the context (or the in-cluster namespace file); "default"
   // when neither says.
   std::string ns = "default";
@@ -67,9 +96,20 @@ struct Config {
 [[nodiscard]] StatusOr<Config> LoadInClusterConfig(
     const std::string& sa_dir = "/var/run/secrets/kubernetes.io/serviceaccount");
 
+// Runs `plugin` for the cluster in `cfg` (server and CA, when the plugin asks
+// for cluster info). Errors name the command and quote its install hint.
+[[nodiscard]] StatusOr<ExecCredential> RunExecPlugin(const ExecPlugin& plugin, const Config& cfg);
+
+// Loads a ':'-separated list of kubeconfig files merged as kubectl merges
+// $KUBECONFIG: files that do not exist are skipped; the first file to set
+// current-context wins; for clusters, contexts and users the first entry of
+// each name wins; relative paths are resolved against the file they are in.
+[[nodiscard]] StatusOr<Config> LoadKubeConfigList(const std::string& list,
+                                                  const std::string& context = "");
+
 // The usual order: explicit `kubeconfig` path (the --kubeconfig flag), then
-// $KUBECONFIG (first entry of a ':'-separated list), then in-cluster if
-// KUBERNETES_SERVICE_HOST is set, then ~/.kube/config.
+// $KUBECONFIG (the whole ':'-separated list, merged as kubectl does), then
+// in-cluster if KUBERNETES_SERVICE_HOST is set, then ~/.kube/config.
 [[nodiscard]] StatusOr<Config> LoadDefaultConfig(const std::string& kubeconfig = "",
                                                  const std::string& context = "");
 

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -192,6 +193,122 @@ TEST_F(ConfigTest, InClusterWithoutEnvIsFailedPrecondition) {
   ::unsetenv("KUBERNETES_SERVICE_HOST");
   auto cfg = LoadInClusterConfig(dir_.string());
   EXPECT_EQ(cfg.status().code(), StatusCode::kFailedPrecondition);
+}
+
+// Issue 10, item 12: exec credential plugins were silently ignored (no
+// token: every request 401, surfacing as "cache not synced").
+std::string ExecKubeconfig(const std::string& command, const std::string& api_version,
+                           const std::string& extra = "") {
+  return R"(apiVersion: v1
+kind: Config
+current-context: c
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:6443"}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+users:
+- name: u
+  user:
+    exec:
+      apiVersion: )" +
+         api_version + R"(
+      command: )" +
+         command + R"(
+      args: [--cluster, prod]
+      env: [{name: PLUGIN_GREETING, value: hello}]
+      installHint: "install it with: apt-get install the-plugin"
+)" + extra;
+}
+
+TEST_F(ConfigTest, ExecPluginTokenIsUsedAndPluginSeesArgsEnvAndExecInfo) {
+  Write("plugin.sh", R"(#!/bin/sh
+echo "$1 $2 $PLUGIN_GREETING $KUBERNETES_EXEC_INFO" > "$(dirname "$0")/seen"
+echo '{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{"token":"from-plugin","expirationTimestamp":"2030-01-02T03:04:05Z"}}'
+)");
+  std::filesystem::permissions(dir_ / "plugin.sh", std::filesystem::perms::owner_all);
+  auto cfg = LoadKubeConfigFile(
+      Write("config", ExecKubeconfig("./plugin.sh", "client.authentication.k8s.io/v1")));
+  ASSERT_TRUE(cfg.ok()) << cfg.status().ToString();
+  EXPECT_EQ(cfg->token, "from-plugin");
+  ASSERT_TRUE(cfg->exec.has_value());
+  ASSERT_TRUE(cfg->exec_expiry.has_value());
+  EXPECT_EQ(std::chrono::system_clock::to_time_t(*cfg->exec_expiry), 1893553445);
+  std::ifstream seen(dir_ / "seen");
+  std::string line;
+  std::getline(seen, line);
+  EXPECT_NE(line.find("--cluster prod hello "), std::string::npos) << line;
+  EXPECT_NE(line.find(R"("kind":"ExecCredential")"), std::string::npos) << line;
+  EXPECT_NE(line.find(R"("interactive":false)"), std::string::npos) << line;
+}
+
+TEST_F(ConfigTest, FailingOrMissingExecPluginIsAClearErrorWithTheInstallHint) {
+  Write("fail.sh", "#!/bin/sh\necho 'token expired, run login' >&2\nexit 3\n");
+  std::filesystem::permissions(dir_ / "fail.sh", std::filesystem::perms::owner_all);
+  auto failing = LoadKubeConfigFile(
+      Write("c1", ExecKubeconfig("./fail.sh", "client.authentication.k8s.io/v1")));
+  ASSERT_FALSE(failing.ok());
+  EXPECT_NE(failing.status().message().find("exit status 3"), std::string::npos)
+      << failing.status().ToString();
+  auto missing = LoadKubeConfigFile(
+      Write("c2", ExecKubeconfig("no-such-plugin-kt", "client.authentication.k8s.io/v1")));
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("apt-get install the-plugin"), std::string::npos)
+      << missing.status().ToString();
+  auto old_api = LoadKubeConfigFile(
+      Write("c3", ExecKubeconfig("./fail.sh", "client.authentication.k8s.io/v1alpha1")));
+  ASSERT_FALSE(old_api.ok());
+  EXPECT_NE(old_api.status().message().find("v1alpha1\" is not supported"), std::string::npos)
+      << old_api.status().ToString();
+  auto provider = LoadKubeConfigFile(Write("c4", R"(current-context: c
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:6443"}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+users: [{name: u, user: {auth-provider: {name: gcp}}}]
+)"));
+  ASSERT_FALSE(provider.ok());
+  EXPECT_NE(provider.status().message().find("auth-provider"), std::string::npos);
+}
+
+// Issue 10, item 12: only the first KUBECONFIG entry was read.
+TEST_F(ConfigTest, KubeconfigListIsMergedAsKubectlDoes) {
+  std::filesystem::create_directories(dir_ / "a");
+  std::filesystem::create_directories(dir_ / "b");
+  Write("a/ca.pem", "CA-OF-A");
+  Write("b/ca.pem", "CA-OF-B");
+  const std::string a = Write("a/config", R"(clusters:
+- {name: prod, cluster: {server: "https://prod:6443", certificate-authority: ca.pem}}
+users:
+- {name: me, user: {token: token-from-a}}
+)");
+  const std::string b = Write("b/config", R"(current-context: work
+clusters:
+- {name: prod, cluster: {server: "https://shadowed:6443"}}
+- {name: dev, cluster: {server: "https://dev:6443", certificate-authority: ca.pem}}
+contexts:
+- {name: work, context: {cluster: prod, user: me, namespace: team}}
+- {name: play, context: {cluster: dev, user: me}}
+users:
+- {name: me, user: {token: shadowed}}
+)");
+  const std::string list = (dir_ / "missing").string() + ":" + a + ":" + b;
+  ::setenv("KUBECONFIG", list.c_str(), 1);
+  auto cfg = LoadDefaultConfig();
+  auto play = LoadDefaultConfig("", "play");
+  ::unsetenv("KUBECONFIG");
+  ASSERT_TRUE(cfg.ok()) << cfg.status().ToString();
+  EXPECT_EQ(cfg->server, "https://prod:6443");  // first file's cluster wins
+  EXPECT_EQ(cfg->ca_pem, "CA-OF-A");            // relative to its own file
+  EXPECT_EQ(cfg->token, "token-from-a");
+  EXPECT_EQ(cfg->ns, "team");  // current-context from the file that sets it
+  ASSERT_TRUE(play.ok()) << play.status().ToString();
+  EXPECT_EQ(play->server, "https://dev:6443");
+  EXPECT_EQ(play->ca_pem, "CA-OF-B");
+}
+
+TEST_F(ConfigTest, KubeconfigListWithNoExistingFileIsNotFound) {
+  const std::string list = (dir_ / "x").string() + ":" + (dir_ / "y").string();
+  ::setenv("KUBECONFIG", list.c_str(), 1);
+  auto cfg = LoadDefaultConfig();
+  ::unsetenv("KUBECONFIG");
+  ASSERT_FALSE(cfg.ok());
+  EXPECT_EQ(cfg.status().code(), StatusCode::kNotFound);
 }
 
 }  // namespace

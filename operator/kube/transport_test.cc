@@ -4,11 +4,13 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <set>
 #include <thread>
 
@@ -45,6 +47,44 @@ class TransportTest : public ::testing::Test {
 };
 
 const char* kCm = R"({"kind":"ConfigMap","metadata":{"name":"x"}})";
+
+// Issue 10, item 12: an exec plugin's token is fetched again when the
+// apiserver answers 401 (revoked or expired early), and the request retried once.
+TEST_F(TransportTest, ExecPluginTokenIsRefreshedAfter401) {
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("kt-exec-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string plugin = (dir / "plugin.sh").string();
+  std::ofstream(plugin) << "#!/bin/sh\n"
+                           "n=$(cat \"$(dirname \"$0\")/n\" 2>/dev/null || echo 0); n=$((n+1))\n"
+                           "echo $n > \"$(dirname \"$0\")/n\"\n"
+                           "echo '{\"apiVersion\":\"client.authentication.k8s.io/v1\","
+                           "\"kind\":\"ExecCredential\",\"status\":{\"token\":\"t'$n'\"}}'\n";
+  std::filesystem::permissions(plugin, std::filesystem::perms::owner_all);
+  std::vector<std::string> seen;
+  std::mutex mu;
+  server_.Get("/api/v1/namespaces/ns/configmaps/x", [&](const httplib::Request& req, auto& res) {
+    std::lock_guard lock(mu);
+    seen.push_back(req.get_header_value("Authorization"));
+    if (req.get_header_value("Authorization") != "Bearer t2") {
+      res.status = 401;
+      res.set_content(R"({"kind":"Status","reason":"Unauthorized"})", "application/json");
+      return;
+    }
+    res.set_content(kCm, "application/json");
+  });
+  Config cfg;
+  cfg.exec = ExecPlugin{"client.authentication.k8s.io/v1", plugin, {}, {}, "", false};
+  cfg.token = "t0";  // as if loaded earlier; revoked since
+  auto r = NewClient(cfg)->Get(kConfigMaps, "ns", "x");
+  EXPECT_FALSE(r.ok());  // t0 -> 401 -> plugin gives t1 -> 401: one re-authentication only
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[0], "Bearer t0");
+  EXPECT_EQ(seen[1], "Bearer t1");
+  auto again = NewClient(cfg)->Get(kConfigMaps, "ns", "x");  // a new client: t0, then t2
+  EXPECT_TRUE(again.ok()) << again.status().ToString();
+  std::filesystem::remove_all(dir);
+}
 
 // Strings from workloads are untrusted: an object holding invalid UTF-8 is
 // sent with U+FFFD in its place instead of dump() throwing in the caller.
