@@ -344,7 +344,7 @@ case_metrics_and_health() {
   new_ns metrics
   job j "" 1 1 Never
   wait_cond j Running  # counted by whichever operator process runs now
-  check "/readyz once caches synced" "$(curl -s "127.0.0.1:${health_port}/readyz")" ok
+  check "/readyz once caches synced" "$(curl -s "127.0.0.1:${health_port}/readyz")" "leader: ok"
   check "/healthz" "$(curl -s "127.0.0.1:${health_port}/healthz")" ok
   local m; m="$(curl -s "127.0.0.1:${metrics_port}/metrics")"
   check "jobs created counted" "$(grep -c '^kubetrain_jobs_created_total [1-9]' <<<"${m}")" 1
