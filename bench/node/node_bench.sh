@@ -39,21 +39,7 @@ yaml_args="args: $(yaml_list ${args})"
 for ((r = 0; r < rounds; r++)); do
   name="wd-${r}"
   t0="$(now)"
-  cat <<JOB | k apply -f - >/dev/null
-apiVersion: kubetrain.io/v1alpha1
-kind: TrainingJob
-metadata: {name: ${name}}
-spec:
-  replicaSpecs:
-    PS:
-      replicas: 2
-      restartPolicy: ExitCode
-$(pod_template "${KUBETRAIN_TRAINER_IMAGE}" "${yaml_args}")
-    Worker:
-      replicas: 2
-      restartPolicy: ExitCode
-$(pod_template "${KUBETRAIN_TRAINER_IMAGE}" "${yaml_args}")
-JOB
+  trainer_job "${name}" "${yaml_args}"
   WAIT_SECONDS=600 wait_state "${name}" Succeeded
   t_done="$(now)"
   first="$(k logs --timestamps "${name}-worker-0" | grep -m1 ' step [0-9]' | cut -d' ' -f1)"

@@ -41,22 +41,7 @@ wait_until "the checkpoint claim to bind" bound
 args='args: [--model=wide_deep, "--layers=64,32", --data-dir=/tmp/data, --generate-data=50000, --steps=3000, --batch-size=128, --threads=1, --checkpoint-dir=/ckpt, --checkpoint-every=100]'
 vol=', {name: ckpt, persistentVolumeClaim: {claimName: ckpt}}'
 mnt=', {name: ckpt, mountPath: /ckpt}'
-cat <<JOB | k apply -f - >/dev/null
-apiVersion: kubetrain.io/v1alpha1
-kind: TrainingJob
-metadata: {name: resume}
-spec:
-  runPolicy: {backoffLimit: 3, activeDeadlineSeconds: 900}
-  replicaSpecs:
-    PS:
-      replicas: 2
-      restartPolicy: ExitCode
-$(pod_template "${KUBETRAIN_TRAINER_IMAGE}" "${args}" "${vol}" "${mnt}")
-    Worker:
-      replicas: 2
-      restartPolicy: ExitCode
-$(pod_template "${KUBETRAIN_TRAINER_IMAGE}" "${args}" "${vol}" "${mnt}")
-JOB
+trainer_job resume "${args}" "${vol}" "${mnt}"
 
 checkpointed() { compgen -G "${ckpt}/ckpt-*/MANIFEST" >/dev/null; }
 WAIT_SECONDS=300 wait_until "the first complete checkpoint" checkpointed

@@ -5,6 +5,7 @@
 #   ensure_operator [TAG]         the kustomize base with the built operator image (TAG:
 #                                 another tag of it), rolled out and Ready
 #   sh_job NAME ROLES SCRIPT      a job whose replicas run SCRIPT in the plain Debian image
+#   trainer_job NAME ARGS ...     2 PS + 2 workers of the trainer image
 #   pod_watch_start / pod_creates count pod creations (distinct UIDs per name) from a watch
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "${here}/../.." && pwd)"
@@ -78,8 +79,9 @@ lease_holder() {
   kubectl -n kubetrain-system get lease kubetrain-operator -o jsonpath='{.spec.holderIdentity}' 2>/dev/null
 }
 
-# pod_template IMAGE ARGS-YAML [EXTRA-SPEC-YAML]: a restricted-compliant pod
-# template on the real node with a writable /tmp (the root filesystem is read-only).
+# pod_template IMAGE ARGS-YAML [VOLUMES MOUNTS]: a restricted-compliant pod template
+# on the real node with a writable /tmp (the root filesystem is read-only);
+# VOLUMES and MOUNTS (", {...}") extend the volume and mount lists.
 pod_template() {
   cat <<TPL
       template:
@@ -107,6 +109,26 @@ sh_job() {
       pod_template "${KUBETRAIN_DEBIAN_IMAGE}" "command: [sh, -c, $(printf '%s' "${script}" | python3 -c 'import json,sys; print(json.dumps(sys.stdin.read()))')]"
     done
   } | k apply -f - >/dev/null
+}
+# trainer_job NAME ARGS-YAML [VOLUMES MOUNTS]: 2 PS + 2 workers of the trainer
+# image, restartPolicy ExitCode (pod_template's optional extra volumes/mounts).
+trainer_job() {
+  cat <<JOB | k apply -f - >/dev/null
+apiVersion: kubetrain.io/v1alpha1
+kind: TrainingJob
+metadata: {name: $1}
+spec:
+  runPolicy: {backoffLimit: 3, activeDeadlineSeconds: 900}
+  replicaSpecs:
+    PS:
+      replicas: 2
+      restartPolicy: ExitCode
+$(pod_template "${KUBETRAIN_TRAINER_IMAGE}" "$2" "${3:-}" "${4:-}")
+    Worker:
+      replicas: 2
+      restartPolicy: ExitCode
+$(pod_template "${KUBETRAIN_TRAINER_IMAGE}" "$2" "${3:-}" "${4:-}")
+JOB
 }
 job_state() { k get tj "$1" -o jsonpath='{.status.state}' 2>/dev/null; }
 wait_state() {  # wait_state JOB STATE

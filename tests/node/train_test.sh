@@ -10,22 +10,7 @@ ensure_operator || exit 1
 restricted_ns train
 
 args='args: [--model=wide_deep, "--layers=64,32", --data-dir=/tmp/data, --generate-data=50000, --steps=300, --batch-size=256, --threads=1]'
-cat <<JOB | k apply -f - >/dev/null
-apiVersion: kubetrain.io/v1alpha1
-kind: TrainingJob
-metadata: {name: wide-deep}
-spec:
-  runPolicy: {backoffLimit: 3, activeDeadlineSeconds: 900}
-  replicaSpecs:
-    PS:
-      replicas: 2
-      restartPolicy: ExitCode
-$(pod_template "${KUBETRAIN_TRAINER_IMAGE}" "${args}")
-    Worker:
-      replicas: 2
-      restartPolicy: ExitCode
-$(pod_template "${KUBETRAIN_TRAINER_IMAGE}" "${args}")
-JOB
+trainer_job wide-deep "${args}"
 WAIT_SECONDS=600 wait_state wide-deep Succeeded
 check "the job succeeded" "$(job_state wide-deep)" Succeeded
 # cleanPodPolicy Running: a PS still running at success is deleted; one that
