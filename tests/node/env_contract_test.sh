@@ -2,7 +2,8 @@
 # Any image: a plain Debian image running a shell script, in a namespace that
 # enforces Pod Security `restricted`, gets CLUSTER_CONFIG, POD_NAME, TF_CONFIG
 # and KUBETRAIN_AUTH_KEY, resolves every peer host in CLUSTER_CONFIG through
-# the cluster DNS, and exits 0; the job succeeds. Runs on the real node.
+# the cluster DNS, and exits 0; the job succeeds. Runs on the real node. Also:
+# `kubectl exec` and `kubectl logs` work, and the kubernetes Service resolves.
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 ensure_operator || exit 1
@@ -40,6 +41,27 @@ want="contract-ps-0.${ns}.svc.cluster.local contract-worker-0.${ns}.svc.cluster.
 want+=" contract-worker-1.${ns}.svc.cluster.local"
 check "CLUSTER_CONFIG names every peer by its cluster DNS name" \
   "$(sed -n 's/.*"hosts":"\([^"]*\)".*/\1/p' <<<"${msg}" | tr ' ' '\n' | sort | xargs)" "${want}"
+# kubectl exec and logs reach the kubelet; the kubernetes Service resolves in-cluster.
+cat <<POD | k apply -f - >/dev/null
+apiVersion: v1
+kind: Pod
+metadata: {name: shell}
+spec:
+  nodeSelector: {type: real}
+  terminationGracePeriodSeconds: 1
+  securityContext: {runAsNonRoot: true, runAsUser: 65532, seccompProfile: {type: RuntimeDefault}}
+  containers:
+    - name: sh
+      image: ${KUBETRAIN_DEBIAN_IMAGE}
+      command: [sh, -c, "echo hello from the node; exec sleep 600"]
+      securityContext: {allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: {drop: [ALL]}}
+POD
+k wait --for=condition=Ready pod/shell --timeout "${T}s" >/dev/null
+check "kubectl exec works" "$(k exec shell -- sh -c 'echo exec-ok')" exec-ok
+check "kubectl logs works" "$(k logs shell)" "hello from the node"
+check "kubernetes.default resolves to the Service IP" \
+  "$(k exec shell -- getent hosts kubernetes.default.svc.cluster.local | awk '{print $1}')" 10.96.0.1
+k delete pod shell --wait=false >/dev/null
 if ((failures)); then k get pods -o wide; k describe tj contract | tail -20; k logs contract-worker-0 2>&1 | tail; fi
 ((failures == 0)) && echo "env contract test passed"
 ((failures == 0))
