@@ -134,6 +134,8 @@ job bad-port "$(printf '  port: 70000\n  replicaSpecs:\n    Worker:\n      %s' "
   rejects "port out of range" "should be less than or equal to 65535"
 job bad-deadline "$(printf '  runPolicy: {activeDeadlineSeconds: 0}\n  replicaSpecs:\n    Worker:\n      %s' "${T}")" |
   rejects "activeDeadlineSeconds 0" "should be greater than or equal to 1"
+job huge-deadline "$(printf '  runPolicy: {activeDeadlineSeconds: 9223372036854775807}\n  replicaSpecs:\n    Worker:\n      %s' "${T}")" |
+  rejects "activeDeadlineSeconds above 10 years" "should be less than or equal to 315360000"
 job bad-backoff "$(printf '  runPolicy: {backoffLimit: -1}\n  replicaSpecs:\n    Worker:\n      %s' "${T}")" |
   rejects "negative backoffLimit" "should be greater than or equal to 0"
 job bad-ttl "$(printf '  runPolicy: {ttlSecondsAfterFinished: -1}\n  replicaSpecs:\n    Worker:\n      %s' "${T}")" |
@@ -236,6 +238,10 @@ check "status.metrics kept as written" \
 row="$(k get tj live --no-headers | awk '{print $1, $2, $3, $4}')"
 check "printer row with the AUC" "${row}" "live Running 0.757 3"
 check "short name tj" "$(k get tj -o name)" "trainingjob.kubetrain.io/live"
+check "the crds folder applies with kubectl apply -f (its Kustomization is no .yaml)" \
+  "$(kubectl apply -f "${here}" --dry-run=server 2>&1 | grep -c 'trainingjobs.kubetrain.io')" 1
+check "and with kubectl apply -k" \
+  "$(kubectl apply -k "${here}" --dry-run=server 2>&1 | grep -c 'trainingjobs.kubetrain.io')" 1
 
 if ((fails > 0)); then
   echo "${fails} check(s) failed" >&2

@@ -289,6 +289,20 @@ Status ParseStatusInto(const json& j, TrainingJobStatus& s) {
         KT_RETURN_IF_ERROR(ParseFailure(*f, rpath + ".lastFailure", info));
         r.last_failure = std::move(info);
       }
+      if (const json* b = Field(value, "backoff")) {
+        if (!b->is_array()) return Error(rpath + ".backoff", "must be an array");
+        for (size_t i = 0; i < b->size(); ++i) {
+          const std::string bpath = rpath + ".backoff[" + std::to_string(i) + "]";
+          KT_RETURN_IF_ERROR(ExpectObject((*b)[i], bpath));
+          RestartBackoff entry;
+          KT_RETURN_IF_ERROR(ReadInt((*b)[i], bpath, "index", entry.index));
+          KT_RETURN_IF_ERROR(ReadInt((*b)[i], bpath, "failures", entry.failures));
+          std::optional<Time> t;
+          KT_RETURN_IF_ERROR(ReadTime((*b)[i], bpath, "notBefore", t));
+          entry.not_before = t.value_or(Time{});
+          r.backoff.push_back(entry);
+        }
+      }
       s.replica_statuses[*type] = std::move(r);
     }
   }
@@ -414,6 +428,15 @@ json StatusToJson(const TrainingJobStatus& s) {
         if (!f.reason.empty()) fj["reason"] = f.reason;
         if (!f.message.empty()) fj["message"] = f.message;
         rj["lastFailure"] = std::move(fj);
+      }
+      if (!r.backoff.empty()) {
+        json bj = json::array();
+        for (const RestartBackoff& b : r.backoff) {
+          bj.push_back({{"index", b.index},
+                        {"failures", b.failures},
+                        {"notBefore", FormatTime(b.not_before)}});
+        }
+        rj["backoff"] = std::move(bj);
       }
       rs[std::string(Role(type).key)] = std::move(rj);
     }

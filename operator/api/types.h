@@ -33,6 +33,9 @@ inline constexpr size_t kMaxChildNameLength = 63;
 // status.metrics is at most this long as compact JSON (the kubelet's cap on a
 // termination message): a workload cannot grow the job's status without bound.
 inline constexpr size_t kMaxMetricsBytes = 4096;
+// spec.runPolicy.activeDeadlineSeconds at most 10 years (the CRD's maximum): a
+// larger value would overflow the deadline's time arithmetic.
+inline constexpr int64_t kMaxActiveDeadlineSeconds = 315'360'000;
 
 // Kubernetes timestamps have one-second resolution (metav1.Time).
 using Time = std::chrono::sys_seconds;
@@ -155,12 +158,26 @@ struct FailureInfo {
   friend bool operator==(const FailureInfo&, const FailureInfo&) = default;
 };
 
+// Crash-loop backoff of one replica: its failures in a row, and the time before
+// which it is not recreated.
+struct RestartBackoff {
+  int32_t index = 0;
+  int32_t failures = 0;
+  Time not_before{};
+
+  friend bool operator==(const RestartBackoff&, const RestartBackoff&) = default;
+};
+
 struct ReplicaStatus {
   int32_t active = 0;     // pods pending or running
   int32_t succeeded = 0;  // pods that exited 0
   int32_t failed = 0;     // failed pods still present
   int32_t restarts = 0;   // cumulative pod recreations after a failure
   std::optional<FailureInfo> last_failure;
+  // Replicas that failed recently, by index (sorted): the planner delays their
+  // next pod (10 s doubling to 5 min) and drops an entry once its replica ran
+  // cleanly for a while.
+  std::vector<RestartBackoff> backoff;
 
   friend bool operator==(const ReplicaStatus&, const ReplicaStatus&) = default;
 };

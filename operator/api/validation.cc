@@ -116,6 +116,11 @@ std::vector<FieldError> Validate(const TrainingJob& job) {
     errors.push_back(
         {"spec.runPolicy.activeDeadlineSeconds", "should be greater than or equal to 1"});
   }
+  if (rp.active_deadline_seconds && *rp.active_deadline_seconds > kMaxActiveDeadlineSeconds) {
+    errors.push_back(
+        {"spec.runPolicy.activeDeadlineSeconds",
+         "should be less than or equal to " + std::to_string(kMaxActiveDeadlineSeconds)});
+  }
   if (rp.backoff_limit && *rp.backoff_limit < 0) {
     errors.push_back({"spec.runPolicy.backoffLimit", "should be greater than or equal to 0"});
   }

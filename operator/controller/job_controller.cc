@@ -63,10 +63,11 @@ struct ChildKindInfo {
   std::string_view name;      // in messages
   const kube::ResourceRef* resource;
 };
-constexpr std::array<ChildKindInfo, 3> kChildKinds = {{
+constexpr std::array<ChildKindInfo, 4> kChildKinds = {{
     {ChildRef::Kind::kPod, "Pod", "pod", &kube::kPods},
     {ChildRef::Kind::kService, "Service", "service", &kube::kServices},
     {ChildRef::Kind::kSecret, "Secret", "secret", &kube::kSecrets},
+    {ChildRef::Kind::kConfigMap, "ConfigMap", "configmap", &kube::kConfigMaps},
 }};
 
 const ChildKindInfo& Info(ChildRef::Kind kind) {
@@ -127,9 +128,6 @@ class JobController::Impl {
       caches->services = std::make_unique<runtime::Informer<CachedChild>>(
           runtime::NewKubeListerWatcher(client_, kube::kServices, ns, selector), ToCachedChild,
           runtime::ReflectorOptions{.name = "services"});
-      caches->secrets = std::make_unique<runtime::Informer<CachedChild>>(
-          runtime::NewKubeListerWatcher(client_, kube::kSecrets, ns, selector), ToCachedChild,
-          runtime::ReflectorOptions{.name = "secrets"});
       caches->jobs->AddHandlers({
           .on_add = [this](const auto& j) { queue_.Add(j->meta.Key()); },
           .on_update = [this](const auto&, const auto& j) { queue_.Add(j->meta.Key()); },
@@ -137,7 +135,6 @@ class JobController::Impl {
       });
       caches->pods->AddHandlers(ChildHandlers<CachedPod>());
       caches->services->AddHandlers(ChildHandlers<CachedChild>());
-      caches->secrets->AddHandlers(ChildHandlers<CachedChild>());
       caches_[ns] = std::move(caches);
     }
   }
@@ -183,39 +180,34 @@ class JobController::Impl {
     std::unique_ptr<runtime::Informer<runtime::GenericObject>> jobs;
     std::unique_ptr<runtime::Informer<CachedPod>> pods;
     std::unique_ptr<runtime::Informer<CachedChild>> services;
-    std::unique_ptr<runtime::Informer<CachedChild>> secrets;
+    // No Secret informer: the operator may not read Secrets (least privilege).
+    // It creates the job's Secret before any pod, and AlreadyExists says it is there.
     void Start() {
       jobs->Start();
       pods->Start();
       services->Start();
-      secrets->Start();
     }
     void Stop() {
       jobs->Stop();
       pods->Stop();
       services->Stop();
-      secrets->Stop();
     }
     bool WaitForSync(std::chrono::milliseconds t, std::stop_token stop) {
       return jobs->WaitForSync(t, stop) && pods->WaitForSync(t, stop) &&
-             services->WaitForSync(t, stop) && secrets->WaitForSync(t, stop);
+             services->WaitForSync(t, stop);
     }
     // The first error a cache that has not synced saw, described.
     std::string Cause() const {
       const std::pair<const char*, Status> seen[] = {
           {"trainingjobs", jobs->HasSynced() ? Status::Ok() : jobs->LastError()},
           {"pods", pods->HasSynced() ? Status::Ok() : pods->LastError()},
-          {"services", services->HasSynced() ? Status::Ok() : services->LastError()},
-          {"secrets", secrets->HasSynced() ? Status::Ok() : secrets->LastError()}};
+          {"services", services->HasSynced() ? Status::Ok() : services->LastError()}};
       for (const auto& [resource, error] : seen) {
         if (!error.ok()) return runtime::DescribeListError(resource, error);
       }
       return "no list failed, the apiserver was slow (raise --cache-sync-timeout)";
     }
-    bool Synced() const {
-      return jobs->HasSynced() && pods->HasSynced() && services->HasSynced() &&
-             secrets->HasSynced();
-    }
+    bool Synced() const { return jobs->HasSynced() && pods->HasSynced() && services->HasSynced(); }
   };
 
   // Writes not yet visible in the caches, per job key.
@@ -238,6 +230,11 @@ class JobController::Impl {
     std::optional<StatusWrite> status;
     // The apiserver's message when it rejected a child as invalid.
     std::optional<std::string> rejected;
+    // The auth Secret had to be created while pods built with an earlier one lived.
+    bool auth_secret_replaced = false;
+    // The cluster JSON the job's ConfigMap is known to hold (written or created
+    // by this process); empty: unknown, replace it when it already exists.
+    std::string config_map_data;
   };
 
   template <typename T>
@@ -277,16 +274,19 @@ class JobController::Impl {
   }
 
   // Builds the observed children from the caches, corrected by expectations.
-  ObservedChildren Observe(Caches& c, const std::string& job_uid, const std::string& key,
-                           api::Time now) {
+  ObservedChildren Observe(Caches& c, const std::string& ns, const std::string& job_uid,
+                           const std::string& key, api::Time now) {
     ObservedChildren observed;
-    for (const auto& p : c.pods->store().ByIndex(runtime::kOwnerUidIndex, job_uid)) {
+    // Owner references name no namespace: a child is the job's only when it is
+    // in the job's namespace too.
+    const std::string owner = runtime::OwnerIndexValue(ns, job_uid);
+    for (const auto& p : c.pods->store().ByIndex(runtime::kOwnerUidIndex, owner)) {
       observed.pods.push_back(p->pod);
     }
-    for (const auto& s : c.services->store().ByIndex(runtime::kOwnerUidIndex, job_uid)) {
+    for (const auto& s : c.services->store().ByIndex(runtime::kOwnerUidIndex, owner)) {
       observed.services.push_back(ObservedService{s->meta.name, s->deletion_timestamp});
     }
-    observed.secret_exists = !c.secrets->store().ByIndex(runtime::kOwnerUidIndex, job_uid).empty();
+    observed.secret_exists = false;  // not observable; see Caches
 
     std::lock_guard lock(mu_);
     auto it = expectations_.find(key);
@@ -317,8 +317,8 @@ class JobController::Impl {
           if (!seen && !expired(create.at)) observed.services.push_back({name, std::nullopt});
           break;
         case ChildRef::Kind::kSecret:
-          seen = observed.secret_exists;
-          if (!seen && !expired(create.at)) observed.secret_exists = true;
+        case ChildRef::Kind::kConfigMap:
+          seen = true;  // created or AlreadyExists: nothing to wait for
           break;
       }
       e = (seen || expired(create.at)) ? exp.creates.erase(e) : std::next(e);
@@ -379,25 +379,30 @@ class JobController::Impl {
     const bool was_created = job.status.IsTrue(api::ConditionType::kCreated);
     const bool was_finished = job.status.Finished();
 
-    ObservedChildren observed = Observe(*c, job.metadata.uid, key, now);
+    ObservedChildren observed = Observe(*c, ns, job.metadata.uid, key, now);
     PlanInput input;
     input.now = now;
-    // The key is used only for a Secret that does not exist yet.
-    if (!observed.secret_exists) randombytes_buf(input.auth_key.data(), input.auth_key.size());
+    // The key is used only if the Secret does not exist yet.
+    randombytes_buf(input.auth_key.data(), input.auth_key.size());
     input.default_cluster_domain = options_.cluster_domain;
+    input.max_pod_creates = kMaxPodCreatesPerPlan;  // a huge job is created in batches
     {
       std::lock_guard lock(mu_);
       auto it = expectations_.find(key);
-      if (it != expectations_.end()) input.rejected_child = it->second.rejected;
+      if (it != expectations_.end()) {
+        input.rejected_child = it->second.rejected;
+        input.auth_secret_replaced = it->second.auth_secret_replaced;
+      }
     }
     Plan plan = PlanJob(job, observed, input);
 
     // 1. Status first: it records which failures were counted before their pods go.
     if (plan.status_changed) {
       KT_RETURN_IF_ERROR(WriteStatus(key, *cached, rv, plan.status));
-      if (input.rejected_child && plan.status.Finished()) {
+      if ((input.rejected_child || input.auth_secret_replaced) && plan.status.Finished()) {
         std::lock_guard lock(mu_);
         expectations_[key].rejected.reset();  // recorded in the status now
+        expectations_[key].auth_secret_replaced = false;
       }
       if (!was_created && plan.status.IsTrue(api::ConditionType::kCreated)) {
         metrics_->JobCreated();
@@ -415,7 +420,7 @@ class JobController::Impl {
                         "Reconcile", e.message);
     }
 
-    // 2. Creates: Secret, Services, Pods, in the plan's order.
+    // 2. Creates: Secret, ConfigMap, Services, Pods, in the plan's order.
     Status first_error;
     for (const json& obj : plan.creates) {
       const ChildKindInfo* kind = InfoOf(obj);
@@ -425,6 +430,25 @@ class JobController::Impl {
       auto created = client_->Create(*kind->resource, ns, obj);
       const Status s = created.status();
       metrics_->CountRequest("create", StatusCodeName(s.code()));
+      if (kind->kind == ChildRef::Kind::kSecret && s.ok() && HasLivePods(observed)) {
+        // The Secret was gone although pods built with it live: they hold a key
+        // the new Secret does not. Plan again at once; the planner fails the job.
+        spdlog::warn("{}: auth Secret {} was missing while the job's pods ran", key, child);
+        std::lock_guard lock(mu_);
+        expectations_[key].auth_secret_replaced = true;
+        runtime::ReconcileResult again;
+        again.requeue_after = std::chrono::milliseconds(1);
+        return again;
+      }
+      if (kind->kind == ChildRef::Kind::kConfigMap &&
+          (s.ok() || s.code() == StatusCode::kAlreadyExists)) {
+        // An existing ConfigMap may hold the cluster of an earlier spec (reshaped
+        // while suspended): replace it, once per content, before any pod reads it.
+        const Status ensured = EnsureConfigMap(key, ns, obj, s.ok());
+        if (ensured.ok()) continue;
+        if (first_error.ok()) first_error = ensured.WithContext("update " + child);
+        break;
+      }
       if (s.ok() || s.code() == StatusCode::kAlreadyExists) continue;
       ForgetCreate(key, child);
       if (s.code() == StatusCode::kInvalidArgument) {
@@ -439,6 +463,10 @@ class JobController::Impl {
         return again;
       }
       if (first_error.ok()) first_error = s.WithContext("create " + child);
+      // No pod without its Secret: a pod created first would look, once the
+      // Secret is created, like one holding a key from a deleted Secret. Nor
+      // without its ConfigMap.
+      if (kind->kind == ChildRef::Kind::kSecret || kind->kind == ChildRef::Kind::kConfigMap) break;
     }
 
     // 3. Deletes (foreground not needed: children have no children of their own).
@@ -510,6 +538,36 @@ class JobController::Impl {
                        cached.meta.name, cached.meta.uid},
                       "Warning", "InvalidSpec", "Reconcile", error.message());
     return runtime::ReconcileResult{};
+  }
+
+  // The ConfigMap `obj` was created (`created`) or already existed: make sure it
+  // holds obj's data, with an unconditional update when this process has not
+  // written that content yet (the operator never reads it back).
+  Status EnsureConfigMap(const std::string& key, const std::string& ns, const json& obj,
+                         bool created) {
+    const std::string data = obj["data"].value(std::string(kClusterConfigKey), std::string());
+    {
+      std::lock_guard lock(mu_);
+      auto& known = expectations_[key].config_map_data;
+      if (created) known = data;
+      if (known == data) return Status::Ok();
+    }
+    auto updated = client_->Update(kube::kConfigMaps, ns, obj);
+    metrics_->CountRequest("update", StatusCodeName(updated.status().code()));
+    if (!updated.ok()) return updated.status();
+    std::lock_guard lock(mu_);
+    expectations_[key].config_map_data = data;
+    return Status::Ok();
+  }
+
+  static bool HasLivePods(const ObservedChildren& observed) {
+    for (const ObservedPod& p : observed.pods) {
+      if (!p.deletion_timestamp && p.phase != PodPhase::kSucceeded &&
+          p.phase != PodPhase::kFailed) {
+        return true;
+      }
+    }
+    return false;
   }
 
   void ExpectCreate(const std::string& key, ChildRef::Kind kind, const std::string& name,

@@ -59,6 +59,28 @@ size_t MainContainerIndex(const json& containers) {
   return 0;
 }
 
+// The variables of the workload contract: set by the operator, replacing any of
+// the same name in the template.
+constexpr std::array<std::string_view, 4> kOurs = {"CLUSTER_CONFIG", "POD_NAME", "TF_CONFIG",
+                                                   "KUBETRAIN_AUTH_KEY"};
+
+// The contract variables a template's main container sets itself ("A, B").
+std::string TemplateContractEnv(const json& tmpl) {
+  std::string names;
+  const json spec = tmpl.value("spec", json::object());
+  const json containers = spec.is_object() ? spec.value("containers", json::array()) : json();
+  if (!containers.is_array() || containers.empty()) return names;
+  const json& main = containers[MainContainerIndex(containers)];
+  const json env = main.is_object() ? main.value("env", json::array()) : json();
+  if (!env.is_array()) return names;
+  for (const json& e : env) {
+    const std::string name = e.is_object() ? Str(e, "name") : "";
+    if (std::find(kOurs.begin(), kOurs.end(), name) == kOurs.end()) continue;
+    names += (names.empty() ? "" : ", ") + name;
+  }
+  return names;
+}
+
 StatusOr<ObservedPod> ObservePodUnsafe(const json& pod) {
   if (!pod.is_object()) return InvalidArgument("pod must be an object");
   const json meta = pod.value("metadata", json::object());
@@ -175,6 +197,16 @@ std::string TfConfigJson(const ClusterSpec& cluster, ReplicaType role, int32_t i
              {"task", {{"type", api::Role(role).lower}, {"index", index}}},
              {"environment", "cloud"}};
   return tf.dump();
+}
+
+std::string TfConfigTemplate(ReplicaType role, int32_t index) {
+  // The keys in nlohmann::json's (sorted) order, as TfConfigJson dumps them.
+  return R"({"cluster":$(CLUSTER_CONFIG),"environment":"cloud","task":{"index":)" +
+         std::to_string(index) + R"(,"type":")" + std::string(api::Role(role).lower) + R"("}})";
+}
+
+std::string ClusterConfigMapName(std::string_view job_name) {
+  return std::string(job_name) + "-cluster";
 }
 
 namespace {
@@ -309,6 +341,7 @@ class Planner {
   StatusOr<json> BuildPod(const Slot& slot, const ClusterSpec& cluster) const;
   json BuildService(const Slot& slot) const;
   json BuildSecret() const;
+  json BuildConfigMap() const;
   Status CheckTemplates(const ClusterSpec& cluster) const;
 
   // Status edits.
@@ -341,6 +374,12 @@ class Planner {
   // The job is admitted, not suspended, not finished: deadline, success,
   // failures and restarts, then what is missing.
   void RunActive(const ClusterSpec& cluster);
+  // Crash-loop backoff: drops entries of replicas gone from the spec or that ran
+  // cleanly for kRestartBackoffReset; records a counted failure; tells whether a
+  // replica must still wait (and requeues for when it may go).
+  void PruneBackoff();
+  std::chrono::seconds RecordBackoff(const Slot& slot);
+  bool InBackoff(const Slot& slot);
 
   bool Counted(const std::string& uid) const {
     return std::find(status_.counted_failures.begin(), status_.counted_failures.end(), uid) !=
@@ -395,7 +434,7 @@ json Planner::ChildMetadata(const std::string& name, const json& labels) const {
   return meta;
 }
 
-StatusOr<json> Planner::BuildPod(const Slot& slot, const ClusterSpec& cluster) const {
+StatusOr<json> Planner::BuildPod(const Slot& slot, const ClusterSpec& /*cluster*/) const {
   const std::string path =
       "spec.replicaSpecs." + std::string(api::Role(slot.type).key) + ".template";
   const json& tmpl = slot.spec->pod_template;
@@ -431,8 +470,6 @@ StatusOr<json> Planner::BuildPod(const Slot& slot, const ClusterSpec& cluster) c
 
   // The env contract. Our variables replace any of the same name in the template,
   // so a stale copy pasted from another job cannot shadow them.
-  static constexpr std::array<std::string_view, 4> kOurs = {"CLUSTER_CONFIG", "POD_NAME",
-                                                            "TF_CONFIG", "KUBETRAIN_AUTH_KEY"};
   json env = main.value("env", json::array());
   if (!env.is_array()) return InvalidArgument(cpath + ".env: must be an array");
   json kept = json::array();
@@ -440,9 +477,14 @@ StatusOr<json> Planner::BuildPod(const Slot& slot, const ClusterSpec& cluster) c
     std::string name = e.is_object() ? Str(e, "name") : "";
     if (std::find(kOurs.begin(), kOurs.end(), name) == kOurs.end()) kept.push_back(e);
   }
-  kept.push_back({{"name", "CLUSTER_CONFIG"}, {"value", cluster_config_}});
+  // CLUSTER_CONFIG from the job's ConfigMap and TF_CONFIG expanded from it: a
+  // pod's size does not grow with the job's.
+  json config_ref = {{"name", ClusterConfigMapName(job_.metadata.name)},
+                     {"key", kClusterConfigKey}};
+  kept.push_back(
+      {{"name", "CLUSTER_CONFIG"}, {"valueFrom", {{"configMapKeyRef", std::move(config_ref)}}}});
   kept.push_back({{"name", "POD_NAME"}, {"value", PodNameEnv(slot.type, slot.index)}});
-  kept.push_back({{"name", "TF_CONFIG"}, {"value", TfConfigJson(cluster, slot.type, slot.index)}});
+  kept.push_back({{"name", "TF_CONFIG"}, {"value", TfConfigTemplate(slot.type, slot.index)}});
   json secret_ref = {{"name", AuthSecretName(job_.metadata.name)}, {"key", kAuthSecretKey}};
   kept.push_back(
       {{"name", "KUBETRAIN_AUTH_KEY"}, {"valueFrom", {{"secretKeyRef", std::move(secret_ref)}}}});
@@ -490,6 +532,14 @@ json Planner::BuildService(const Slot& slot) const {
               {"kind", "Service"},
               {"metadata", ChildMetadata(slot.name, labels)},
               {"spec", std::move(spec)}};
+}
+
+json Planner::BuildConfigMap() const {
+  json labels = {{kJobNameLabel, job_.metadata.name}};
+  return json{{"apiVersion", "v1"},
+              {"kind", "ConfigMap"},
+              {"metadata", ChildMetadata(ClusterConfigMapName(job_.metadata.name), labels)},
+              {"data", {{kClusterConfigKey, cluster_config_}}}};
 }
 
 json Planner::BuildSecret() const {
@@ -602,6 +652,7 @@ void Planner::Finish(bool succeeded, std::string reason, std::string message) {
 
 void Planner::Suspend() {
   for (const ObservedPod& pod : observed_.pods) DeletePod(pod);
+  for (auto& [type, rs] : status_.replica_statuses) rs.backoff.clear();
   if (!status_.IsTrue(ConditionType::kSuspended)) {
     const std::string message = "the job is suspended; its pods are deleted";
     SetCondition(ConditionType::kRunning, false, "TrainingJobSuspended", message);
@@ -685,24 +736,94 @@ std::optional<std::pair<std::string, std::string>> Planner::HandleTerminated(con
   ++rs.restarts;
   status_.counted_failures.push_back(pod.uid);
   DeletePod(pod);
-  AddEvent(EventType::kWarning, "RestartingReplica", what + "; recreating it");
+  const std::chrono::seconds delay = RecordBackoff(slot);
+  AddEvent(EventType::kWarning, "RestartingReplica",
+           what + "; recreating it in " + std::to_string(delay.count()) + "s (crash-loop backoff)");
   restarted = true;
   return std::nullopt;
 }
 
+void Planner::PruneBackoff() {
+  for (auto& [type, rs] : status_.replica_statuses) {
+    const int32_t replicas = job_.spec.Replicas(type);
+    std::erase_if(rs.backoff, [&](const api::RestartBackoff& b) {
+      if (b.index >= replicas) return true;
+      for (const Slot& slot : slots_) {
+        if (slot.type != type || slot.index != b.index) continue;
+        const ObservedPod* pod = slot.pod;
+        if (pod == nullptr || pod->deletion_timestamp) return false;
+        if (pod->phase == PodPhase::kSucceeded) return true;
+        return pod->phase == PodPhase::kRunning && pod->creation_timestamp &&
+               input_.now - *pod->creation_timestamp >= kRestartBackoffReset;
+      }
+      return true;
+    });
+  }
+}
+
+std::chrono::seconds Planner::RecordBackoff(const Slot& slot) {
+  std::vector<api::RestartBackoff>& entries = status_.replica_statuses[slot.type].backoff;
+  auto it = std::find_if(entries.begin(), entries.end(),
+                         [&](const api::RestartBackoff& b) { return b.index == slot.index; });
+  if (it == entries.end()) {
+    it = entries.insert(
+        std::upper_bound(entries.begin(), entries.end(), slot.index,
+                         [](int32_t i, const api::RestartBackoff& b) { return i < b.index; }),
+        api::RestartBackoff{slot.index, 0, {}});
+  }
+  const ObservedPod& pod = *slot.pod;
+  const bool ran_cleanly =
+      pod.creation_timestamp && input_.now - *pod.creation_timestamp >= kRestartBackoffReset;
+  it->failures = ran_cleanly ? 1 : std::min(it->failures + 1, 30);
+  std::chrono::seconds delay = kRestartBackoffBase;
+  for (int32_t i = 1; i < it->failures && delay < kRestartBackoffMax; ++i) delay *= 2;
+  delay = std::min(delay, kRestartBackoffMax);
+  it->not_before = input_.now + delay;
+  return delay;
+}
+
+bool Planner::InBackoff(const Slot& slot) {
+  auto it = status_.replica_statuses.find(slot.type);
+  if (it == status_.replica_statuses.end()) return false;
+  for (const api::RestartBackoff& b : it->second.backoff) {
+    if (b.index != slot.index || input_.now >= b.not_before) continue;
+    Requeue(std::chrono::duration_cast<std::chrono::seconds>(b.not_before - input_.now));
+    return true;
+  }
+  return false;
+}
+
 void Planner::CreateMissing(const ClusterSpec& cluster) {
-  if (!observed_.secret_exists) plan_.creates.push_back(BuildSecret());
   std::set<std::string> services;
   for (const ObservedService& s : observed_.services) services.insert(s.name);
   for (const Slot& slot : slots_) {
     if (!services.count(slot.name)) plan_.creates.push_back(BuildService(slot));
   }
-  std::set<ReplicaType> warned;
+  std::set<ReplicaType> warned, env_warned;
+  size_t pods_created = 0;
   for (const Slot& slot : slots_) {
-    if (slot.pod != nullptr) continue;
+    if (slot.pod != nullptr || InBackoff(slot)) continue;
+    if (input_.max_pod_creates > 0 && pods_created == input_.max_pod_creates) {
+      Requeue(std::chrono::seconds(1));  // the rest in the next plan
+      break;
+    }
+    if (pods_created == 0) {
+      // Before the Services: the Secret, then the ConfigMap.
+      plan_.creates.insert(plan_.creates.begin(), BuildConfigMap());
+      if (!observed_.secret_exists) plan_.creates.insert(plan_.creates.begin(), BuildSecret());
+    }
+    ++pods_created;
     StatusOr<json> pod = BuildPod(slot, cluster);
     if (!pod.ok()) continue;  // unreachable: CheckTemplates vetted every template
     plan_.creates.push_back(std::move(*pod));
+    if (env_warned.insert(slot.type).second) {
+      const std::string names = TemplateContractEnv(slot.spec->pod_template);
+      if (!names.empty()) {
+        AddEvent(EventType::kWarning, "EnvOverridden",
+                 "spec.replicaSpecs." + std::string(api::Role(slot.type).key) + ".template sets " +
+                     names + ": replaced by the operator's values (the workload contract)");
+      }
+    }
     const json& tmpl_spec = slot.spec->pod_template["spec"];
     std::string policy = Str(tmpl_spec, "restartPolicy");
     if (!policy.empty() && policy != "Never" && warned.insert(slot.type).second) {
@@ -754,6 +875,15 @@ void Planner::RunActive(const ClusterSpec& cluster) {
     return;
   }
 
+  if (input_.auth_secret_replaced) {
+    Finish(false, "AuthSecretDeleted",
+           "the Secret " + AuthSecretName(job_.metadata.name) +
+               " holding the job's auth key was deleted while the job ran: its live pods "
+               "hold the old key, a recreated replica would get a new one and be refused. "
+               "Delete and re-create the job");
+    return;
+  }
+  PruneBackoff();
   bool restarted = false;
   std::set<ReplicaType> outdated;
   for (const Slot& slot : slots_) {

@@ -107,6 +107,18 @@ ClusterSpec BuildClusterSpec(const api::TrainingJob& job, std::string_view defau
 std::string ClusterConfigJson(const ClusterSpec& cluster);
 // {"cluster":<same>,"task":{"type":<role>,"index":<i>},"environment":"cloud"}.
 std::string TfConfigJson(const ClusterSpec& cluster, api::ReplicaType role, int32_t index);
+// TF_CONFIG as the pod carries it: TfConfigJson with the cluster map replaced by
+// "$(CLUSTER_CONFIG)", which Kubernetes (and the local runner) expands from the
+// CLUSTER_CONFIG variable defined before it. Expanded, it is byte for byte
+// TfConfigJson(cluster, role, index); the pod stays O(1) in the job's size.
+std::string TfConfigTemplate(api::ReplicaType role, int32_t index);
+// "<job>-cluster": the job's ConfigMap; key kClusterConfigKey holds
+// ClusterConfigJson, which every pod's CLUSTER_CONFIG references.
+std::string ClusterConfigMapName(std::string_view job_name);
+inline constexpr std::string_view kClusterConfigKey = "cluster";
+// The Kubernetes executor's PlanInput::max_pod_creates: a plan's size (and the
+// operator's memory) stays bounded whatever the job's size.
+inline constexpr size_t kMaxPodCreatesPerPlan = 500;
 // "<role>-<index>".
 std::string PodNameEnv(api::ReplicaType role, int32_t index);
 // "<job>-auth".
@@ -129,7 +141,23 @@ struct PlanInput {
   // a template field the CRD passes through unchecked). The job then fails with
   // reason InvalidSpec and this message, like any other spec error.
   std::optional<std::string> rejected_child;
+  // Set when the executor had to create the job's auth Secret while pods built
+  // with an earlier one were still live (the Secret was deleted behind the
+  // job's back: those pods hold a key no new replica gets). The job fails with
+  // reason AuthSecretDeleted instead of failing later for a misleading reason.
+  bool auth_secret_replaced = false;
+  // When > 0, at most this many pods per plan; the rest follow in the next
+  // plans (requeue_after 1 s). 0: all of them (render, the local runner).
+  size_t max_pod_creates = 0;
 };
+
+// Crash-loop backoff (like the Job controller's pod failure backoff): a replica
+// restarted after a failure gets its next pod kRestartBackoffBase after the
+// failure, doubling with every failure in a row up to kRestartBackoffMax. A
+// replica whose pod ran for kRestartBackoffReset starts again from the base.
+inline constexpr std::chrono::seconds kRestartBackoffBase{10};
+inline constexpr std::chrono::seconds kRestartBackoffMax{300};
+inline constexpr std::chrono::seconds kRestartBackoffReset{600};
 
 enum class EventType { kNormal, kWarning };
 
@@ -143,7 +171,7 @@ struct Event {
 };
 
 struct ChildRef {
-  enum class Kind { kPod, kService, kSecret };
+  enum class Kind { kPod, kService, kSecret, kConfigMap };
   Kind kind = Kind::kPod;
   std::string name;
 
@@ -152,7 +180,13 @@ struct ChildRef {
 
 struct Plan {
   // Complete objects ready to POST to /api/v1/namespaces/<ns>/<kind>s, in this
-  // order: the Secret, Services, Pods (so a pod's secretKeyRef resolves).
+  // order: the Secret, the ConfigMap, Services, Pods (so a pod's secretKeyRef
+  // and configMapKeyRef resolve). The Secret is in the plan only when pods are
+  // (and observed.secret_exists is false): an executor that cannot observe
+  // Secrets creates it before any pod, and AlreadyExists tells it the Secret is
+  // there. The ConfigMap is in every plan that creates pods; an existing one
+  // must be replaced with this content (it changes only when the spec was
+  // reshaped, while no pod ran). At most input.max_pod_creates pods.
   std::vector<nlohmann::json> creates;
   std::vector<ChildRef> deletes;
   // The whole new status; write it (status subresource) when status_changed.
@@ -189,6 +223,10 @@ struct Plan {
 //    it is deleted and recreated. Each restart counts toward backoffLimit, summed
 //    over roles; the failure that would exceed it fails the job
 //    (BackoffLimitExceeded). Always also recreates PS/Evaluator pods that exit 0.
+//    The new pod waits out the replica's crash-loop backoff (kRestartBackoff*,
+//    status.replicaStatuses.<Role>.backoff, a timed requeue, and the delay in
+//    the RestartingReplica event).
+//  - input.auth_secret_replaced fails an active job with AuthSecretDeleted.
 //  - Pods and Services of roles or indexes no longer in the spec are deleted, and
 //    live pods built from an older spec (kSpecHashAnnotation) are recreated;
 //    neither counts as a restart.

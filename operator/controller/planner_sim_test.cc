@@ -29,6 +29,8 @@ class World {
       const std::string name = obj["metadata"]["name"];
       if (kind == "Secret") {
         secret_ = true;
+      } else if (kind == "ConfigMap") {
+        // Holds CLUSTER_CONFIG; nothing the planner observes.
       } else if (kind == "Service") {
         services_.insert(name);
       } else if (pods_.count(name)) {

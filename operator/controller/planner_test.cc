@@ -89,9 +89,12 @@ const json* Created(const Plan& plan, const std::string& kind, const std::string
   return nullptr;
 }
 
+// Every create but the ConfigMap, which comes with every batch of pods (checked
+// by NewJobGetsSecretThenConfigMapThenServicesThenPods).
 std::vector<std::string> CreatedNames(const Plan& plan) {
   std::vector<std::string> out;
   for (const json& c : plan.creates) {
+    if (c["kind"] == "ConfigMap") continue;
     out.push_back(c["kind"].get<std::string>() + "/" + c["metadata"]["name"].get<std::string>());
   }
   return out;
@@ -112,6 +115,39 @@ std::string EnvValue(const json& pod, const std::string& name, size_t container 
   return "<unset>";
 }
 
+// The variable `name` as the container's process sees it, resolved like the
+// kubelet does: configMapKeyRef from the plan's ConfigMap, then $(VAR) of the
+// variables defined before it.
+std::string ProcessEnv(const Plan& plan, const json& pod, const std::string& name,
+                       size_t container = 0) {
+  std::map<std::string, std::string> env;
+  for (const json& e : pod["spec"]["containers"][container]["env"]) {
+    std::string value;
+    if (e.contains("value")) {
+      const std::string text = e["value"];
+      for (size_t i = 0; i < text.size(); ++i) {
+        size_t close = text.find(')', i);
+        if (text.compare(i, 2, "$(") == 0 && close != std::string::npos &&
+            env.count(text.substr(i + 2, close - i - 2))) {
+          value += env[text.substr(i + 2, close - i - 2)];
+          i = close;
+        } else {
+          value += text[i];
+        }
+      }
+    } else if (e.contains("valueFrom") && e["valueFrom"].contains("configMapKeyRef")) {
+      const json& ref = e["valueFrom"]["configMapKeyRef"];
+      const json* cm = Created(plan, "ConfigMap", ref["name"]);
+      if (cm == nullptr) return "<no ConfigMap " + ref["name"].get<std::string>() + ">";
+      value = (*cm)["data"][ref["key"].get<std::string>()];
+    } else {
+      value = e.dump();
+    }
+    env[e["name"]] = value;
+  }
+  return env.count(name) ? env[name] : "<unset>";
+}
+
 const api::Condition* Cond(const Plan& plan, ConditionType t) {
   return plan.status.Find(t);
 }
@@ -124,8 +160,11 @@ api::TrainingJob After(api::TrainingJob job, const Plan& plan) {
 
 // ---- What gets created -------------------------------------------------------
 
-TEST(PlannerCreateTest, NewJobGetsSecretThenServicesThenPods) {
+TEST(PlannerCreateTest, NewJobGetsSecretThenConfigMapThenServicesThenPods) {
   Plan plan = PlanJob(Job(), {}, Input());
+  ASSERT_EQ(plan.creates.size(), 10u);
+  EXPECT_EQ(plan.creates[1]["kind"], "ConfigMap");
+  EXPECT_EQ(plan.creates[1]["metadata"]["name"], "tj-cluster");
   EXPECT_EQ(CreatedNames(plan),
             (std::vector<std::string>{"Secret/tj-auth", "Service/tj-ps-0", "Service/tj-ps-1",
                                       "Service/tj-worker-0", "Service/tj-worker-1", "Pod/tj-ps-0",
@@ -158,10 +197,10 @@ TEST(PlannerCreateTest, PodCarriesLabelsOwnerAndTheEnvContract) {
   const std::string cluster =
       R"({"ps":["tj-ps-0.ml.svc.cluster.local:2222","tj-ps-1.ml.svc.cluster.local:2222"],)"
       R"("worker":["tj-worker-0.ml.svc.cluster.local:2222","tj-worker-1.ml.svc.cluster.local:2222"]})";
-  EXPECT_EQ(EnvValue(*pod, "CLUSTER_CONFIG"), cluster);
+  EXPECT_EQ(ProcessEnv(plan, *pod, "CLUSTER_CONFIG"), cluster);
   EXPECT_EQ(EnvValue(*pod, "POD_NAME"), "worker-1");
   EXPECT_EQ(
-      EnvValue(*pod, "TF_CONFIG"),
+      ProcessEnv(plan, *pod, "TF_CONFIG"),
       R"({"cluster":)" + cluster + R"(,"environment":"cloud","task":{"index":1,"type":"worker"}})");
   EXPECT_EQ(
       EnvValue(*pod, "KUBETRAIN_AUTH_KEY"),
@@ -169,6 +208,85 @@ TEST(PlannerCreateTest, PodCarriesLabelsOwnerAndTheEnvContract) {
   EXPECT_EQ((*pod)["spec"]["containers"][0]["ports"],
             json::parse(R"([{"containerPort": 2222, "name": "kubetrain", "protocol": "TCP"}])"));
   EXPECT_EQ((*pod)["spec"]["containers"][0]["image"], "kubetrain-trainer");
+}
+
+// A pod carried the whole host list twice (CLUSTER_CONFIG and TF_CONFIG), so it
+// grew with the job. Now the list is in the job's ConfigMap once and the pod's
+// size does not depend on the number of replicas.
+TEST(PlannerCreateTest, ATemplateSettingContractVariablesGetsAWarning) {
+  api::TrainingJob job = Job();
+  job.spec.replica_specs[ReplicaType::kWorker].pod_template = json::parse(
+      R"({"spec": {"containers": [{"name": "trainer", "env": [{"name": "TF_CONFIG", "value": "{}"},
+          {"name": "LR", "value": "0.1"}, {"name": "POD_NAME", "value": "me"}]}]}})");
+  Plan plan = PlanJob(job, {}, Input());
+  ASSERT_EQ(plan.events.size(), 1u);
+  EXPECT_EQ(plan.events[0].type, EventType::kWarning);
+  EXPECT_EQ(plan.events[0].reason, "EnvOverridden");
+  EXPECT_EQ(plan.events[0].message,
+            "spec.replicaSpecs.Worker.template sets TF_CONFIG, POD_NAME: replaced by the "
+            "operator's values (the workload contract)");
+  EXPECT_EQ(ProcessEnv(plan, *Created(plan, "Pod", "tj-worker-0"), "POD_NAME"), "worker-0");
+}
+
+TEST(PlannerScaleTest, PodSizeDoesNotGrowWithTheJob) {
+  auto pod_size = [](int32_t workers) {
+    api::TrainingJob job = Job();
+    job.spec.replica_specs[ReplicaType::kWorker].replicas = workers;
+    Plan plan = PlanJob(job, {}, Input());
+    const json* pod = Created(plan, "Pod", "tj-worker-1");
+    EXPECT_NE(pod, nullptr);
+    return pod == nullptr ? size_t{0} : pod->dump().size();
+  };
+  EXPECT_EQ(pod_size(2), pod_size(400));
+}
+
+TEST(PlannerScaleTest, TfConfigExpandsToTheContractByteForByte) {
+  Plan plan = PlanJob(Job(), {}, Input());
+  ClusterSpec cluster = BuildClusterSpec(Job(), "cluster.local");
+  for (const auto& [role, index] :
+       {std::pair{ReplicaType::kPS, 1}, std::pair{ReplicaType::kWorker, 0}}) {
+    const json* pod = Created(plan, "Pod", api::ChildName("tj", role, index));
+    ASSERT_NE(pod, nullptr);
+    EXPECT_EQ(ProcessEnv(plan, *pod, "TF_CONFIG"), TfConfigJson(cluster, role, index));
+    EXPECT_EQ(ProcessEnv(plan, *pod, "CLUSTER_CONFIG"), ClusterConfigJson(cluster));
+  }
+  const json* cm = Created(plan, "ConfigMap", "tj-cluster");
+  ASSERT_NE(cm, nullptr);
+  EXPECT_EQ((*cm)["metadata"]["ownerReferences"][0]["uid"], "job-uid");
+  EXPECT_EQ((*cm)["metadata"]["labels"], json({{"kubetrain.io/job-name", "tj"}}));
+}
+
+TEST(PlannerScaleTest, PodsAreCreatedInBoundedBatches) {
+  api::TrainingJob job = Job();
+  job.spec.replica_specs[ReplicaType::kWorker].replicas = 1200;
+  ObservedChildren o;
+  o.secret_exists = true;
+  size_t total = 0;
+  PlanInput in = Input();
+  in.max_pod_creates = kMaxPodCreatesPerPlan;  // as the Kubernetes executor plans
+  EXPECT_EQ(CreatedNames(PlanJob(job, o, Input())).size(), 2u + 1200u + 1202u);  // 0: all
+  for (int round = 0; round < 5 && total < 1202; ++round) {
+    in.now = kNow + seconds(round);
+    Plan plan = PlanJob(job, o, in);
+    job = After(job, plan);
+    size_t pods = 0;
+    for (const json& c : plan.creates) {
+      if (c["kind"] == "Service") o.services.push_back({c["metadata"]["name"], std::nullopt});
+      if (c["kind"] != "Pod") continue;
+      ++pods;
+      auto labels = c["metadata"]["labels"].get<std::map<std::string, std::string>>();
+      auto replica = ReplicaFromLabels(labels);
+      ObservedPod p = Pod(replica->first, replica->second, PodPhase::kPending);
+      o.pods.push_back(p);
+    }
+    EXPECT_LE(pods, kMaxPodCreatesPerPlan);
+    total += pods;
+    if (total < 1202) {
+      ASSERT_TRUE(plan.requeue_after.has_value());
+      EXPECT_EQ(*plan.requeue_after, seconds(1));
+    }
+  }
+  EXPECT_EQ(total, 1202u);  // 2 PS + 1200 workers, in three plans
 }
 
 TEST(PlannerCreateTest, ClusterListsChiefButNotEvaluatorsAndUsesPortAndDomain) {
@@ -184,9 +302,9 @@ TEST(PlannerCreateTest, ClusterListsChiefButNotEvaluatorsAndUsesPortAndDomain) {
   const std::string cluster =
       R"({"chief":["tj-chief-0.ml.svc.corp.example:3000"],)"
       R"("worker":["tj-worker-0.ml.svc.corp.example:3000","tj-worker-1.ml.svc.corp.example:3000"]})";
-  EXPECT_EQ(EnvValue(*eval, "CLUSTER_CONFIG"), cluster);
+  EXPECT_EQ(ProcessEnv(plan, *eval, "CLUSTER_CONFIG"), cluster);
   EXPECT_EQ(EnvValue(*eval, "POD_NAME"), "evaluator-0");
-  EXPECT_EQ(json::parse(EnvValue(*eval, "TF_CONFIG"))["task"],
+  EXPECT_EQ(json::parse(ProcessEnv(plan, *eval, "TF_CONFIG"))["task"],
             json({{"type", "evaluator"}, {"index", 0}}));
   EXPECT_NE(Created(plan, "Service", "tj-evaluator-0"), nullptr);
 }
@@ -199,7 +317,7 @@ TEST(PlannerCreateTest, DefaultDomainComesFromTheInputAndNamespaceDefaults) {
   Plan plan = PlanJob(job, {}, in);
   const json* pod = Created(plan, "Pod", "tj-ps-0");
   ASSERT_NE(pod, nullptr);
-  EXPECT_EQ(json::parse(EnvValue(*pod, "CLUSTER_CONFIG"))["ps"][0],
+  EXPECT_EQ(json::parse(ProcessEnv(plan, *pod, "CLUSTER_CONFIG"))["ps"][0],
             "tj-ps-0.default.svc.k8s.local:2222");
 }
 
@@ -209,7 +327,7 @@ TEST(PlannerCreateTest, ClusterOverrideReplacesDnsNames) {
                                     {ReplicaType::kWorker, {"127.0.0.1:5002", "127.0.0.1:5003"}}};
   Plan plan = PlanJob(Job(), {}, in);
   EXPECT_EQ(
-      EnvValue(*Created(plan, "Pod", "tj-ps-0"), "CLUSTER_CONFIG"),
+      ProcessEnv(plan, *Created(plan, "Pod", "tj-ps-0"), "CLUSTER_CONFIG"),
       R"({"ps":["127.0.0.1:5000","127.0.0.1:5001"],"worker":["127.0.0.1:5002","127.0.0.1:5003"]})");
 }
 
@@ -512,7 +630,7 @@ TEST(PlannerRestartTest, FailedPodIsRecreatedOnceGone) {
   api::TrainingJob job = Job();
   Plan first = PlanJob(job, o, Input());
   std::erase_if(o.pods, [](const ObservedPod& p) { return p.name == "tj-worker-1"; });
-  Plan second = PlanJob(After(job, first), o, Input(kNow + seconds(1)));
+  Plan second = PlanJob(After(job, first), o, Input(kNow + kRestartBackoffBase));
   EXPECT_EQ(CreatedNames(second), std::vector<std::string>{"Pod/tj-worker-1"});
   EXPECT_TRUE(second.status.counted_failures.empty());  // its UID can never come back
   EXPECT_EQ(second.status.replica_statuses.at(ReplicaType::kWorker).restarts, 1);
@@ -521,6 +639,151 @@ TEST(PlannerRestartTest, FailedPodIsRecreatedOnceGone) {
   Plan third = PlanJob(After(job, second), All(PodPhase::kRunning), Input(kNow + seconds(2)));
   EXPECT_EQ(third.status.state, "Running");
   EXPECT_FALSE(third.status.IsTrue(ConditionType::kRestarting));
+}
+
+// ---- Crash-loop backoff ---------------------------------------------------------
+
+// Fails worker 1 (which must be running) at `now` and plans; then plans again
+// with its pod gone at `gone`.
+std::pair<Plan, Plan> FailWorker1(api::TrainingJob& job, api::Time now, api::Time gone,
+                                  std::optional<api::Time> created = std::nullopt) {
+  ObservedChildren o = All(PodPhase::kRunning);
+  ObservedPod& w = Find(o, "tj-worker-1");
+  w.phase = PodPhase::kFailed;
+  w.exit_code = 137;
+  w.uid = "w1-" + std::to_string(now.time_since_epoch().count());
+  w.creation_timestamp = created ? *created : now;
+  Plan failed = PlanJob(job, o, Input(now));
+  job = After(job, failed);
+  std::erase_if(o.pods, [](const ObservedPod& p) { return p.name == "tj-worker-1"; });
+  Plan later = PlanJob(job, o, Input(gone));
+  job = After(job, later);
+  return {std::move(failed), std::move(later)};
+}
+
+TEST(PlannerBackoffTest, ARestartWaitsTenSecondsThenDoublesUpToFiveMinutes) {
+  api::TrainingJob job = Job(RestartPolicy::kOnFailure);
+  api::Time now = kNow;
+  const std::vector<int> want = {10, 20, 40, 80, 160, 300, 300};
+  for (size_t i = 0; i < want.size(); ++i) {
+    auto [failed, waiting] = FailWorker1(job, now, now + seconds(1));
+    ASSERT_EQ(failed.events.size(), 1u);
+    EXPECT_NE(failed.events[0].message.find("recreating it in " + std::to_string(want[i]) + "s"),
+              std::string::npos)
+        << failed.events[0].message;
+    const auto& backoff = failed.status.replica_statuses.at(ReplicaType::kWorker).backoff;
+    ASSERT_EQ(backoff.size(), 1u);
+    EXPECT_EQ(backoff[0],
+              (api::RestartBackoff{1, static_cast<int32_t>(i + 1), now + seconds(want[i])}));
+    // The pod is gone but the replica waits: no create, a timer for the rest.
+    EXPECT_TRUE(CreatedNames(waiting).empty());
+    ASSERT_TRUE(waiting.requeue_after.has_value());
+    EXPECT_EQ(*waiting.requeue_after, seconds(want[i] - 1));
+    // Due: the pod is created (the Secret is not: it exists).
+    ObservedChildren o = All(PodPhase::kRunning);
+    std::erase_if(o.pods, [](const ObservedPod& p) { return p.name == "tj-worker-1"; });
+    Plan due = PlanJob(job, o, Input(now + seconds(want[i])));
+    EXPECT_EQ(CreatedNames(due), std::vector<std::string>{"Pod/tj-worker-1"});
+    job = After(job, due);
+    now += seconds(want[i] + 1);  // it fails one second after it starts
+  }
+}
+
+TEST(PlannerBackoffTest, OnlyTheFailingReplicaWaits) {
+  api::TrainingJob job = Job(RestartPolicy::kOnFailure);
+  FailWorker1(job, kNow, kNow + seconds(1));
+  ObservedChildren o = All(PodPhase::kRunning);
+  std::erase_if(o.pods, [](const ObservedPod& p) {
+    return p.name == "tj-worker-1" || p.name == "tj-ps-0";  // ps-0 deleted by someone
+  });
+  Plan plan = PlanJob(job, o, Input(kNow + seconds(2)));
+  EXPECT_EQ(CreatedNames(plan), std::vector<std::string>{"Pod/tj-ps-0"});
+}
+
+TEST(PlannerBackoffTest, AReplicaThatRanCleanlyStartsAgainFromTenSeconds) {
+  api::TrainingJob job = Job(RestartPolicy::kOnFailure);
+  job.status.replica_statuses[ReplicaType::kWorker].backoff = {{1, 5, kNow - seconds(700)}};
+  // It failed again after running for 10 minutes: the count starts over.
+  auto [failed, waiting] = FailWorker1(job, kNow, kNow + seconds(1), kNow - kRestartBackoffReset);
+  EXPECT_EQ(failed.status.replica_statuses.at(ReplicaType::kWorker).backoff,
+            (std::vector<api::RestartBackoff>{{1, 1, kNow + seconds(10)}}));
+  // A replica running cleanly for 10 minutes leaves the backoff list.
+  ObservedChildren o = All(PodPhase::kRunning);
+  for (ObservedPod& p : o.pods) p.creation_timestamp = kNow;
+  Plan early = PlanJob(job, o, Input(kNow + seconds(599)));
+  EXPECT_EQ(early.status.replica_statuses.at(ReplicaType::kWorker).backoff.size(), 1u);
+  Plan clean = PlanJob(job, o, Input(kNow + kRestartBackoffReset));
+  EXPECT_TRUE(clean.status.replica_statuses.at(ReplicaType::kWorker).backoff.empty());
+}
+
+TEST(PlannerBackoffTest, BackoffSurvivesTheStatusRoundTrip) {
+  api::TrainingJob job = Job(RestartPolicy::kOnFailure);
+  auto [failed, waiting] = FailWorker1(job, kNow, kNow + seconds(1));
+  auto parsed = api::ParseTrainingJobStatus(api::StatusToJson(failed.status));
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_EQ(*parsed, failed.status);
+  EXPECT_EQ(api::StatusToJson(failed.status)["replicaStatuses"]["Worker"]["backoff"],
+            json::parse(R"([{"index":1,"failures":1,"notBefore":")" +
+                        api::FormatTime(kNow + seconds(10)) + R"("}])"));
+}
+
+// The issue's scenario as data: a worker that fails with a retryable code as
+// soon as it runs, planned every second (a controller woken by each change and
+// by its timers): at most 5 pods in its first 70 s.
+TEST(PlannerBackoffTest, AnAlwaysFailingWorkerGetsAtMostFivePodsInSeventySeconds) {
+  api::TrainingJob job = Job(RestartPolicy::kExitCode);
+  ObservedChildren o = All(PodPhase::kRunning);
+  std::erase_if(o.pods, [](const ObservedPod& p) { return p.name == "tj-worker-1"; });
+  int creates = 0;
+  for (int t = 0; t < 70; ++t) {
+    Plan plan = PlanJob(job, o, Input(kNow + seconds(t)));
+    job = After(job, plan);
+    for (const ChildRef& d : plan.deletes) {
+      std::erase_if(o.pods, [&](const ObservedPod& p) { return p.name == d.name; });
+    }
+    for (const json& c : plan.creates) {
+      if (c["kind"] != "Pod") continue;
+      ++creates;
+      ObservedPod p = Pod(ReplicaType::kWorker, 1, PodPhase::kFailed, 137);
+      p.uid = "w1-" + std::to_string(t);
+      p.creation_timestamp = kNow + seconds(t);
+      o.pods.push_back(p);  // running and failed by the next look
+    }
+  }
+  EXPECT_GE(creates, 3);
+  EXPECT_LE(creates, 5);
+}
+
+TEST(PlannerBackoffTest, SuspendClearsTheBackoff) {
+  api::TrainingJob job = Job(RestartPolicy::kOnFailure);
+  FailWorker1(job, kNow, kNow + seconds(1));
+  job.spec.run_policy.suspend = true;
+  Plan plan = PlanJob(job, All(PodPhase::kRunning), Input(kNow + seconds(2)));
+  EXPECT_TRUE(plan.status.replica_statuses.at(ReplicaType::kWorker).backoff.empty());
+}
+
+// ---- The auth Secret -------------------------------------------------------------
+
+TEST(PlannerSecretTest, TheSecretIsPlannedOnlyAlongWithPods) {
+  ObservedChildren o = All(PodPhase::kRunning);
+  o.secret_exists = false;  // an executor that cannot observe Secrets
+  Plan plan = PlanJob(Job(), o, Input());
+  EXPECT_TRUE(plan.creates.empty());
+  std::erase_if(o.pods, [](const ObservedPod& p) { return p.name == "tj-ps-1"; });
+  plan = PlanJob(Job(), o, Input());
+  EXPECT_EQ(CreatedNames(plan), (std::vector<std::string>{"Secret/tj-auth", "Pod/tj-ps-1"}));
+  EXPECT_NE(Created(plan, "ConfigMap", "tj-cluster"), nullptr);  // with every batch of pods
+}
+
+TEST(PlannerSecretTest, AReplacedSecretFailsTheJobWithAClearReason) {
+  PlanInput in = Input();
+  in.auth_secret_replaced = true;
+  Plan plan = PlanJob(Job(), All(PodPhase::kRunning), in);
+  EXPECT_TRUE(plan.status.IsTrue(ConditionType::kFailed));
+  EXPECT_EQ(plan.status.Find(ConditionType::kFailed)->reason, "AuthSecretDeleted");
+  EXPECT_NE(plan.status.Find(ConditionType::kFailed)->message.find("tj-auth"), std::string::npos);
+  EXPECT_TRUE(plan.creates.empty());
+  EXPECT_EQ(DeletedPods(plan).size(), 4u);  // cleanPodPolicy Running
 }
 
 TEST(PlannerRestartTest, ExitCodeRestartsOnRetryableCodes) {

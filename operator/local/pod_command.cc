@@ -79,6 +79,12 @@ StatusOr<LocalCommand> CommandOf(const json& pod, const json& c, const std::stri
       cmd.env[name] = ctx.auth_key_text;
       continue;
     }
+    if (from.contains("configMapKeyRef") &&
+        Str(from["configMapKeyRef"], "name") == ctx.cluster_config_map &&
+        Str(from["configMapKeyRef"], "key") == "cluster") {
+      cmd.env[name] = ctx.cluster_config;  // then $(CLUSTER_CONFIG) in later values expands
+      continue;
+    }
     if (from.contains("fieldRef")) {
       const std::string field = Str(from["fieldRef"], "fieldPath");
       if (field == "metadata.name") {

@@ -13,8 +13,14 @@ json Pod(json container) {
 }
 
 CommandContext Ctx() {
-  return {"/opt/bin/kubetrain-trainer", "j-auth",  std::string(64, 'a'), "/tmp/w0.log",
-          "/nonexistent:/usr/bin:/bin", "/tmp/vol"};
+  return {"/opt/bin/kubetrain-trainer",
+          "j-auth",
+          std::string(64, 'a'),
+          "/tmp/w0.log",
+          "/nonexistent:/usr/bin:/bin",
+          "/tmp/vol",
+          "j-cluster",
+          R"({"ps":["127.0.0.1:1"],"worker":["127.0.0.1:2"]})"};
 }
 
 // The main container's command (the last one).
@@ -36,6 +42,24 @@ TEST(IsTrainerImageTest, AcceptsRegistryTagAndDigestRejectsOthers) {
 TEST(ExpandVarsTest, ExpandsKnownKeepsUnknownAndEscapes) {
   std::map<std::string, std::string> env = {{"A", "1"}};
   EXPECT_EQ(ExpandVars("x$(A)y$(B)$$(A)", env), "x1y$(B)$(A)");
+}
+
+// Like the kubelet: CLUSTER_CONFIG from the job's ConfigMap, TF_CONFIG expanded
+// from it.
+TEST(LocalCommandForTest, ClusterConfigComesFromTheConfigMapAndExpandsIntoTfConfig) {
+  json c = {{"name", "trainer"},
+            {"image", "busybox"},
+            {"command", {"env"}},
+            {"env",
+             {{{"name", "CLUSTER_CONFIG"},
+               {"valueFrom", {{"configMapKeyRef", {{"name", "j-cluster"}, {"key", "cluster"}}}}}},
+              {{"name", "TF_CONFIG"}, {"value", R"({"cluster":$(CLUSTER_CONFIG),"x":1})"}}}}};
+  auto cmd = LocalCommandFor(Pod(c), Ctx());
+  ASSERT_TRUE(cmd.ok()) << cmd.status().ToString();
+  EXPECT_EQ(cmd->env.at("CLUSTER_CONFIG"), R"({"ps":["127.0.0.1:1"],"worker":["127.0.0.1:2"]})");
+  EXPECT_EQ(cmd->env.at("TF_CONFIG"),
+            R"({"cluster":{"ps":["127.0.0.1:1"],"worker":["127.0.0.1:2"]},"x":1})");
+  EXPECT_TRUE(cmd->warnings.empty());
 }
 
 TEST(LocalCommandForTest, TrainerImageRunsLocalBinaryWithTerminationLog) {

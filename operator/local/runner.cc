@@ -126,6 +126,7 @@ class Runner {
   std::map<std::string, LocalPod> pods_;  // by Pod name
   std::map<std::string, bool> services_;
   bool secret_exists_ = false;
+  std::string cluster_config_;  // the job's ConfigMap's "cluster" key
   int uid_counter_ = 0;
   int interrupted_ = 0;  // the signal
   bool progress_drawn_ = false;
@@ -186,7 +187,9 @@ Status Runner::Preflight(const controller::Plan& first) {
                        controller::AuthKeyText(key_),
                        "/dev/null",
                        path_env ? path_env : "",
-                       opt_.work_dir};
+                       opt_.work_dir,
+                       controller::ClusterConfigMapName(job_.metadata.name),
+                       cluster_config_};
     auto cmds = LocalCommandsFor(obj, ctx);
     const std::string name = obj["metadata"].value("name", "");
     if (!cmds.ok()) {
@@ -226,6 +229,8 @@ void Runner::Apply(const controller::Plan& plan) {
       case controller::ChildRef::Kind::kSecret:
         secret_exists_ = false;
         break;
+      case controller::ChildRef::Kind::kConfigMap:
+        break;
     }
   }
   for (const json& obj : plan.creates) {
@@ -233,6 +238,9 @@ void Runner::Apply(const controller::Plan& plan) {
     const std::string name = obj["metadata"].value("name", "");
     if (kind == "Secret") {
       secret_exists_ = true;  // the key goes straight into KUBETRAIN_AUTH_KEY
+    } else if (kind == "ConfigMap") {
+      // CLUSTER_CONFIG of the pods that follow (configMapKeyRef).
+      cluster_config_ = obj["data"].value(std::string(controller::kClusterConfigKey), "");
     } else if (kind == "Service") {
       services_[name] = true;  // addresses are 127.0.0.1:<port> from cluster_override
     } else if (kind == "Pod" && !pods_.count(name)) {
@@ -274,7 +282,9 @@ void Runner::StartPod(const json& obj) {
                      controller::AuthKeyText(key_),
                      pod.termination_log,
                      path_env ? path_env : "",
-                     volume_root};
+                     volume_root,
+                     controller::ClusterConfigMapName(job_.metadata.name),
+                     cluster_config_};
   colors_.emplace(pod.short_name, static_cast<int>(colors_.size()));
   auto cmds = LocalCommandsFor(obj, ctx);
   if (cmds.ok()) {

@@ -148,10 +148,20 @@ template <typename T>
 std::vector<std::string> NamespaceIndexFunc(const T& o) {
   return {o.meta.ns};
 }
+// The owner index value of a controller reference: "<namespace>/<uid>". An
+// ownerReference names no namespace and a namespaced owner can only own objects
+// in its own namespace, so a child in another namespace that claims the UID
+// must not be found under the owner's.
+inline std::string OwnerIndexValue(std::string_view ns, std::string_view uid) {
+  std::string out(ns);
+  out += '/';
+  out += uid;
+  return out;
+}
 template <typename T>
 std::vector<std::string> OwnerUidIndexFunc(const T& o) {
   if (!o.meta.controller) return {};
-  return {o.meta.controller->uid};
+  return {OwnerIndexValue(o.meta.ns, o.meta.controller->uid)};
 }
 // Index name for a label index: "label:<key>".
 inline std::string LabelIndexName(std::string_view label_key) {

@@ -32,7 +32,7 @@ TEST_F(StoreTest, IndexesFollowUpsertAndErase) {
   store_.Upsert("a/p2", Obj("a", "p2", "j1", "worker"));
   store_.Upsert("b/p3", Obj("b", "p3", "j2", "worker"));
   EXPECT_EQ(store_.ByIndex(kNamespaceIndex, "a").size(), 2u);
-  EXPECT_EQ(store_.ByIndex(kOwnerUidIndex, "j1").size(), 2u);
+  EXPECT_EQ(store_.ByIndex(kOwnerUidIndex, "a/j1").size(), 2u);
   EXPECT_EQ(store_.ByIndex(LabelIndexName("role"), "worker").size(), 2u);
   // Relabel p2: it must leave the old index bucket.
   store_.Upsert("a/p2", Obj("a", "p2", "j1", "ps"));
@@ -41,7 +41,7 @@ TEST_F(StoreTest, IndexesFollowUpsertAndErase) {
   auto gone = store_.Erase("a/p1");
   ASSERT_NE(gone, nullptr);
   EXPECT_EQ(gone->meta.name, "p1");
-  EXPECT_EQ(store_.ByIndex(kOwnerUidIndex, "j1").size(), 1u);
+  EXPECT_EQ(store_.ByIndex(kOwnerUidIndex, "a/j1").size(), 1u);
   EXPECT_EQ(store_.Erase("a/p1"), nullptr);
   EXPECT_TRUE(store_.ByIndex("no-such-index", "x").empty());
 }
@@ -54,8 +54,20 @@ TEST_F(StoreTest, ReplaceSwapsContentAndIndexesAndReturnsOld) {
   EXPECT_EQ(old.size(), 1u);
   EXPECT_EQ(store_.size(), 1u);
   EXPECT_EQ(store_.Get("a/p1"), nullptr);
+  EXPECT_TRUE(store_.ByIndex(kOwnerUidIndex, "a/j1").empty());
+  EXPECT_EQ(store_.ByIndex(kOwnerUidIndex, "c/j9").size(), 1u);
+}
+
+// An ownerReference names no namespace: a pod in namespace b that claims the
+// UID of a job in namespace a is not that job's child.
+TEST_F(StoreTest, OwnerIndexMatchesTheNamespaceToo) {
+  store_.Upsert("a/j1-worker-0", Obj("a", "j1-worker-0", "j1", "worker"));
+  store_.Upsert("b/j1-worker-0", Obj("b", "j1-worker-0", "j1", "worker"));
+  auto owned = store_.ByIndex(kOwnerUidIndex, OwnerIndexValue("a", "j1"));
+  ASSERT_EQ(owned.size(), 1u);
+  EXPECT_EQ(owned[0]->meta.ns, "a");
+  EXPECT_EQ(OwnerIndexValue("a", "j1"), "a/j1");
   EXPECT_TRUE(store_.ByIndex(kOwnerUidIndex, "j1").empty());
-  EXPECT_EQ(store_.ByIndex(kOwnerUidIndex, "j9").size(), 1u);
 }
 
 TEST_F(StoreTest, SnapshotsSurviveLaterWrites) {

@@ -252,6 +252,7 @@ render)
   [[ $(grep -c '^kind: Pod$' "$KT_TEST_DIR/out") -eq 4 ]] || fail "want 4 Pods"
   [[ $(grep -c '^kind: Service$' "$KT_TEST_DIR/out") -eq 4 ]] || fail "want 4 Services"
   [[ $(grep -c '^kind: Secret$' "$KT_TEST_DIR/out") -eq 1 ]] || fail "want 1 Secret"
+  [[ $(grep -c '^kind: ConfigMap$' "$KT_TEST_DIR/out") -eq 1 ]] || fail "want 1 ConfigMap (the cluster JSON)"
   expect_out '^  namespace: team-a$'
   expect_out 'wide-deep-worker-1.team-a.svc.cluster.local:2222'
   expect_out '^  key: ""$'

@@ -93,12 +93,17 @@ case_env_contract() {
   wait_until "3 running pods" bash -c "[[ \$(kubectl -n ${ns} get pods --field-selector=status.phase=Running -o name | wc -l) == 3 ]]"
   local d="${ns}.svc.cluster.local:2222"
   local cc="{\"ps\":[\"j-ps-0.${d}\"],\"worker\":[\"j-worker-0.${d}\",\"j-worker-1.${d}\"]}"
-  check "CLUSTER_CONFIG of worker-1" \
-    "$(jpath pod/j-worker-1 '{.spec.containers[0].env[?(@.name=="CLUSTER_CONFIG")].value}')" "${cc}"
+  # The host list is in the job's ConfigMap once; the pod references it, and
+  # TF_CONFIG is expanded from it by the kubelet ($(CLUSTER_CONFIG)).
+  check "CLUSTER_CONFIG of worker-1 comes from the job's ConfigMap" \
+    "$(jpath pod/j-worker-1 '{.spec.containers[0].env[?(@.name=="CLUSTER_CONFIG")].valueFrom.configMapKeyRef.name}/{.spec.containers[0].env[?(@.name=="CLUSTER_CONFIG")].valueFrom.configMapKeyRef.key}')" \
+    j-cluster/cluster
+  check "the ConfigMap holds CLUSTER_CONFIG" "$(jpath configmap/j-cluster '{.data.cluster}')" "${cc}"
+  check "ConfigMap controlled by the job" "$(jpath configmap/j-cluster '{.metadata.ownerReferences[0].kind},{.metadata.ownerReferences[0].controller}')" "TrainingJob,true"
   check "POD_NAME of ps-0" "$(jpath pod/j-ps-0 '{.spec.containers[0].env[?(@.name=="POD_NAME")].value}')" ps-0
-  check "TF_CONFIG of worker-1" \
+  check "TF_CONFIG of worker-1 expands CLUSTER_CONFIG" \
     "$(jpath pod/j-worker-1 '{.spec.containers[0].env[?(@.name=="TF_CONFIG")].value}')" \
-    "{\"cluster\":${cc},\"environment\":\"cloud\",\"task\":{\"index\":1,\"type\":\"worker\"}}"
+    '{"cluster":$(CLUSTER_CONFIG),"environment":"cloud","task":{"index":1,"type":"worker"}}'
   check "auth key comes from the job's secret" \
     "$(jpath pod/j-worker-0 '{.spec.containers[0].env[?(@.name=="KUBETRAIN_AUTH_KEY")].valueFrom.secretKeyRef.name}')" j-auth
   check "secret holds 64 hex characters" "$(jpath secret/j-auth '{.data.key}' | base64 -d | tr -d '0-9a-f' | wc -c)" 0
@@ -112,8 +117,8 @@ case_env_contract() {
   check "status active workers" "$(jpath tj/j '{.status.replicaStatuses.Worker.active}')" 2
   # Deleting the job removes pods, services and the secret through the garbage collector.
   k delete tj j --wait=false >/dev/null
-  wait_until "children collected" bash -c "[[ -z \$(kubectl -n ${ns} get pods,services,secrets -l kubetrain.io/job-name=j -o name) ]]"
-  check "children collected after the job was deleted" "$(k get pods,svc,secret -l kubetrain.io/job-name=j -o name | wc -l)" 0
+  wait_until "children collected" bash -c "[[ -z \$(kubectl -n ${ns} get pods,services,secrets,configmaps -l kubetrain.io/job-name=j -o name) ]]"
+  check "children collected after the job was deleted" "$(k get pods,svc,secret,configmap -l kubetrain.io/job-name=j -o name | wc -l)" 0
 }
 
 case_success_cleans_ps() {
@@ -195,17 +200,25 @@ case_suspend_resume() {
 case_operator_restart_mid_creation() {
   new_ns restart-op
   stop_operator
+  # Every pod the apiserver ever held, by name and UID: a pod created twice
+  # shows up as one name with two UIDs (a listing at the end could not tell).
+  kubectl -n "${ns}" get pods -w -o jsonpath='{.metadata.name} {.metadata.uid}{"\n"}' \
+    >"${work}/restart-op.pods" 2>/dev/null &
+  local watch_pid=$!
+  wait_until "watch established" bash -c "kubectl -n ${ns} get pods >/dev/null"
   job j "" 1 12 Never
   start_operator
   wait_until "first pods created" bash -c "(( \$(kubectl -n ${ns} get pods -o name | wc -l) >= 1 ))"
   stop_operator KILL
   start_operator
   wait_until "13 pods" has_pods j 13
-  check "exactly one pod per replica" "$(k get pods -o name | sort | uniq | wc -l)" 13
   k annotate pod j-worker-0 kubetrain.io/test-exit-code=0 >/dev/null
   wait_cond j Succeeded
+  kill "${watch_pid}" 2>/dev/null
+  wait "${watch_pid}" 2>/dev/null
+  check "13 pods were ever created" "$(awk 'NF == 2' "${work}/restart-op.pods" | sort -u | wc -l | tr -d ' ')" 13
   check "no pod was ever created twice (AlreadyExists is success)" \
-    "$(k get events.events.k8s.io --field-selector reason=RestartingReplica -o name | wc -l | tr -d ' ')" 0
+    "$(awk 'NF == 2' "${work}/restart-op.pods" | sort -u | awk '{print $1}' | uniq -d | wc -l | tr -d ' ')" 0
 }
 
 case_invalid_spec() {
@@ -340,6 +353,45 @@ case_utf8_termination_messages() {
   kill -0 "${op_pid}" 2>/dev/null || { op_pid=""; start_operator; }
 }
 
+case_crash_loop_backoff() {
+  new_ns crashloop
+  # Every pod of worker 0 fails with a retryable code as soon as it runs. The
+  # creates are counted from the apiserver: a watch that sees every pod UID.
+  timeout 80 kubectl -n "${ns}" get pods -l kubetrain.io/replica-type=worker -w \
+    -o jsonpath='{.metadata.uid} {.metadata.creationTimestamp}{"\n"}' >"${work}/crashloop.pods" 2>/dev/null &
+  local watch_pid=$!
+  wait_until "watch established" bash -c "kubectl -n ${ns} get pods >/dev/null"
+  job j "" 1 1 ExitCode '"kubetrain.io/test-exit-code": "137"'
+  wait "${watch_pid}"
+  local created
+  created="$(sort -u "${work}/crashloop.pods" | awk 'NF == 2 {print $2}' | python3 -c '
+import sys, datetime
+ts = sorted(datetime.datetime.fromisoformat(l.strip().replace("Z", "+00:00")) for l in sys.stdin if l.strip())
+print(sum(1 for t in ts if (t - ts[0]).total_seconds() < 70) if ts else 0)')"
+  echo "  worker pods created in the first 70 s: ${created}"
+  ((created >= 2)) || fail "the failing worker was not restarted at all (${created} pods)"
+  ((created <= 5)) || fail "crash loop without backoff: ${created} worker pods in 70 s, want at most 5"
+  check "restarts visible in the status" "$(( $(jpath tj/j '{.status.replicaStatuses.Worker.restarts}') >= 2 ))" 1
+  check "backoff visible in the status" "$(jpath tj/j '{.status.replicaStatuses.Worker.backoff[0].index}')" 0
+  check "the event says how long it waits" \
+    "$(k get events.events.k8s.io --field-selector reason=RestartingReplica -o jsonpath='{.items[*].note}' | grep -c 'recreating it in 10s (crash-loop backoff)')" 1
+}
+
+case_deleted_secret_fails_the_job() {
+  new_ns secret
+  job j "" 1 1 ExitCode
+  wait_until "worker running" bash -c "[[ \$(kubectl -n ${ns} get pod j-worker-0 -o jsonpath='{.status.phase}') == Running ]]"
+  k delete secret j-auth >/dev/null
+  # The PS still holds the old key; the restarted worker would get a new one.
+  k annotate pod j-worker-0 kubetrain.io/test-exit-code=137 >/dev/null
+  wait_cond j Failed
+  check "a deleted Secret fails the job with a reason that says so" \
+    "$(jpath tj/j '{.status.conditions[?(@.type=="Failed")].reason}')" AuthSecretDeleted
+  check "the message names the Secret" \
+    "$(jpath tj/j '{.status.conditions[?(@.type=="Failed")].message}' | grep -c 'j-auth')" 1
+  wait_until "event recorded" bash -c "[[ -n \$(kubectl -n ${ns} get events.events.k8s.io --field-selector reason=AuthSecretDeleted -o name) ]]"
+}
+
 case_metrics_and_health() {
   new_ns metrics
   job j "" 1 1 Never
@@ -369,7 +421,8 @@ start_operator
 cases=(case_env_contract case_success_cleans_ps case_exit_code_restart case_never_fails_the_job
   case_backoff_limit case_deadline case_ttl case_suspend_resume case_finished_job_gets_no_new_pods
   case_clean_pod_policy_all case_restart_policy_override_event case_invalid_spec
-  case_operator_restart_mid_creation case_utf8_termination_messages case_metrics_and_health)
+  case_operator_restart_mid_creation case_utf8_termination_messages case_crash_loop_backoff
+  case_deleted_secret_fails_the_job case_metrics_and_health)
 [[ $# -gt 1 ]] && cases=("${@:2}")
 for c in "${cases[@]}"; do
   echo "== ${c}"

@@ -31,8 +31,12 @@ can() {  # can SA VERB RESOURCE[/SUBRESOURCE] [NAMESPACE|-A]
   [[ -n "${4:-}" && "${4}" != -A ]] && args+=(-n "$4")
   kubectl auth can-i "${args[@]}" 2>/dev/null
 }
+can_name() {  # can_name SA VERB RESOURCE NAMESPACE NAME
+  kubectl auth can-i "$2" "$3/$5" -n "$4" --as="system:serviceaccount:$1" 2>/dev/null
+}
 for sa in "${ns}:kt-kubetrain" "kubetrain-system:kubetrain-operator"; do
   own="${sa%%:*}"
+  lease="${sa#*:}"  # both install the Lease under the ServiceAccount's name
   echo "== ${sa}"
   check "watch trainingjobs everywhere" "$(can "${sa}" watch trainingjobs.kubetrain.io -A)" yes
   check "delete trainingjobs (TTL)" "$(can "${sa}" delete trainingjobs.kubetrain.io team-a)" yes
@@ -42,8 +46,22 @@ for sa in "${ns}:kt-kubetrain" "kubetrain-system:kubetrain-operator"; do
   check "delete services" "$(can "${sa}" delete services team-a)" yes
   check "create secrets" "$(can "${sa}" create secrets team-a)" yes
   check "not update secrets" "$(can "${sa}" update secrets team-a)" no
+  check "delete secrets (its jobs' own)" "$(can "${sa}" delete secrets team-a)" yes
+  check "no get secrets anywhere" "$(can "${sa}" get secrets -A)" no
+  check "no list secrets anywhere" "$(can "${sa}" list secrets -A)" no
+  check "no watch secrets anywhere" "$(can "${sa}" watch secrets -A)" no
+  check "no get secrets in a job namespace" "$(can "${sa}" get secrets team-a)" no
+  check "create and update configmaps (the job's cluster JSON)" \
+    "$(can "${sa}" create configmaps team-a)/$(can "${sa}" update configmaps team-a)" yes/yes
+  check "no list configmaps anywhere" "$(can "${sa}" list configmaps -A)" no
+  check "update trainingjobs/finalizers (blockOwnerDeletion)" \
+    "$(can "${sa}" update trainingjobs.kubetrain.io/finalizers team-a)" yes
   check "create events" "$(can "${sa}" create events.events.k8s.io team-a)" yes
-  check "update its lease" "$(can "${sa}" update leases.coordination.k8s.io "${own}")" yes
+  check "update its lease" "$(can_name "${sa}" update leases.coordination.k8s.io "${own}" "${lease}")" yes
+  check "not update another lease in its namespace" \
+    "$(can_name "${sa}" update leases.coordination.k8s.io "${own}" someone-elses)" no
+  check "not get another lease in its namespace" \
+    "$(can_name "${sa}" get leases.coordination.k8s.io "${own}" someone-elses)" no
   check "no leases elsewhere" "$(can "${sa}" update leases.coordination.k8s.io kube-system)" no
   check "no nodes" "$(can "${sa}" list nodes)" no
   check "no deployments" "$(can "${sa}" create deployments.apps team-a)" no
