@@ -40,8 +40,14 @@ wait_state first Succeeded
 check "a job is reconciled" "$(job_state first)" Succeeded
 tag_operator_image rollout-2
 roll kubetrain-system kubetrain-operator kubectl apply -k "$(kustomize_overlay rollout-2)"
-check "the pods run the new tag" \
-  "$(kubectl -n kubetrain-system get pods -l app.kubernetes.io/name=kubetrain-operator -o jsonpath='{.items[*].spec.containers[0].image}' | tr ' ' '\n' | sort -u)" "${repo}:rollout-2"
+operator_images() {
+  kubectl -n kubetrain-system get pods -l app.kubernetes.io/name=kubetrain-operator \
+    -o jsonpath='{.items[*].spec.containers[0].image}' | tr ' ' '\n' | sort -u
+}
+only_new_tag() { [[ "$(operator_images)" == "${repo}:rollout-2" ]]; }
+# The old pods may still be terminating when rollout status returns.
+wait_until "the old operator pods to go" only_new_tag
+check "the pods run the new tag" "$(operator_images)" "${repo}:rollout-2"
 # Back to the base image for the tests that follow; then make way for Helm.
 ensure_operator
 kubectl -n kubetrain-system delete deploy kubetrain-operator --wait=true --timeout "${T}s" >/dev/null
