@@ -63,9 +63,11 @@ std::string Locate(const std::string& file, const api::YamlDocument& doc, const 
 // Reads every document of `file` and checks each as the apiserver and the
 // operator would: structure (ParseTrainingJob), the CRD's rules (Validate) and
 // what the planner rejects as InvalidSpec. Problems go to `errors`, one line each.
+// Warnings (a valid job the operator will change) go to `warnings` if given.
 StatusOr<std::vector<JobDocument>> LoadJobs(const std::string& file,
                                             std::vector<std::string>& errors,
-                                            const std::string& namespace_override = "") {
+                                            const std::string& namespace_override = "",
+                                            std::vector<std::string>* warnings = nullptr) {
   std::string text;
   if (file == "-") {
     std::stringstream ss;
@@ -102,6 +104,14 @@ StatusOr<std::vector<JobDocument>> LoadJobs(const std::string& file,
       if (const auto* failed = plan.status.Find(api::ConditionType::kFailed);
           failed && failed->status && failed->reason == "InvalidSpec") {
         errors.push_back(Locate(file, doc, failed->message));
+      }
+      // The planner is the one place that knows the contract variables; its
+      // EnvOverridden event is what the operator will record for this job.
+      for (const auto& event : plan.events) {
+        if (warnings == nullptr || event.reason != "EnvOverridden") continue;
+        const std::string path = event.message.substr(0, event.message.find(' '));
+        warnings->push_back(file + ":" + std::to_string(doc.LineOf(path)) +
+                            ": warning: " + event.message);
       }
     }
     if (errors.size() == before) jobs.push_back({std::move(*job), doc.line});
@@ -227,13 +237,14 @@ int Run(const RunFlags& f) {
 }
 
 int Validate(const std::string& file) {
-  std::vector<std::string> errors;
-  auto jobs = LoadJobs(file, errors);
+  std::vector<std::string> errors, warnings;
+  auto jobs = LoadJobs(file, errors, "", &warnings);
   if (!jobs.ok()) {
     std::cerr << "error: " << jobs.status().message() << "\n";
     return kExitUsage;
   }
   for (const auto& e : errors) std::cerr << e << "\n";
+  for (const auto& w : warnings) std::cerr << w << "\n";
   for (const auto& j : *jobs) {
     std::cout << file << ":" << j.line << ": TrainingJob " << j.job.metadata.name << " is valid\n";
   }

@@ -245,6 +245,17 @@ validate)
   "$KUBETRAIN" validate -f - <"$jobs/invalid.yaml" >"$KT_TEST_DIR/out" 2>"$KT_TEST_DIR/err"
   [[ $? -eq 1 ]] || fail "stdin: want exit code 1"
   expect_err '^-:59: spec.runPolicy.backofLimit'
+  # A template that sets a contract variable is valid, with a warning naming it.
+  "$KUBETRAIN" validate -f "$jobs/env-overridden.yaml" >"$KT_TEST_DIR/out" 2>"$KT_TEST_DIR/err"
+  rc=$?
+  [[ $rc -eq 0 ]] || fail "env-overridden.yaml: exit code $rc, want 0"
+  expect_out 'TrainingJob sets-contract-env is valid'
+  expect_err '^.*env-overridden.yaml:9: warning: spec.replicaSpecs.Worker.template sets TF_CONFIG: replaced by'
+  [[ $(grep -c warning "$KT_TEST_DIR/err") -eq 1 ]] || fail "want exactly one warning"
+  # No warning for a template that leaves the contract to the operator.
+  "$KUBETRAIN" validate -f "$here/../../examples/wide-deep-ps.yaml" >"$KT_TEST_DIR/out" \
+    2>"$KT_TEST_DIR/err" || fail "wide-deep-ps.yaml: not valid"
+  ! grep -q warning "$KT_TEST_DIR/err" || fail "a warning for a template without contract variables"
   ;;
 render)
   "$KUBETRAIN" render -f "$here/../../examples/wide-deep-ps.yaml" -n team-a >"$KT_TEST_DIR/out" \
