@@ -21,6 +21,7 @@
 #include <sstream>
 #include <vector>
 
+#include "operator/common/utf8.h"
 #include "operator/local/pod_command.h"
 #include "operator/local/process.h"
 
@@ -495,16 +496,9 @@ void Runner::OnExit(LocalPod& pod, int wait_status) {
   pod.observed.phase = code == 0 ? PodPhase::kSucceeded : PodPhase::kFailed;
   pod.observed.reason = code == 0 ? "Completed" : "Error";
   std::ifstream in(pod.termination_log, std::ios::binary);
-  std::string msg;
-  if (in) {
-    msg.assign(std::istreambuf_iterator<char>(in), {});
-    if (msg.size() > kMaxTerminationMessage) msg.resize(kMaxTerminationMessage);
-  }
-  while (!msg.empty() && std::isspace(static_cast<unsigned char>(msg.back()))) msg.pop_back();
-  if (msg.empty() && pod.fallback_to_logs && code != 0) {
-    for (const auto& l : pod.tail) msg += l + "\n";
-    if (msg.size() > kFallbackBytes) msg = msg.substr(msg.size() - kFallbackBytes);
-  }
+  std::string log;
+  if (in) log.assign(std::istreambuf_iterator<char>(in), {});
+  const std::string msg = TerminationMessage(log, pod.tail, pod.fallback_to_logs, code);
   pod.observed.message = msg;
   if (!msg.empty()) termination_messages_[pod.short_name] = msg;
   std::string how = WIFSIGNALED(wait_status)
@@ -758,6 +752,25 @@ StatusOr<controller::ClusterSpec> AllocateLocalCluster(const api::TrainingJob& j
   }
   cleanup();
   return cluster;
+}
+
+std::string TerminationMessage(std::string_view log, const std::deque<std::string>& tail_lines,
+                               bool fallback_to_logs, int exit_code) {
+  std::string msg = TruncateUtf8(log, kMaxTerminationMessage);
+  while (!msg.empty() && std::isspace(static_cast<unsigned char>(msg.back()))) msg.pop_back();
+  if (msg.empty() && fallback_to_logs && exit_code != 0) {
+    std::string tail;
+    for (const auto& l : tail_lines) tail += l + "\n";
+    tail = SanitizeUtf8(tail);
+    size_t start = tail.size() > kFallbackBytes ? tail.size() - kFallbackBytes : 0;
+    // Keep the tail: skip the continuation bytes of a character cut at the front.
+    while (start < tail.size() && start > 0 &&
+           (static_cast<unsigned char>(tail[start]) & 0xC0) == 0x80) {
+      ++start;
+    }
+    msg = tail.substr(start);
+  }
+  return msg;
 }
 
 StatusOr<RunResult> RunLocally(api::TrainingJob job, const RunOptions& options) {

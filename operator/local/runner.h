@@ -19,9 +19,11 @@
 
 #include <chrono>
 #include <cstdio>
+#include <deque>
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "operator/api/types.h"
 #include "operator/common/status.h"
@@ -53,6 +55,14 @@ struct RunResult {
 // kernel reports free; otherwise consecutive ports from base_port, each checked
 // (FailedPrecondition "port N is in use").
 StatusOr<controller::ClusterSpec> AllocateLocalCluster(const api::TrainingJob& job, int base_port);
+
+// A finished container's termination message as the kubelet reports it: the
+// termination log (`log`) cut to 4096 bytes, trailing space trimmed; if that is
+// empty, the container failed and `fallback_to_logs`, the last of `tail_lines`
+// (at most 2048 bytes). The workload wrote these bytes, so the result is valid
+// UTF-8: cut on code-point boundaries, ill-formed bytes replaced by U+FFFD.
+std::string TerminationMessage(std::string_view log, const std::deque<std::string>& tail_lines,
+                               bool fallback_to_logs, int exit_code);
 
 // Runs `job` (already parsed and validated) to completion or interruption.
 // Errors: InvalidArgument/NotFound for a job that cannot run locally (found

@@ -7,7 +7,7 @@
 #include <random>
 #include <vector>
 
-#include "operator/kube/utf8.h"
+#include "operator/common/utf8.h"
 #include "operator/runtime/health_server.h"
 #include "operator/runtime/leader_election.h"
 
@@ -170,7 +170,7 @@ void EventRecorder::Send(const Pending& p) {
              {"type", p.type},
              // A failed pod's termination message is in the note: cut it on a
              // code-point boundary (a cut mid-character made dump() throw).
-             {"note", kube::TruncateUtf8(p.note, kMaxNoteBytes)},
+             {"note", TruncateUtf8(p.note, kMaxNoteBytes)},
              {"regarding",
               {{"apiVersion", p.regarding.api_version},
                {"kind", p.regarding.kind},

@@ -140,6 +140,16 @@ exit_2_fails)
   [[ $(started_pids | wc -l) -eq 2 ]] || fail "want exactly 2 starts (no restart of worker-0)"
   expect_all_gone
   ;;
+bad_utf8)
+  # The message once made the status dump throw: `kubetrain run` aborted.
+  for output in yaml json; do
+    run_job "$jobs/bad-utf8.yaml" -o "$output"
+    [[ $rc -eq 1 ]] || fail "-o $output: exit code $rc, want 1"
+    expect_out 'ReplicaFailed'
+    expect_out "a{1023}€€�� end"
+  done
+  expect_all_gone
+  ;;
 deadline)
   run_job "$jobs/deadline.yaml"
   [[ $rc -eq 1 ]] || fail "exit code $rc, want 1"

@@ -1,6 +1,6 @@
-#include "operator/kube/utf8.h"
+#include "operator/common/utf8.h"
 
-namespace kubetrain::kube {
+namespace kubetrain {
 namespace {
 
 constexpr std::string_view kReplacement = "\xEF\xBF\xBD";  // U+FFFD
@@ -52,4 +52,4 @@ std::string TruncateUtf8(std::string_view s, size_t max_bytes) {
   return out;
 }
 
-}  // namespace kubetrain::kube
+}  // namespace kubetrain

@@ -1,10 +1,10 @@
-#include "operator/kube/utf8.h"
+#include "operator/common/utf8.h"
 
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 
-namespace kubetrain::kube {
+namespace kubetrain {
 namespace {
 
 const std::string kEuro = "\xE2\x82\xAC";  // 3 bytes
@@ -35,4 +35,4 @@ TEST(Utf8Test, InvalidSequencesAreReplacedNotThrown) {
 }
 
 }  // namespace
-}  // namespace kubetrain::kube
+}  // namespace kubetrain

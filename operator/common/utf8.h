@@ -7,7 +7,7 @@
 #include <string>
 #include <string_view>
 
-namespace kubetrain::kube {
+namespace kubetrain {
 
 // `s` with every ill-formed sequence (stray continuation bytes, truncated or
 // overlong sequences, surrogates, code points above U+10FFFF) replaced by
@@ -19,4 +19,4 @@ std::string SanitizeUtf8(std::string_view s);
 // multi-byte character, so the result always serialises.
 std::string TruncateUtf8(std::string_view s, size_t max_bytes);
 
-}  // namespace kubetrain::kube
+}  // namespace kubetrain
