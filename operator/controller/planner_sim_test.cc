@@ -2,11 +2,14 @@
 // executor applies every plan at once, but the planner sees the children as
 // they were `lag` steps earlier, as an informer cache may. Whatever the lag,
 // each replica has at most one pod, every injected failure is counted exactly
-// once, and the job ends as it would with a perfect view.
+// once, and the job ends as it would with a perfect view. PlannerStatusLagTest
+// lags the job's status as well.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <deque>
 #include <map>
+#include <optional>
 
 #include "operator/api/validation.h"
 #include "operator/controller/planner.h"
@@ -181,6 +184,139 @@ TEST_P(PlannerSimTest, EveryFailureCountsOnceAndTheJobSucceeds) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Lag, PlannerSimTest, ::testing::Values(0, 1, 2, 3, 5));
+
+// The job's status lags too: a status written by one plan shows in the job the
+// planner is given only `status_lag` steps later (a slow informer). As in the
+// job controller, a status write carries the resourceVersion it was planned
+// from and a stale one is refused (409 Conflict) with the rest of the plan, and
+// the controller plans from the status it wrote last while the cache still
+// shows the version that write replaced.
+struct LagCase {
+  int children_lag;
+  int status_lag;
+  bool remember_written;  // the controller's overlay of its last write
+};
+
+class StoredJob {
+ public:
+  StoredJob() : job_(Job()) { history_.push_back({job_.status, rv_}); }
+
+  // The status the cache shows `lag` steps after the newest write.
+  std::pair<api::TrainingJobStatus, int> Cached(int lag) const {
+    const size_t back = std::min<size_t>(static_cast<size_t>(lag), history_.size() - 1);
+    return history_[history_.size() - 1 - back];
+  }
+  // False (409 Conflict) unless `from_rv` is the stored version.
+  bool WriteStatus(int from_rv, const api::TrainingJobStatus& status) {
+    if (from_rv != rv_) return false;
+    job_.status = status;
+    ++rv_;
+    return true;
+  }
+  void EndStep() { history_.push_back({job_.status, rv_}); }
+  int rv() const { return rv_; }
+  api::TrainingJob& job() { return job_; }
+
+ private:
+  api::TrainingJob job_;
+  int rv_ = 1;
+  std::deque<std::pair<api::TrainingJobStatus, int>> history_;  // one entry per step
+};
+
+struct LagOutcome : Outcome {
+  int conflicts = 0;
+};
+
+LagOutcome SimulateStatusLag(const LagCase& c) {
+  World world;
+  StoredJob stored;
+  std::deque<ObservedChildren> views;
+  LagOutcome out;
+  std::map<int, std::pair<std::string, int>> script = {
+      {6, {"tj-worker-1", 137}}, {12, {"tj-ps-0", 1}}, {30, {"tj-worker-0", 0}}};
+  struct Written {
+    int from_rv, to_rv;
+    api::TrainingJobStatus status;
+  };
+  std::optional<Written> written;
+  PlanInput input;
+  for (int step = 0; step < 90; ++step) {
+    if (auto it = script.find(step); it != script.end()) {
+      if (world.Exit(it->second.first, it->second.second)) {
+        out.failures_injected += it->second.second != 0;
+      } else {
+        script[step + 1] = it->second;
+      }
+    }
+    views.push_back(world.Snapshot());
+    if (static_cast<int>(views.size()) > c.children_lag + 1) views.pop_front();
+
+    api::TrainingJob seen = stored.job();
+    auto [cached_status, cached_rv] = stored.Cached(c.status_lag);
+    seen.status = cached_status;
+    int rv = cached_rv;
+    if (c.remember_written && written) {
+      if (written->from_rv == cached_rv) {
+        seen.status = written->status;
+        rv = written->to_rv;
+      } else {
+        written.reset();
+      }
+    }
+    input.now = world.now();
+    Plan plan = PlanJob(seen, views.front(), input);
+    bool applied = true;
+    if (plan.status_changed) {
+      applied = stored.WriteStatus(rv, plan.status);
+      if (applied) {
+        written = Written{cached_rv, stored.rv(), plan.status};
+      } else {
+        ++out.conflicts;
+        written.reset();
+      }
+    }
+    if (applied) {
+      api::TrainingJob truth = stored.job();  // Apply sets the status it was given
+      plan.status = truth.status;
+      world.Apply(plan, truth);
+    }
+    stored.EndStep();
+    world.Tick();
+  }
+  out.status = stored.job().status;
+  out.creates = world.creates();
+  out.creates_after_finish = world.creates_after_finish();
+  out.running_at_end = world.running();
+  return out;
+}
+
+class PlannerStatusLagTest : public ::testing::TestWithParam<LagCase> {};
+
+TEST_P(PlannerStatusLagTest, EveryFailureCountsOnceAndTheJobSucceeds) {
+  LagOutcome out = SimulateStatusLag(GetParam());
+  EXPECT_EQ(out.failures_injected, 2);
+  EXPECT_TRUE(out.status.IsTrue(api::ConditionType::kSucceeded)) << out.status.state;
+  EXPECT_EQ(out.status.replica_statuses.at(ReplicaType::kWorker).restarts, 1);
+  EXPECT_EQ(out.status.replica_statuses.at(ReplicaType::kPS).restarts, 1);
+  EXPECT_EQ(out.creates, 6);
+  EXPECT_EQ(out.creates_after_finish, 0);
+  EXPECT_EQ(out.running_at_end, 0);
+  // Forgotten writes make every plan from a stale status conflict, but the
+  // job still gets through.
+  if (!GetParam().remember_written) {
+    EXPECT_GT(out.conflicts, 0);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Lag, PlannerStatusLagTest,
+                         ::testing::Values(LagCase{0, 1, true}, LagCase{0, 2, true},
+                                           LagCase{1, 1, true}, LagCase{2, 2, true},
+                                           LagCase{1, 2, false}, LagCase{2, 1, false}),
+                         [](const ::testing::TestParamInfo<LagCase>& p) {
+                           return "Children" + std::to_string(p.param.children_lag) + "Status" +
+                                  std::to_string(p.param.status_lag) +
+                                  (p.param.remember_written ? "Remembered" : "Forgotten");
+                         });
 
 bool SameView(const ObservedChildren& a, const ObservedChildren& b) {
   if (a.secret_exists != b.secret_exists || a.pods.size() != b.pods.size() ||
