@@ -139,6 +139,11 @@ case_success_cleans_ps() {
 
 case_exit_code_restart() {
   new_ns restart
+  # Every pod the apiserver ever held, by name and UID, to count creates.
+  kubectl -n "${ns}" get pods -w -o jsonpath='{.metadata.name} {.metadata.uid}{"\n"}' \
+    >"${work}/restart.pods" 2>/dev/null &
+  local watch_pid=$!
+  wait_until "watch established" bash -c "kubectl -n ${ns} get pods >/dev/null"
   job j "" 1 1 ExitCode
   wait_until "worker running" bash -c "[[ \$(kubectl -n ${ns} get pod j-worker-0 -o jsonpath='{.status.phase}') == Running ]]"
   local uid; uid="$(jpath pod/j-worker-0 '{.metadata.uid}')"
@@ -154,7 +159,12 @@ case_exit_code_restart() {
   check "failure message names the exit code" \
     "$(jpath tj/j '{.status.replicaStatuses.Worker.lastFailure.exitCode}/{.status.replicaStatuses.Worker.lastFailure.message}')" \
     "2/bad flag --lr"
-  check "exactly one pod per replica" "$(pod_count j)" "$(k get pods -l kubetrain.io/job-name=j -o name | sort -u | wc -l)"
+  kill "${watch_pid}" 2>/dev/null
+  wait "${watch_pid}" 2>/dev/null
+  # ps-0 once; worker-0 twice: the first pod and the one restart (exit 2 is permanent).
+  check "pods created per replica (one create per start)" \
+    "$(awk 'NF == 2' "${work}/restart.pods" | sort -u | awk '{print $1}' | sort | uniq -c | awk '{print $2 "=" $1}' | tr '\n' ' ')" \
+    "j-ps-0=1 j-worker-0=2 "
 }
 
 case_backoff_limit() {
