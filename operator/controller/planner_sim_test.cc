@@ -170,17 +170,22 @@ Outcome Simulate(int lag) {
 
 class PlannerSimTest : public ::testing::TestWithParam<int> {};
 
-TEST_P(PlannerSimTest, EveryFailureCountsOnceAndTheJobSucceeds) {
-  Outcome out = Simulate(GetParam());
+// The invariants every simulation must keep: two injected failures, each
+// counted once; four pods plus exactly one replacement per failure (no
+// duplicates, ever); nothing created after the finish; and, cleanPodPolicy
+// Running, nothing left running once the view catches up.
+void ExpectEveryFailureCountedOnceAndSuccess(const Outcome& out) {
   EXPECT_EQ(out.failures_injected, 2);
   EXPECT_TRUE(out.status.IsTrue(api::ConditionType::kSucceeded)) << out.status.state;
   EXPECT_EQ(out.status.replica_statuses.at(ReplicaType::kWorker).restarts, 1);
   EXPECT_EQ(out.status.replica_statuses.at(ReplicaType::kPS).restarts, 1);
-  // Four pods plus exactly one replacement per failure: no duplicates, ever.
   EXPECT_EQ(out.creates, 6);
   EXPECT_EQ(out.creates_after_finish, 0);
-  // cleanPodPolicy Running: nothing is left running once the view catches up.
   EXPECT_EQ(out.running_at_end, 0);
+}
+
+TEST_P(PlannerSimTest, EveryFailureCountsOnceAndTheJobSucceeds) {
+  ExpectEveryFailureCountedOnceAndSuccess(Simulate(GetParam()));
 }
 
 INSTANTIATE_TEST_SUITE_P(Lag, PlannerSimTest, ::testing::Values(0, 1, 2, 3, 5));
@@ -294,13 +299,7 @@ class PlannerStatusLagTest : public ::testing::TestWithParam<LagCase> {};
 
 TEST_P(PlannerStatusLagTest, EveryFailureCountsOnceAndTheJobSucceeds) {
   LagOutcome out = SimulateStatusLag(GetParam());
-  EXPECT_EQ(out.failures_injected, 2);
-  EXPECT_TRUE(out.status.IsTrue(api::ConditionType::kSucceeded)) << out.status.state;
-  EXPECT_EQ(out.status.replica_statuses.at(ReplicaType::kWorker).restarts, 1);
-  EXPECT_EQ(out.status.replica_statuses.at(ReplicaType::kPS).restarts, 1);
-  EXPECT_EQ(out.creates, 6);
-  EXPECT_EQ(out.creates_after_finish, 0);
-  EXPECT_EQ(out.running_at_end, 0);
+  ExpectEveryFailureCountedOnceAndSuccess(out);
   // Forgotten writes make every plan from a stale status conflict, but the
   // job still gets through.
   if (!GetParam().remember_written) {

@@ -434,11 +434,4 @@ cases=(case_env_contract case_success_cleans_ps case_exit_code_restart case_neve
   case_operator_restart_mid_creation case_utf8_termination_messages case_crash_loop_backoff
   case_deleted_secret_fails_the_job case_metrics_and_health)
 [[ $# -gt 1 ]] && cases=("${@:2}")
-for c in "${cases[@]}"; do
-  echo "== ${c}"
-  before=${failures}
-  "${c}" || true
-  ((failures == before)) && echo "PASS ${c}" || echo "FAILED ${c}"
-done
-echo "${#cases[@]} cases, ${failures} failed checks"
-((failures == 0))
+run_cases "${cases[@]}"

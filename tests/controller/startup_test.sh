@@ -104,11 +104,4 @@ case_failed_start_releases_lease() {
 cases=(case_sigterm_during_failing_sync case_sync_failure_names_401 case_sync_failure_names_403
   case_sync_failure_names_tls case_failed_start_releases_lease)
 [[ $# -gt 1 ]] && cases=("${@:2}")
-for c in "${cases[@]}"; do
-  echo "== ${c}"
-  before=${failures}
-  "${c}" || true
-  ((failures == before)) && echo "PASS ${c}" || echo "FAILED ${c}"
-done
-echo "${#cases[@]} cases, ${failures} failed checks"
-((failures == 0))
+run_cases "${cases[@]}"

@@ -60,7 +60,7 @@ k wait --for=condition=Ready pod/shell --timeout "${T}s" >/dev/null
 check "kubectl exec works" "$(k exec shell -- sh -c 'echo exec-ok')" exec-ok
 check "kubectl logs works" "$(k logs shell)" "hello from the node"
 check "kubernetes.default resolves to the Service IP" \
-  "$(k exec shell -- getent hosts kubernetes.default.svc.cluster.local | awk '{print $1}')" 10.96.0.1
+  "$(k exec shell -- getent hosts kubernetes.default.svc.cluster.local | awk '{print $1}')" "${KT_KUBERNETES_SERVICE_IP}"
 k delete pod shell --wait=false >/dev/null
 if ((failures)); then k get pods -o wide; k describe tj contract | tail -20; k logs contract-worker-0 2>&1 | tail; fi
 ((failures == 0)) && echo "env contract test passed"

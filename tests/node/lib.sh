@@ -16,6 +16,8 @@ node_cluster="${KUBETRAIN_TEST_NODE_DIR:?KUBETRAIN_TEST_NODE_DIR must name the r
 source "${root}/tests/tools/testlib.sh"
 # shellcheck source=/dev/null
 source "${node_cluster}/images.env"
+# shellcheck source=../cluster/node.env
+source "${root}/tests/cluster/node.env"
 work="$(mktemp -d)"
 namespaces=()
 bg_pids=()

@@ -3,6 +3,8 @@
 #   fail MESSAGE...                 count a failure
 #   check DESCRIPTION ACTUAL WANT   pass when ACTUAL == WANT
 #   wait_until DESCRIPTION CMD...   poll CMD until it succeeds, up to WAIT_SECONDS (default 60)
+#   run_cases CASE...               run each case function, print PASS/FAILED per case and a
+#                                   summary; returns non-zero if any check failed
 failures=0
 fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); return 1; }
 check() {
@@ -15,4 +17,15 @@ wait_until() {
     ((SECONDS < deadline)) || { fail "timed out waiting for ${what}"; return 1; }
     sleep 0.2
   done
+}
+run_cases() {
+  local c before
+  for c in "$@"; do
+    echo "== ${c}"
+    before=${failures}
+    "${c}" || true
+    ((failures == before)) && echo "PASS ${c}" || echo "FAILED ${c}"
+  done
+  echo "$# cases, ${failures} failed checks"
+  ((failures == 0))
 }
