@@ -225,7 +225,7 @@ k patch tj live --subresource=status --type=merge \
 check "status written through the subresource" "$(k get tj live -o jsonpath='{.status.state}')" "Running"
 k patch tj live --type=merge -p '{"status":{"state":"Bogus"}}' >/dev/null 2>&1 || true
 check "status ignored on the main resource" "$(k get tj live -o jsonpath='{.status.state}')" "Running"
-header="$(k get tj --no-headers=false | head -1 | tr -s ' ')"
+header="$(k get tj --no-headers=false | sed -n 1p | tr -s ' ')"
 check "printer columns" "${header}" "NAME STATE AUC PS WORKERS AGE"
 # No metrics yet and no PS: those columns print empty, so awk sees name, state, workers.
 row="$(k get tj live --no-headers | awk '{print $1, $2, $3}')"

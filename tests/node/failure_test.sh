@@ -47,7 +47,7 @@ checkpointed() { compgen -G "${ckpt}/ckpt-*/MANIFEST" >/dev/null; }
 WAIT_SECONDS=300 wait_until "the first complete checkpoint" checkpointed
 first_uid="$(k get pod resume-ps-0 -o jsonpath='{.metadata.uid}')"
 # The PS's container, found through the node's containerd, killed from outside.
-cid="$(ctr_ containers ls -q "labels.\"io.kubernetes.pod.name\"==resume-ps-0,labels.\"io.kubernetes.container.name\"==trainer" | head -1)"
+cid="$(ctr_ containers ls -q "labels.\"io.kubernetes.pod.name\"==resume-ps-0,labels.\"io.kubernetes.container.name\"==trainer" | sed -n 1p)"
 check "found resume-ps-0's container in containerd" "$([[ -n "${cid}" ]] && echo yes)" yes
 ctr_ tasks kill --signal SIGKILL "${cid}" >/dev/null
 check "SIGKILL delivered" "$?" 0

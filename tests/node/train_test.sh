@@ -25,7 +25,7 @@ check "no PS pod keeps running after success" "$(ps_running)" 0
 auc="$(k get tj wide-deep -o jsonpath='{.status.metrics.eval.auc}')"
 check "status.metrics has an AUC above 0.6 (got '${auc}')" \
   "$(python3 -c "import sys; print(float(sys.argv[1]) > 0.6)" "${auc:-0}" 2>/dev/null)" True
-column="$(k get tj wide-deep --no-headers -o custom-columns=X:.metadata.name | head -1)"
+column="$(k get tj wide-deep --no-headers -o custom-columns=X:.metadata.name | sed -n 1p)"
 check "kubectl get tj lists the job" "${column}" wide-deep
 check "kubectl get tj shows the AUC" "$(k get tj wide-deep | awk 'NR==1{for(i=1;i<=NF;i++) if($i=="AUC") c=i} NR==2{print $c}')" "${auc}"
 check "worker-0's termination message is the trainer's metrics" \
