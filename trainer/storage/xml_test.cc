@@ -1,0 +1,36 @@
+#include "trainer/storage/xml.h"
+
+#include <gtest/gtest.h>
+
+namespace kubetrain::storage {
+namespace {
+
+TEST(Xml, FindsEveryElementAndSkipsLongerTagNames) {
+  const std::string xml =
+      "<ListBucketResult><KeyCount>2</KeyCount><Contents><Key>a&amp;b</Key><Size>3</Size>"
+      "</Contents><Contents><Key>c</Key><Size>4</Size></Contents>"
+      "<IsTruncated>false</IsTruncated></ListBucketResult>";
+  const auto contents = XmlElements(xml, "Contents");
+  ASSERT_EQ(contents.size(), 2u);
+  EXPECT_EQ(XmlText(contents[0], "Key"), "a&b");
+  EXPECT_EQ(XmlText(contents[1], "Size"), "4");
+  EXPECT_EQ(XmlText(xml, "Key"), "a&b");
+  EXPECT_EQ(XmlText(xml, "KeyCount"), "2");
+  EXPECT_EQ(XmlText(xml, "Missing"), "");
+}
+
+TEST(Xml, UnescapesEntitiesAndCharacterReferences) {
+  EXPECT_EQ(XmlUnescape("&lt;a&gt; &quot;q&quot; &apos;s&apos; &#38; &#x41;&#xe9;"),
+            "<a> \"q\" 's' & A\xc3\xa9");
+  EXPECT_EQ(XmlUnescape("&bogus; &#xZZ; & tail"), "&bogus; &#xZZ; & tail");
+}
+
+TEST(Xml, EmptyElement) {
+  const auto e = XmlElements("<R><Prefix/><Prefix>p</Prefix></R>", "Prefix");
+  ASSERT_EQ(e.size(), 2u);
+  EXPECT_EQ(e[0], "");
+  EXPECT_EQ(e[1], "p");
+}
+
+}  // namespace
+}  // namespace kubetrain::storage
