@@ -24,6 +24,7 @@
 #include "trainer/net/transport.h"
 #include "trainer/ps/checkpoint.h"
 #include "trainer/ps/server.h"
+#include "trainer/storage/files.h"
 #include "trainer/worker/params.h"
 #include "trainer/worker/remote.h"
 #include "trainer/worker/train.h"
@@ -70,6 +71,8 @@ struct Flags {
   int reconnect_timeout_s = 300;
   int finish_timeout_s = 86400;
   int listen_port = -1;
+  std::string data_cache;
+  std::string output;
 };
 
 int ExitCodeFor(const Status& s) {
@@ -140,6 +143,9 @@ StatusOr<OptimizerConfig> BuildOptimizer(const Flags& f) {
 // once: the files are written atomically and are identical, so any winner is fine.
 Status MaybeGenerateData(const Flags& f) {
   if (f.generate_data <= 0) return Status::Ok();
+  if (storage::IsS3Path(f.data_dir)) {
+    return InvalidArgument("--generate-data writes local files; --data-dir is " + f.data_dir);
+  }
   if (f.data_format != "criteo_tsv") return InvalidArgument("--generate-data writes criteo_tsv");
   std::error_code ec;
   std::filesystem::create_directories(f.data_dir, ec);
@@ -183,6 +189,14 @@ StatusOr<ReaderOptions> Reader(const Flags& f, const std::string& match, int str
   return o;
 }
 
+// S3 data: each worker streams whole objects of its own (see StripeReader).
+SourceOptions Source(const Flags& f) {
+  SourceOptions s;
+  s.stripe_by_file = storage::IsS3Path(f.data_dir);
+  s.stream.cache_dir = f.data_cache;
+  return s;
+}
+
 // On resume, skips the batches this process already trained on before the checkpoint, so
 // the input order continues where it stopped (exactly so in one process or with --sync).
 Status SkipConsumed(StripeReader& reader, int batch_size, int64_t steps) {
@@ -202,7 +216,7 @@ StatusOr<std::unique_ptr<StripeReader>> OpenTrainingData(const Flags& f, int str
                                                          int batch_size, int64_t start) {
   auto o = Reader(f, f.train_match, stripe, stripes, /*loop=*/true);
   if (!o.ok()) return o.status();
-  auto reader = std::make_unique<StripeReader>(*o);
+  auto reader = std::make_unique<StripeReader>(*o, Source(f));
   KT_RETURN_IF_ERROR(SkipConsumed(*reader, batch_size, start));
   return reader;
 }
@@ -242,7 +256,7 @@ int Finish(const Flags& f, Model& model, ParamClient& params, const TrainResult&
       spdlog::error("evaluation data: {}", ro.status().ToString());
       return ExitCodeFor(ro.status());
     }
-    StripeReader eval(*ro);
+    StripeReader eval(*ro, Source(f));
     auto m = Evaluate(model, eval, params, f.eval_examples);
     if (!m.ok()) {
       spdlog::error("evaluation failed: {}", m.status().ToString());
@@ -272,6 +286,20 @@ int Finish(const Flags& f, Model& model, ParamClient& params, const TrainResult&
     target_ok = false;
   }
   metrics["target_reached"] = target_ok;
+  if (!f.output.empty()) {
+    // The trained model (a checkpoint: every PS's shard, then the MANIFEST), then the metrics.
+    const std::string model_dir = storage::JoinPath(f.output, "model");
+    Status s = params.SaveCheckpoint(model_dir, r.last_step);
+    if (s.ok()) {
+      s = storage::WriteObject(storage::JoinPath(f.output, "metrics.json"), metrics.dump(2) + "\n",
+                               storage::WriteMode::kReplace, "application/json");
+    }
+    if (!s.ok()) {
+      spdlog::error("writing --output {}: {}", f.output, s.ToString());
+      return ExitCodeFor(s);
+    }
+    spdlog::info("wrote the model (step {}) and metrics.json to {}", r.last_step, f.output);
+  }
   WriteTerminationMessage(f, metrics);
   return target_ok ? 0 : kExitTargetMissed;
 }
@@ -516,7 +544,13 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("kubetrain-trainer ") + kubetrain::kVersion);
   app.add_option("--model", f.model, "wide_deep (Criteo) or mlp (dense CSV)")
       ->capture_default_str();
-  app.add_option("--data-dir", f.data_dir, "directory with the data files")->capture_default_str();
+  app.add_option("--data-dir,--data", f.data_dir,
+                 "directory or s3://bucket/prefix/ with the data files")
+      ->capture_default_str();
+  app.add_option("--data-cache", f.data_cache,
+                 "S3 data: keep a local copy of each object here after the first full read");
+  app.add_option("--output", f.output,
+                 "directory or s3://bucket/prefix/ for the final metrics.json and model/");
   app.add_option("--data-format", f.data_format, "criteo_tsv, criteo_csv or dense_csv")
       ->capture_default_str();
   app.add_option("--train-files", f.train_match, "training files: names containing this")
@@ -543,7 +577,7 @@ int main(int argc, char** argv) {
   app.add_option("--seed", f.seed, "parameter initialisation seed")->capture_default_str();
   app.add_flag("--sync", f.sync, "synchronous training (default asynchronous)");
   app.add_option("--checkpoint-dir", f.checkpoint_dir,
-                 "checkpoint directory (shared by all replicas)");
+                 "checkpoint directory shared by all replicas, or s3://bucket/prefix/");
   app.add_option("--checkpoint-every", f.checkpoint_every,
                  "steps between checkpoints (0: only at the end)");
   app.add_option("--eval-examples", f.eval_examples, "evaluate on at most N examples (0: all)");

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <filesystem>
 
+#include "trainer/storage/files.h"
+
 namespace kubetrain::trainer {
 namespace {
 
@@ -104,7 +106,28 @@ Status ParseDenseCsvLine(std::string_view line, int num_features, Batch* b, int 
   return Status::Ok();
 }
 
-StripeReader::StripeReader(ReaderOptions options) : o_(std::move(options)) {}
+namespace {
+
+ReaderOptions ByFile(ReaderOptions o, bool stripe_by_file) {
+  if (!stripe_by_file || o.num_stripes <= 1 ||
+      o.files.size() < static_cast<size_t>(o.num_stripes)) {
+    return o;
+  }
+  std::vector<std::string> mine;
+  for (size_t i = static_cast<size_t>(o.stripe); i < o.files.size();
+       i += static_cast<size_t>(o.num_stripes)) {
+    mine.push_back(o.files[i]);
+  }
+  o.files = std::move(mine);
+  o.stripe = 0;
+  o.num_stripes = 1;
+  return o;
+}
+
+}  // namespace
+
+StripeReader::StripeReader(ReaderOptions options, SourceOptions source)
+    : o_(ByFile(std::move(options), source.stripe_by_file)), source_(std::move(source)) {}
 
 void StripeReader::Shape(Batch* b, int n) const {
   const bool dense_csv = o_.format == DataFormat::kDenseCsv;
@@ -131,18 +154,22 @@ StatusOr<bool> StripeReader::NextLine(std::string* line) {
         global_line_ = 0;
         good_in_pass_ = 0;
       }
-      in_ = std::ifstream(o_.files[file_]);
-      if (!in_) return NotFound("cannot open data file " + o_.files[file_]);
+      in_.reset();
+      auto in = storage::ObjectInputStream::Open(o_.files[file_], source_.stream);
+      if (!in.ok()) return in.status();
+      in_ = std::move(*in);
       opened_ = true;
       file_line_ = 0;
     }
-    if (std::getline(in_, *line)) {
+    if (std::getline(*in_, *line)) {
       ++file_line_;
       const int64_t i = global_line_++;
       if (line->empty() || i % o_.num_stripes != o_.stripe) continue;
       ++lines_in_stripe_;
       return true;
     }
+    // The end of the file, or a read error (an S3 transfer that failed for good).
+    if (Status s = in_->status(); !s.ok()) return s;
     opened_ = false;
     ++file_;
   }
@@ -182,14 +209,25 @@ StatusOr<std::vector<std::string>> ListDataFiles(const std::string& dir,
                                                  std::string_view contains) {
   namespace fs = std::filesystem;
   std::vector<std::string> files;
-  std::error_code ec;
-  fs::directory_iterator it(dir, ec);
-  if (ec) return NotFound("cannot list data directory " + dir + ": " + ec.message());
-  for (const auto& entry : it) {
-    const std::string name = entry.path().filename().string();
-    if (!entry.is_regular_file() || name.empty() || name[0] == '.') continue;
-    if (!contains.empty() && name.find(contains) == std::string::npos) continue;
-    files.push_back(entry.path().string());
+  if (storage::IsS3Path(dir)) {
+    auto names = storage::ListObjects(dir);
+    if (!names.ok()) return names.status().WithContext("cannot list data in " + dir);
+    for (const std::string& name : *names) {
+      // Objects directly under the prefix; "sub/x" is in a sub-"directory".
+      if (name.empty() || name[0] == '.' || name.find('/') != std::string::npos) continue;
+      if (!contains.empty() && name.find(contains) == std::string::npos) continue;
+      files.push_back(storage::JoinPath(dir, name));
+    }
+  } else {
+    std::error_code ec;
+    fs::directory_iterator it(dir, ec);
+    if (ec) return NotFound("cannot list data directory " + dir + ": " + ec.message());
+    for (const auto& entry : it) {
+      const std::string name = entry.path().filename().string();
+      if (!entry.is_regular_file() || name.empty() || name[0] == '.') continue;
+      if (!contains.empty() && name.find(contains) == std::string::npos) continue;
+      files.push_back(entry.path().string());
+    }
   }
   std::sort(files.begin(), files.end());
   if (files.empty()) {

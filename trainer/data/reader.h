@@ -5,21 +5,27 @@
 //   criteo_csv  the same 40 fields separated by commas
 //   dense_csv   label,f1,...,fn               (label = class index; for the MLP classifier;
 //                                               a non-numeric first line is a header)
+// Files are local paths or s3://bucket/key objects (streamed with ranged GETs and
+// read-ahead, see trainer/storage/stream.h).
 // Each worker reads its own stripe: counting lines over all files in order, line i belongs
-// to worker i % num_workers. Malformed lines are counted and skipped; once more than
-// max_bad_lines are seen, Next() fails with a message naming the last bad line.
+// to worker i % num_workers. With stripe_by_file and at least as many files as workers,
+// worker w takes whole files instead (file i to worker i % num_workers), so no file is
+// read by two workers (used for S3, where every byte read is a transfer). Malformed lines are
+// counted and skipped; once more than max_bad_lines are seen, Next() fails with a message naming
+// the last bad line.
 //
 // Not thread-safe; one reader per worker.
 #pragma once
 
 #include <cstdint>
-#include <fstream>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "operator/common/status.h"
 #include "trainer/model/batch.h"
+#include "trainer/storage/stream.h"
 
 namespace kubetrain::trainer {
 
@@ -52,9 +58,15 @@ struct ReaderOptions {
   bool loop = true;  // start over at the end (training); false: one pass (evaluation)
 };
 
+// How files are shared out and read (the defaults suit local files).
+struct SourceOptions {
+  bool stripe_by_file = false;
+  storage::StreamOptions stream;  // S3: chunk size, read-ahead, local cache
+};
+
 class StripeReader {
  public:
-  explicit StripeReader(ReaderOptions options);
+  explicit StripeReader(ReaderOptions options, SourceOptions source = {});
 
   // Fills `b` with up to batch_size examples (resizing it). Returns the number filled:
   // batch_size, or fewer at the end of a one-pass read, 0 when it is exhausted.
@@ -71,7 +83,8 @@ class StripeReader {
   void Shape(Batch* b, int n) const;
 
   const ReaderOptions o_;
-  std::ifstream in_;
+  const SourceOptions source_;
+  std::unique_ptr<storage::ObjectInputStream> in_;
   size_t file_ = 0;
   bool opened_ = false;
   int64_t global_line_ = 0;  // over all files, for striping
@@ -82,8 +95,9 @@ class StripeReader {
   bool first_pass_ = true;  // bad lines are counted once, not once per epoch
 };
 
-// Lists the data files of a directory (regular files, sorted by name, skipping names
-// starting with '.'), optionally only those whose name contains `contains`.
+// Lists the data files of a directory or an s3://bucket/prefix/ (files or objects directly
+// in it, sorted by name, skipping names starting with '.'), optionally only those whose
+// name contains `contains`.
 StatusOr<std::vector<std::string>> ListDataFiles(const std::string& dir, std::string_view contains);
 
 }  // namespace kubetrain::trainer

@@ -7,7 +7,10 @@
 //   itself atomically.
 // Guarantees: a checkpoint directory with a MANIFEST has every shard complete; a crash at
 //   any point leaves at most an incomplete directory, which is never loaded.
-// Assumptions: every PS and the coordinator see the same directory (a shared volume).
+// Assumptions: every PS and the coordinator see the same root: a shared volume, or an S3
+//   prefix (root "s3://bucket/prefix/": each PS uploads its shard object, the MANIFEST is
+//   written with If-None-Match: * so it is created once and never replaced; S3 is strongly
+//   consistent, so a listed MANIFEST's shards are readable). See trainer/storage/files.h.
 #pragma once
 
 #include <cstdint>

@@ -140,12 +140,20 @@ Status PsServer::Handle(Connection& conn, uint8_t type, const std::string& paylo
     case kCheckpoint: {
       int64_t step;
       if (!r.Get(&step)) return InvalidArgument("bad checkpoint request");
-      if (o_.checkpoint_dir.empty()) {
+      // The coordinator names the root (its checkpoint dir, or the final model's); an
+      // older coordinator sends none and this PS's --checkpoint-dir is used.
+      std::string root = o_.checkpoint_dir;
+      if (!r.AtEnd()) {
+        const size_t n = r.remaining();
+        const char* p = nullptr;
+        if (!r.GetArray(n, 1, &p)) return InvalidArgument("bad checkpoint request");
+        root.assign(p, n);
+      }
+      if (root.empty()) {
         return FailedPrecondition("this PS was started without --checkpoint-dir");
       }
-      KT_RETURN_IF_ERROR(PrepareCheckpointDir(o_.checkpoint_dir, step));
-      KT_RETURN_IF_ERROR(
-          shard_->Save(ShardPath(o_.checkpoint_dir, step, o_.shard_index, o_.num_shards)));
+      KT_RETURN_IF_ERROR(PrepareCheckpointDir(root, step));
+      KT_RETURN_IF_ERROR(shard_->Save(ShardPath(root, step, o_.shard_index, o_.num_shards)));
       return conn.Send(kOk, "");
     }
     case kDone: {

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "trainer/model/model.h"
+#include "trainer/storage/files.h"
 
 namespace kubetrain::trainer {
 namespace {
@@ -150,15 +151,13 @@ Status ParamShard::Save(const std::string& path) const {
       PutFloats(&out, arena_.data() + offset, RowStride());
     }
   }
-  return WriteFileAtomic(path, out);
+  return storage::WriteObject(path, out);  // a local file or an S3 object
 }
 
 Status ParamShard::Load(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return NotFound("cannot open checkpoint shard " + path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string data = ss.str();
+  auto read = storage::ReadObject(path);
+  if (!read.ok()) return read.status().WithContext("checkpoint shard");
+  const std::string& data = *read;
   Cursor cur(data);
   char magic[8];
   uint64_t begin = 0, end = 0, rows = 0;
@@ -206,42 +205,7 @@ Status ParamShard::Load(const std::string& path) {
 }
 
 Status WriteFileAtomic(const std::string& path, const std::string& data) {
-  namespace fs = std::filesystem;
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return Internal("cannot create " + tmp + ": " + std::strerror(errno));
-  size_t done = 0;
-  while (done < data.size()) {
-    const ssize_t w = ::write(fd, data.data() + done, data.size() - done);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) {
-      const std::string err = std::strerror(errno);
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return Internal("cannot write " + tmp + ": " + err);
-    }
-    done += static_cast<size_t>(w);
-  }
-  if (::fsync(fd) != 0) {
-    const std::string err = std::strerror(errno);
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    return Internal("cannot fsync " + tmp + ": " + err);
-  }
-  ::close(fd);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string err = std::strerror(errno);
-    ::unlink(tmp.c_str());
-    return Internal("cannot rename " + tmp + " to " + path + ": " + err);
-  }
-  // The rename is durable only once the directory entry is.
-  const std::string dir = fs::path(path).parent_path().string();
-  const int dfd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
-  return Status::Ok();
+  return storage::WriteFileAtomic(path, data);
 }
 
 }  // namespace kubetrain::trainer

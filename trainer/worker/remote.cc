@@ -213,6 +213,7 @@ Status RemoteParams::SaveCheckpoint(const std::string& dir, int64_t step) {
   for (int k = 0; k < n; ++k) {
     WireWriter w;
     w.Put<int64_t>(step);
+    w.PutArray(dir.data(), dir.size());  // every PS saves its shard under this root
     calls[k].ps = k;
     calls[k].type = kCheckpoint;
     calls[k].payload = std::move(w.str());

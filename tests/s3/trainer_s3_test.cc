@@ -1,0 +1,240 @@
+// kubetrain-trainer processes with data, checkpoints and output in a real S3 server (the
+// `s3` fixture's versitygw): striped streamed reads, shards uploaded by each PS, the
+// MANIFEST committed last with a conditional PUT, resume from S3, and bad-input exit codes.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "tests/s3/s3_env.h"
+#include "tests/tools/process.h"
+#include "trainer/data/generator.h"
+#include "trainer/storage/s3_client.h"
+
+namespace kubetrain::trainer {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::FreePort;
+using testing::PollUntil;
+using testing::Process;
+using testing::ReadFile;
+
+constexpr char kKey[] = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+constexpr auto kRunTimeout = std::chrono::seconds(300);
+
+class TrainerS3Test : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    testing::LoadS3Env();
+    auto c = storage::S3ConfigFromEnv([](const char* n) { return std::getenv(n); });
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    client_ = new storage::S3Client(*c);
+    ASSERT_TRUE(client_->CreateBucket(kBucket).ok());
+    // Training data as 4 objects (2 per worker), evaluation data as one.
+    const fs::path tmp = fs::temp_directory_path() / ("kt_s3_data_" + std::to_string(::getpid()));
+    fs::create_directories(tmp);
+    for (int i = 0; i < 5; ++i) {
+      GeneratorOptions g;
+      g.sample_seed = 100 + static_cast<uint64_t>(i);
+      const std::string name = i < 4 ? "train-" + std::to_string(i) + ".tsv" : "eval.tsv";
+      ASSERT_TRUE(WriteSyntheticCriteo((tmp / name).string(), i < 4 ? 5000 : 3000, g).ok());
+      ASSERT_TRUE(client_->Upload(kBucket, "data/" + name, ReadFile((tmp / name).string())).ok());
+    }
+    fs::remove_all(tmp);
+  }
+  static void TearDownTestSuite() { delete client_; }
+
+  void SetUp() override {
+    const std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    dir_ =
+        (fs::temp_directory_path() / ("kt_s3_" + std::to_string(::getpid()) + "_" + name)).string();
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    prefix_ = "s3://" + std::string(kBucket) + "/" + name + "/";
+  }
+  void TearDown() override {
+    if (!HasFailure()) fs::remove_all(dir_);
+  }
+
+  // Small, fast model flags reading the S3 data; a flag in `extra` that is also here
+  // replaces this value.
+  std::vector<std::string> Flags(const std::vector<std::string>& extra) const {
+    std::vector<std::pair<std::string, std::string>> base = {
+        {"--data", "s3://" + std::string(kBucket) + "/data/"},
+        {"--batch-size", "128"},
+        {"--layers", "64,32"},
+        {"--embedding-dim", "8"},
+        {"--optimizer", "adam"},
+        {"--lr", "0.003"},
+        {"--threads", "1"},
+        {"--log-every", "100"},
+        {"--startup-timeout", "60"},
+        {"--reconnect-timeout", "60"}};
+    std::vector<std::string> rest;
+    for (size_t i = 0; i < extra.size(); ++i) {
+      auto it = std::find_if(base.begin(), base.end(),
+                             [&](const auto& kv) { return kv.first == extra[i]; });
+      if (it != base.end() && i + 1 < extra.size()) {
+        it->second = extra[++i];
+      } else {
+        rest.push_back(extra[i]);
+      }
+    }
+    std::vector<std::string> f;
+    for (const auto& [k, v] : base) f.insert(f.end(), {k, v});
+    f.insert(f.end(), rest.begin(), rest.end());
+    return f;
+  }
+  std::string Path(const std::string& name) const { return dir_ + "/" + name; }
+  static std::string Cluster(const std::vector<int>& ps, const std::vector<int>& workers) {
+    nlohmann::json j;
+    for (int p : ps) j["ps"].push_back("127.0.0.1:" + std::to_string(p));
+    for (int w : workers) j["worker"].push_back("127.0.0.1:" + std::to_string(w));
+    return j.dump();
+  }
+  static std::map<std::string, std::string> Env(const std::string& cluster,
+                                                const std::string& pod) {
+    return {{"CLUSTER_CONFIG", cluster}, {"POD_NAME", pod}, {"KUBETRAIN_AUTH_KEY", kKey}};
+  }
+  std::unique_ptr<Process> Start(const std::vector<std::string>& flags,
+                                 const std::map<std::string, std::string>& env,
+                                 const std::string& log) const {
+    return std::make_unique<Process>(KT_TRAINER_BIN, flags, env, Path(log),
+                                     std::vector<std::string>{"TF_CONFIG"});
+  }
+  // The object's key under this test's prefix.
+  std::string Key(const std::string& rel) const {
+    return prefix_.substr(std::string("s3://").size() + std::string(kBucket).size() + 1) + rel;
+  }
+  bool Exists(const std::string& rel) const { return client_->Head(kBucket, Key(rel)).ok(); }
+
+  static constexpr char kBucket[] = "trainer-s3";
+  static inline storage::S3Client* client_ = nullptr;
+  std::string dir_, prefix_;
+};
+
+TEST_F(TrainerS3Test, TwoPsTwoWorkersWithDataCheckpointsAndOutputInS3Finish) {
+  const std::string cluster = Cluster({FreePort(), FreePort()}, {FreePort(), FreePort()});
+  auto flags = [&](const std::string& name) {
+    return Flags({"--steps", "200", "--checkpoint-dir", prefix_ + "ckpt/", "--checkpoint-every",
+                  "100", "--output", prefix_ + "out/", "--termination-log", Path(name + ".json")});
+  };
+  auto ps0 = Start(flags("ps-0"), Env(cluster, "ps-0"), "ps-0.log");
+  auto ps1 = Start(flags("ps-1"), Env(cluster, "ps-1"), "ps-1.log");
+  auto w0 = Start(flags("worker-0"), Env(cluster, "worker-0"), "worker-0.log");
+  auto w1 = Start(flags("worker-1"), Env(cluster, "worker-1"), "worker-1.log");
+  ASSERT_EQ(w1->Wait(kRunTimeout), 0) << w1->Log();
+  ASSERT_EQ(w0->Wait(kRunTimeout), 0) << w0->Log();
+  ASSERT_EQ(ps0->Wait(kRunTimeout), 0) << ps0->Log();
+  ASSERT_EQ(ps1->Wait(kRunTimeout), 0) << ps1->Log();
+  // Every checkpoint is complete: both shards, and the MANIFEST.
+  for (const char* step : {"100", "200"}) {
+    for (const char* f : {"/shard-0-of-2.bin", "/shard-1-of-2.bin", "/MANIFEST"}) {
+      EXPECT_TRUE(Exists("ckpt/ckpt-" + std::string(step) + f)) << step << f;
+    }
+  }
+  // The output: the model as a committed checkpoint, and the metrics.
+  EXPECT_TRUE(Exists("out/model/ckpt-200/MANIFEST"));
+  EXPECT_TRUE(Exists("out/model/ckpt-200/shard-1-of-2.bin"));
+  auto metrics_text = client_->Get(kBucket, Key("out/metrics.json"));
+  ASSERT_TRUE(metrics_text.ok()) << metrics_text.status().ToString();
+  const auto metrics = nlohmann::json::parse(*metrics_text);
+  EXPECT_EQ(metrics["steps"].get<int>(), 200);
+  EXPECT_EQ(metrics["eval"]["examples"].get<int>(), 3000);
+  EXPECT_GT(metrics["eval"]["auc"].get<double>(), 0.7) << metrics.dump();
+  // Each worker streamed its own stripe of objects.
+  EXPECT_EQ(nlohmann::json::parse(ReadFile(Path("worker-0.json")))["steps"].get<int>(), 200);
+}
+
+TEST_F(TrainerS3Test, KilledPsResumesFromTheCheckpointInS3) {
+  const std::string cluster = Cluster({FreePort()}, {FreePort()});
+  auto flags = [&](const std::string& name) {
+    return Flags({"--steps", "1500", "--checkpoint-dir", prefix_ + "ckpt/", "--checkpoint-every",
+                  "20", "--log-every", "500", "--termination-log", Path(name + ".json"),
+                  "--eval-examples", "500"});
+  };
+  auto ps = Start(flags("ps"), Env(cluster, "ps-0"), "ps.log");
+  auto worker = Start(flags("worker"), Env(cluster, "worker-0"), "worker.log");
+  PollUntil(
+      [&] {
+        return Exists("ckpt/ckpt-20/MANIFEST") || worker->Wait(std::chrono::seconds(0)) != -1;
+      },
+      std::chrono::seconds(120));
+  ASSERT_TRUE(Exists("ckpt/ckpt-20/MANIFEST")) << worker->Log();
+  ps->Kill();
+  ps = Start(flags("ps2"), Env(cluster, "ps-0"), "ps2.log");
+  ASSERT_EQ(worker->Wait(kRunTimeout), 0) << worker->Log();
+  ASSERT_EQ(ps->Wait(kRunTimeout), 0) << ps->Log();
+  EXPECT_NE(ps->Log().find("restored shard from checkpoint"), std::string::npos) << ps->Log();
+  EXPECT_NE(worker->Log().find("reconnecting"), std::string::npos) << worker->Log();
+  EXPECT_TRUE(Exists("ckpt/ckpt-1500/MANIFEST"));
+}
+
+// A checkpoint whose upload was cut off (a shard object written, no MANIFEST: the PS or the
+// coordinator died before the commit) is never the one resumed from.
+TEST_F(TrainerS3Test, InterruptedCheckpointLeavesThePreviousOneTheNewestComplete) {
+  auto flags = [&](const std::string& name, const std::string& steps) {
+    return Flags({"--steps", steps, "--checkpoint-dir", prefix_ + "ckpt/", "--checkpoint-every",
+                  "30", "--no-eval", "--termination-log", Path(name + ".json")});
+  };
+  // Single process: a complete checkpoint at 30 and at 60.
+  auto first = Start(flags("first", "60"), {}, "first.log");
+  ASSERT_EQ(first->Wait(kRunTimeout), 0) << first->Log();
+  ASSERT_TRUE(Exists("ckpt/ckpt-60/MANIFEST"));
+  // Step 90's upload "killed half-way": its shard is there, cut short, and no MANIFEST.
+  auto shard = client_->Get(kBucket, Key("ckpt/ckpt-60/shard-0-of-1.bin"));
+  ASSERT_TRUE(shard.ok());
+  ASSERT_TRUE(
+      client_
+          ->Put(kBucket, Key("ckpt/ckpt-90/shard-0-of-1.bin"), shard->substr(0, shard->size() / 2))
+          .ok());
+  auto resumed = Start(flags("resumed", "100"), {}, "resumed.log");
+  ASSERT_EQ(resumed->Wait(kRunTimeout), 0) << resumed->Log();
+  EXPECT_NE(resumed->Log().find("resumed from checkpoint 60"), std::string::npos) << resumed->Log();
+  // It then checkpointed 90 again (whole this time) and 100.
+  EXPECT_TRUE(Exists("ckpt/ckpt-90/MANIFEST"));
+  EXPECT_TRUE(Exists("ckpt/ckpt-100/MANIFEST"));
+}
+
+TEST_F(TrainerS3Test, BadS3InputGivesClearErrorsAndTheRightExitCodes) {
+  // Wrong secret: permanent (1), naming the bucket.
+  auto wrong = std::make_unique<Process>(
+      KT_TRAINER_BIN, Flags({"--steps", "10", "--no-eval", "--termination-log", Path("w.json")}),
+      std::map<std::string, std::string>{{"AWS_SECRET_ACCESS_KEY", "wrong"}}, Path("wrong.log"),
+      std::vector<std::string>{"CLUSTER_CONFIG", "POD_NAME", "TF_CONFIG"});
+  EXPECT_EQ(wrong->Wait(kRunTimeout), 1) << wrong->Log();
+  EXPECT_NE(wrong->Log().find("s3://trainer-s3"), std::string::npos) << wrong->Log();
+  EXPECT_NE(wrong->Log().find("SignatureDoesNotMatch"), std::string::npos) << wrong->Log();
+  // Missing bucket: permanent (1), naming it.
+  auto missing = Start(Flags({"--data", "s3://no-such-bucket-kt/data/", "--steps", "10",
+                              "--no-eval", "--termination-log", Path("m.json")}),
+                       {}, "missing.log");
+  EXPECT_EQ(missing->Wait(kRunTimeout), 1) << missing->Log();
+  EXPECT_NE(missing->Log().find("no-such-bucket-kt"), std::string::npos) << missing->Log();
+  // Unreachable endpoint: retryable (200).
+  auto down = std::make_unique<Process>(
+      KT_TRAINER_BIN, Flags({"--steps", "10", "--no-eval", "--termination-log", Path("d.json")}),
+      std::map<std::string, std::string>{{"AWS_ENDPOINT_URL_S3", "http://127.0.0.1:1"},
+                                         {"AWS_MAX_ATTEMPTS", "2"}},
+      Path("down.log"), std::vector<std::string>{"CLUSTER_CONFIG", "POD_NAME", "TF_CONFIG"});
+  EXPECT_EQ(down->Wait(kRunTimeout), 200) << down->Log();
+  // A truncated shard in the newest complete checkpoint: a clear error naming the object.
+  auto first = Start(Flags({"--steps", "20", "--checkpoint-dir", prefix_ + "ckpt/", "--no-eval",
+                            "--termination-log", Path("f.json")}),
+                     {}, "first.log");
+  ASSERT_EQ(first->Wait(kRunTimeout), 0) << first->Log();
+  const fs::path stored = fs::path(std::getenv("KUBETRAIN_TEST_S3_DIR")) / "data" / kBucket /
+                          Key("ckpt/ckpt-20/shard-0-of-1.bin");
+  ASSERT_TRUE(fs::exists(stored)) << stored;
+  fs::resize_file(stored, fs::file_size(stored) / 2);
+  auto cut = Start(Flags({"--steps", "40", "--checkpoint-dir", prefix_ + "ckpt/", "--no-eval",
+                          "--termination-log", Path("c.json")}),
+                   {}, "cut.log");
+  EXPECT_NE(cut->Wait(kRunTimeout), 0) << cut->Log();
+  EXPECT_NE(cut->Log().find(prefix_ + "ckpt/ckpt-20/shard-0-of-1.bin"), std::string::npos)
+      << cut->Log();
+}
+
+}  // namespace
+}  // namespace kubetrain::trainer
