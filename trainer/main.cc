@@ -20,6 +20,7 @@
 #include "trainer/cluster/cluster.h"
 #include "trainer/data/generator.h"
 #include "trainer/data/reader.h"
+#include "trainer/metrics/metrics.h"
 #include "trainer/model/model.h"
 #include "trainer/net/transport.h"
 #include "trainer/ps/checkpoint.h"
@@ -73,6 +74,7 @@ struct Flags {
   int listen_port = -1;
   std::string data_cache;
   std::string output;
+  int metrics_port = 9090;
 };
 
 int ExitCodeFor(const Status& s) {
@@ -508,6 +510,17 @@ int Run(const Flags& f) {
       return ExitCodeFor(s);
     }
   }
+  // Live metrics (status.progress, Prometheus). Optional: a port in use costs
+  // the metrics, not the training.
+  MetricsServer metrics(&TrainerMetrics::Global());
+  if (f.metrics_port > 0) {
+    auto port = metrics.Start(f.metrics_port);
+    if (port.ok()) {
+      spdlog::info("metrics on port {} (GET /metrics)", *port);
+    } else {
+      spdlog::warn("{}; training without a metrics endpoint", port.status().message());
+    }
+  }
   if (!distributed) return RunSingleProcess(f, **model, *opt);
 
   const char* key_text = std::getenv("KUBETRAIN_AUTH_KEY");
@@ -601,6 +614,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--listen-port", f.listen_port,
                  "ps: port to listen on (default: from the cluster)");
+  app.add_option("--metrics-port", f.metrics_port,
+                 "serve Prometheus metrics (step, loss, samples/s, ...) at GET /metrics on this "
+                 "port; 0: off")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   return kubetrain::trainer::Run(f);
 }

@@ -319,6 +319,23 @@ Status ParseStatusInto(const json& j, TrainingJobStatus& s) {
   // Whatever a workload reported; the CRD makes it an object. Anything else is
   // not ours to interpret, and must not make the job unreadable.
   if (const json* m = Field(j, "metrics"); m != nullptr && m->is_object()) s.metrics = *m;
+  KT_RETURN_IF_ERROR(ReadInt(j, path, "running", s.running));
+  KT_RETURN_IF_ERROR(ReadInt(j, path, "restarts", s.restarts));
+  if (const json* p = Field(j, "progress")) {
+    const std::string ppath = "status.progress";
+    KT_RETURN_IF_ERROR(ExpectObject(*p, ppath));
+    Progress progress;
+    KT_RETURN_IF_ERROR(ReadInt(*p, ppath, "step", progress.step));
+    KT_RETURN_IF_ERROR(ReadInt(*p, ppath, "totalSteps", progress.total_steps));
+    KT_RETURN_IF_ERROR(ReadInt(*p, ppath, "percent", progress.percent));
+    KT_RETURN_IF_ERROR(ReadInt(*p, ppath, "samplesPerSecond", progress.samples_per_second));
+    KT_RETURN_IF_ERROR(ReadString(*p, ppath, "eta", progress.eta));
+    KT_RETURN_IF_ERROR(ReadString(*p, ppath, "replica", progress.replica));
+    std::optional<Time> t;
+    KT_RETURN_IF_ERROR(ReadTime(*p, ppath, "updateTime", t));
+    progress.update_time = t.value_or(Time{});
+    s.progress = std::move(progress);
+  }
   return Status::Ok();
 }
 
@@ -447,6 +464,22 @@ json StatusToJson(const TrainingJobStatus& s) {
   if (s.observed_generation != 0) out["observedGeneration"] = s.observed_generation;
   if (!s.counted_failures.empty()) out["countedFailures"] = s.counted_failures;
   if (s.metrics) out["metrics"] = *s.metrics;
+  // Once the planner has counted replicas, 0 is worth showing in `kubectl get`.
+  if (!s.replica_statuses.empty() || s.running != 0 || s.restarts != 0) {
+    out["running"] = s.running;
+    out["restarts"] = s.restarts;
+  }
+  if (s.progress) {
+    const Progress& p = *s.progress;
+    json pj = {{"step", p.step},
+               {"totalSteps", p.total_steps},
+               {"percent", p.percent},
+               {"samplesPerSecond", p.samples_per_second},
+               {"updateTime", FormatTime(p.update_time)}};
+    if (!p.eta.empty()) pj["eta"] = p.eta;
+    if (!p.replica.empty()) pj["replica"] = p.replica;
+    out["progress"] = std::move(pj);
+  }
   return out;
 }
 

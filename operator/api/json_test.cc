@@ -69,7 +69,10 @@ TEST(ParseTest, RoundTripsEveryField) {
       "startTime": "2026-01-02T03:04:05Z", "completionTime": "2026-01-02T03:05:05Z",
       "observedGeneration": 3, "countedFailures": ["uid-a"],
       "metrics": {"steps": 400, "train_loss": 0.45, "eval": {"auc": 0.757, "log_loss": 0.5},
-                  "target_reached": true, "tags": ["a", null]}})");
+                  "target_reached": true, "tags": ["a", null]},
+      "running": 3, "restarts": 2,
+      "progress": {"step": 250, "totalSteps": 1000, "percent": 25, "samplesPerSecond": 5120,
+                   "eta": "4m10s", "replica": "worker-0", "updateTime": "2026-01-02T03:04:35Z"}})");
   StatusOr<TrainingJob> job = ParseTrainingJob(j);
   ASSERT_TRUE(job.ok()) << job.status().ToString();
   StatusOr<TrainingJob> again = ParseTrainingJob(ToJson(*job));
@@ -79,6 +82,9 @@ TEST(ParseTest, RoundTripsEveryField) {
   EXPECT_EQ(job->status.replica_statuses.at(ReplicaType::kPS).last_failure->exit_code, 137);
   ASSERT_TRUE(job->status.metrics.has_value());
   EXPECT_EQ((*job->status.metrics)["eval"]["auc"], 0.757);
+  EXPECT_EQ(job->status.restarts, 2);
+  ASSERT_TRUE(job->status.progress);
+  EXPECT_EQ(job->status.progress->eta, "4m10s");
 }
 
 TEST(ParseTest, StatusMetricsIsReadAsAnObjectAndAnythingElseIsIgnored) {

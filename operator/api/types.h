@@ -182,6 +182,21 @@ struct ReplicaStatus {
   friend bool operator==(const ReplicaStatus&, const ReplicaStatus&) = default;
 };
 
+// How far the job is, as the deciding replica (the chief, else worker 0) reports
+// it on its metrics endpoint (docs/api.md, "Metrics"). Written by the operator
+// when it changed meaningfully, not at every read.
+struct Progress {
+  int64_t step = 0;                // the replica's last completed step
+  int64_t total_steps = 0;         // the step it stops at
+  int32_t percent = 0;             // 100 * step / total_steps, rounded down
+  int64_t samples_per_second = 0;  // the replica's recent throughput, rounded
+  std::string eta;                 // time left as of update_time ("1h2m", "4m10s"); empty: unknown
+  std::string replica;             // whose metrics these are: "worker-0"
+  Time update_time{};
+
+  friend bool operator==(const Progress&, const Progress&) = default;
+};
+
 struct TrainingJobStatus {
   // The single condition that best describes the job, for `kubectl get`:
   // Created, Running, Restarting, Suspended, Succeeded or Failed.
@@ -197,6 +212,13 @@ struct TrainingJobStatus {
   // message: a JSON object such as {"steps":400,"eval":{"auc":0.757}}, at most
   // kMaxMetricsBytes long. Set when the job succeeds, then kept.
   std::optional<nlohmann::json> metrics;
+  // Pods in phase Running (all roles, not being deleted), and restarts summed
+  // over roles: the RUNNING and RESTARTS columns of `kubectl get tj`.
+  int32_t running = 0;
+  int32_t restarts = 0;
+  // Absent until the deciding replica's metrics have been read once; kept when
+  // the job finishes (then eta is empty).
+  std::optional<Progress> progress;
 
   friend bool operator==(const TrainingJobStatus&, const TrainingJobStatus&) = default;
 

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "trainer/cluster/cluster.h"
+#include "trainer/metrics/metrics.h"
 #include "trainer/net/wire.h"
 #include "trainer/ps/checkpoint.h"
 
@@ -98,11 +99,13 @@ Status RemoteParams::EnsureConnected(int k, Clock::time_point deadline) {
 
 Status RemoteParams::Exchange(std::vector<Call>& calls) {
   std::vector<bool> failed(calls.size(), false);
+  uint64_t sent = 0, received = 0;  // payload bytes, for /metrics
   for (size_t i = 0; i < calls.size(); ++i) {
     Channel& ch = *channels_[calls[i].ps];
     if (!ch.conn || !ch.conn->Send(calls[i].type, calls[i].payload, calls[i].payload2).ok()) {
       failed[i] = true;
     }
+    sent += calls[i].payload.size() + calls[i].payload2.size();
   }
   for (size_t i = 0; i < calls.size(); ++i) {
     if (failed[i]) continue;
@@ -112,7 +115,9 @@ Status RemoteParams::Exchange(std::vector<Call>& calls) {
       if (s.code() == StatusCode::kUnauthenticated) return s;
       failed[i] = true;
     }
+    received += calls[i].reply.size();
   }
+  TrainerMetrics::Global().AddPsBytes(sent, received);
   for (size_t i = 0; i < calls.size(); ++i) {
     if (!failed[i]) continue;
     const int k = calls[i].ps;

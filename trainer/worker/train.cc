@@ -9,6 +9,7 @@
 #include <numeric>
 
 #include "trainer/data/metrics.h"
+#include "trainer/metrics/metrics.h"
 
 namespace kubetrain::trainer {
 namespace {
@@ -18,6 +19,9 @@ using Clock = std::chrono::steady_clock;
 double Seconds(Clock::duration d) {
   return std::chrono::duration<double>(d).count();
 }
+
+// The live rates served on /metrics cover about this long.
+constexpr auto kRateWindow = std::chrono::seconds(2);
 
 }  // namespace
 
@@ -39,6 +43,10 @@ StatusOr<TrainResult> Train(Model& model, StripeReader& reader, ParamClient& par
   const auto start = Clock::now();
   auto window_start = start;
   int64_t window_samples = 0;
+  TrainerMetrics& live = TrainerMetrics::Global();
+  live.StartTraining(start_step, o.steps);
+  auto rate_start = start;
+  int64_t rate_samples = 0, rate_steps = 0;
   Status status;
   for (int64_t step = start_step + 1; step <= o.steps; ++step) {
     auto n = reader.Next(model.batch_size(), &batch);
@@ -73,6 +81,15 @@ StatusOr<TrainResult> Train(Model& model, StripeReader& reader, ParamClient& par
       recent.pop_front();
     }
     window_samples += batch.size;
+    rate_samples += batch.size;
+    ++rate_steps;
+    live.SetStep(step, recent_sum / recent.size());
+    if (const auto now = Clock::now(); now - rate_start >= kRateWindow) {
+      const double dt = Seconds(now - rate_start);
+      live.SetRates(rate_samples / dt, rate_steps / dt);
+      rate_start = now;
+      rate_samples = rate_steps = 0;
+    }
     if (curve != nullptr) std::fprintf(curve, "%lld,%.9g\n", static_cast<long long>(step), *loss);
     if (o.log_every > 0 && (step % o.log_every == 0 || step == o.steps)) {
       const auto now = Clock::now();
@@ -87,6 +104,7 @@ StatusOr<TrainResult> Train(Model& model, StripeReader& reader, ParamClient& par
       status = params.SaveCheckpoint(o.checkpoint_dir, step);
       if (!status.ok()) break;
       spdlog::info("checkpoint {} committed in {}", step, o.checkpoint_dir);
+      live.CheckpointCommitted(step, std::chrono::system_clock::now());
     }
   }
   if (curve != nullptr) std::fclose(curve);

@@ -1,0 +1,74 @@
+// From a trainer's metrics to status.progress: the step rate and ETA, and the
+// decision whether a new reading is worth a status write. Pure: the caller
+// passes the time in (steady time for rates, wall time for updateTime), so
+// tests need no clock and no sleeps. Used by the operator's ProgressReader and
+// by `kubetrain run`, so both report the same progress.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "operator/api/types.h"
+#include "operator/common/status.h"
+
+namespace kubetrain::progress {
+
+// What one read of a trainer's /metrics says.
+struct TrainerSample {
+  int64_t step = 0;
+  int64_t total_steps = 0;
+  std::optional<double> samples_per_second;
+  std::optional<double> steps_per_second;  // the trainer's own recent rate
+  std::optional<double> loss;
+};
+
+// NotFound when the text has no kubetrain_trainer_step/total_steps (not a
+// kubetrain trainer: another image, or another server on the port);
+// InvalidArgument when it is not the text format or the values make no sense
+// (negative, not finite, step beyond int64).
+StatusOr<TrainerSample> TrainerSampleFromText(std::string_view text);
+
+// "45s", "4m10s", "2h5m", "3d4h": two units at most, for a printer column.
+std::string FormatEta(std::chrono::seconds left);
+
+// One job's readings of its deciding replica, in time order. Not thread-safe.
+class ProgressTracker {
+ public:
+  using SteadyTime = std::chrono::steady_clock::time_point;
+
+  struct Options {
+    // A new reading is published when its percent differs from the published
+    // one and at least this long has passed (or it reached 100%, or the step
+    // went back or the total changed: a restart, published at once).
+    std::chrono::seconds min_publish_interval{30};
+  };
+
+  ProgressTracker() : ProgressTracker(Options{}) {}
+  explicit ProgressTracker(Options options) : options_(options) {}
+
+  // Feeds a reading of `replica` taken at `now` (steady) / `wall`. Returns the
+  // progress to publish, or nullopt when the published one is still good
+  // enough (no status write).
+  std::optional<api::Progress> Observe(const TrainerSample& sample, std::string_view replica,
+                                       SteadyTime now, api::Time wall);
+
+  // The progress as of the last reading, published or not.
+  const std::optional<api::Progress>& current() const { return current_; }
+  const std::optional<api::Progress>& published() const { return published_; }
+  // The smoothed step rate, steps per second; nullopt until known.
+  std::optional<double> steps_per_second() const { return rate_; }
+
+ private:
+  Options options_;
+  std::optional<SteadyTime> last_time_;
+  int64_t last_step_ = 0;
+  std::optional<double> rate_;
+  std::optional<api::Progress> current_;
+  std::optional<api::Progress> published_;
+  SteadyTime published_at_{};
+};
+
+}  // namespace kubetrain::progress

@@ -1,0 +1,132 @@
+#include "trainer/metrics/metrics.h"
+
+#include <httplib.h>
+
+#include <cstdio>
+#include <thread>
+
+#include "operator/progress/metric_names.h"
+
+namespace kubetrain::trainer {
+namespace {
+
+namespace names = kubetrain::progress;
+
+void Family(std::string& out, std::string_view name, std::string_view type, std::string_view help,
+            double value) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.17g", value);
+  out.append("# HELP ").append(name).append(" ").append(help).append("\n");
+  out.append("# TYPE ").append(name).append(" ").append(type).append("\n");
+  out.append(name).append(" ").append(buf).append("\n");
+}
+
+}  // namespace
+
+TrainerMetrics& TrainerMetrics::Global() {
+  static TrainerMetrics* m = new TrainerMetrics();  // never destroyed: the server thread reads it
+  return *m;
+}
+
+void TrainerMetrics::StartTraining(int64_t first_step, int64_t total_steps) {
+  step_ = first_step;
+  total_steps_ = total_steps;
+  training_ = true;
+}
+
+void TrainerMetrics::SetStep(int64_t step, double loss) {
+  step_ = step;
+  loss_ = loss;
+}
+
+void TrainerMetrics::SetRates(double samples_per_second, double steps_per_second) {
+  samples_per_second_ = samples_per_second;
+  steps_per_second_ = steps_per_second;
+}
+
+void TrainerMetrics::CheckpointCommitted(int64_t step, WallClock::time_point at) {
+  checkpoint_unix_ms_ =
+      std::chrono::duration_cast<std::chrono::milliseconds>(at.time_since_epoch()).count();
+  checkpoint_step_ = step;
+}
+
+void TrainerMetrics::AddPsBytes(uint64_t sent, uint64_t received) {
+  ps_sent_bytes_ += sent;
+  ps_received_bytes_ += received;
+}
+
+std::string TrainerMetrics::Render(WallClock::time_point now) const {
+  std::string out;
+  if (training_) {
+    Family(out, names::kStep, "gauge", "Last completed training step of this replica.",
+           static_cast<double>(step_.load()));
+    Family(out, names::kTotalSteps, "gauge", "The step this replica stops at (--steps).",
+           static_cast<double>(total_steps_.load()));
+    Family(out, names::kLoss, "gauge", "Mean training loss over the last 100 steps.", loss_);
+    Family(out, names::kSamplesPerSecond, "gauge",
+           "Training examples per second over the last few seconds.", samples_per_second_);
+    Family(out, names::kStepsPerSecond, "gauge",
+           "Training steps per second over the last few seconds.", steps_per_second_);
+  }
+  if (const int64_t step = checkpoint_step_; step >= 0) {
+    const auto at = WallClock::time_point(std::chrono::milliseconds(checkpoint_unix_ms_.load()));
+    Family(out, names::kCheckpointStep, "gauge",
+           "Step of the last checkpoint this process committed.", static_cast<double>(step));
+    Family(out, names::kCheckpointAge, "gauge", "Seconds since that checkpoint was committed.",
+           std::max(0.0, std::chrono::duration<double>(now - at).count()));
+  }
+  Family(out, names::kPsSentBytes, "counter", "Bytes sent to parameter servers.",
+         static_cast<double>(ps_sent_bytes_.load()));
+  Family(out, names::kPsReceivedBytes, "counter", "Bytes received from parameter servers.",
+         static_cast<double>(ps_received_bytes_.load()));
+  return out;
+}
+
+struct MetricsServer::Impl {
+  const TrainerMetrics* metrics;
+  httplib::Server server;
+  std::thread thread;
+};
+
+MetricsServer::MetricsServer(const TrainerMetrics* metrics) : impl_(std::make_unique<Impl>()) {
+  impl_->metrics = metrics;
+  // One request at a time is plenty for a scraper or two; no thread pool.
+  impl_->server.new_task_queue = [] { return new httplib::ThreadPool(1); };
+  // SO_REUSEADDR only: httplib's default adds SO_REUSEPORT, which would let a
+  // second process share the port and answer half of the reads.
+  impl_->server.set_socket_options([](socket_t sock) {
+    int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  });
+  impl_->server.set_read_timeout(5, 0);
+  impl_->server.set_write_timeout(5, 0);
+  impl_->server.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(impl_->metrics->Render(TrainerMetrics::WallClock::now()),
+                    "text/plain; version=0.0.4");
+  });
+}
+
+MetricsServer::~MetricsServer() {
+  Stop();
+}
+
+StatusOr<int> MetricsServer::Start(int port) {
+  int bound = -1;
+  for (const char* host : {"::", "0.0.0.0"}) {
+    bound = port == 0 ? impl_->server.bind_to_any_port(host)
+                      : (impl_->server.bind_to_port(host, port) ? port : -1);
+    if (bound >= 0) break;
+  }
+  if (bound < 0) return Unavailable("metrics: cannot listen on port " + std::to_string(port));
+  impl_->thread = std::thread([this] { impl_->server.listen_after_bind(); });
+  return bound;
+}
+
+void MetricsServer::Stop() {
+  if (impl_->thread.joinable()) {
+    impl_->server.stop();
+    impl_->thread.join();
+  }
+}
+
+}  // namespace kubetrain::trainer

@@ -1,0 +1,71 @@
+// The trainer's live metrics and the HTTP endpoint that serves them in the
+// Prometheus text format (GET /metrics on --metrics-port, default 9090). The
+// operator reads the deciding replica's step and total steps from here into
+// status.progress, `kubetrain run` shows them, and Prometheus may scrape them
+// (docs/api.md, "Metrics"; names in operator/progress/metric_names.h).
+//
+// Contract: TrainerMetrics is process-wide (Global()), lock-free and safe to
+// update from any thread; Render() reads a consistent-enough snapshot (each
+// value atomically). MetricsServer serves on one thread of its own.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "operator/common/status.h"
+
+namespace kubetrain::trainer {
+
+class TrainerMetrics {
+ public:
+  using WallClock = std::chrono::system_clock;
+
+  static TrainerMetrics& Global();
+
+  // Training (chief and workers): the step is exported only once training
+  // started, so a PS or an evaluator never looks like a trainer at step 0.
+  void StartTraining(int64_t first_step, int64_t total_steps);
+  void SetStep(int64_t step, double loss);
+  void SetRates(double samples_per_second, double steps_per_second);
+  void CheckpointCommitted(int64_t step, WallClock::time_point at);
+  void AddPsBytes(uint64_t sent, uint64_t received);
+
+  // The Prometheus text exposition (0.0.4) as of `now`.
+  std::string Render(WallClock::time_point now) const;
+
+ private:
+  std::atomic<bool> training_{false};
+  std::atomic<int64_t> step_{0};
+  std::atomic<int64_t> total_steps_{0};
+  std::atomic<double> loss_{0};
+  std::atomic<double> samples_per_second_{0};
+  std::atomic<double> steps_per_second_{0};
+  std::atomic<int64_t> checkpoint_step_{-1};
+  std::atomic<int64_t> checkpoint_unix_ms_{0};
+  std::atomic<uint64_t> ps_sent_bytes_{0};
+  std::atomic<uint64_t> ps_received_bytes_{0};
+};
+
+// GET /metrics -> metrics->Render(now); anything else 404.
+class MetricsServer {
+ public:
+  explicit MetricsServer(const TrainerMetrics* metrics);
+  ~MetricsServer();
+  MetricsServer(const MetricsServer&) = delete;
+  MetricsServer& operator=(const MetricsServer&) = delete;
+
+  // Binds all addresses (IPv6 dual-stack, else IPv4) on `port` (0: any free
+  // port) and serves on a background thread. Returns the bound port;
+  // Unavailable when the port cannot be bound.
+  [[nodiscard]] StatusOr<int> Start(int port);
+  void Stop();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kubetrain::trainer
