@@ -226,17 +226,27 @@ check "status written through the subresource" "$(k get tj live -o jsonpath='{.s
 k patch tj live --type=merge -p '{"status":{"state":"Bogus"}}' >/dev/null 2>&1 || true
 check "status ignored on the main resource" "$(k get tj live -o jsonpath='{.status.state}')" "Running"
 header="$(k get tj --no-headers=false | sed -n 1p | tr -s ' ')"
-check "printer columns" "${header}" "NAME STATE AUC PS WORKERS AGE"
-# No metrics yet and no PS: those columns print empty, so awk sees name, state, workers.
-row="$(k get tj live --no-headers | awk '{print $1, $2, $3}')"
+check "printer columns" "${header}" "NAME STATE PROGRESS ETA RUNNING RESTARTS AUC AGE"
+check "wide printer columns" "$(k get tj -o wide | sed -n 1p | tr -s ' ')" \
+  "NAME STATE PROGRESS ETA RUNNING RESTARTS AUC PS WORKERS AGE"
+# No progress, counts or metrics yet: those columns print empty (name, state, age).
+row="$(k get tj live --no-headers | awk '{print $1, $2, NF}')"
 check "printer row" "${row}" "live Running 3"
+k patch tj live --subresource=status --type=merge -p '{"status":{"running":3,"restarts":1,
+  "progress":{"step":250,"totalSteps":1000,"percent":25,"samplesPerSecond":5120,"eta":"4m10s",
+  "replica":"worker-0","updateTime":"2026-01-02T03:04:05Z"}}}' >/dev/null
+check "status.progress kept as written" \
+  "$(k get tj live -o jsonpath='{.status.progress.step}/{.status.progress.totalSteps} {.status.progress.samplesPerSecond} {.status.progress.replica} {.status.progress.updateTime}')" \
+  "250/1000 5120 worker-0 2026-01-02T03:04:05Z"
+row="$(k get tj live --no-headers | awk '{print $1, $2, $3, $4, $5, $6}')"
+check "printer row with progress, ETA, running and restarts" "${row}" "live Running 25 4m10s 3 1"
 k patch tj live --subresource=status --type=merge \
   -p '{"status":{"metrics":{"steps":400,"eval":{"auc":0.757,"log_loss":0.5},"tags":["a"]}}}' >/dev/null
 check "status.metrics kept as written" \
   "$(k get tj live -o jsonpath='{.status.metrics.steps} {.status.metrics.eval.log_loss} {.status.metrics.tags[0]}')" \
   "400 0.5 a"
-row="$(k get tj live --no-headers | awk '{print $1, $2, $3, $4}')"
-check "printer row with the AUC" "${row}" "live Running 0.757 3"
+row="$(k get tj live --no-headers | awk '{print $1, $2, $7}')"
+check "printer row with the AUC" "${row}" "live Running 0.757"
 check "short name tj" "$(k get tj -o name)" "trainingjob.kubetrain.io/live"
 check "the crds folder applies with kubectl apply -f (its Kustomization is no .yaml)" \
   "$(kubectl apply -f "${here}" --dry-run=server 2>&1 | grep -c 'trainingjobs.kubetrain.io')" 1
