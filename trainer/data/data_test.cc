@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "trainer/data/generator.h"
 #include "trainer/data/metrics.h"
@@ -206,6 +207,49 @@ TEST(GeneratorTest, DeterministicAndLearnableInPrinciple) {
   for (float l : batch.label) positives += l;
   EXPECT_GT(positives / 2000, 0.1);
   EXPECT_LT(positives / 2000, 0.9);
+}
+
+// Containers sharing a volume all run as PID 1: a temp name built from the PID is the same
+// in each, so one generator truncates and renames away another's half-written file.
+TEST(GeneratorTest, TempFileNameDoesNotCollideWithAnotherProcessWithTheSamePid) {
+  TempDir dir;
+  // Another container's generator, also PID == ours, is half-way through its temp file.
+  const std::string pid_name = dir.File(".train.tsv.tmp." + std::to_string(::getpid()));
+  WriteFile(pid_name, "partial data of the other writer\n");
+  GeneratorOptions o;
+  auto auc = WriteSyntheticCriteo(dir.File("train.tsv"), 100, o);
+  ASSERT_TRUE(auc.ok()) << auc.status().ToString();
+  ASSERT_TRUE(fs::exists(pid_name)) << "the other writer's temp file was taken over";
+  std::stringstream other;
+  other << std::ifstream(pid_name).rdbuf();
+  EXPECT_EQ(other.str(), "partial data of the other writer\n");
+  // And our own temp file is gone: only the two files remain.
+  int files = 0;
+  for ([[maybe_unused]] const auto& e : fs::directory_iterator(dir.File(""))) ++files;
+  EXPECT_EQ(files, 2);
+}
+
+TEST(GeneratorTest, ConcurrentWritersWithTheSamePidBothSucceedWithIdenticalData) {
+  // Threads share the PID, like containers that are each PID 1.
+  TempDir dir;
+  GeneratorOptions o;
+  constexpr int kWriters = 4;
+  std::vector<Status> results(kWriters);
+  std::vector<std::thread> writers;
+  for (int i = 0; i < kWriters; ++i) {
+    writers.emplace_back([&, i] {
+      auto auc = WriteSyntheticCriteo(dir.File("train.tsv"), 20000, o);
+      results[i] = auc.ok() ? Status::Ok() : auc.status();
+    });
+  }
+  for (auto& t : writers) t.join();
+  for (const Status& s : results) EXPECT_TRUE(s.ok()) << s.ToString();
+  auto alone = WriteSyntheticCriteo(dir.File("alone.tsv"), 20000, o);
+  ASSERT_TRUE(alone.ok());
+  std::stringstream a, b;
+  a << std::ifstream(dir.File("train.tsv")).rdbuf();
+  b << std::ifstream(dir.File("alone.tsv")).rdbuf();
+  EXPECT_TRUE(a.str() == b.str()) << "concurrent writers corrupted the file";
 }
 
 }  // namespace

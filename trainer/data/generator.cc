@@ -1,9 +1,13 @@
 #include "trainer/data/generator.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <vector>
 
@@ -56,15 +60,23 @@ StatusOr<double> WriteSyntheticCriteo(const std::string& path, int64_t n,
   if (n <= 0 || o.vocab_size <= 0) return InvalidArgument("generator needs n > 0 and vocab > 0");
   const Truth t = MakeTruth(o);
   // A hidden temp name: readers listing the directory skip dot files, so a concurrent
-  // generator's half-written file is never mistaken for data.
+  // generator's half-written file is never mistaken for data. The name is made unique by
+  // mkstemp (O_EXCL), not by the PID: containers sharing a volume are each PID 1.
   const std::filesystem::path final_path(path);
-  std::string tmp_name = ".";
+  std::string tmp_name = ".";  // built step by step: GCC 12 warns (-Wrestrict) on a + chain
   tmp_name += final_path.filename().string();
-  tmp_name += ".tmp.";
-  tmp_name += std::to_string(::getpid());
-  const std::string tmp = (final_path.parent_path() / tmp_name).string();
-  FILE* f = std::fopen(tmp.c_str(), "w");
-  if (f == nullptr) return NotFound("cannot write " + tmp);
+  tmp_name += ".tmp.XXXXXX";
+  std::string tmp = (final_path.parent_path() / tmp_name).string();
+  const int fd = ::mkostemp(tmp.data(), O_CLOEXEC);
+  if (fd < 0) return NotFound("cannot write " + tmp + ": " + std::strerror(errno));
+  // mkstemp creates 0600; the data is for every replica, whichever user it runs as.
+  ::fchmod(fd, 0644);
+  FILE* f = ::fdopen(fd, "w");
+  if (f == nullptr) {
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    return Internal("cannot write " + tmp + ": " + std::strerror(errno));
+  }
   // Start the sample stream at a hashed position: seeds k and k+1 used plainly would give
   // streams one draw apart, i.e. evaluation data that overlaps the training data.
   uint64_t seed_state = o.sample_seed ^ 0x5bd1e9955bd1e995ULL;
@@ -118,7 +130,10 @@ StatusOr<double> WriteSyntheticCriteo(const std::string& path, int64_t n,
   std::fclose(f);
   std::error_code ec;
   std::filesystem::rename(tmp, path, ec);
-  if (ec) return Internal("cannot rename " + tmp + " to " + path + ": " + ec.message());
+  if (ec) {
+    std::remove(tmp.c_str());
+    return Internal("cannot rename " + tmp + " to " + path + ": " + ec.message());
+  }
   return Auc(probs.data(), labels.data(), labels.size());
 }
 
