@@ -9,7 +9,9 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -63,8 +65,9 @@ int FreePort() {
 // One child process running kubetrain-trainer, output to a log file.
 class Process {
  public:
+  // `nofile`, when set, is the child's RLIMIT_NOFILE (soft and hard).
   Process(const std::vector<std::string>& args, const std::map<std::string, std::string>& env,
-          const std::string& log)
+          const std::string& log, rlim_t nofile = 0)
       : log_(log) {
     std::vector<std::string> argv_s = {KT_TRAINER_BIN};
     argv_s.insert(argv_s.end(), args.begin(), args.end());
@@ -88,7 +91,16 @@ class Process {
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     posix_spawn_file_actions_adddup2(&fa, 1, 2);
+    // posix_spawn passes our limits on: lower ours around the spawn (this test process runs
+    // no other thread that could open files meanwhile), then restore them.
+    rlimit saved{};
+    ::getrlimit(RLIMIT_NOFILE, &saved);
+    if (nofile > 0) {
+      const rlimit low{nofile, saved.rlim_max};
+      EXPECT_EQ(::setrlimit(RLIMIT_NOFILE, &low), 0);
+    }
     const int rc = posix_spawn(&pid_, argv[0], &fa, nullptr, argv.data(), envp.data());
+    if (nofile > 0) ::setrlimit(RLIMIT_NOFILE, &saved);
     posix_spawn_file_actions_destroy(&fa);
     EXPECT_EQ(rc, 0) << "cannot start " << argv[0];
     if (rc != 0) pid_ = -1;
@@ -124,6 +136,7 @@ class Process {
     }
   }
   std::string Log() const { return ReadFile(log_); }
+  pid_t pid() const { return pid_; }
 
  private:
   pid_t pid_ = -1;
@@ -141,6 +154,92 @@ bool PollUntil(Pred pred, std::chrono::seconds timeout) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   return true;
+}
+
+// A helper process (fork) that opens `n` TCP connections to 127.0.0.1:`port` and holds them
+// until the test kills it. Every third connection sends a
+// handshake answer with a wrong proof (a failed handshake), the rest send nothing. It
+// reports how many connects succeeded as one line on a pipe. Several helpers spread the
+// descriptors so the test process stays under a small RLIMIT_NOFILE.
+class ConnectionHog {
+ public:
+  ConnectionHog(int port, int n) {
+    int report[2], hold[2];
+    EXPECT_EQ(::pipe(report), 0);
+    EXPECT_EQ(::pipe(hold), 0);
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::close(report[0]);
+      ::close(hold[1]);
+      rlimit rl{};
+      ::getrlimit(RLIMIT_NOFILE, &rl);
+      rl.rlim_cur = std::min<rlim_t>(rl.rlim_max, static_cast<rlim_t>(n) + 64);
+      ::setrlimit(RLIMIT_NOFILE, &rl);
+      int ok = 0;
+      for (int i = 0; i < n; ++i) {
+        const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+        if (fd < 0) break;
+        const timeval tv{2, 0};  // bounds connect() and send() if the server stalls
+        ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+        sockaddr_in a{};
+        a.sin_family = AF_INET;
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        a.sin_port = htons(static_cast<uint16_t>(port));
+        if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
+          ::close(fd);
+          continue;
+        }
+        ++ok;
+        if (i % 3 == 0) {
+          // A RESPONSE frame (u32 length 65, type 2, 64 bytes) with a proof that is wrong.
+          unsigned char frame[4 + 1 + 64] = {65, 0, 0, 0, 2};
+          (void)!::send(fd, frame, sizeof(frame), MSG_NOSIGNAL);
+        }
+      }
+      const std::string line = std::to_string(ok) + "\n";
+      (void)!::write(report[1], line.data(), line.size());
+      char c;
+      while (::read(hold[0], &c, 1) < 0 && errno == EINTR) {
+      }
+      ::_exit(0);  // EOF: the test ended without killing us
+    }
+    ::close(report[1]);
+    ::close(hold[0]);
+    report_ = report[0];
+    hold_ = hold[1];
+  }
+  ~ConnectionHog() {
+    ::close(report_);
+    ::close(hold_);
+    if (pid_ > 0) {
+      // Helpers forked later hold copies of this pipe, so EOF alone may not come: kill it
+      // (only it, by PID) and reap it.
+      ::kill(pid_, SIGKILL);
+      int status;
+      ::waitpid(pid_, &status, 0);
+    }
+  }
+  // Blocks until the helper has tried every connection; returns how many connected.
+  int Connected() {
+    std::string line;
+    char c;
+    while (::read(report_, &c, 1) == 1 && c != '\n') line += c;
+    return line.empty() ? -1 : std::stoi(line);
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int report_ = -1, hold_ = -1;
+};
+
+int OpenFds(pid_t pid) {
+  std::error_code ec;
+  int n = 0;
+  for (fs::directory_iterator it("/proc/" + std::to_string(pid) + "/fd", ec), end; !ec && it != end;
+       it.increment(ec)) {
+    ++n;
+  }
+  return n;
 }
 
 std::vector<double> LossCurve(const std::string& path) {
@@ -474,6 +573,45 @@ TEST_F(TrainerProcessTest, KilledPsRestartsFromCheckpointAndJobFinishes) {
   EXPECT_EQ(metrics["steps"].get<int>(), 3000);
   EXPECT_GT(metrics["eval"]["auc"].get<double>(), 0.75) << metrics.dump();
   EXPECT_TRUE(fs::exists(ckpt + "/ckpt-3000/MANIFEST"));
+}
+
+// Anyone who can reach a PS used to be able to end it: failed handshakes kept their
+// descriptor and thread, at the descriptor limit accept() failed and Serve() returned OK,
+// and the PS exited 0 in the middle of the job.
+TEST_F(TrainerProcessTest, TwoThousandUnauthenticatedConnectionsDoNotStopTheJob) {
+  const int ps_port = FreePort();
+  const std::string cluster = ClusterConfig({ps_port}, {FreePort(), FreePort()});
+  auto flags = [&](const std::string& name) {
+    return Flags({"--steps", "100", "--eval-examples", "500", "--reconnect-timeout", "20",
+                  "--termination-log", Path(name + ".json")});
+  };
+  // The PS runs under a small descriptor limit, so 2,000 connections would exhaust it.
+  Process ps(flags("ps-0"), Env(cluster, "ps-0"), Path("ps-0.log"), /*nofile=*/256);
+  Process w0(flags("worker-0"), Env(cluster, "worker-0"), Path("worker-0.log"));
+  // Attack once worker-0 trains (it has connected and said hello).
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        return w0.Log().find("step ") != std::string::npos ||
+               w0.Wait(std::chrono::seconds(0)) != -1;
+      },
+      std::chrono::seconds(120)))
+      << w0.Log();
+  std::vector<std::unique_ptr<ConnectionHog>> hogs;
+  for (int i = 0; i < 4; ++i) hogs.push_back(std::make_unique<ConnectionHog>(ps_port, 500));
+  int connected = 0;
+  for (auto& h : hogs) connected += h->Connected();
+  std::cout << connected << " of 2000 unauthenticated connections were accepted by the kernel\n";
+  // While the 2,000 are held, the PS holds a bounded number of descriptors and keeps running.
+  ASSERT_EQ(ps.Wait(std::chrono::seconds(0)), -1) << "the PS ended under attack\n" << ps.Log();
+  EXPECT_LT(OpenFds(ps.pid()), 100) << "the PS keeps descriptors of refused connections";
+  // A worker that starts during the attack still gets in, and the job finishes.
+  Process w1(flags("worker-1"), Env(cluster, "worker-1"), Path("worker-1.log"));
+  EXPECT_EQ(w1.Wait(kRunTimeout), 0) << w1.Log();
+  EXPECT_EQ(w0.Wait(kRunTimeout), 0) << w0.Log();
+  EXPECT_EQ(ps.Wait(kRunTimeout), 0) << ps.Log();
+  const auto m = nlohmann::json::parse(ReadFile(Path("ps-0.json")));
+  EXPECT_EQ(m["updates"].get<int>(), 200) << "every push of both workers";
+  hogs.clear();
 }
 
 }  // namespace

@@ -350,6 +350,8 @@ StatusOr<std::unique_ptr<Listener>> Listener::Listen(int port) {
     return Unavailable("cannot listen on port " + std::to_string(port) + ": " +
                        std::strerror(errno));
   }
+  // Non-blocking, so a connection reset between poll() and accept() cannot block us.
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
   sockaddr_storage ss{};
   socklen_t len = sizeof(ss);
   ::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len);
@@ -359,31 +361,81 @@ StatusOr<std::unique_ptr<Listener>> Listener::Listen(int port) {
   return std::unique_ptr<Listener>(new Listener(fd, bound));
 }
 
+Listener::Listener(int fd, int port)
+    : fd_(fd), port_(port), spare_fd_(::open("/dev/null", O_RDONLY | O_CLOEXEC)) {}
+
 Listener::~Listener() {
   Close();
+  const int spare = spare_fd_.exchange(-1);
+  if (spare >= 0) ::close(spare);
 }
 
 void Listener::Close() {
   const int fd = fd_.exchange(-1);
   if (fd >= 0) {
-    ::shutdown(fd, SHUT_RDWR);  // wakes a thread blocked in accept()
+    ::shutdown(fd, SHUT_RDWR);  // wakes a thread blocked in poll()
     ::close(fd);
   }
 }
 
 StatusOr<std::unique_ptr<Connection>> Listener::Accept() {
   while (true) {
-    const int listen_fd = fd_.load();
-    if (listen_fd < 0) return Unavailable("listener closed");
-    sockaddr_storage ss{};
-    socklen_t len = sizeof(ss);
-    const int fd = ::accept4(listen_fd, reinterpret_cast<sockaddr*>(&ss), &len, SOCK_CLOEXEC);
-    if (fd < 0) {
-      if (errno == EINTR || errno == ECONNABORTED) continue;
-      return Unavailable(std::string("accept: ") + std::strerror(errno));
-    }
+    auto conn = AcceptFor(std::chrono::hours(1));
+    if (!conn.ok() || *conn != nullptr) return conn;
+  }
+}
+
+StatusOr<std::unique_ptr<Connection>> Listener::AcceptFor(std::chrono::milliseconds timeout) {
+  const int listen_fd = fd_.load();
+  if (listen_fd < 0) return Unavailable("listener closed");
+  pollfd pfd{listen_fd, POLLIN, 0};
+  const int pr = ::poll(&pfd, 1, static_cast<int>(timeout.count()));
+  if (pr < 0 && errno != EINTR) return Internal(std::string("poll: ") + std::strerror(errno));
+  if (pr <= 0) return std::unique_ptr<Connection>();
+  if (fd_.load() < 0) return Unavailable("listener closed");
+  sockaddr_storage ss{};
+  socklen_t len = sizeof(ss);
+  const int fd = ::accept4(listen_fd, reinterpret_cast<sockaddr*>(&ss), &len, SOCK_CLOEXEC);
+  if (fd >= 0) {
     SetNoDelay(fd);
     return std::make_unique<Connection>(fd, PeerName(reinterpret_cast<sockaddr*>(&ss)));
+  }
+  const int err = errno;
+  switch (err) {
+    case EAGAIN:
+    case EINTR:
+    // The connection died in the queue, or (Linux) a network error pending on it.
+    case ECONNABORTED:
+    case EPROTO:
+    case EPERM:  // refused by a firewall rule
+    case ENETDOWN:
+    case ENOPROTOOPT:
+    case EHOSTDOWN:
+    case ENONET:
+    case EHOSTUNREACH:
+    case EOPNOTSUPP:
+    case ENETUNREACH:
+    case ETIMEDOUT:
+      return std::unique_ptr<Connection>();
+    case EMFILE:
+    case ENFILE:
+    case ENOBUFS:
+    case ENOMEM: {
+      // Out of descriptors: give up the reserved one to take the pending connection off
+      // the queue and close it, so the peer learns at once and poll() does not spin.
+      const int spare = spare_fd_.exchange(-1);
+      if (spare >= 0) {
+        ::close(spare);
+        const int shed = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
+        if (shed >= 0) ::close(shed);
+        spare_fd_.store(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+      }
+      return Status(StatusCode::kResourceExhausted,
+                    std::string("accept: ") + std::strerror(err) + " (connection dropped)");
+    }
+    default:
+      if (fd_.load() < 0) return Unavailable("listener closed");
+      return Internal(std::string("accept: ") + std::strerror(err));
   }
 }
 

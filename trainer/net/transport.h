@@ -88,14 +88,22 @@ class Listener {
   static StatusOr<std::unique_ptr<Listener>> Listen(int port);
   ~Listener();
   int port() const { return port_; }
-  // Blocks for the next connection; Unavailable after Close().
+  // Blocks for the next connection. Errors as for AcceptFor().
   StatusOr<std::unique_ptr<Connection>> Accept();
+  // Waits at most `timeout` for the next connection; nullptr when none came. Errors:
+  // Unavailable after Close(); ResourceExhausted when the process or the system is out of
+  // descriptors or memory (transient: the pending connection is closed at once with a
+  // reserved descriptor, so it neither stays queued nor makes the caller spin); Internal
+  // for errors that do not go away (a broken listening socket). Aborted connections and
+  // network errors the kernel reports through accept() are skipped, not returned.
+  StatusOr<std::unique_ptr<Connection>> AcceptFor(std::chrono::milliseconds timeout);
   void Close();
 
  private:
-  Listener(int fd, int port) : fd_(fd), port_(port) {}
+  Listener(int fd, int port);
   std::atomic<int> fd_;  // -1 once closed; Close() may race with Accept()
   const int port_;
+  std::atomic<int> spare_fd_;  // a reserved descriptor given up to shed a connection at EMFILE
 };
 
 // Frame types. The handshake uses 1-3; requests and replies use the rest.

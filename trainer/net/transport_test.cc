@@ -1,11 +1,16 @@
 #include "trainer/net/transport.h"
 
+#include <arpa/inet.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <sodium.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <thread>
+#include <vector>
 
 namespace kubetrain::trainer {
 namespace {
@@ -193,6 +198,59 @@ TEST(TransportTest, DialAndAcceptOverLoopback) {
   t2.join();
   EXPECT_EQ(Dial("no-such-host.invalid", 1, std::chrono::seconds(1)).status().code(),
             StatusCode::kUnavailable);
+}
+
+// A socket connected to 127.0.0.1:port, or -1.
+int ConnectLoopback(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  if (fd >= 0 && ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// At the descriptor limit accept() fails with EMFILE. That is transient: the pending
+// connection is shed (closed, so its peer learns at once), the listener keeps working, and
+// once descriptors are free again connections are accepted as before.
+TEST(TransportTest, AcceptAtTheDescriptorLimitShedsTheConnectionAndRecovers) {
+  auto listener = Listener::Listen(0);
+  ASSERT_TRUE(listener.ok());
+  const int port = (*listener)->port();
+  const int client = ConnectLoopback(port);
+  ASSERT_GE(client, 0);
+  // Use up every descriptor under a low limit (this test runs in its own process).
+  rlimit saved{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &saved), 0);
+  const rlimit low{64, saved.rlim_max};
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &low), 0);
+  std::vector<int> hog;
+  for (int fd; (fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0;) hog.push_back(fd);
+  ASSERT_EQ(errno, EMFILE);
+  auto c = (*listener)->AcceptFor(std::chrono::seconds(10));
+  const Status first = c.ok() ? Status::Ok() : c.status();
+  // The queue is empty now: a second call times out instead of failing again (no spin).
+  auto again = (*listener)->AcceptFor(std::chrono::milliseconds(50));
+  for (int fd : hog) ::close(fd);
+  ::setrlimit(RLIMIT_NOFILE, &saved);
+  EXPECT_EQ(first.code(), StatusCode::kResourceExhausted) << first.ToString();
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(*again, nullptr);
+  // The shed connection was closed by the server.
+  char byte;
+  EXPECT_LE(::recv(client, &byte, 1, 0), 0);
+  ::close(client);
+  // And the listener works again.
+  const int next = ConnectLoopback(port);
+  ASSERT_GE(next, 0);
+  auto ok = (*listener)->AcceptFor(std::chrono::seconds(10));
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_NE(*ok, nullptr);
+  ::close(next);
 }
 
 }  // namespace

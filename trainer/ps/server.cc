@@ -1,65 +1,204 @@
 #include "trainer/ps/server.h"
 
 #include <spdlog/spdlog.h>
+#include <sys/resource.h>
+
+#include <algorithm>
 
 #include "trainer/net/wire.h"
 #include "trainer/ps/checkpoint.h"
 
 namespace kubetrain::trainer {
 
+namespace {
+
+// Lets the first few events of each window be logged and counts the rest, so a flood of
+// hostile connections cannot flood the log. Thread-safe.
+class LogLimiter {
+ public:
+  explicit LogLimiter(const char* what) : what_(what) {}
+  // True if this event may be logged in full. Reports the events held back in the window
+  // that just ended.
+  bool Allow() {
+    std::lock_guard<std::mutex> lock(mu_);
+    const auto now = std::chrono::steady_clock::now();
+    if (now - window_start_ > kWindow) {
+      if (suppressed_ > 0) {
+        spdlog::warn("{} more {} in the last {} s", suppressed_, what_,
+                     std::chrono::duration_cast<std::chrono::seconds>(now - window_start_).count());
+      }
+      window_start_ = now;
+      logged_ = suppressed_ = 0;
+    }
+    if (logged_ < kBurst) {
+      ++logged_;
+      return true;
+    }
+    ++suppressed_;
+    return false;
+  }
+
+ private:
+  static constexpr int kBurst = 5;
+  static constexpr auto kWindow = std::chrono::seconds(10);
+  const char* const what_;
+  std::mutex mu_;
+  std::chrono::steady_clock::time_point window_start_{};  // guarded by mu_
+  int logged_ = 0, suppressed_ = 0;                       // guarded by mu_
+};
+
+LogLimiter refused_log("refused connections");
+LogLimiter busy_log("connections closed at the connection limits");
+LogLimiter accept_log("accept errors");
+
+int DefaultMaxConnections() {
+  rlimit rl{};
+  if (::getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return 4096;
+  // Keep descriptors for checkpoint files, the log, the listener and the spare.
+  const long usable = static_cast<long>(rl.rlim_cur) - 64;
+  return static_cast<int>(std::clamp<long>(usable, 8, 4096));
+}
+
+}  // namespace
+
 PsServer::PsServer(ParamShard* shard, std::unique_ptr<Listener> listener, PsServerOptions options)
     : shard_(shard), o_(std::move(options)), listener_(std::move(listener)) {}
 
 PsServer::~PsServer() {
   Stop();
-  std::vector<std::thread> threads;
+  std::list<std::unique_ptr<Peer>> peers;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    threads.swap(threads_);
+    peers.swap(peers_);
   }
-  for (auto& t : threads) t.join();
+  for (auto& p : peers) {
+    if (p->thread.joinable()) p->thread.join();
+  }
 }
 
 void PsServer::Stop() {
   std::lock_guard<std::mutex> lock(mu_);
   stopping_ = true;
   listener_->Close();
-  for (auto& c : conns_) c->Shutdown();
+  for (auto& p : peers_) {
+    if (p->conn) p->conn->Shutdown();
+  }
   cv_.notify_all();
 }
 
-Status PsServer::Serve() {
-  spdlog::info("serving {} dense parameters and embedding rows of {} floats on port {}",
-               shard_->dense_size(), shard_->sparse_dim(), listener_->port());
-  while (true) {
-    auto conn = listener_->Accept();
-    if (!conn.ok()) break;  // closed by Stop()
-    std::lock_guard<std::mutex> lock(mu_);
-    if (stopping_) break;
-    Connection* c = conn->get();
-    conns_.push_back(std::move(*conn));
-    threads_.emplace_back([this, c] { ServeConnection(c); });
-  }
-  std::vector<std::thread> threads;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (auto& c : conns_) c->Shutdown();
-    threads.swap(threads_);
-  }
-  for (auto& t : threads) t.join();
-  return Status::Ok();
+int PsServer::open_connections() {
+  std::lock_guard<std::mutex> lock(mu_);
+  int n = 0;
+  for (const auto& p : peers_) n += p->conn != nullptr;
+  return n;
 }
 
-void PsServer::ServeConnection(Connection* conn) {
-  // An unauthenticated peer gets 10 s to finish the handshake, then is dropped.
-  conn->SetReceiveTimeout(std::chrono::seconds(10));
+void PsServer::ReapAndExpire() {
+  std::vector<std::unique_ptr<Peer>> done;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const auto now = Clock::now();
+    for (auto it = peers_.begin(); it != peers_.end();) {
+      Peer& p = **it;
+      if (p.finished) {
+        done.push_back(std::move(*it));
+        it = peers_.erase(it);
+        continue;
+      }
+      // Cut a handshake that takes too long; its thread then fails and finishes.
+      if (!p.authenticated && p.conn && now > p.handshake_deadline) p.conn->Shutdown();
+      ++it;
+    }
+  }
+  for (auto& p : done) p->thread.join();
+}
+
+Status PsServer::Serve() {
+  const int max_connections = o_.max_connections > 0 ? o_.max_connections : DefaultMaxConnections();
+  const int max_handshakes = std::max(1, std::min(o_.max_handshakes, max_connections));
+  spdlog::info(
+      "serving {} dense parameters and embedding rows of {} floats on port {} (at most {} "
+      "connections, {} in the handshake)",
+      shard_->dense_size(), shard_->sparse_dim(), listener_->port(), max_connections,
+      max_handshakes);
+  // Handshake deadlines are checked at least this often.
+  const auto tick = std::clamp<std::chrono::milliseconds>(
+      o_.handshake_timeout / 4, std::chrono::milliseconds(10), std::chrono::milliseconds(250));
+  Status result = Status::Ok();
+  while (true) {
+    ReapAndExpire();
+    auto conn = listener_->AcceptFor(tick);
+    if (!conn.ok()) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (stopping_) break;
+      }
+      if (conn.status().code() == StatusCode::kResourceExhausted) {
+        if (accept_log.Allow()) spdlog::warn("{} (continuing)", conn.status().message());
+        // The pending connection was shed; if even that failed, do not spin.
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));  // back-off
+        continue;
+      }
+      result =
+          Unavailable("parameter server cannot accept connections: " + conn.status().ToString());
+      break;
+    }
+    if (*conn == nullptr) continue;  // timeout: reap and check deadlines
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) break;
+    if (handshakes_ >= max_handshakes || static_cast<int>(peers_.size()) >= max_connections) {
+      if (busy_log.Allow()) {
+        spdlog::warn("closing connection from {}: {} connections open, {} in the handshake",
+                     (*conn)->peer(), peers_.size(), handshakes_);
+      }
+      continue;  // *conn goes out of scope: closed at once
+    }
+    auto peer = std::make_unique<Peer>();
+    peer->conn = std::move(*conn);
+    peer->handshake_deadline = Clock::now() + o_.handshake_timeout;
+    Peer* p = peer.get();
+    ++handshakes_;
+    peers_.push_back(std::move(peer));
+    p->thread = std::thread([this, p] { ServePeer(p); });
+  }
+  Stop();
+  std::list<std::unique_ptr<Peer>> peers;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    peers.swap(peers_);
+  }
+  for (auto& p : peers) p->thread.join();
+  std::lock_guard<std::mutex> lock(mu_);
+  if (shutdown_requested_) return Status::Ok();
+  if (!result.ok()) return result;
+  return Unavailable("parameter server stopped before the job asked it to shut down");
+}
+
+void PsServer::Finish(Peer* peer) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!peer->authenticated) --handshakes_;
+  peer->conn.reset();
+  peer->finished = true;
+}
+
+void PsServer::ServePeer(Peer* peer) {
+  Connection* conn;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    conn = peer->conn.get();
+  }
   Status s = conn->AuthenticateAsServer(o_.key);
   if (!s.ok()) {
-    spdlog::warn("refused connection from {}: {}", conn->peer(), s.message());
-    conn->Shutdown();
+    if (refused_log.Allow())
+      spdlog::warn("refused connection from {}: {}", conn->peer(), s.message());
+    Finish(peer);
     return;
   }
-  conn->SetReceiveTimeout(std::chrono::milliseconds(0));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    peer->authenticated = true;
+    --handshakes_;
+  }
   uint8_t type;
   std::string payload;
   Scratch scratch;
@@ -80,12 +219,16 @@ void PsServer::ServeConnection(Connection* conn) {
     }
     if (shutdown) {
       spdlog::info("shutdown requested by {}", conn->peer());
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        shutdown_requested_ = true;
+      }
       // Stop() from this thread would join nothing; it only wakes the accept loop.
       Stop();
       break;
     }
   }
-  conn->Shutdown();
+  Finish(peer);
 }
 
 Status PsServer::Handle(Connection& conn, uint8_t type, const std::string& payload, int* rank,

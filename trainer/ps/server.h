@@ -10,11 +10,21 @@
 //     push re-sent after a reconnect (same worker, same step) is not summed twice.
 //   Assumptions: every worker runs the same steps; a worker that dies stalls the others
 //     until the job restarts it (the operator's restart policy handles that).
-// Serve() returns OK when a Shutdown request arrives (sent by the coordinator once every
-// worker has finished), so the PS exits 0 with the job.
+// Serve() returns OK only when a Shutdown request arrives on an authenticated connection
+// (sent by the coordinator once every worker has finished), so the PS exits 0 with the
+// job and never otherwise.
+//
+// Hostile peers: anyone who can reach the port can connect. Connections still in the
+// handshake are bounded (max_handshakes) and each gets handshake_timeout in all to prove it
+// holds the key; connections in all are bounded (max_connections, by default below the
+// process's descriptor limit). A connection over a bound is closed at once, as is one that
+// fails its handshake. Accept errors (out of descriptors or memory, aborted connections)
+// are transient: Serve() logs them (rate-limited) and carries on.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
+#include <list>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -37,6 +47,10 @@ struct PsServerOptions {
   std::string checkpoint_dir;
   AuthKey key{};
   size_t total_dense = 0;  // whole model, to refuse workers running another model
+  // 0: the descriptor limit (RLIMIT_NOFILE) less a reserve, at most 4096.
+  int max_connections = 0;
+  int max_handshakes = 32;
+  std::chrono::milliseconds handshake_timeout{10000};
 };
 
 class PsServer {
@@ -44,12 +58,31 @@ class PsServer {
   PsServer(ParamShard* shard, std::unique_ptr<Listener> listener, PsServerOptions options);
   ~PsServer();
 
-  // Accepts and serves connections until a Shutdown request. Thread-safe to call Stop()
-  // from another thread.
+  // Accepts and serves connections until a Shutdown request, then returns OK. Returns
+  // Unavailable when stopped otherwise (Stop(), or a listening socket that broke), so the
+  // process does not exit 0 for a job that is not over. Thread-safe to call Stop() from
+  // another thread.
   Status Serve();
   void Stop();
 
+  // Connections open now (in the handshake or authenticated); for tests.
+  int open_connections();
+
  private:
+  using Clock = std::chrono::steady_clock;
+  // One accepted connection and the thread serving it.
+  struct Peer {
+    std::unique_ptr<Connection> conn;  // guarded by mu_; reset (fd closed) when it ends
+    std::thread thread;                // joined by the accept loop once `finished`
+    Clock::time_point handshake_deadline;
+    bool authenticated = false;  // guarded by mu_
+    bool finished = false;       // guarded by mu_
+  };
+  void ServePeer(Peer* peer);
+  // Closes this peer's connection at once and marks it for the accept loop to join.
+  void Finish(Peer* peer);
+  // Joins finished peers and cuts handshakes past their deadline.
+  void ReapAndExpire();
   // One connection's buffers for the arrays of a request, copied out of the payload (which
   // does not align them) and reused across requests so a step allocates nothing.
   struct Scratch {
@@ -57,7 +90,6 @@ class PsServer {
     std::vector<float> rows;
     std::vector<float> dense;
   };
-  void ServeConnection(Connection* conn);
   // Handles one request; sets *shutdown for a Shutdown request. `*rank` is the worker's
   // rank once it has said hello on this connection, else -1.
   Status Handle(Connection& conn, uint8_t type, const std::string& payload, int* rank,
@@ -71,10 +103,11 @@ class PsServer {
 
   std::mutex mu_;
   std::condition_variable cv_;
-  bool stopping_ = false;                           // guarded by mu_
-  std::set<int> done_;                              // guarded by mu_
-  std::vector<std::unique_ptr<Connection>> conns_;  // guarded by mu_
-  std::vector<std::thread> threads_;                // guarded by mu_
+  bool stopping_ = false;                   // guarded by mu_
+  bool shutdown_requested_ = false;         // guarded by mu_
+  std::set<int> done_;                      // guarded by mu_
+  std::list<std::unique_ptr<Peer>> peers_;  // guarded by mu_
+  int handshakes_ = 0;                      // guarded by mu_; peers not yet authenticated
   // Synchronous aggregation of the current step, guarded by mu_.
   int64_t agg_step_ = -1;
   int agg_count_ = 0;

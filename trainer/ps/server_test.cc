@@ -2,8 +2,13 @@
 // barrier, configuration checks, done counting and shutdown.
 #include "trainer/ps/server.h"
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <filesystem>
 #include <thread>
 
 #include "trainer/worker/remote.h"
@@ -11,9 +16,50 @@
 namespace kubetrain::trainer {
 namespace {
 
+// A raw TCP connection to the server under test, for peers that do not hold the key.
+int RawConnect(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  return fd;
+}
+
+// Reads until the server closes the connection or `timeout` passes; true if it closed.
+bool ClosedByServer(int fd, std::chrono::milliseconds timeout) {
+  const timeval tv{static_cast<time_t>(timeout.count() / 1000),
+                   static_cast<suseconds_t>(timeout.count() % 1000 * 1000)};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  char buf[256];
+  while (std::chrono::steady_clock::now() < deadline) {
+    const ssize_t r = ::recv(fd, buf, sizeof(buf), 0);
+    if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR)) return true;
+  }
+  return false;
+}
+
+int OpenFds() {
+  int n = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) ++n;
+  return n;
+}
+
+template <typename Pred>
+bool PollUntil(Pred pred, std::chrono::seconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));  // poll interval
+  }
+  return true;
+}
+
 class PsServerTest : public ::testing::Test {
  protected:
-  void Start(bool sync, int trainers) {
+  void Start(bool sync, int trainers, PsServerOptions o = {}) {
     MlpClassifierConfig mc;
     mc.batch_size = 2;
     mc.num_features = 3;
@@ -32,7 +78,6 @@ class PsServerTest : public ::testing::Test {
     ASSERT_TRUE(listener.ok());
     port_ = (*listener)->port();
     key_.fill(5);
-    PsServerOptions o;
     o.num_trainers = trainers;
     o.sync = sync;
     o.key = key_;
@@ -160,6 +205,73 @@ TEST_F(PsServerTest, DoneCountingAndShutdownEndServe) {
   ASSERT_TRUE((*a)->ShutdownAll().ok());
   serve_.join();
   EXPECT_TRUE(serve_status_.ok());
+}
+
+TEST_F(PsServerTest, ServeDoesNotReturnOkUnlessAShutdownWasRequested) {
+  Start(false, 1);
+  server_->Stop();
+  serve_.join();
+  EXPECT_FALSE(serve_status_.ok()) << "the PS would exit 0 for a job that is not over";
+}
+
+// Connections that fail the handshake give their descriptor back at once (they used to be
+// kept, with their thread, until the server ended).
+TEST_F(PsServerTest, FailedHandshakesAreClosedAtOnce) {
+  Start(false, 1);
+  // One good connection first, so the lazily opened descriptors of the server exist.
+  auto c = Client(0, *model_);
+  ASSERT_TRUE(c.ok());
+  const int before = OpenFds();
+  for (int i = 0; i < 50; ++i) {
+    const int fd = RawConnect(port_);
+    // A RESPONSE frame (length 65, type 2) with a wrong proof.
+    unsigned char frame[4 + 1 + 64] = {65, 0, 0, 0, 2};
+    ASSERT_EQ(::send(fd, frame, sizeof(frame), MSG_NOSIGNAL), static_cast<ssize_t>(sizeof(frame)));
+    EXPECT_TRUE(ClosedByServer(fd, std::chrono::milliseconds(5000))) << i;
+    ::close(fd);
+  }
+  EXPECT_TRUE(PollUntil([&] { return OpenFds() <= before; }, std::chrono::seconds(5)))
+      << OpenFds() << " descriptors open, " << before << " before";
+  // And the good connection still works.
+  std::vector<float> g(model_->NumDenseParams(), 1.f);
+  EXPECT_TRUE((*c)->Push(1, {}, nullptr, g.data()).ok());
+}
+
+// A peer that drips its handshake a byte at a time used to reset a per-read timeout
+// forever; the handshake has one deadline in all.
+TEST_F(PsServerTest, SlowHandshakeIsCutAtItsDeadline) {
+  PsServerOptions o;
+  o.handshake_timeout = std::chrono::milliseconds(300);
+  Start(false, 1, o);
+  const int fd = RawConnect(port_);
+  const unsigned char frame[4 + 1 + 64] = {65, 0, 0, 0, 2};
+  bool closed = false;
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(8);
+  for (size_t i = 0; !closed && std::chrono::steady_clock::now() < give_up; ++i) {
+    if (i < sizeof(frame) - 1 && ::send(fd, frame + i, 1, MSG_NOSIGNAL) != 1) break;
+    closed = ClosedByServer(fd, std::chrono::milliseconds(100));
+  }
+  EXPECT_TRUE(closed) << "the server still waits for the handshake after 8 s";
+  ::close(fd);
+}
+
+// Handshakes in flight are bounded: over the bound a connection is closed at once, and
+// once the silent peers' handshakes time out a worker gets in.
+TEST_F(PsServerTest, HandshakesInFlightAreBounded) {
+  PsServerOptions o;
+  o.max_handshakes = 3;
+  o.handshake_timeout = std::chrono::milliseconds(500);
+  Start(false, 1, o);
+  std::vector<int> silent;
+  for (int i = 0; i < 3; ++i) silent.push_back(RawConnect(port_));
+  EXPECT_TRUE(PollUntil([&] { return server_->open_connections() == 3; }, std::chrono::seconds(5)));
+  const int over = RawConnect(port_);
+  // The fourth gets no challenge: the server hangs up (the three silent ones did get theirs).
+  EXPECT_TRUE(ClosedByServer(over, std::chrono::milliseconds(5000)));
+  ::close(over);
+  auto c = Client(0, *model_);  // retries until a slot is free
+  EXPECT_TRUE(c.ok()) << c.status().ToString();
+  for (int fd : silent) ::close(fd);
 }
 
 }  // namespace
