@@ -26,9 +26,10 @@ cleanup() {
 }
 trap cleanup EXIT
 
-kubectl apply -f "${here}/trainingjobs.kubetrain.io.yaml" >/dev/null
-kubectl wait --for=condition=Established --timeout=60s crd/trainingjobs.kubetrain.io >/dev/null
-ok "CRD accepted and established"
+kubectl apply -f "${here}/trainingjobs.kubetrain.io.yaml" -f "${here}/trainingsweeps.kubetrain.io.yaml" >/dev/null
+kubectl wait --for=condition=Established --timeout=60s crd/trainingjobs.kubetrain.io \
+  crd/trainingsweeps.kubetrain.io >/dev/null
+ok "CRDs accepted and established"
 kubectl create namespace "${ns}" >/dev/null
 
 # job NAME [SPEC-YAML]: a TrainingJob; the spec defaults to one worker.
@@ -252,6 +253,81 @@ check "the crds folder applies with kubectl apply -f (its Kustomization is no .y
   "$(kubectl apply -f "${here}" --dry-run=server 2>&1 | grep -c 'trainingjobs.kubetrain.io')" 1
 check "and with kubectl apply -k" \
   "$(kubectl apply -k "${here}" --dry-run=server 2>&1 | grep -c 'trainingjobs.kubetrain.io')" 1
+
+# --- TrainingSweep (crds/trainingsweeps.kubetrain.io.yaml, operator/api/sweep.cc)
+# The trial template is the TrainingJob's spec schema, minus its update rules.
+tj_spec="$(kubectl get crd trainingjobs.kubetrain.io -o json |
+  jq -S '.spec.versions[0].schema.openAPIV3Schema.properties.spec | del(."x-kubernetes-validations")')"
+tsw_template="$(kubectl get crd trainingsweeps.kubetrain.io -o json |
+  jq -S '.spec.versions[0].schema.openAPIV3Schema.properties.spec.properties.trialTemplate | del(.description)')"
+check "trialTemplate schema equals the TrainingJob spec schema" "${tsw_template}" "${tj_spec}"
+
+# sweep NAME [PARAMS-YAML] [EXTRA-SPEC-YAML]: a grid sweep over one double parameter.
+P='    - {name: lr, type: double, min: 0.001, max: 0.003, step: 0.001}'
+sweep() {
+  printf 'apiVersion: kubetrain.io/v1alpha1\nkind: TrainingSweep\nmetadata:\n  name: %s\nspec:\n  objective: {metric: eval.auc}\n  algorithm: {name: grid}\n%s  parameters:\n%s\n  trialTemplate:\n    replicaSpecs:\n      Worker:\n        %s\n' \
+    "$1" "${3:-}" "${2:-${P}}" "${T}"
+}
+sdefaulted="$(sweep sdefaults | k apply --dry-run=server -o json -f -)"
+check "sweep defaults" "$(jq -c '[.spec.parallelism, .spec.maxTrials, .spec.suspend, .spec.objective.direction, .spec.algorithm.seed, .spec.parameters[0].scale]' <<<"${sdefaulted}")" \
+  '[1,10,false,"maximize",0,"linear"]'
+sweep ok-sweep | accepts "a grid sweep"
+sweep ok-random '    - {name: lr, type: double, min: 0.001, max: 0.1, scale: log}
+    - {name: batch, type: int, min: 128, max: 1024, step: 128}
+    - {name: layers, type: categorical, values: ["256,128", "1024,512,256"]}' |
+  sed 's/algorithm: {name: grid}/algorithm: {name: random, seed: 7}/' | accepts "a random sweep of every parameter type"
+sweep min-max '    - {name: lr, type: double, min: 0.1, max: 0.1, step: 0.01}' |
+  rejects "min not below max" "min must be less than max"
+sweep log-zero '    - {name: lr, type: double, min: 0, max: 0.1, step: 0.01, scale: log}' |
+  rejects "log scale with min 0" "scale log needs min > 0"
+sweep grid-nostep '    - {name: lr, type: double, min: 0.001, max: 0.1}' |
+  rejects "grid without a step for a double" "grid search needs a finite space"
+sweep no-minmax '    - {name: lr, type: double}' |
+  rejects "double without min and max" "double and int parameters need min and max"
+sweep int-frac '    - {name: n, type: int, min: 1.5, max: 4}' |
+  rejects "int with a fractional min" "int parameters need integer min, max and step"
+sweep cat-empty '    - {name: c, type: categorical, values: []}' |
+  rejects "categorical without values" "categorical parameters need values"
+sweep values-double '    - {name: lr, type: double, min: 0.1, max: 0.2, step: 0.1, values: ["a"]}' |
+  rejects "values on a double" "values is only for categorical parameters"
+sweep bad-pname '    - {name: learning-rate, type: double, min: 0.1, max: 0.2, step: 0.1}' |
+  rejects "parameter name with a dash" "spec.parameters[0].name" "spec.parameters[0].name: must match"
+sweep dup-names "$(printf '%s\n%s' "${P}" "${P}")" |
+  rejects "duplicate parameter names" "Duplicate value"
+sweep zero-step '    - {name: lr, type: double, min: 0.1, max: 0.2, step: 0}' |
+  rejects "step 0" "should be greater than 0"
+sweep par-zero "" '  parallelism: 0
+' | rejects "parallelism 0" "should be greater than or equal to 1"
+sweep trials-zero "" '  maxTrials: 0
+' | rejects "maxTrials 0" "should be greater than or equal to 1"
+sweep failed-neg "" '  maxFailedTrials: -1
+' | rejects "maxFailedTrials -1" "should be greater than or equal to 0"
+sweep bad-metric | sed 's/metric: eval.auc/metric: "eval..auc"/' |
+  rejects "metric path with an empty segment" "spec.objective.metric" \
+  "spec.objective.metric: must be a dotted path"
+sweep no-workers | sed 's/      Worker:/      PS:/' |
+  rejects "template without workers" "spec.replicaSpecs needs at least one Worker or Chief replica"
+sweep bad-template | sed 's/        template:/        replica: 2\n        template:/' |
+  rejects "unknown field in the template" 'unknown field "spec.trialTemplate.replicaSpecs.Worker.replica"' \
+    "spec.trialTemplate.replicaSpecs.Worker.replica: unknown field"
+sweep Bad-Sweep | rejects "upper-case sweep name" "metadata.name must be a DNS-1035 label"
+# "<name>-9-worker-0" with the default 10 trials: a 52-character name fits 63.
+long52="$(printf 'a%.0s' {1..52})"
+long53="$(printf 'a%.0s' {1..53})"
+sweep "${long52}" | accepts "52-char sweep name with trial 9's worker-0 (63 chars)"
+sweep "${long53}" | rejects "53-char sweep name (64 chars)" "would exceed 63 characters"
+sweep "${long52}" "" '  maxTrials: 11
+' | rejects "52-char sweep name with trial 10 (64 chars)" "would exceed 63 characters"
+
+# Status subresource, printer columns, short name.
+sweep live-sweep | k apply -f - >/dev/null
+k patch tsw live-sweep --subresource=status --type=merge \
+  -p '{"status":{"state":"Running","trialProgress":"2/6","bestTrial":{"name":"live-sweep-1","parameters":{"lr":"0.002"},"value":0.81},"trials":[{"name":"live-sweep-0","index":0,"parameters":{"lr":"0.001"},"phase":"Failed","reason":"MetricMissing"}]}}' >/dev/null
+check "sweep printer columns" "$(k get tsw --no-headers=false | sed -n 1p | tr -s ' ')" \
+  "NAME BEST TRIALS STATE AGE"
+check "sweep printer row" "$(k get tsw live-sweep --no-headers | awk '{print $1, $2, $3, $4}')" \
+  "live-sweep 0.81 2/6 Running"
+check "short name tsw" "$(k get tsw -o name)" "trainingsweep.kubetrain.io/live-sweep"
 
 if ((fails > 0)); then
   echo "${fails} check(s) failed" >&2

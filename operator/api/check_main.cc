@@ -1,5 +1,5 @@
 // kubetrain-api-check [--old OLD] FILE: applies operator/api's parsing and
-// validation to a TrainingJob file (YAML or JSON, "-" for stdin) and prints
+// validation to a TrainingJob (or TrainingSweep) file (YAML or JSON, "-" for stdin) and prints
 // "OK" or one "<path>: <message>" line per error, exiting 0 or 1. With --old, it
 // also applies the update rules (ValidateUpdate) from OLD to FILE.
 //
@@ -11,6 +11,7 @@
 #include <string>
 
 #include "operator/api/json.h"
+#include "operator/api/sweep.h"
 #include "operator/api/validation.h"
 #include "operator/api/yaml.h"
 
@@ -19,7 +20,7 @@ namespace {
 using kubetrain::StatusOr;
 using kubetrain::api::TrainingJob;
 
-StatusOr<TrainingJob> Load(const std::string& path) {
+StatusOr<nlohmann::json> LoadJson(const std::string& path) {
   std::stringstream text;
   if (path == "-") {
     text << std::cin.rdbuf();
@@ -31,7 +32,29 @@ StatusOr<TrainingJob> Load(const std::string& path) {
   auto docs = kubetrain::api::ParseYamlDocuments(text.str());
   if (!docs.ok()) return docs.status();
   if (docs->size() != 1) return kubetrain::InvalidArgument("want exactly one document");
-  return kubetrain::api::ParseTrainingJob((*docs)[0].value);
+  return (*docs)[0].value;
+}
+
+StatusOr<TrainingJob> Load(const std::string& path) {
+  auto value = LoadJson(path);
+  if (!value.ok()) return value.status();
+  return kubetrain::api::ParseTrainingJob(*value);
+}
+
+// A TrainingSweep: parsing and ValidateSweep (no update rules yet).
+int CheckSweep(const nlohmann::json& value) {
+  auto sweep = kubetrain::api::ParseTrainingSweep(value);
+  if (!sweep.ok()) {
+    std::cout << sweep.status().message() << "\n";
+    return 1;
+  }
+  const auto errors = kubetrain::api::ValidateSweep(*sweep);
+  if (errors.empty()) {
+    std::cout << "OK\n";
+    return 0;
+  }
+  for (const auto& e : errors) std::cout << e.path << ": " << e.message << "\n";
+  return 1;
 }
 
 }  // namespace
@@ -49,6 +72,10 @@ int main(int argc, char** argv) {
   if (path.empty()) {
     std::cerr << "usage: kubetrain-api-check [--old OLD] FILE\n";
     return 2;
+  }
+  if (auto value = LoadJson(path);
+      value.ok() && kubetrain::api::KindOf(*value) == kubetrain::api::kSweepKind) {
+    return CheckSweep(*value);
   }
   StatusOr<TrainingJob> job = Load(path);
   if (!job.ok()) {

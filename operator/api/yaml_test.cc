@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "operator/api/json.h"
+#include "operator/api/sweep.h"
 #include "operator/api/validation.h"
 
 namespace kubetrain::api {
@@ -63,6 +64,14 @@ TEST(ExamplesTest, EveryExampleParsesAndValidates) {
     StatusOr<std::vector<YamlDocument>> docs = ParseYamlDocuments(text.str());
     ASSERT_TRUE(docs.ok()) << entry.path() << ": " << docs.status().ToString();
     for (const YamlDocument& doc : *docs) {
+      if (KindOf(doc.value) == kSweepKind) {
+        StatusOr<TrainingSweep> sweep = ParseTrainingSweep(doc.value);
+        ASSERT_TRUE(sweep.ok()) << entry.path() << ": " << sweep.status().ToString();
+        EXPECT_TRUE(ValidateSweep(*sweep).empty())
+            << entry.path() << ": " << ToStatus(ValidateSweep(*sweep)).ToString();
+        ++count;
+        continue;
+      }
       StatusOr<TrainingJob> job = ParseTrainingJob(doc.value);
       ASSERT_TRUE(job.ok()) << entry.path() << ": " << job.status().ToString();
       EXPECT_TRUE(Validate(*job).empty())

@@ -1,6 +1,7 @@
 // `kubetrain`: the command-line front end.
 //
 //   kubetrain run -f job.yaml        every replica as a local process (operator/local)
+//   kubetrain run -f sweep.yaml      a TrainingSweep's trials as local runs (operator/sweep)
 //   kubetrain render -f job.yaml     the Pods, Services and Secret the operator would create
 //   kubetrain validate -f job.yaml   the CRD's rules, with field paths and file lines
 //
@@ -20,12 +21,15 @@
 
 #include "kubetrain/version.h"
 #include "operator/api/json.h"
+#include "operator/api/sweep.h"
 #include "operator/api/validation.h"
 #include "operator/api/yaml.h"
 #include "operator/controller/planner.h"
 #include "operator/local/process.h"
 #include "operator/local/runner.h"
 #include "operator/local/yaml_out.h"
+#include "operator/sweep/local_sweep.h"
+#include "operator/sweep/planner.h"
 
 namespace kubetrain::cli {
 namespace {
@@ -38,6 +42,12 @@ constexpr int kExitUsage = 2;
 // One TrainingJob document of a file, checked.
 struct JobDocument {
   api::TrainingJob job;
+  int line = 1;
+};
+
+// One TrainingSweep document of a file, checked.
+struct SweepDocument {
+  api::TrainingSweep sweep;
   int line = 1;
 };
 
@@ -67,7 +77,8 @@ std::string Locate(const std::string& file, const api::YamlDocument& doc, const 
 StatusOr<std::vector<JobDocument>> LoadJobs(const std::string& file,
                                             std::vector<std::string>& errors,
                                             const std::string& namespace_override = "",
-                                            std::vector<std::string>* warnings = nullptr) {
+                                            std::vector<std::string>* warnings = nullptr,
+                                            std::vector<SweepDocument>* sweeps = nullptr) {
   std::string text;
   if (file == "-") {
     std::stringstream ss;
@@ -87,6 +98,29 @@ StatusOr<std::vector<JobDocument>> LoadJobs(const std::string& file,
   std::vector<JobDocument> jobs;
   for (const auto& doc : *docs) {
     const size_t before = errors.size();
+    if (api::KindOf(doc.value) == api::kSweepKind) {
+      if (sweeps == nullptr) {
+        errors.push_back(file + ":" + std::to_string(doc.line) +
+                         ": a TrainingSweep; this command takes TrainingJobs");
+        continue;
+      }
+      auto sweep = api::ParseTrainingSweep(doc.value);
+      if (!sweep.ok()) {
+        errors.push_back(Locate(file, doc, sweep.status().message()));
+        continue;
+      }
+      for (const auto& e : api::ValidateSweep(*sweep)) {
+        errors.push_back(Locate(file, doc, e.path + ": " + e.message));
+      }
+      // A template the CRD lets through fails the sweep at once (InvalidSpec).
+      if (errors.size() == before) {
+        if (auto trial = sweep::BuildTrial(*sweep, 0); !trial.ok()) {
+          errors.push_back(Locate(file, doc, trial.status().message()));
+        }
+      }
+      if (errors.size() == before) sweeps->push_back({std::move(*sweep), doc.line});
+      continue;
+    }
     auto job = api::ParseTrainingJob(doc.value);
     if (!job.ok()) {
       errors.push_back(Locate(file, doc, job.status().message()));
@@ -165,22 +199,82 @@ struct RunFlags {
   std::string work_dir;
   std::string output = "yaml";
   std::string color = "auto";
+  std::string status_file;
   int base_port = 0;
   int grace = 10;
 };
 
+// `kubetrain run` of a TrainingSweep: every trial is a child `kubetrain run`.
+int RunSweep(const RunFlags& f, api::TrainingSweep sweep) {
+  sweep::LocalSweepOptions opt;
+  std::error_code ec;
+  opt.self_path = std::filesystem::read_symlink("/proc/self/exe", ec).string();
+  if (ec) {
+    std::cerr << "error: cannot find this binary: " << ec.message() << "\n";
+    return kExitUsage;
+  }
+  const std::string trainer = FindTrainer(f.trainer);
+  if (!trainer.empty()) opt.run_args = {"--trainer", trainer};
+  opt.run_args.push_back("--grace-period");
+  opt.run_args.push_back(std::to_string(f.grace));
+  opt.work_dir = !f.work_dir.empty()
+                     ? f.work_dir
+                     : (std::filesystem::temp_directory_path() /
+                        ("kubetrain-" + sweep.metadata.name + "-" + std::to_string(getpid())))
+                           .string();
+  opt.tty = isatty(STDOUT_FILENO) != 0;
+  const std::string name = sweep.metadata.name;
+  const std::string metric = sweep.spec.objective.metric;
+  auto result = sweep::RunSweepLocally(std::move(sweep), opt);
+  if (!result.ok()) {
+    std::cerr << "error: " << result.status().message() << "\n";
+    return kExitUsage;
+  }
+  const bool succeeded = result->status.IsTrue(api::ConditionType::kSucceeded);
+  if (f.work_dir.empty() && succeeded) {
+    std::filesystem::remove_all(opt.work_dir, ec);
+  } else {
+    std::cout << "trial files and logs: " << opt.work_dir << "\n";
+  }
+  char secs[32];
+  std::snprintf(secs, sizeof secs, "%.1f", result->seconds);
+  if (result->interrupted) {
+    std::cout << "result: interrupted by signal " << result->signal << " after " << secs
+              << "s; every trial stopped\n";
+    return 128 + result->signal;
+  }
+  std::string reason;
+  for (auto type : {api::ConditionType::kSucceeded, api::ConditionType::kFailed}) {
+    if (const auto* c = result->status.Find(type); c != nullptr && c->status) {
+      reason = c->reason + ": " + c->message;
+    }
+  }
+  std::cout << "result: TrainingSweep " << name << " " << result->status.state << " in " << secs
+            << "s (" << reason << ")\n";
+  if (const auto& best = result->status.best_trial) {
+    std::cout << "best: " << best->name << " " << metric << "=" << best->value;
+    for (const auto& [k, v] : best->parameters) std::cout << " " << k << "=" << v;
+    std::cout << "\n";
+  }
+  std::cout.flush();
+  return succeeded ? 0 : kExitFailed;
+}
+
 int Run(const RunFlags& f) {
   std::vector<std::string> errors;
-  auto jobs = LoadJobs(f.file, errors);
+  std::vector<SweepDocument> sweeps;
+  auto jobs = LoadJobs(f.file, errors, "", nullptr, &sweeps);
   if (!jobs.ok()) {
     std::cerr << "error: " << jobs.status().message() << "\n";
     return kExitUsage;
   }
   for (const auto& e : errors) std::cerr << "error: " << e << "\n";
   if (!errors.empty()) return kExitUsage;
-  if (jobs->size() != 1) {
-    std::cerr << "error: " << f.file << ": `run` takes exactly one TrainingJob, found "
-              << jobs->size() << "\n";
+  if (sweeps.size() == 1 && jobs->empty()) return RunSweep(f, std::move(sweeps.front().sweep));
+  if (jobs->size() != 1 || !sweeps.empty()) {
+    std::cerr << "error: " << f.file
+              << ": `run` takes exactly one TrainingJob or TrainingSweep, found "
+              << jobs->size() + sweeps.size() << " documents\n";
     return kExitUsage;
   }
   api::TrainingJob job = std::move(jobs->front().job);
@@ -208,6 +302,11 @@ int Run(const RunFlags& f) {
   }
   // The summary: the status as the operator would write it, then the metrics.
   json status = {{"status", api::StatusToJson(result->status)}};
+  if (!f.status_file.empty()) {
+    std::ofstream out(f.status_file);
+    out << status["status"].dump() << "\n";
+    if (!out) std::cerr << "error: cannot write " << f.status_file << "\n";
+  }
   std::cout << "\n# TrainingJob " << name << ": final status (as the operator writes it)\n";
   if (f.output == "json") {
     std::cout << status.dump(2) << "\n";
@@ -238,7 +337,8 @@ int Run(const RunFlags& f) {
 
 int Validate(const std::string& file) {
   std::vector<std::string> errors, warnings;
-  auto jobs = LoadJobs(file, errors, "", &warnings);
+  std::vector<SweepDocument> sweeps;
+  auto jobs = LoadJobs(file, errors, "", &warnings, &sweeps);
   if (!jobs.ok()) {
     std::cerr << "error: " << jobs.status().message() << "\n";
     return kExitUsage;
@@ -247,6 +347,10 @@ int Validate(const std::string& file) {
   for (const auto& w : warnings) std::cerr << w << "\n";
   for (const auto& j : *jobs) {
     std::cout << file << ":" << j.line << ": TrainingJob " << j.job.metadata.name << " is valid\n";
+  }
+  for (const auto& d : sweeps) {
+    std::cout << file << ":" << d.line << ": TrainingSweep " << d.sweep.metadata.name
+              << " is valid\n";
   }
   return errors.empty() ? 0 : kExitFailed;
 }
@@ -295,7 +399,9 @@ int main(int argc, char** argv) {
 
   RunFlags run;
   auto* run_cmd = app.add_subcommand(
-      "run", "Run every replica of a TrainingJob as a local process; exit 0 if it succeeds");
+      "run",
+      "Run every replica of a TrainingJob as a local process, or every trial of a "
+      "TrainingSweep as such a run; exit 0 if it succeeds");
   run_cmd->add_option("-f,--filename", run.file, "job file (YAML; - for stdin)")->required();
   run_cmd->add_option("--trainer", run.trainer,
                       "kubetrain-trainer binary (default: $KUBETRAIN_TRAINER, next to kubetrain, "
@@ -312,6 +418,8 @@ int main(int argc, char** argv) {
   run_cmd->add_option("-o,--output", run.output, "format of the final status")
       ->check(CLI::IsMember({"yaml", "json"}))
       ->capture_default_str();
+  run_cmd->add_option("--status-file", run.status_file,
+                      "also write the final status as JSON to this file");
   run_cmd->add_option("--color", run.color, "auto, always or never")
       ->check(CLI::IsMember({"auto", "always", "never"}))
       ->capture_default_str();

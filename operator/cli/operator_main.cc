@@ -32,6 +32,7 @@
 #include "operator/runtime/leader_election.h"
 #include "operator/runtime/readiness.h"
 #include "operator/runtime/shutdown.h"
+#include "operator/sweep/sweep_controller.h"
 
 namespace {
 
@@ -235,7 +236,14 @@ int main(int argc, char** argv) {
     }
     readiness.Set(ReadyState::kSynced);  // caches never unsync once synced
     spdlog::info("caches synced; reconciling with {} workers", f.workers);
+    // TrainingSweeps: their own informers and workers beside the jobs'. Not
+    // waited for: a cluster may install the TrainingSweep CRD later.
+    sweep::SweepController sweeps(client->get(), &recorder, &metrics,
+                                  {.namespaces = f.namespaces, .workers = 2});
+    sweeps.Start();
+    std::jthread sweep_workers([&sweeps, stop] { sweeps.Run(stop); });
     jobs.Run(stop);
+    sweep_workers.join();
     // Shutdown or lost leadership: either way this process exits now.
     readiness.Set(ReadyState::kStopping);
     spdlog::info("workers stopped");

@@ -238,6 +238,28 @@ PY
   expect_err "port $port on 127.0.0.1 is in use"
   [[ $(started_pids | wc -l) -eq 0 ]] || fail "a process was started although a port is taken"
   ;;
+sweep)
+  # examples/sweep.yaml as it is: a random sweep of 4 trials over the learning
+  # rate (and layer sizes), 2 at a time, each a real PS + worker run.
+  run_job "$here/../../examples/sweep.yaml" --work-dir "$KT_TEST_DIR/sweep"
+  [[ $rc -eq 0 ]] || fail "sweep: exit code $rc, want 0"
+  expect_out '^result: TrainingSweep lr-sweep Succeeded in .*AllTrialsFinished'
+  # The last table: 4 rows, every trial Succeeded with an AUC.
+  table=$(tac "$KT_TEST_DIR/out" | sed -n '/^sweep lr-sweep: Succeeded/,/^TRIAL/p' | tac)
+  [[ $(grep -cE '^lr-sweep-[0-3] .* Succeeded +0\.[0-9]+' <<<"$table") -eq 4 ]] || fail "want 4 succeeded trials in the final table"
+  best=$(sed -nE 's/^best: (lr-sweep-[0-3]) eval.auc=([0-9.]+) .*lr=([0-9.e-]+)$/\1 \2/p' "$KT_TEST_DIR/out")
+  [[ -n $best ]] || fail "no best trial line"
+  max=$(grep -E '^lr-sweep-[0-3] ' <<<"$table" | awk '{print $5, $1}' | sort -rn | sed -n 1p)
+  [[ "${best#* }" == "${max% *}"* && "${best% *}" == "${max#* }" ]] || fail "best '$best' is not the highest AUC of the table ('$max')"
+  awk -v a="${best#* }" 'BEGIN { exit !(a >= 0.7) }' || fail "best AUC ${best#* } < 0.7"
+  echo "best trial and AUC: $best"
+  [[ $(ls "$KT_TEST_DIR/sweep"/lr-sweep-*.log | wc -l) -eq 4 ]] || fail "want 4 trial logs"
+  # A sweep whose trials never report the metric fails, naming why.
+  run_job "$jobs/sweep-no-metric.yaml"
+  [[ $rc -eq 1 ]] || fail "no-metric sweep: exit code $rc, want 1"
+  expect_out '^result: TrainingSweep no-metric Failed in .*NoTrialSucceeded'
+  expect_out '^no-metric-0 .* Failed +MetricMissing'
+  ;;
 validate)
   for f in "$here"/../../examples/*.yaml "$jobs"/wide-deep-small.yaml; do
     "$KUBETRAIN" validate -f "$f" >"$KT_TEST_DIR/out" 2>"$KT_TEST_DIR/err" || fail "$f: not valid"
@@ -285,6 +307,7 @@ render_dry_run)
   : "${KUBECONFIG:?needs the test cluster}"
   bin=$("$here/../cluster/build") || fail "cannot find the cluster binaries"
   for f in "$here"/../../examples/*.yaml; do
+    grep -q '^kind: TrainingSweep' "$f" && continue  # render takes TrainingJobs
     "$KUBETRAIN" render -f "$f" -n default --show-secrets >"$KT_TEST_DIR/out" 2>"$KT_TEST_DIR/err" ||
       fail "render $f failed"
     "$bin/kubectl" apply --dry-run=server -f "$KT_TEST_DIR/out" >"$KT_TEST_DIR/err" 2>&1 ||

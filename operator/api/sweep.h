@@ -1,0 +1,153 @@
+// TrainingSweep (kubetrain.io/v1alpha1): a template TrainingJob run many times
+// with different hyper-parameters, as plain C++ values, plus its JSON and the
+// CRD's rules in C++.
+//
+// The structs mirror crds/trainingsweeps.kubetrain.io.yaml field for field;
+// default member initializers are the CRD's defaults. ParseTrainingSweep is
+// strict in `spec` (unknown fields, wrong types, unknown enum values) and
+// lenient in `metadata` and `status`, like ParseTrainingJob. ValidateSweep
+// implements the CRD's value and CEL rules rule for rule (crds/crd_test.sh
+// holds both to the same verdict). No exceptions escape.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "operator/api/types.h"
+#include "operator/api/validation.h"
+#include "operator/common/status.h"
+
+namespace kubetrain::api {
+
+inline constexpr std::string_view kSweepKind = "TrainingSweep";
+// spec.maxTrials at most this many: one status row per trial must fit in an
+// etcd object (1.5 MB) with room to spare.
+inline constexpr int32_t kMaxSweepTrials = 1000;
+
+enum class Direction { kMaximize, kMinimize };
+enum class SearchAlgorithm { kGrid, kRandom };
+enum class ParameterType { kDouble, kInt, kCategorical };
+enum class Scale { kLinear, kLog };
+
+std::string_view Name(Direction d);
+std::string_view Name(SearchAlgorithm a);
+std::string_view Name(ParameterType t);
+std::string_view Name(Scale s);
+
+struct Objective {
+  std::string metric;  // dotted path into the trial's status.metrics: "eval.auc"
+  Direction direction = Direction::kMaximize;
+  std::optional<double> goal;  // stop the sweep once a trial reaches it
+
+  friend bool operator==(const Objective&, const Objective&) = default;
+};
+
+struct AlgorithmSpec {
+  SearchAlgorithm name = SearchAlgorithm::kRandom;
+  int64_t seed = 0;
+
+  friend bool operator==(const AlgorithmSpec&, const AlgorithmSpec&) = default;
+};
+
+struct Parameter {
+  std::string name;  // [A-Za-z_][A-Za-z0-9_]*: referenced as ${params.NAME}
+  ParameterType type = ParameterType::kDouble;
+  std::optional<double> min;  // double and int
+  std::optional<double> max;
+  std::optional<double> step;  // grid spacing; int defaults to 1
+  Scale scale = Scale::kLinear;
+  std::vector<std::string> values;  // categorical
+
+  friend bool operator==(const Parameter&, const Parameter&) = default;
+};
+
+struct TrainingSweepSpec {
+  Objective objective;
+  AlgorithmSpec algorithm;
+  int32_t parallelism = 1;
+  int32_t max_trials = 10;
+  std::optional<int32_t> max_failed_trials;  // unset: no limit
+  bool suspend = false;
+  std::vector<Parameter> parameters;
+  TrainingJobSpec trial_template;
+
+  friend bool operator==(const TrainingSweepSpec&, const TrainingSweepSpec&) = default;
+};
+
+enum class TrialPhase { kPending, kRunning, kSucceeded, kFailed, kStopped };
+std::string_view Name(TrialPhase p);
+std::optional<TrialPhase> TrialPhaseFromName(std::string_view name);
+// Succeeded, Failed or Stopped: the trial will not change again.
+bool IsFinal(TrialPhase p);
+
+// One row per trial the sweep started, in index order.
+struct TrialStatus {
+  std::string name;
+  int32_t index = 0;
+  std::map<std::string, std::string> parameters;  // name -> substituted text
+  TrialPhase phase = TrialPhase::kPending;
+  std::optional<double> value;  // the objective, when the trial reported it
+  std::string reason;           // why it failed or stopped
+  std::string message;
+
+  friend bool operator==(const TrialStatus&, const TrialStatus&) = default;
+};
+
+struct BestTrial {
+  std::string name;
+  std::map<std::string, std::string> parameters;
+  double value = 0;
+
+  friend bool operator==(const BestTrial&, const BestTrial&) = default;
+};
+
+struct TrainingSweepStatus {
+  // Created, Running, Suspended, Succeeded or Failed.
+  std::string state;
+  std::vector<Condition> conditions;
+  std::vector<TrialStatus> trials;
+  std::optional<BestTrial> best_trial;
+  int32_t running = 0;  // trials pending or running
+  int32_t succeeded = 0;
+  int32_t failed = 0;
+  int32_t stopped = 0;
+  std::string trial_progress;  // "<finished>/<total>", for `kubectl get`
+  std::optional<Time> start_time;
+  std::optional<Time> completion_time;
+  int64_t observed_generation = 0;
+
+  friend bool operator==(const TrainingSweepStatus&, const TrainingSweepStatus&) = default;
+
+  const Condition* Find(ConditionType type) const;
+  bool IsTrue(ConditionType type) const;
+  bool Finished() const;
+};
+
+struct TrainingSweep {
+  ObjectMeta metadata;
+  TrainingSweepSpec spec;
+  TrainingSweepStatus status;
+
+  friend bool operator==(const TrainingSweep&, const TrainingSweep&) = default;
+};
+
+StatusOr<TrainingSweep> ParseTrainingSweep(const nlohmann::json& object);
+StatusOr<TrainingSweepStatus> ParseTrainingSweepStatus(const nlohmann::json& status);
+nlohmann::json ToJson(const TrainingSweep& sweep);
+nlohmann::json SweepStatusToJson(const TrainingSweepStatus& status);
+
+// The name of trial `index` of sweep `sweep_name`: "<sweep>-<index>".
+std::string TrialName(std::string_view sweep_name, int32_t index);
+
+// The CRD's rules (create and update). Empty when the sweep is valid.
+std::vector<FieldError> ValidateSweep(const TrainingSweep& sweep);
+
+// The object's kind, "" when it has none.
+std::string KindOf(const nlohmann::json& object);
+
+}  // namespace kubetrain::api

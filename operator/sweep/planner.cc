@@ -1,0 +1,479 @@
+#include "operator/sweep/planner.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <limits>
+
+#include "operator/api/json.h"
+
+namespace kubetrain::sweep {
+
+using nlohmann::json;
+
+namespace {
+
+// splitmix64: a fixed, portable generator (std::uniform_*_distribution is
+// implementation-defined, so the same seed could give other trials elsewhere).
+uint64_t Mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+// Uniform in [0, 1), from (seed, trial, parameter) alone.
+double Uniform(int64_t seed, int32_t index, size_t param) {
+  uint64_t h = Mix(static_cast<uint64_t>(seed));
+  h = Mix(h ^ static_cast<uint64_t>(index));
+  h = Mix(h ^ static_cast<uint64_t>(param));
+  return static_cast<double>(h >> 11) * 0x1.0p-53;
+}
+
+std::string FormatNumber(double v, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*g", digits, v);
+  return buf;
+}
+
+std::string FormatInt(double v) {
+  return std::to_string(static_cast<int64_t>(std::llround(v)));
+}
+
+double Step(const api::Parameter& p) {
+  return p.step.value_or(1.0);
+}
+
+// Points of a numeric parameter on the grid: min, min+step, ... <= max.
+int64_t GridPoints(const api::Parameter& p) {
+  if (p.type == api::ParameterType::kCategorical) return static_cast<int64_t>(p.values.size());
+  const double lo = p.min.value_or(0), hi = p.max.value_or(0), step = Step(p);
+  if (!(step > 0) || !(hi >= lo)) return 1;
+  const double n = std::floor((hi - lo) / step * (1 + 1e-12)) + 1;
+  return n > 1e9 ? int64_t{1'000'000'000} : static_cast<int64_t>(n);
+}
+
+std::string GridValue(const api::Parameter& p, int64_t k) {
+  if (p.type == api::ParameterType::kCategorical) return p.values[static_cast<size_t>(k)];
+  const double v = p.min.value_or(0) + static_cast<double>(k) * Step(p);
+  return p.type == api::ParameterType::kInt ? FormatInt(v) : FormatNumber(v, 12);
+}
+
+std::string RandomValue(const api::Parameter& p, double u) {
+  if (p.type == api::ParameterType::kCategorical) {
+    const size_t n = p.values.size();
+    return p.values[std::min(n - 1, static_cast<size_t>(u * static_cast<double>(n)))];
+  }
+  const double lo = p.min.value_or(0), hi = p.max.value_or(1);
+  if (p.type == api::ParameterType::kInt) {
+    if (p.scale == api::Scale::kLog) {
+      const double v = std::floor(std::exp(std::log(lo) + u * (std::log(hi + 1) - std::log(lo))));
+      return FormatInt(std::clamp(v, lo, hi));
+    }
+    const double step = Step(p);
+    const double points = std::floor((hi - lo) / step) + 1;
+    return FormatInt(lo + std::min(points - 1, std::floor(u * points)) * step);
+  }
+  const double v = p.scale == api::Scale::kLog
+                       ? std::exp(std::log(lo) + u * (std::log(hi) - std::log(lo)))
+                       : lo + u * (hi - lo);
+  return FormatNumber(std::clamp(v, lo, hi), 6);
+}
+
+void SubstituteStrings(json& j, const std::map<std::string, std::string>& params,
+                       std::string& unknown) {
+  if (j.is_object() || j.is_array()) {
+    for (auto& child : j) SubstituteStrings(child, params, unknown);
+    return;
+  }
+  if (!j.is_string()) return;
+  const std::string& in = j.get_ref<const std::string&>();
+  static constexpr std::string_view kOpen = "${params.";
+  if (in.find(kOpen) == std::string::npos) return;
+  std::string out;
+  size_t pos = 0;
+  while (true) {
+    const size_t at = in.find(kOpen, pos);
+    if (at == std::string::npos) break;
+    const size_t close = in.find('}', at);
+    if (close == std::string::npos) break;
+    const std::string name = in.substr(at + kOpen.size(), close - at - kOpen.size());
+    out += in.substr(pos, at - pos);
+    auto it = params.find(name);
+    if (it == params.end()) {
+      if (unknown.empty()) unknown = name;
+      out += in.substr(at, close + 1 - at);
+    } else {
+      out += it->second;
+    }
+    pos = close + 1;
+  }
+  out += in.substr(pos);
+  j = std::move(out);
+}
+
+void SetCondition(api::TrainingSweepStatus& s, api::ConditionType type, bool value,
+                  const std::string& reason, const std::string& message, api::Time now) {
+  for (api::Condition& c : s.conditions) {
+    if (c.type != type) continue;
+    if (c.status != value) c.last_transition_time = now;
+    c.status = value;
+    c.reason = reason;
+    c.message = message;
+    return;
+  }
+  s.conditions.push_back(api::Condition{type, value, reason, message, now});
+}
+
+bool Better(const api::Objective& o, double a, double b) {
+  return o.direction == api::Direction::kMaximize ? a > b : a < b;
+}
+
+bool GoalReached(const api::Objective& o, double v) {
+  if (!o.goal) return false;
+  return o.direction == api::Direction::kMaximize ? v >= *o.goal : v <= *o.goal;
+}
+
+std::string Describe(const std::map<std::string, std::string>& params) {
+  std::string out;
+  for (const auto& [k, v] : params) out += (out.empty() ? "" : ", ") + k + "=" + v;
+  return out;
+}
+
+}  // namespace
+
+int32_t TotalTrials(const api::TrainingSweepSpec& spec) {
+  if (spec.algorithm.name != api::SearchAlgorithm::kGrid) return spec.max_trials;
+  int64_t size = 1;
+  for (const api::Parameter& p : spec.parameters) {
+    size *= std::max<int64_t>(1, GridPoints(p));
+    if (size >= spec.max_trials) return spec.max_trials;
+  }
+  return static_cast<int32_t>(std::min<int64_t>(size, spec.max_trials));
+}
+
+std::map<std::string, std::string> TrialParameters(const api::TrainingSweepSpec& spec,
+                                                   int32_t index) {
+  std::map<std::string, std::string> out;
+  if (spec.algorithm.name == api::SearchAlgorithm::kGrid) {
+    int64_t rest = index;
+    for (size_t i = spec.parameters.size(); i-- > 0;) {
+      const api::Parameter& p = spec.parameters[i];
+      const int64_t n = std::max<int64_t>(1, GridPoints(p));
+      if (p.type == api::ParameterType::kCategorical && p.values.empty()) continue;
+      out[p.name] = GridValue(p, rest % n);
+      rest /= n;
+    }
+    return out;
+  }
+  for (size_t i = 0; i < spec.parameters.size(); ++i) {
+    const api::Parameter& p = spec.parameters[i];
+    if (p.type == api::ParameterType::kCategorical && p.values.empty()) continue;
+    out[p.name] = RandomValue(p, Uniform(spec.algorithm.seed, index, i));
+  }
+  return out;
+}
+
+StatusOr<api::TrainingJobSpec> Substitute(const api::TrainingJobSpec& spec,
+                                          const std::map<std::string, std::string>& params) {
+  json j = api::SpecToJson(spec);
+  std::string unknown;
+  SubstituteStrings(j, params, unknown);
+  if (!unknown.empty()) {
+    return InvalidArgument("spec.trialTemplate: ${params." + unknown +
+                           "} names no parameter in spec.parameters");
+  }
+  auto job = api::ParseTrainingJob(json{{"apiVersion", api::kApiVersion},
+                                        {"kind", api::kKind},
+                                        {"metadata", {{"name", "trial"}}},
+                                        {"spec", std::move(j)}});
+  if (!job.ok()) {
+    return InvalidArgument("the substituted trial template is invalid: " + job.status().message());
+  }
+  return std::move(job->spec);
+}
+
+StatusOr<double> MetricValue(const std::optional<json>& metrics, std::string_view path) {
+  if (!metrics || !metrics->is_object()) {
+    return NotFound("the trial succeeded without reporting metrics (no status.metrics)");
+  }
+  const json* at = &*metrics;
+  size_t pos = 0;
+  while (true) {
+    const size_t dot = path.find('.', pos);
+    const std::string key(path.substr(pos, dot == std::string_view::npos ? path.npos : dot - pos));
+    if (!at->is_object() || !at->contains(key)) {
+      return NotFound("the trial succeeded but status.metrics has no " + std::string(path));
+    }
+    at = &(*at)[key];
+    if (dot == std::string_view::npos) break;
+    pos = dot + 1;
+  }
+  if (!at->is_number() || !std::isfinite(at->get<double>())) {
+    return NotFound("the trial succeeded but status.metrics." + std::string(path) +
+                    " is not a finite number");
+  }
+  return at->get<double>();
+}
+
+StatusOr<api::TrainingJob> BuildTrial(const api::TrainingSweep& sweep, int32_t index) {
+  const auto params = TrialParameters(sweep.spec, index);
+  auto spec = Substitute(sweep.spec.trial_template, params);
+  if (!spec.ok()) return spec.status();
+  api::TrainingJob trial;
+  trial.metadata.name = api::TrialName(sweep.metadata.name, index);
+  trial.metadata.namespace_ = sweep.metadata.namespace_;
+  trial.metadata.labels[std::string(kSweepNameLabel)] = sweep.metadata.name;
+  trial.metadata.labels[std::string(kTrialIndexLabel)] = std::to_string(index);
+  trial.metadata.annotations[std::string(kParametersAnnotation)] = json(params).dump();
+  trial.spec = std::move(*spec);
+  trial.spec.run_policy.suspend = sweep.spec.suspend;
+  return trial;
+}
+
+SweepPlan PlanSweep(const api::TrainingSweep& sweep, const std::vector<ObservedTrial>& trials,
+                    api::Time now) {
+  SweepPlan plan;
+  api::TrainingSweepStatus& s = plan.status;
+  s = sweep.status;
+  const api::TrainingSweepSpec& spec = sweep.spec;
+  const int32_t total = TotalTrials(spec);
+
+  auto observed = [&](int32_t index) -> const ObservedTrial* {
+    for (const ObservedTrial& t : trials) {
+      if (t.index == index) return &t;
+    }
+    return nullptr;
+  };
+  auto stop_active = [&](const std::string& reason) {
+    for (api::TrialStatus& row : s.trials) {
+      if (api::IsFinal(row.phase)) continue;
+      const ObservedTrial* t = observed(row.index);
+      if (t != nullptr && !t->deleting) plan.deletes.push_back(t->name);
+      row.phase = api::TrialPhase::kStopped;
+      row.reason = reason;
+      row.message = "stopped: the sweep finished";
+    }
+  };
+  auto finish = [&](bool succeeded, const std::string& reason, const std::string& message) {
+    SetCondition(s, api::ConditionType::kRunning, false, reason, message, now);
+    SetCondition(s, succeeded ? api::ConditionType::kSucceeded : api::ConditionType::kFailed, true,
+                 reason, message, now);
+    s.state = succeeded ? "Succeeded" : "Failed";
+    if (!s.completion_time) s.completion_time = now;
+    plan.events.push_back({!succeeded, succeeded ? "SweepSucceeded" : "SweepFailed", message});
+  };
+
+  if (!s.start_time) s.start_time = now;
+  if (!s.IsTrue(api::ConditionType::kCreated)) {
+    SetCondition(s, api::ConditionType::kCreated, true, "SweepCreated", "the sweep was accepted",
+                 now);
+    if (s.state.empty()) s.state = "Created";
+  }
+  s.observed_generation = sweep.metadata.generation;
+
+  // 1. Rows from what is observed.
+  for (const ObservedTrial& t : trials) {
+    bool known = false;
+    for (const api::TrialStatus& row : s.trials) known = known || row.index == t.index;
+    if (known || t.index < 0 || t.index >= total) continue;
+    // A trial the status does not know (a status write was lost): adopt it.
+    api::TrialStatus row;
+    row.name = t.name;
+    row.index = t.index;
+    row.parameters = TrialParameters(spec, t.index);
+    s.trials.push_back(std::move(row));
+  }
+  std::sort(s.trials.begin(), s.trials.end(),
+            [](const auto& a, const auto& b) { return a.index < b.index; });
+  for (api::TrialStatus& row : s.trials) {
+    if (api::IsFinal(row.phase)) continue;
+    const ObservedTrial* t = observed(row.index);
+    const api::TrialPhase before = row.phase;
+    if (t == nullptr) {
+      if (row.phase == api::TrialPhase::kRunning) {
+        row.phase = api::TrialPhase::kFailed;
+        row.reason = "TrialDeleted";
+        row.message = "the trial's TrainingJob was deleted before it finished";
+      }
+    } else if (t->status.IsTrue(api::ConditionType::kSucceeded)) {
+      auto value = MetricValue(t->status.metrics, spec.objective.metric);
+      if (value.ok()) {
+        row.phase = api::TrialPhase::kSucceeded;
+        row.value = *value;
+        row.reason.clear();
+        row.message.clear();
+      } else {
+        row.phase = api::TrialPhase::kFailed;
+        row.reason = "MetricMissing";
+        row.message = value.status().message();
+      }
+    } else if (t->status.IsTrue(api::ConditionType::kFailed)) {
+      row.phase = api::TrialPhase::kFailed;
+      const api::Condition* c = t->status.Find(api::ConditionType::kFailed);
+      row.reason = c->reason.empty() ? "TrialFailed" : c->reason;
+      row.message = c->message;
+    } else if (!t->deleting) {
+      row.phase = api::TrialPhase::kRunning;
+    }
+    if (row.phase == before || !api::IsFinal(row.phase)) continue;
+    if (row.phase == api::TrialPhase::kSucceeded) {
+      plan.events.push_back({false, "TrialSucceeded",
+                             "trial " + row.name + " (" + Describe(row.parameters) + ") reached " +
+                                 spec.objective.metric + "=" + FormatNumber(*row.value, 6)});
+    } else {
+      plan.events.push_back({true, "TrialFailed",
+                             "trial " + row.name + " failed (" + row.reason + "): " + row.message});
+    }
+  }
+
+  // 2. Counts and the best trial.
+  auto count = [&] {
+    s.running = s.succeeded = s.failed = s.stopped = 0;
+    for (const api::TrialStatus& row : s.trials) {
+      switch (row.phase) {
+        case api::TrialPhase::kPending:
+        case api::TrialPhase::kRunning:
+          ++s.running;
+          break;
+        case api::TrialPhase::kSucceeded:
+          ++s.succeeded;
+          break;
+        case api::TrialPhase::kFailed:
+          ++s.failed;
+          break;
+        case api::TrialPhase::kStopped:
+          ++s.stopped;
+          break;
+      }
+    }
+    s.trial_progress =
+        std::to_string(s.succeeded + s.failed + s.stopped) + "/" + std::to_string(total);
+  };
+  count();
+  s.best_trial.reset();
+  for (const api::TrialStatus& row : s.trials) {
+    if (row.phase != api::TrialPhase::kSucceeded || !row.value) continue;
+    if (!s.best_trial || Better(spec.objective, *row.value, s.best_trial->value)) {
+      s.best_trial = api::BestTrial{row.name, row.parameters, *row.value};
+    }
+  }
+
+  // 3. A finished sweep only makes sure nothing of it still runs.
+  if (sweep.status.Finished()) {
+    stop_active(s.IsTrue(api::ConditionType::kSucceeded) ? "SweepSucceeded" : "SweepFailed");
+    count();
+    // A trial stopped before whose deletion the cache does not show yet.
+    for (const ObservedTrial& t : trials) {
+      const bool listed =
+          std::find(plan.deletes.begin(), plan.deletes.end(), t.name) != plan.deletes.end();
+      if (!t.deleting && !t.status.Finished() && !listed) plan.deletes.push_back(t.name);
+    }
+    plan.status_changed = s != sweep.status;
+    return plan;
+  }
+
+  // 4. An invalid spec (the CRD should have stopped it) or template.
+  std::string invalid = ToStatus(api::ValidateSweep(sweep)).message();
+  if (invalid.empty() && total > 0) {
+    auto first = BuildTrial(sweep, 0);
+    if (!first.ok()) invalid = first.status().message();
+  }
+  if (!invalid.empty()) {
+    stop_active("InvalidSpec");
+    count();
+    finish(false, "InvalidSpec", invalid);
+    plan.status_changed = s != sweep.status;
+    return plan;
+  }
+
+  // 5. Ends: the goal, too many failures, every trial final.
+  if (s.best_trial && GoalReached(spec.objective, s.best_trial->value)) {
+    stop_active("GoalReached");
+    count();
+    finish(true, "GoalReached",
+           "trial " + s.best_trial->name + " reached " + spec.objective.metric + "=" +
+               FormatNumber(s.best_trial->value, 6) + " (goal " +
+               FormatNumber(*spec.objective.goal, 6) + ")");
+    plan.status_changed = s != sweep.status;
+    return plan;
+  }
+  if (spec.max_failed_trials && s.failed > *spec.max_failed_trials) {
+    stop_active("TooManyFailedTrials");
+    count();
+    finish(false, "TooManyFailedTrials",
+           std::to_string(s.failed) + " trials failed, more than maxFailedTrials (" +
+               std::to_string(*spec.max_failed_trials) + ")");
+    plan.status_changed = s != sweep.status;
+    return plan;
+  }
+  const int32_t finished = s.succeeded + s.failed + s.stopped;
+  if (finished >= total && s.running == 0) {
+    if (s.best_trial) {
+      finish(true, "AllTrialsFinished",
+             std::to_string(finished) + " trials finished; best " + s.best_trial->name + " (" +
+                 Describe(s.best_trial->parameters) + ") " + spec.objective.metric + "=" +
+                 FormatNumber(s.best_trial->value, 6));
+    } else {
+      finish(false, "NoTrialSucceeded",
+             "all " + std::to_string(finished) + " trials finished and none reported " +
+                 spec.objective.metric);
+    }
+    plan.status_changed = s != sweep.status;
+    return plan;
+  }
+
+  // 6. Suspend: no new trials, running ones suspended (and resumed later).
+  for (const api::TrialStatus& row : s.trials) {
+    if (api::IsFinal(row.phase)) continue;
+    const ObservedTrial* t = observed(row.index);
+    if (t != nullptr && !t->deleting && t->suspended != spec.suspend) {
+      plan.set_suspend.emplace_back(t->name, spec.suspend);
+    }
+  }
+  if (spec.suspend) {
+    SetCondition(s, api::ConditionType::kSuspended, true, "SweepSuspended",
+                 "spec.suspend is true: no new trials, running trials suspended", now);
+    SetCondition(s, api::ConditionType::kRunning, false, "SweepSuspended", "", now);
+    s.state = "Suspended";
+    plan.status_changed = s != sweep.status;
+    return plan;
+  }
+  if (s.IsTrue(api::ConditionType::kSuspended)) {
+    SetCondition(s, api::ConditionType::kSuspended, false, "SweepResumed", "spec.suspend is false",
+                 now);
+  }
+
+  // 7. Start trials up to parallelism: Pending rows not yet observed first,
+  // then new rows in index order.
+  for (const api::TrialStatus& row : s.trials) {
+    if (row.phase != api::TrialPhase::kPending || observed(row.index) != nullptr) continue;
+    auto trial = BuildTrial(sweep, row.index);
+    if (trial.ok()) plan.creates.push_back(std::move(*trial));
+  }
+  int32_t next = s.trials.empty() ? 0 : s.trials.back().index + 1;
+  while (s.running < spec.parallelism && next < total) {
+    auto trial = BuildTrial(sweep, next);
+    if (!trial.ok()) break;  // checked for trial 0 above; substitution does not differ
+    api::TrialStatus row;
+    row.name = trial->metadata.name;
+    row.index = next;
+    row.parameters = TrialParameters(spec, next);
+    plan.events.push_back(
+        {false, "TrialCreated", "trial " + row.name + " started: " + Describe(row.parameters)});
+    s.trials.push_back(std::move(row));
+    plan.creates.push_back(std::move(*trial));
+    ++s.running;
+    ++next;
+  }
+  count();
+  SetCondition(s, api::ConditionType::kRunning, true, "TrialsRunning",
+               std::to_string(s.running) + " trials running, " + s.trial_progress + " finished",
+               now);
+  s.state = "Running";
+  plan.status_changed = s != sweep.status;
+  return plan;
+}
+
+}  // namespace kubetrain::sweep

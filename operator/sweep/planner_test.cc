@@ -1,0 +1,345 @@
+#include "operator/sweep/planner.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "operator/api/json.h"
+#include "operator/api/yaml.h"
+
+namespace kubetrain::sweep {
+namespace {
+
+using api::ConditionType;
+using api::TrialPhase;
+using nlohmann::json;
+
+constexpr api::Time kNow{std::chrono::seconds(1'800'000'000)};
+
+api::TrainingSweep Sweep(const char* algorithm = "grid", int parallelism = 2, int max_trials = 6) {
+  std::string text = R"(
+apiVersion: kubetrain.io/v1alpha1
+kind: TrainingSweep
+metadata: {name: s, namespace: ns, uid: u1}
+spec:
+  objective: {metric: eval.auc}
+  algorithm: {name: )" +
+                     std::string(algorithm) +
+                     R"(, seed: 7}
+  parallelism: )" + std::to_string(parallelism) +
+                     R"(
+  maxTrials: )" + std::to_string(max_trials) +
+                     R"(
+  parameters:
+    - {name: lr, type: double, min: 0.001, max: 0.003, step: 0.001}
+    - {name: layers, type: categorical, values: ["8", "16"]}
+  trialTemplate:
+    replicaSpecs:
+      Worker:
+        template: {spec: {containers: [{name: trainer, image: t,
+                   args: ["--lr=${params.lr}", "--layers=${params.layers}"]}]}}
+)";
+  auto docs = api::ParseYamlDocuments(text);
+  EXPECT_TRUE(docs.ok()) << docs.status().ToString();
+  auto sweep = api::ParseTrainingSweep((*docs)[0].value);
+  EXPECT_TRUE(sweep.ok()) << sweep.status().ToString();
+  return *sweep;
+}
+
+// A trial as the executor would see it after the job planner finished it.
+ObservedTrial Finished(int index, bool succeeded, std::optional<json> metrics) {
+  ObservedTrial t;
+  t.name = "s-" + std::to_string(index);
+  t.index = index;
+  t.status.conditions.push_back({succeeded ? ConditionType::kSucceeded : ConditionType::kFailed,
+                                 true, succeeded ? "JobSucceeded" : "BackoffLimitExceeded",
+                                 "worker-0 exited 1", kNow});
+  t.status.metrics = std::move(metrics);
+  return t;
+}
+ObservedTrial Running(int index) {
+  ObservedTrial t;
+  t.name = "s-" + std::to_string(index);
+  t.index = index;
+  t.status.conditions.push_back({ConditionType::kRunning, true, "", "", kNow});
+  return t;
+}
+json Auc(double v) {
+  return json{{"eval", {{"auc", v}}}};
+}
+
+TEST(SweepSpaceTest, GridEnumeratesEveryPointOnceLastParameterFastest) {
+  api::TrainingSweepSpec spec = Sweep().spec;
+  spec.max_trials = 100;
+  EXPECT_EQ(TotalTrials(spec), 6);
+  std::set<std::map<std::string, std::string>> seen;
+  for (int i = 0; i < 6; ++i) seen.insert(TrialParameters(spec, i));
+  EXPECT_EQ(seen.size(), 6u);
+  EXPECT_EQ(TrialParameters(spec, 0),
+            (std::map<std::string, std::string>{{"layers", "8"}, {"lr", "0.001"}}));
+  EXPECT_EQ(TrialParameters(spec, 1),
+            (std::map<std::string, std::string>{{"layers", "16"}, {"lr", "0.001"}}));
+  EXPECT_EQ(TrialParameters(spec, 5),
+            (std::map<std::string, std::string>{{"layers", "16"}, {"lr", "0.003"}}));
+  spec.max_trials = 4;
+  EXPECT_EQ(TotalTrials(spec), 4);
+}
+
+TEST(SweepSpaceTest, GridIntegerStepsIncludeMax) {
+  api::TrainingSweepSpec spec = Sweep().spec;
+  spec.parameters = {{"batch", api::ParameterType::kInt, 128, 1024, 128, api::Scale::kLinear, {}}};
+  spec.max_trials = 100;
+  EXPECT_EQ(TotalTrials(spec), 8);
+  EXPECT_EQ(TrialParameters(spec, 7).at("batch"), "1024");
+}
+
+TEST(SweepSpaceTest, RandomIsSeededInRangeAndLogUniform) {
+  api::TrainingSweepSpec spec = Sweep("random").spec;
+  spec.parameters = {
+      {"lr", api::ParameterType::kDouble, 1e-4, 1, std::nullopt, api::Scale::kLog, {}},
+      {"n", api::ParameterType::kInt, 1, 10, std::nullopt, api::Scale::kLinear, {}}};
+  int below_1e2 = 0;
+  std::set<std::string> ns;
+  for (int i = 0; i < 400; ++i) {
+    auto p = TrialParameters(spec, i);
+    EXPECT_EQ(p, TrialParameters(spec, i)) << "deterministic";
+    const double lr = std::stod(p.at("lr"));
+    EXPECT_GE(lr, 1e-4);
+    EXPECT_LE(lr, 1.0);
+    below_1e2 += lr < 1e-2;
+    const int n = std::stoi(p.at("n"));
+    EXPECT_GE(n, 1);
+    EXPECT_LE(n, 10);
+    ns.insert(p.at("n"));
+  }
+  // Log-uniform over 4 decades: half the draws below 1e-2 (linear: 1%).
+  EXPECT_GT(below_1e2, 150);
+  EXPECT_LT(below_1e2, 250);
+  EXPECT_EQ(ns.size(), 10u);
+  api::TrainingSweepSpec other = spec;
+  other.algorithm.seed = 8;
+  EXPECT_NE(TrialParameters(spec, 0), TrialParameters(other, 0));
+}
+
+TEST(SweepSubstituteTest, ReplacesReferencesInStringsAndRejectsUnknownNames) {
+  api::TrainingSweep sweep = Sweep();
+  auto trial = BuildTrial(sweep, 1);
+  ASSERT_TRUE(trial.ok()) << trial.status().ToString();
+  EXPECT_EQ(trial->metadata.name, "s-1");
+  EXPECT_EQ(trial->metadata.namespace_, "ns");
+  EXPECT_EQ(trial->metadata.labels.at(std::string(kSweepNameLabel)), "s");
+  EXPECT_EQ(trial->metadata.labels.at(std::string(kTrialIndexLabel)), "1");
+  EXPECT_EQ(trial->metadata.annotations.at(std::string(kParametersAnnotation)),
+            R"({"layers":"16","lr":"0.001"})");
+  const json args = trial->spec.replica_specs.at(api::ReplicaType::kWorker)
+                        .pod_template["spec"]["containers"][0]["args"];
+  EXPECT_EQ(args, json({"--lr=0.001", "--layers=16"}));
+
+  auto bad = Substitute(sweep.spec.trial_template, {{"lr", "1"}});
+  EXPECT_EQ(bad.status().message(),
+            "spec.trialTemplate: ${params.layers} names no parameter in spec.parameters");
+}
+
+TEST(SweepMetricTest, ReadsADottedPathAndExplainsWhatIsMissing) {
+  EXPECT_EQ(*MetricValue(Auc(0.7), "eval.auc"), 0.7);
+  EXPECT_EQ(MetricValue(std::nullopt, "eval.auc").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(MetricValue(json{{"eval", {{"loss", 1}}}}, "eval.auc").status().message(),
+            "the trial succeeded but status.metrics has no eval.auc");
+  EXPECT_FALSE(MetricValue(json{{"eval", {{"auc", "high"}}}}, "eval.auc").ok());
+}
+
+TEST(SweepPlanTest, StartsUpToParallelismAndRecordsRowsFirst) {
+  api::TrainingSweep sweep = Sweep();
+  SweepPlan plan = PlanSweep(sweep, {}, kNow);
+  ASSERT_EQ(plan.creates.size(), 2u);
+  EXPECT_EQ(plan.creates[0].metadata.name, "s-0");
+  EXPECT_EQ(plan.creates[1].metadata.name, "s-1");
+  ASSERT_EQ(plan.status.trials.size(), 2u);
+  EXPECT_EQ(plan.status.trials[0].phase, TrialPhase::kPending);
+  EXPECT_EQ(plan.status.running, 2);
+  EXPECT_EQ(plan.status.state, "Running");
+  EXPECT_EQ(plan.status.trial_progress, "0/6");
+  EXPECT_TRUE(plan.status_changed);
+  EXPECT_EQ(plan.events.size(), 2u);
+  EXPECT_EQ(plan.events[0].reason, "TrialCreated");
+
+  // The cache of trials lags: the rows alone keep it at 2, and the creates are
+  // repeated (idempotent by name), never new indices.
+  sweep.status = plan.status;
+  SweepPlan again = PlanSweep(sweep, {}, kNow);
+  EXPECT_EQ(again.creates.size(), 2u);
+  EXPECT_EQ(again.status.trials.size(), 2u);
+  EXPECT_FALSE(again.status_changed);
+
+  // Observed running: nothing to do.
+  SweepPlan steady = PlanSweep(sweep, {Running(0), Running(1)}, kNow);
+  EXPECT_TRUE(steady.creates.empty());
+  EXPECT_EQ(steady.status.trials[0].phase, TrialPhase::kRunning);
+}
+
+// Runs the planner against a scripted "cluster" until the sweep finishes;
+// `outcome(index)` is how trial index ends. Returns the most trials at once.
+int Simulate(api::TrainingSweep& sweep, const std::function<ObservedTrial(int)>& outcome,
+             int max_rounds = 50) {
+  std::map<int, ObservedTrial> live;
+  int peak = 0;
+  for (int round = 0; round < max_rounds && !sweep.status.Finished(); ++round) {
+    std::vector<ObservedTrial> observed;
+    for (auto& [i, t] : live) observed.push_back(t);
+    SweepPlan plan = PlanSweep(sweep, observed, kNow);
+    sweep.status = plan.status;
+    for (const auto& name : plan.deletes) {
+      std::erase_if(live, [&](const auto& kv) { return kv.second.name == name; });
+    }
+    for (const auto& c : plan.creates) {
+      const int i = std::stoi(c.metadata.labels.at(std::string(kTrialIndexLabel)));
+      if (!live.contains(i)) live[i] = Running(i);
+    }
+    int active = 0;
+    for (auto& [i, t] : live) active += !t.status.Finished();
+    peak = std::max(peak, active);
+    // Every running trial finishes before the next round.
+    for (auto& [i, t] : live) {
+      if (!t.status.Finished()) t = outcome(i);
+    }
+  }
+  return peak;
+}
+
+TEST(SweepPlanTest, GridRunsEveryTrialAndPicksTheBest) {
+  api::TrainingSweep sweep = Sweep();
+  const int peak = Simulate(sweep, [](int i) { return Finished(i, true, Auc(0.5 + 0.01 * i)); });
+  EXPECT_LE(peak, 2);
+  EXPECT_TRUE(sweep.status.IsTrue(ConditionType::kSucceeded));
+  EXPECT_EQ(sweep.status.Find(ConditionType::kSucceeded)->reason, "AllTrialsFinished");
+  ASSERT_TRUE(sweep.status.best_trial);
+  EXPECT_EQ(sweep.status.best_trial->name, "s-5");
+  EXPECT_EQ(sweep.status.best_trial->parameters.at("lr"), "0.003");
+  EXPECT_DOUBLE_EQ(sweep.status.best_trial->value, 0.55);
+  EXPECT_EQ(sweep.status.succeeded, 6);
+  EXPECT_EQ(sweep.status.trial_progress, "6/6");
+  EXPECT_EQ(sweep.status.state, "Succeeded");
+}
+
+TEST(SweepPlanTest, MinimizePicksTheLowest) {
+  api::TrainingSweep sweep = Sweep();
+  sweep.spec.objective.direction = api::Direction::kMinimize;
+  Simulate(sweep, [](int i) { return Finished(i, true, Auc(0.5 + 0.01 * i)); });
+  EXPECT_EQ(sweep.status.best_trial->name, "s-0");
+}
+
+TEST(SweepPlanTest, GoalReachedStopsRunningTrials) {
+  api::TrainingSweep sweep = Sweep("grid", 2);
+  sweep.spec.objective.goal = 0.9;
+  sweep.status = PlanSweep(sweep, {}, kNow).status;
+  SweepPlan plan = PlanSweep(sweep, {Finished(0, true, Auc(0.95)), Running(1)}, kNow);
+  EXPECT_TRUE(plan.creates.empty());
+  EXPECT_EQ(plan.deletes, std::vector<std::string>{"s-1"});
+  EXPECT_EQ(plan.status.Find(ConditionType::kSucceeded)->reason, "GoalReached");
+  EXPECT_EQ(plan.status.trials[1].phase, TrialPhase::kStopped);
+  EXPECT_EQ(plan.status.stopped, 1);
+  EXPECT_EQ(plan.status.best_trial->name, "s-0");
+  // Finished: a trial still observed (delete not seen yet) is deleted again, nothing created.
+  sweep.status = plan.status;
+  SweepPlan after = PlanSweep(sweep, {Finished(0, true, Auc(0.95)), Running(1)}, kNow);
+  EXPECT_EQ(after.deletes, std::vector<std::string>{"s-1"});
+  EXPECT_TRUE(after.creates.empty());
+  EXPECT_FALSE(after.status_changed);
+}
+
+TEST(SweepPlanTest, SuccessWithoutTheMetricCountsAsFailed) {
+  api::TrainingSweep sweep = Sweep();
+  sweep.status = PlanSweep(sweep, {}, kNow).status;
+  SweepPlan plan = PlanSweep(sweep, {Finished(0, true, json{{"steps", 10}}), Running(1)}, kNow);
+  EXPECT_EQ(plan.status.trials[0].phase, TrialPhase::kFailed);
+  EXPECT_EQ(plan.status.trials[0].reason, "MetricMissing");
+  EXPECT_EQ(plan.status.trials[0].message,
+            "the trial succeeded but status.metrics has no eval.auc");
+  EXPECT_EQ(plan.status.failed, 1);
+  ASSERT_EQ(plan.events.size(), 2u);  // TrialFailed, then TrialCreated for s-2
+  EXPECT_EQ(plan.events[0].reason, "TrialFailed");
+  EXPECT_TRUE(plan.events[0].warning);
+  EXPECT_EQ(plan.creates.size(), 1u);
+}
+
+TEST(SweepPlanTest, TooManyFailedTrialsFailsTheSweep) {
+  api::TrainingSweep sweep = Sweep();
+  sweep.spec.max_failed_trials = 1;
+  Simulate(sweep, [](int i) { return Finished(i, false, std::nullopt); });
+  EXPECT_EQ(sweep.status.Find(ConditionType::kFailed)->reason, "TooManyFailedTrials");
+  EXPECT_EQ(sweep.status.failed, 2);
+  EXPECT_EQ(sweep.status.trials.size(), 2u);
+}
+
+TEST(SweepPlanTest, NoSuccessAtAllFailsTheSweep) {
+  api::TrainingSweep sweep = Sweep("grid", 3, 3);
+  Simulate(sweep, [](int i) { return Finished(i, true, std::nullopt); });
+  EXPECT_EQ(sweep.status.Find(ConditionType::kFailed)->reason, "NoTrialSucceeded");
+  EXPECT_FALSE(sweep.status.best_trial);
+}
+
+TEST(SweepPlanTest, SuspendStartsNothingAndSuspendsRunningTrials) {
+  api::TrainingSweep sweep = Sweep();
+  sweep.status = PlanSweep(sweep, {}, kNow).status;
+  sweep.spec.suspend = true;
+  SweepPlan plan = PlanSweep(sweep, {Finished(0, true, Auc(0.6)), Running(1)}, kNow);
+  EXPECT_TRUE(plan.creates.empty());
+  EXPECT_EQ(plan.set_suspend, (std::vector<std::pair<std::string, bool>>{{"s-1", true}}));
+  EXPECT_EQ(plan.status.state, "Suspended");
+  EXPECT_TRUE(plan.status.IsTrue(ConditionType::kSuspended));
+
+  sweep.status = plan.status;
+  sweep.spec.suspend = false;
+  ObservedTrial suspended = Running(1);
+  suspended.suspended = true;
+  SweepPlan resumed = PlanSweep(sweep, {Finished(0, true, Auc(0.6)), suspended}, kNow);
+  EXPECT_EQ(resumed.set_suspend, (std::vector<std::pair<std::string, bool>>{{"s-1", false}}));
+  EXPECT_EQ(resumed.creates.size(), 1u);
+  EXPECT_FALSE(resumed.status.IsTrue(ConditionType::kSuspended));
+  EXPECT_EQ(resumed.status.state, "Running");
+}
+
+TEST(SweepPlanTest, ARunningTrialThatVanishesFailsAndIsNotRepeated) {
+  api::TrainingSweep sweep = Sweep();
+  sweep.status = PlanSweep(sweep, {Running(0), Running(1)}, kNow).status;
+  sweep.status = PlanSweep(sweep, {Running(0), Running(1)}, kNow).status;
+  ASSERT_EQ(sweep.status.trials[1].phase, TrialPhase::kRunning);
+  SweepPlan plan = PlanSweep(sweep, {Running(0)}, kNow);
+  EXPECT_EQ(plan.status.trials[1].phase, TrialPhase::kFailed);
+  EXPECT_EQ(plan.status.trials[1].reason, "TrialDeleted");
+  ASSERT_EQ(plan.creates.size(), 1u);
+  EXPECT_EQ(plan.creates[0].metadata.name, "s-2");
+}
+
+TEST(SweepPlanTest, InvalidTemplateFailsTheSweepWithTheReason) {
+  api::TrainingSweep sweep = Sweep();
+  sweep.spec.parameters.pop_back();  // ${params.layers} now names nothing
+  SweepPlan plan = PlanSweep(sweep, {}, kNow);
+  EXPECT_TRUE(plan.creates.empty());
+  EXPECT_EQ(plan.status.Find(ConditionType::kFailed)->reason, "InvalidSpec");
+  EXPECT_EQ(plan.status.Find(ConditionType::kFailed)->message,
+            "spec.trialTemplate: ${params.layers} names no parameter in spec.parameters");
+}
+
+TEST(SweepPlanTest, ExamplePlansItsFirstTrials) {
+  std::ifstream in(std::string(KUBETRAIN_EXAMPLES_DIR) + "/sweep.yaml");
+  std::stringstream text;
+  text << in.rdbuf();
+  auto docs = api::ParseYamlDocuments(text.str());
+  ASSERT_TRUE(docs.ok());
+  auto sweep = api::ParseTrainingSweep((*docs)[0].value);
+  ASSERT_TRUE(sweep.ok()) << sweep.status().ToString();
+  SweepPlan plan = PlanSweep(*sweep, {}, kNow);
+  EXPECT_FALSE(plan.status.Finished());
+  ASSERT_EQ(static_cast<int>(plan.creates.size()), sweep->spec.parallelism);
+  for (const auto& trial : plan.creates) {
+    EXPECT_TRUE(api::Validate(trial).empty()) << api::ToStatus(api::Validate(trial)).ToString();
+    EXPECT_EQ(api::ToJson(trial).dump().find("${params."), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace kubetrain::sweep

@@ -1,0 +1,301 @@
+#include "operator/sweep/sweep_controller.h"
+
+#include <spdlog/spdlog.h>
+
+#include <map>
+#include <mutex>
+#include <optional>
+
+#include "operator/api/json.h"
+#include "operator/api/sweep.h"
+#include "operator/controller/job_controller.h"
+#include "operator/runtime/informer.h"
+#include "operator/runtime/object.h"
+#include "operator/runtime/store.h"
+#include "operator/runtime/workqueue.h"
+#include "operator/sweep/planner.h"
+
+namespace kubetrain::sweep {
+namespace {
+
+using json = nlohmann::json;
+
+// Compact cache entry of a trial TrainingJob: what the planner reads.
+struct CachedTrial {
+  runtime::ObjectMeta meta;
+  ObservedTrial trial;
+};
+
+StatusOr<CachedTrial> ToCachedTrial(const json& obj) {
+  auto meta = runtime::ParseObjectMeta(obj);
+  if (!meta.ok()) return meta.status();
+  CachedTrial out{std::move(*meta), {}};
+  out.trial.name = out.meta.name;
+  const std::string* index = out.meta.Label(kTrialIndexLabel);
+  out.trial.index = -1;
+  if (index != nullptr) {
+    try {
+      out.trial.index = std::stoi(*index);
+    } catch (const std::exception&) {
+      return InvalidArgument("trial " + out.meta.name + ": bad label " +
+                             std::string(kTrialIndexLabel) + "=" + *index);
+    }
+  }
+  out.trial.deleting = !out.meta.deletion_timestamp.empty();
+  const json spec = obj.value("spec", json::object());
+  out.trial.suspended = spec.value("runPolicy", json::object()).value("suspend", false) == true;
+  auto status = api::ParseTrainingJobStatus(obj.value("status", json::object()));
+  if (status.ok()) out.trial.status = std::move(*status);
+  return out;
+}
+
+api::Time Now() {
+  return std::chrono::floor<std::chrono::seconds>(std::chrono::system_clock::now());
+}
+
+}  // namespace
+
+class SweepController::Impl {
+ public:
+  Impl(kube::Client* client, runtime::EventRecorder* recorder, controller::Metrics* metrics,
+       SweepControllerOptions options)
+      : client_(client), recorder_(recorder), metrics_(metrics), options_(std::move(options)) {
+    if (options_.namespaces.empty()) options_.namespaces.push_back("");
+    for (const std::string& ns : options_.namespaces) {
+      auto c = std::make_unique<Caches>();
+      c->sweeps = std::make_unique<runtime::Informer<runtime::GenericObject>>(
+          runtime::NewKubeListerWatcher(client_, kTrainingSweeps, ns), runtime::ToGenericObject,
+          runtime::ReflectorOptions{.name = "trainingsweeps"});
+      c->trials = std::make_unique<runtime::Informer<CachedTrial>>(
+          runtime::NewKubeListerWatcher(client_, controller::kTrainingJobs, ns,
+                                        std::string(kSweepNameLabel)),
+          ToCachedTrial, runtime::ReflectorOptions{.name = "trials"});
+      c->sweeps->AddHandlers({
+          .on_add = [this](const auto& s) { queue_.Add(s->meta.Key()); },
+          .on_update = [this](const auto&, const auto& s) { queue_.Add(s->meta.Key()); },
+          .on_delete = [this](const auto& s, bool) { Forget(s->meta.Key()); },
+      });
+      auto enqueue_owner = [this](const std::shared_ptr<const CachedTrial>& t) {
+        const auto& owner = t->meta.controller;
+        if (owner && owner->kind == api::kSweepKind) queue_.Add(t->meta.ns + "/" + owner->name);
+      };
+      c->trials->AddHandlers({
+          .on_add = enqueue_owner,
+          .on_update = [enqueue_owner](const auto&, const auto& t) { enqueue_owner(t); },
+          .on_delete = [enqueue_owner](const auto& t, bool) { enqueue_owner(t); },
+      });
+      caches_[ns] = std::move(c);
+    }
+  }
+
+  ~Impl() {
+    queue_.ShutDown();
+    for (auto& [ns, c] : caches_) {
+      c->sweeps->Stop();
+      c->trials->Stop();
+    }
+  }
+
+  void Start() {
+    for (auto& [ns, c] : caches_) {
+      c->sweeps->Start();
+      c->trials->Start();
+    }
+  }
+
+  void Run(std::stop_token stop) {
+    std::stop_callback on_stop(stop, [this] { queue_.ShutDownNow(); });
+    runtime::RunWorkers(queue_, options_.workers, [this](const std::string& key) {
+      auto result = Reconcile(key);
+      if (!result.ok()) {
+        metrics_->ReconcileError();
+        spdlog::warn("reconcile sweep {}: {}", key, result.status().ToString());
+      }
+      return result;
+    });
+  }
+
+  bool Synced() const {
+    for (const auto& [ns, c] : caches_) {
+      if (!c->sweeps->HasSynced() || !c->trials->HasSynced()) return false;
+    }
+    return true;
+  }
+
+ private:
+  struct Caches {
+    std::unique_ptr<runtime::Informer<runtime::GenericObject>> sweeps;
+    std::unique_ptr<runtime::Informer<CachedTrial>> trials;
+  };
+  // The last status written: while the cache still shows `from_rv`, the
+  // sweep's status is `status` at resourceVersion `to_rv`.
+  struct StatusWrite {
+    std::string from_rv;
+    std::string to_rv;
+    api::TrainingSweepStatus status;
+  };
+
+  Caches* CachesFor(const std::string& ns) {
+    auto it = caches_.find(ns);
+    if (it != caches_.end()) return it->second.get();
+    it = caches_.find("");
+    return it == caches_.end() ? nullptr : it->second.get();
+  }
+
+  void Forget(const std::string& key) {
+    std::lock_guard lock(mu_);
+    written_.erase(key);
+  }
+
+  StatusOr<runtime::ReconcileResult> Reconcile(const std::string& key) {
+    auto [ns, name] = runtime::SplitKey(key);
+    Caches* c = CachesFor(ns);
+    if (c == nullptr) return runtime::ReconcileResult{};
+    if (!c->trials->HasSynced()) {
+      runtime::ReconcileResult later;
+      later.requeue_after = std::chrono::seconds(1);
+      return later;
+    }
+    auto cached = c->sweeps->store().Get(key);
+    if (!cached) {
+      Forget(key);
+      return runtime::ReconcileResult{};  // the garbage collector takes the trials
+    }
+    auto parsed = api::ParseTrainingSweep(cached->object);
+    api::TrainingSweep sweep;
+    std::string parse_error;
+    if (parsed.ok()) {
+      sweep = std::move(*parsed);
+    } else {
+      // The CRD should have stopped it: fail the sweep once, with the reason.
+      parse_error = parsed.status().message();
+      auto status = api::ParseTrainingSweepStatus(cached->object.value("status", json::object()));
+      if (status.ok()) sweep.status = std::move(*status);
+      if (sweep.status.Finished()) return runtime::ReconcileResult{};
+    }
+    if (!cached->meta.deletion_timestamp.empty()) return runtime::ReconcileResult{};
+    std::string rv = cached->meta.resource_version;
+    {
+      std::lock_guard lock(mu_);
+      auto it = written_.find(key);
+      if (it != written_.end()) {
+        if (it->second.from_rv == rv) {
+          sweep.status = it->second.status;
+          rv = it->second.to_rv;
+        } else {
+          written_.erase(it);
+        }
+      }
+    }
+    const api::Time now = Now();
+    SweepPlan plan;
+    if (!parse_error.empty()) {
+      plan.status = sweep.status;
+      plan.status.state = "Failed";
+      plan.status.conditions.push_back(
+          {api::ConditionType::kFailed, true, "InvalidSpec", parse_error, now});
+      plan.status_changed = true;
+      plan.events.push_back({true, "InvalidSpec", parse_error});
+    } else {
+      std::vector<ObservedTrial> trials;
+      const std::string owner = runtime::OwnerIndexValue(ns, sweep.metadata.uid);
+      for (const auto& t : c->trials->store().ByIndex(runtime::kOwnerUidIndex, owner)) {
+        trials.push_back(t->trial);
+      }
+      plan = PlanSweep(sweep, trials, now);
+    }
+
+    // 1. Status first: the rows count the trials about to be created.
+    if (plan.status_changed) KT_RETURN_IF_ERROR(WriteStatus(key, *cached, rv, plan.status));
+    const runtime::ObjectReference regarding{
+        std::string(api::kApiVersion), std::string(api::kSweepKind), ns, name, cached->meta.uid};
+    for (const SweepEvent& e : plan.events) {
+      recorder_->Record(regarding, e.warning ? "Warning" : "Normal", e.reason, "Reconcile",
+                        e.message);
+    }
+
+    // 2. Creates, owned by the sweep.
+    Status first_error;
+    for (const api::TrainingJob& trial : plan.creates) {
+      json obj = api::ToJson(trial);
+      obj["metadata"]["ownerReferences"] = json::array({{{"apiVersion", api::kApiVersion},
+                                                         {"kind", api::kSweepKind},
+                                                         {"name", name},
+                                                         {"uid", cached->meta.uid},
+                                                         {"controller", true},
+                                                         {"blockOwnerDeletion", true}}});
+      auto created = client_->Create(controller::kTrainingJobs, ns, obj);
+      metrics_->CountRequest("create", StatusCodeName(created.status().code()));
+      if (created.ok() || created.status().code() == StatusCode::kAlreadyExists) continue;
+      if (first_error.ok())
+        first_error = created.status().WithContext("create " + trial.metadata.name);
+    }
+    // 3. Suspend or resume running trials with the sweep.
+    for (const auto& [trial, suspend] : plan.set_suspend) {
+      const json patch = {{"spec", {{"runPolicy", {{"suspend", suspend}}}}}};
+      auto patched =
+          client_->Patch(controller::kTrainingJobs, ns, trial, kube::PatchType::kMerge, patch);
+      metrics_->CountRequest("patch", StatusCodeName(patched.status().code()));
+      if (patched.ok() || patched.status().code() == StatusCode::kNotFound) continue;
+      if (first_error.ok()) first_error = patched.status().WithContext("suspend " + trial);
+    }
+    // 4. Stop trials (goal reached, too many failures, sweep finished).
+    for (const std::string& trial : plan.deletes) {
+      kube::DeleteOptions opts;
+      opts.propagation_policy = "Background";
+      const Status s = client_->Delete(controller::kTrainingJobs, ns, trial, opts);
+      metrics_->CountRequest("delete", StatusCodeName(s.code()));
+      if (s.ok() || s.code() == StatusCode::kNotFound) continue;
+      if (first_error.ok()) first_error = s.WithContext("delete " + trial);
+    }
+    if (!first_error.ok()) return Status(StatusCode::kUnavailable, first_error.message());
+    return runtime::ReconcileResult{};
+  }
+
+  Status WriteStatus(const std::string& key, const runtime::GenericObject& cached,
+                     const std::string& rv, const api::TrainingSweepStatus& status) {
+    json obj = cached.object;
+    obj["metadata"]["resourceVersion"] = rv;
+    obj["status"] = api::SweepStatusToJson(status);
+    auto written = client_->UpdateStatus(kTrainingSweeps, cached.meta.ns, obj);
+    metrics_->CountRequest("update_status", StatusCodeName(written.status().code()));
+    if (!written.ok()) {
+      std::lock_guard lock(mu_);
+      written_.erase(key);
+      if (written.status().code() == StatusCode::kNotFound) return written.status();
+      return written.status().WithContext("update status of sweep " + key);
+    }
+    const std::string to_rv =
+        written->value("metadata", json::object()).value("resourceVersion", std::string());
+    std::lock_guard lock(mu_);
+    written_[key] = StatusWrite{cached.meta.resource_version, to_rv, status};
+    return Status::Ok();
+  }
+
+  // Constant after construction.
+  kube::Client* const client_;
+  runtime::EventRecorder* const recorder_;
+  controller::Metrics* const metrics_;
+  SweepControllerOptions options_;
+  std::map<std::string, std::unique_ptr<Caches>> caches_;
+
+  runtime::WorkQueue queue_{runtime::WorkQueueOptions{.name = "trainingsweeps"}};
+  std::mutex mu_;
+  std::map<std::string, StatusWrite> written_;  // guarded by mu_
+};
+
+SweepController::SweepController(kube::Client* client, runtime::EventRecorder* recorder,
+                                 controller::Metrics* metrics, SweepControllerOptions options)
+    : impl_(std::make_unique<Impl>(client, recorder, metrics, std::move(options))) {}
+SweepController::~SweepController() = default;
+void SweepController::Start() {
+  impl_->Start();
+}
+void SweepController::Run(std::stop_token stop) {
+  impl_->Run(stop);
+}
+bool SweepController::Synced() const {
+  return impl_->Synced();
+}
+
+}  // namespace kubetrain::sweep

@@ -1,0 +1,65 @@
+// SweepController: carries out the sweep planner's plans against a Kubernetes
+// apiserver.
+//
+// Pipeline (the JobController's, smaller):
+//   informers (TrainingSweeps; trial TrainingJobs labelled kubetrain.io/sweep-name,
+//   cached as compact ObservedTrials) --handlers compute "ns/name" of the sweep-->
+//   WorkQueue --> Reconcile(key): re-read the sweep and its trials from the
+//   caches, PlanSweep(), then execute: status first, then events, creates
+//   (AlreadyExists = done), suspend patches, deletes (NotFound = done).
+//
+// Guarantees:
+//  - Never more than spec.parallelism trials at once, under any cache lag: a
+//    trial is created only after the status row that counts it was written,
+//    and until the sweep cache shows that write, the status this controller
+//    wrote last is planned from (the JobController's rule).
+//  - Trials carry a controller ownerReference to their sweep: the garbage
+//    collector deletes them (and their pods) with the sweep.
+//  - No sweep is planned before the trial cache has synced (a Running row whose
+//    trial is not yet listed would look deleted).
+// Contract: Start() starts the informers and returns at once (the CRD may be
+// installed after the operator); Run() blocks running the workers until `stop`.
+// The client, recorder and metrics must outlive the controller.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <stop_token>
+#include <string>
+#include <vector>
+
+#include "operator/common/status.h"
+#include "operator/controller/metrics.h"
+#include "operator/kube/client.h"
+#include "operator/runtime/events.h"
+
+namespace kubetrain::sweep {
+
+inline const kube::ResourceRef kTrainingSweeps{"kubetrain.io", "v1alpha1", "trainingsweeps", true};
+
+struct SweepControllerOptions {
+  // Namespaces to watch; empty or {""} = all namespaces.
+  std::vector<std::string> namespaces;
+  int workers = 2;
+};
+
+class SweepController {
+ public:
+  SweepController(kube::Client* client, runtime::EventRecorder* recorder,
+                  controller::Metrics* metrics, SweepControllerOptions options);
+  ~SweepController();
+  SweepController(const SweepController&) = delete;
+  SweepController& operator=(const SweepController&) = delete;
+
+  void Start();
+  void Run(std::stop_token stop);
+  // True once every cache has synced.
+  bool Synced() const;
+
+  class Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kubetrain::sweep

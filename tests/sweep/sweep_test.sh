@@ -1,0 +1,211 @@
+#!/usr/bin/env bash
+# TrainingSweep against the real control plane (the ctest `cluster` fixture),
+# with kwok ending each trial's pod through the test annotations. Usage:
+# sweep_test.sh OPERATOR_BINARY [CASE...]. The operator runs as its
+# ServiceAccount (deploy/kustomize RBAC) and is stopped by PID.
+set -uo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(cd "${here}/../.." && pwd)"
+operator="${1:?usage: sweep_test.sh OPERATOR_BINARY [CASE...]}"
+export PATH="$("${root}/tests/cluster/build"):${PATH}"
+: "${KUBECONFIG:?KUBECONFIG must point at the test cluster}"
+work="$(mktemp -d)"
+op_pid=""
+watch_pids=()
+namespaces=()
+T=90
+WAIT_SECONDS=${T}
+source "${root}/tests/tools/testlib.sh"
+
+cleanup() {
+  for p in "${watch_pids[@]}"; do kill "${p}" 2>/dev/null; wait "${p}" 2>/dev/null; done
+  if [[ -n "${op_pid}" ]]; then kill "${op_pid}" 2>/dev/null; wait "${op_pid}" 2>/dev/null; fi
+  for ns in "${namespaces[@]}"; do kubectl delete namespace "${ns}" --wait=false >/dev/null 2>&1; done
+  if ((failures)); then echo "---- operator log (last 40 lines)"; tail -n 40 "${work}/operator.log"; fi
+  rm -rf "${work}"
+}
+trap cleanup EXIT
+
+new_ns() {
+  ns="sweep-$1-$(openssl rand -hex 3)"
+  namespaces+=("${ns}")
+  kubectl create namespace "${ns}" >/dev/null
+  timeout "${T}" bash -c "until kubectl -n ${ns} get sa default >/dev/null 2>&1; do sleep 0.2; done"
+}
+k() { kubectl -n "${ns}" "$@"; }
+jpath() { k get "$1" -o "jsonpath=$2" 2>/dev/null; }
+wait_sweep() {  # wait_sweep NAME CONDITION
+  k wait --for="condition=$2" "tsw/$1" --timeout="${T}s" >/dev/null || fail "$1 never reached $2"
+}
+
+# sweep NAME PARALLELISM GOAL-YAML WORKER-ANNOTATIONS: a 3 x 2 grid over x (the
+# metric's digit) and key (auc, or loss: a trial without the metric). Each
+# trial is one worker on a kwok node whose termination message carries
+# {"eval": {"<key>": 0.<x>}}.
+sweep() {
+  cat <<SWEEP | k apply -f - >/dev/null
+apiVersion: kubetrain.io/v1alpha1
+kind: TrainingSweep
+metadata: {name: $1}
+spec:
+  objective: {metric: eval.auc, direction: maximize$3}
+  algorithm: {name: grid}
+  parallelism: $2
+  parameters:
+    - {name: x, type: categorical, values: ["1", "5", "3"]}
+    - {name: key, type: categorical, values: [auc, loss]}
+  trialTemplate:
+    replicaSpecs:
+      Worker:
+        template:
+          metadata:
+            annotations: {$4}
+          spec:
+            nodeSelector: {type: kwok}
+            tolerations: [{key: kwok.x-k8s.io/node, operator: Exists, effect: NoSchedule}]
+            containers: [{name: trainer, image: kubetrain-trainer, args: ["--x=\${params.x}"]}]
+SWEEP
+}
+ENDS='"kubetrain.io/test-exit-code": "0", "kubetrain.io/test-termination-message": "{\"eval\": {\"${params.key}\": 0.${params.x}}}"'
+
+# watch_trials SWEEP: records, from a watch, the most trials of SWEEP that
+# existed unfinished at once, into ${work}/<sweep>.peak (updated as it grows),
+# and how many it saw finish into ${work}/<sweep>.peak.finished.
+# The python process owns its kubectl and stops it on SIGTERM.
+watch_trials() {
+  python3 - "${ns}" "$1" "${work}/$1.peak" <<'PY' &
+import json, signal, subprocess, sys
+ns, sweep, out = sys.argv[1:]
+kubectl = subprocess.Popen(["kubectl", "-n", ns, "get", "tj", "-l", "kubetrain.io/sweep-name=" + sweep,
+                            "-w", "--output-watch-events", "-o", "json"], stdout=subprocess.PIPE, text=True)
+def stop(*_):
+    kubectl.kill()
+    kubectl.wait()
+    sys.exit(0)
+signal.signal(signal.SIGTERM, stop)
+peak, live, buf, finished = 0, {}, "", set()
+dec = json.JSONDecoder()
+for line in kubectl.stdout:
+    buf += line
+    while True:
+        s = buf.lstrip()
+        try:
+            ev, end = dec.raw_decode(s)
+        except ValueError:
+            break
+        buf = s[end:]
+        obj = ev["object"]
+        name = obj["metadata"]["name"]
+        conds = obj.get("status", {}).get("conditions", [])
+        done = any(c["type"] in ("Succeeded", "Failed") and c["status"] == "True" for c in conds)
+        if done and name not in finished:
+            finished.add(name)
+            open(out + ".finished", "w").write(str(len(finished)))
+        if ev["type"] == "DELETED" or done:
+            live.pop(name, None)
+        else:
+            live[name] = True
+        if len(live) > peak:
+            peak = len(live)
+            open(out, "w").write(str(peak))
+PY
+  watch_pids+=($!)
+}
+
+case_grid_picks_the_best_and_counts_missing_metrics() {
+  new_ns grid
+  watch_trials g
+  sweep g 2 "" "${ENDS}"
+  wait_sweep g Succeeded
+  check "the best trial is x=5 with auc 0.5" \
+    "$(jpath tsw/g '{.status.bestTrial.name} {.status.bestTrial.parameters.x} {.status.bestTrial.parameters.key} {.status.bestTrial.value}')" \
+    "g-2 5 auc 0.5"
+  check "counts: 3 succeeded, 3 failed" "$(jpath tsw/g '{.status.succeeded} {.status.failed} {.status.running}')" "3 3 0"
+  check "a trial without the metric failed with a reason" \
+    "$(jpath tsw/g '{.status.trials[1].phase} {.status.trials[1].reason}')" "Failed MetricMissing"
+  check "and the message names the metric" \
+    "$(jpath tsw/g '{.status.trials[1].message}')" "the trial succeeded but status.metrics has no eval.auc"
+  check "reason AllTrialsFinished" "$(jpath tsw/g '{.status.conditions[?(@.type=="Succeeded")].reason}')" AllTrialsFinished
+  check "printer columns" "$(k get tsw g --no-headers | awk '{print $1, $2, $3, $4}')" "g 0.5 6/6 Succeeded"
+  check "trials are owned by the sweep" \
+    "$(jpath tj/g-0 '{.metadata.ownerReferences[0].kind},{.metadata.ownerReferences[0].controller}')" "TrainingSweep,true"
+  check "trials carry their parameters" "$(jpath tj/g-3 '{.metadata.annotations.kubetrain\.io/parameters}')" \
+    '{"key":"loss","x":"5"}'
+  check "parameters substituted into the template" \
+    "$(jpath tj/g-3 '{.spec.replicaSpecs.Worker.template.spec.containers[0].args[0]}')" "--x=5"
+  wait_until "the watch saw all 6 trials finish" bash -c "[[ \$(cat '${work}/g.peak.finished' 2>/dev/null) == 6 ]]"
+  local peak; peak="$(cat "${work}/g.peak")"
+  check "never more than 2 trials at once (watch saw ${peak})" "$((peak <= 2 && peak >= 1))" 1
+  wait_until "TrialCreated and TrialFailed events" bash -c \
+    "[[ \$(kubectl -n ${ns} get events.events.k8s.io -o json | jq '[.items[] | select(.reason == \"TrialCreated\" or .reason == \"TrialFailed\" or .reason == \"TrialSucceeded\")] | length') -ge 12 ]]"
+}
+
+case_goal_stops_early() {
+  new_ns goal
+  # Grid order: x=1 auc, x=1 loss, x=5 auc (0.5 >= goal 0.4), ... one at a time.
+  sweep s 1 ", goal: 0.4" "${ENDS}"
+  wait_sweep s Succeeded
+  check "reason GoalReached" "$(jpath tsw/s '{.status.conditions[?(@.type=="Succeeded")].reason}')" GoalReached
+  check "stopped after the third trial" "$(jpath tsw/s '{.status.trialProgress} {.status.bestTrial.name}')" "3/6 s-2"
+  check "no fourth trial was created" "$(k get tj -o name | grep -c 's-3')" 0
+}
+
+case_goal_stops_running_trials() {
+  new_ns stop
+  # Trial 0 reaches the goal at once; trial 1 never ends and must be stopped.
+  sweep r 2 ", goal: 0.05" '"kubetrain.io/test-termination-message": "{\"eval\": {\"auc\": 0.${params.x}}}"'
+  wait_until "two trials running" bash -c "[[ \$(kubectl -n ${ns} get pods -o name | wc -l) == 2 ]]"
+  k annotate pod r-0-worker-0 kubetrain.io/test-exit-code=0 >/dev/null
+  wait_sweep r Succeeded
+  check "the running trial is Stopped" "$(jpath tsw/r '{.status.trials[1].phase} {.status.trials[1].reason}')" "Stopped GoalReached"
+  wait_until "the stopped trial's job is deleted" bash -c "! kubectl -n ${ns} get tj r-1 >/dev/null 2>&1"
+}
+
+case_deletion_takes_the_trials() {
+  new_ns delete
+  sweep d 2 "" ""  # pods never end
+  wait_until "two trial pods" bash -c "[[ \$(kubectl -n ${ns} get pods -o name | wc -l) == 2 ]]"
+  check "two trials while running" "$(k get tj -o name | wc -l)" 2
+  k delete tsw d --wait=false >/dev/null
+  wait_until "trials collected" bash -c "[[ -z \$(kubectl -n ${ns} get tj -o name) ]]"
+  wait_until "their pods collected" bash -c "[[ -z \$(kubectl -n ${ns} get pods -o name) ]]"
+}
+
+case_suspend_and_resume() {
+  new_ns suspend
+  sweep p 1 "" ""
+  wait_until "one trial pod" bash -c "[[ \$(kubectl -n ${ns} get pods -o name | wc -l) == 1 ]]"
+  k patch tsw p --type=merge -p '{"spec":{"suspend":true}}' >/dev/null
+  wait_sweep p Suspended
+  wait_until "the running trial is suspended" bash -c "[[ \$(kubectl -n ${ns} get tj p-0 -o jsonpath='{.spec.runPolicy.suspend}') == true ]]"
+  wait_until "its pod goes" bash -c "[[ -z \$(kubectl -n ${ns} get pods -o name) ]]"
+  k patch tsw p --type=merge -p '{"spec":{"suspend":false}}' >/dev/null
+  wait_until "the trial resumes" bash -c "[[ \$(kubectl -n ${ns} get tj p-0 -o jsonpath='{.spec.runPolicy.suspend}') == false ]]"
+  wait_until "its pod is back" bash -c "[[ \$(kubectl -n ${ns} get pods -o name | wc -l) == 1 ]]"
+  check "still one trial" "$(k get tj -o name | wc -l)" 1
+}
+
+kubectl apply -k "${root}/deploy/kustomize/base" >/dev/null || { echo "kustomize base rejected"; exit 1; }
+kubectl wait --for=condition=Established --timeout=60s crd/trainingjobs.kubetrain.io crd/trainingsweeps.kubetrain.io >/dev/null
+token="$(kubectl create token kubetrain-operator -n kubetrain-system --duration=2h)" || exit 1
+server="$(kubectl config view --raw -o jsonpath='{.clusters[0].cluster.server}')"
+ca="$(kubectl config view --raw -o jsonpath='{.clusters[0].cluster.certificate-authority-data}')"
+cat >"${work}/operator-kubeconfig" <<KC
+apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "${server}", certificate-authority-data: "${ca}"}}]
+users: [{name: operator, user: {token: "${token}"}}]
+contexts: [{name: c, context: {cluster: c, user: operator}}]
+current-context: c
+KC
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# The default Lease: ctest never runs this beside controller.lifecycle (RESOURCE_LOCK).
+"${operator}" --kubeconfig "${work}/operator-kubeconfig" --leader-elect \
+  --leader-elect-namespace kubetrain-system \
+  --metrics-addr "127.0.0.1:$(free_port)" --health-addr "127.0.0.1:$(free_port)" \
+  >>"${work}/operator.log" 2>&1 &
+op_pid=$!
+cases=(case_grid_picks_the_best_and_counts_missing_metrics case_goal_stops_early
+  case_goal_stops_running_trials case_deletion_takes_the_trials case_suspend_and_resume)
+[[ $# -gt 1 ]] && cases=("${@:2}")
+run_cases "${cases[@]}"
