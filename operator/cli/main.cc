@@ -74,11 +74,43 @@ std::string Locate(const std::string& file, const api::YamlDocument& doc, const 
 // operator would: structure (ParseTrainingJob), the CRD's rules (Validate) and
 // what the planner rejects as InvalidSpec. Problems go to `errors`, one line each.
 // Warnings (a valid job the operator will change) go to `warnings` if given.
+// A v1 Secret or ConfigMap document: its keys and values (Secret data base64-decoded,
+// stringData over data, as the apiserver merges them) go to `objects`.
+Status AddLocalObject(const json& doc, local::LocalObjects* objects) {
+  const bool secret = doc.value("kind", "") == "Secret";
+  const std::string name = doc.contains("metadata") ? doc["metadata"].value("name", "") : "";
+  if (name.empty()) return InvalidArgument(doc.value("kind", "") + " without metadata.name");
+  auto& out = secret ? objects->secrets[name] : objects->config_maps[name];
+  for (const char* field : {"data", "stringData"}) {
+    if (!doc.contains(field)) continue;
+    if (!doc[field].is_object()) return InvalidArgument(name + ": " + field + " is not a map");
+    for (const auto& [k, v] : doc[field].items()) {
+      if (!v.is_string())
+        return InvalidArgument(name + ": " + field + "." + k + " is not a string");
+      std::string value = v.get<std::string>();
+      if (secret && std::string_view(field) == "data") {
+        std::string bin(value.size(), '\0');
+        size_t len = 0;
+        if (sodium_base642bin(reinterpret_cast<unsigned char*>(bin.data()), bin.size(),
+                              value.data(), value.size(), "\n\r ", &len, nullptr,
+                              sodium_base64_VARIANT_ORIGINAL) != 0) {
+          return InvalidArgument("Secret " + name + ": data." + k + " is not valid base64");
+        }
+        bin.resize(len);
+        value = std::move(bin);
+      }
+      out[k] = std::move(value);
+    }
+  }
+  return Status::Ok();
+}
+
 StatusOr<std::vector<JobDocument>> LoadJobs(const std::string& file,
                                             std::vector<std::string>& errors,
                                             const std::string& namespace_override = "",
                                             std::vector<std::string>* warnings = nullptr,
-                                            std::vector<SweepDocument>* sweeps = nullptr) {
+                                            std::vector<SweepDocument>* sweeps = nullptr,
+                                            local::LocalObjects* objects = nullptr) {
   std::string text;
   if (file == "-") {
     std::stringstream ss;
@@ -119,6 +151,14 @@ StatusOr<std::vector<JobDocument>> LoadJobs(const std::string& file,
         }
       }
       if (errors.size() == before) sweeps->push_back({std::move(*sweep), doc.line});
+      continue;
+    }
+    // Secrets and ConfigMaps next to the job: `run` gives them to the local processes.
+    if (doc.value.is_object() && doc.value.value("apiVersion", "") == "v1" &&
+        (doc.value.value("kind", "") == "Secret" || doc.value.value("kind", "") == "ConfigMap")) {
+      local::LocalObjects ignored;
+      Status s = AddLocalObject(doc.value, objects ? objects : &ignored);
+      if (!s.ok()) errors.push_back(file + ":" + std::to_string(doc.line) + ": " + s.message());
       continue;
     }
     auto job = api::ParseTrainingJob(doc.value);
@@ -263,7 +303,8 @@ int RunSweep(const RunFlags& f, api::TrainingSweep sweep) {
 int Run(const RunFlags& f) {
   std::vector<std::string> errors;
   std::vector<SweepDocument> sweeps;
-  auto jobs = LoadJobs(f.file, errors, "", nullptr, &sweeps);
+  local::LocalObjects objects;
+  auto jobs = LoadJobs(f.file, errors, "", nullptr, &sweeps, &objects);
   if (!jobs.ok()) {
     std::cerr << "error: " << jobs.status().message() << "\n";
     return kExitUsage;
@@ -286,6 +327,7 @@ int Run(const RunFlags& f) {
                         ("kubetrain-" + job.metadata.name + "-" + std::to_string(getpid())))
                            .string();
   opt.base_port = f.base_port;
+  opt.objects = std::move(objects);
   opt.grace = std::chrono::seconds(f.grace);
   const bool tty = isatty(STDOUT_FILENO) != 0;
   opt.color = f.color == "always" || (f.color == "auto" && tty && !getenv("NO_COLOR"));

@@ -44,13 +44,21 @@ std::map<std::string, std::string> LocalVolumes(const json& spec, const CommandC
   return out;
 }
 
+// The Secret or ConfigMap `name` from the job file, or null.
+const std::map<std::string, std::string>* LookUp(const CommandContext& ctx, bool secret,
+                                                 const std::string& name) {
+  if (ctx.objects == nullptr) return nullptr;
+  const auto& all = secret ? ctx.objects->secrets : ctx.objects->config_maps;
+  auto it = all.find(name);
+  return it == all.end() ? nullptr : &it->second;
+}
+
 StatusOr<LocalCommand> CommandOf(const json& pod, const json& c, const std::string& where,
                                  const std::map<std::string, std::string>& volumes,
                                  const CommandContext& ctx) {
   LocalCommand cmd;
   cmd.container = Str(c, "name");
   cmd.fallback_to_logs = Str(c, "terminationMessagePolicy") == "FallbackToLogsOnError";
-  if (c.contains("envFrom")) cmd.warnings.push_back(where + ".envFrom is not supported locally");
   std::vector<LocalMount> mounts;
   for (const json& m : c.value("volumeMounts", json::array())) {
     auto it = volumes.find(Str(m, "name"));
@@ -58,6 +66,24 @@ StatusOr<LocalCommand> CommandOf(const json& pod, const json& c, const std::stri
     std::string local = it->second;
     if (!Str(m, "subPath").empty()) local += "/" + Str(m, "subPath");
     mounts.push_back({Str(m, "mountPath"), local});
+  }
+
+  // envFrom first: env entries below override what it sets.
+  for (const json& from : c.value("envFrom", json::array())) {
+    const bool secret = from.contains("secretRef");
+    const json& ref = secret ? from["secretRef"] : from.value("configMapRef", json::object());
+    if (!secret && !from.contains("configMapRef")) {
+      cmd.warnings.push_back(where + ".envFrom " + from.dump() + " is not available locally");
+      continue;
+    }
+    const std::string kind = secret ? "Secret" : "ConfigMap";
+    const auto* found = LookUp(ctx, secret, Str(ref, "name"));
+    if (found == nullptr) {
+      if (ref.value("optional", false)) continue;
+      return InvalidArgument(where + ".envFrom: " + kind + " " + Str(ref, "name") +
+                             " is not defined in the job file");
+    }
+    for (const auto& [k, v] : *found) cmd.env[Str(from, "prefix") + k] = v;
   }
 
   const std::string pod_name = Str(pod["metadata"], "name");
@@ -84,6 +110,21 @@ StatusOr<LocalCommand> CommandOf(const json& pod, const json& c, const std::stri
         Str(from["configMapKeyRef"], "key") == "cluster") {
       cmd.env[name] = ctx.cluster_config;  // then $(CLUSTER_CONFIG) in later values expands
       continue;
+    }
+    if (from.contains("secretKeyRef") || from.contains("configMapKeyRef")) {
+      const bool secret = from.contains("secretKeyRef");
+      const json& ref = secret ? from["secretKeyRef"] : from["configMapKeyRef"];
+      const std::string kind = secret ? "Secret" : "ConfigMap";
+      const auto* found = LookUp(ctx, secret, Str(ref, "name"));
+      const auto it = found ? found->find(Str(ref, "key")) : decltype(found->end()){};
+      if (found != nullptr && it != found->end()) {
+        cmd.env[name] = it->second;
+        continue;
+      }
+      if (ref.value("optional", false)) continue;
+      return InvalidArgument("env " + name + ": " + kind + " " + Str(ref, "name") +
+                             (found ? " has no key " + Str(ref, "key")
+                                    : std::string(" is not defined in the job file")));
     }
     if (from.contains("fieldRef")) {
       const std::string field = Str(from["fieldRef"], "fieldPath");

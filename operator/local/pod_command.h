@@ -17,8 +17,12 @@
 //  - any other image needs a `command`; it runs as it is, looked up on PATH;
 //  - env: the container's `value`s (with $(VAR) expansion, as the kubelet
 //    does), the job's Secret key for KUBETRAIN_AUTH_KEY, and the fieldRefs
-//    metadata.name/metadata.namespace/status.podIP; anything else is skipped
-//    with a warning.
+//    metadata.name/metadata.namespace/status.podIP; secretKeyRef/configMapKeyRef
+//    and envFrom secretRef/configMapRef resolve against the Secrets and
+//    ConfigMaps given in CommandContext::objects (those defined in the job file),
+//    envFrom first and env after it, as the kubelet does; a reference to one
+//    that is not there is an error unless marked optional. Anything else is
+//    skipped with a warning.
 #pragma once
 
 #include <map>
@@ -31,6 +35,12 @@
 
 namespace kubetrain::local {
 
+// Secrets and ConfigMaps by name: key -> value (Secret data already decoded).
+struct LocalObjects {
+  std::map<std::string, std::map<std::string, std::string>> secrets;
+  std::map<std::string, std::map<std::string, std::string>> config_maps;
+};
+
 struct CommandContext {
   std::string trainer_path;     // the kubetrain-trainer binary
   std::string auth_secret;      // "<job>-auth"
@@ -42,6 +52,7 @@ struct CommandContext {
   // configMapKeyRef to it resolves like in Kubernetes.
   std::string cluster_config_map;
   std::string cluster_config;
+  const LocalObjects* objects = nullptr;  // Secrets/ConfigMaps from the job file, if any
 };
 
 struct LocalCommand {

@@ -147,5 +147,55 @@ TEST(LocalCommandsForTest, InitContainersFirstAndEmptyDirMapped) {
   EXPECT_EQ(EmptyDirsOf(pod, Ctx()), std::vector<std::string>{"/tmp/vol/data"});
 }
 
+// Secrets and ConfigMaps defined in the job file resolve like in Kubernetes: envFrom
+// first (with its prefix), env after it and over it; a missing one is an error unless
+// optional.
+TEST(LocalCommandForTest, SecretsAndConfigMapsFromTheJobFileResolve) {
+  LocalObjects objects;
+  objects.secrets["s3"] = {{"AWS_ACCESS_KEY_ID", "ak"}, {"AWS_SECRET_ACCESS_KEY", "sk"}};
+  objects.config_maps["settings"] = {{"region", "eu-west-1"}};
+  CommandContext ctx = Ctx();
+  ctx.objects = &objects;
+  json c = {
+      {"name", "trainer"},
+      {"image", "kubetrain-trainer"},
+      {"envFrom",
+       {{{"secretRef", {{"name", "s3"}}}},
+        {{"configMapRef", {{"name", "settings"}}}, {"prefix", "CM_"}},
+        {{"secretRef", {{"name", "absent"}, {"optional", true}}}}}},
+      {"env",
+       {{{"name", "AWS_ACCESS_KEY_ID"}, {"value", "overridden"}},
+        {{"name", "REGION"},
+         {"valueFrom", {{"configMapKeyRef", {{"name", "settings"}, {"key", "region"}}}}}},
+        {{"name", "SECRET"},
+         {"valueFrom", {{"secretKeyRef", {{"name", "s3"}, {"key", "AWS_SECRET_ACCESS_KEY"}}}}}}}}};
+  auto cmd = LocalCommandFor(Pod(c), ctx);
+  ASSERT_TRUE(cmd.ok()) << cmd.status().ToString();
+  EXPECT_EQ(cmd->env["AWS_ACCESS_KEY_ID"], "overridden");
+  EXPECT_EQ(cmd->env["AWS_SECRET_ACCESS_KEY"], "sk");
+  EXPECT_EQ(cmd->env["CM_region"], "eu-west-1");
+  EXPECT_EQ(cmd->env["REGION"], "eu-west-1");
+  EXPECT_EQ(cmd->env["SECRET"], "sk");
+  EXPECT_TRUE(cmd->warnings.empty()) << cmd->warnings.front();
+
+  json missing = {{"name", "trainer"},
+                  {"image", "kubetrain-trainer"},
+                  {"envFrom", {{{"secretRef", {{"name", "nope"}}}}}}};
+  auto m = LocalCommandFor(Pod(missing), ctx);
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find("Secret nope is not defined in the job file"),
+            std::string::npos)
+      << m.status().message();
+  json no_key = {
+      {"name", "trainer"},
+      {"image", "kubetrain-trainer"},
+      {"env",
+       {{{"name", "X"}, {"valueFrom", {{"secretKeyRef", {{"name", "s3"}, {"key", "nokey"}}}}}}}}};
+  auto k = LocalCommandFor(Pod(no_key), ctx);
+  ASSERT_FALSE(k.ok());
+  EXPECT_NE(k.status().message().find("Secret s3 has no key nokey"), std::string::npos)
+      << k.status().message();
+}
+
 }  // namespace
 }  // namespace kubetrain::local

@@ -191,6 +191,7 @@ Status Runner::Preflight(const controller::Plan& first) {
                        opt_.work_dir,
                        controller::ClusterConfigMapName(job_.metadata.name),
                        cluster_config_};
+    ctx.objects = &opt_.objects;
     auto cmds = LocalCommandsFor(obj, ctx);
     const std::string name = obj["metadata"].value("name", "");
     if (!cmds.ok()) {
@@ -286,6 +287,7 @@ void Runner::StartPod(const json& obj) {
                      volume_root,
                      controller::ClusterConfigMapName(job_.metadata.name),
                      cluster_config_};
+  ctx.objects = &opt_.objects;
   colors_.emplace(pod.short_name, static_cast<int>(colors_.size()));
   auto cmds = LocalCommandsFor(obj, ctx);
   if (cmds.ok()) {

@@ -28,6 +28,7 @@
 #include "operator/api/types.h"
 #include "operator/common/status.h"
 #include "operator/controller/planner.h"
+#include "operator/local/pod_command.h"
 
 namespace kubetrain::local {
 
@@ -39,6 +40,8 @@ struct RunOptions {
   bool progress = false;     // a progress bar line (needs a terminal)
   std::chrono::seconds grace{10};  // SIGTERM -> SIGKILL, unless the pod sets its own
   std::FILE* out = stdout;
+  // Secrets and ConfigMaps defined in the job file, for the pods' env/envFrom references.
+  LocalObjects objects;
 };
 
 struct RunResult {
