@@ -145,6 +145,21 @@ class SweepController::Impl {
   void Forget(const std::string& key) {
     std::lock_guard lock(mu_);
     written_.erase(key);
+    created_.erase(key);
+  }
+
+  // Whether this process created `trial` less than kCreateExpiry ago. The
+  // planner asks again for a Pending trial until the trial cache shows it;
+  // within that window the create is known done. Entries older than the
+  // window are dropped (and the create is repeated: idempotent by name).
+  bool RecentlyCreated(const std::string& key, const std::string& trial) {
+    static constexpr std::chrono::seconds kCreateExpiry{60};
+    std::lock_guard lock(mu_);
+    auto it = created_.find(key);
+    if (it == created_.end()) return false;
+    const auto now = std::chrono::steady_clock::now();
+    std::erase_if(it->second, [&](const auto& kv) { return now - kv.second > kCreateExpiry; });
+    return it->second.contains(trial);
   }
 
   StatusOr<runtime::ReconcileResult> Reconcile(const std::string& key) {
@@ -217,6 +232,7 @@ class SweepController::Impl {
     // 2. Creates, owned by the sweep.
     Status first_error;
     for (const api::TrainingJob& trial : plan.creates) {
+      if (RecentlyCreated(key, trial.metadata.name)) continue;  // the cache lags; no repeat
       json obj = api::ToJson(trial);
       obj["metadata"]["ownerReferences"] = json::array({{{"apiVersion", api::kApiVersion},
                                                          {"kind", api::kSweepKind},
@@ -226,7 +242,11 @@ class SweepController::Impl {
                                                          {"blockOwnerDeletion", true}}});
       auto created = client_->Create(controller::kTrainingJobs, ns, obj);
       metrics_->CountRequest("create", StatusCodeName(created.status().code()));
-      if (created.ok() || created.status().code() == StatusCode::kAlreadyExists) continue;
+      if (created.ok() || created.status().code() == StatusCode::kAlreadyExists) {
+        std::lock_guard lock(mu_);
+        created_[key][trial.metadata.name] = std::chrono::steady_clock::now();
+        continue;
+      }
       if (first_error.ok())
         first_error = created.status().WithContext("create " + trial.metadata.name);
     }
@@ -282,6 +302,8 @@ class SweepController::Impl {
   runtime::WorkQueue queue_{runtime::WorkQueueOptions{.name = "trainingsweeps"}};
   std::mutex mu_;
   std::map<std::string, StatusWrite> written_;  // guarded by mu_
+  // Trials created per sweep key, by name (guarded by mu_).
+  std::map<std::string, std::map<std::string, std::chrono::steady_clock::time_point>> created_;
 };
 
 SweepController::SweepController(kube::Client* client, runtime::EventRecorder* recorder,

@@ -13,6 +13,9 @@
 //    trial is created only after the status row that counts it was written,
 //    and until the sweep cache shows that write, the status this controller
 //    wrote last is planned from (the JobController's rule).
+//  - A trial this process created is not created again while the trial cache
+//    has not shown it yet (60 s at most; then the create is repeated, which is
+//    idempotent by name).
 //  - Trials carry a controller ownerReference to their sweep: the garbage
 //    collector deletes them (and their pods) with the sweep.
 //  - No sweep is planned before the trial cache has synced (a Running row whose

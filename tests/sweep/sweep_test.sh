@@ -185,6 +185,36 @@ case_suspend_and_resume() {
   check "still one trial" "$(k get tj -o name | wc -l)" 1
 }
 
+# examples/sweep.yaml as it is. Its pods ask for no kwok node, so they stay
+# unscheduled; the test plays the kubelet and writes each worker pod's status
+# (exit 0, the trainer's metrics with an AUC that grows with the trial index).
+case_example_as_it_is() {
+  new_ns example
+  watch_trials lr-sweep
+  k apply -f "${root}/examples/sweep.yaml" >/dev/null
+  finish_workers() {
+    local pod trial
+    for pod in $(kubectl -n "${ns}" get pods -l kubetrain.io/replica-type=worker \
+      --field-selector=status.phase=Pending -o name); do
+      trial="${pod#pod/lr-sweep-}"
+      trial="${trial%%-*}"
+      kubectl -n "${ns}" patch "${pod}" --subresource=status --type=merge -p "{\"status\": {\"phase\": \"Succeeded\",
+        \"containerStatuses\": [{\"name\": \"trainer\", \"ready\": false, \"restartCount\": 0, \"image\": \"kubetrain-trainer\", \"imageID\": \"\",
+        \"state\": {\"terminated\": {\"exitCode\": 0, \"reason\": \"Completed\", \"message\": \"{\\\"steps\\\": 200, \\\"eval\\\": {\\\"auc\\\": 0.7${trial}}}\"}}}]}}" >/dev/null
+    done
+    [[ "$(kubectl -n "${ns}" get tsw lr-sweep -o jsonpath='{.status.state}')" == Succeeded ]]
+  }
+  wait_until "the example sweep to succeed" finish_workers
+  check "all 4 trials, best is the last" \
+    "$(jpath tsw/lr-sweep '{.status.trialProgress} {.status.succeeded} {.status.bestTrial.name} {.status.bestTrial.value}')" \
+    "4/4 4 lr-sweep-3 0.73"
+  check "the trials ran the substituted trainer args" \
+    "$(jpath tj/lr-sweep-0 '{.spec.replicaSpecs.Worker.template.spec.containers[0].args}' | grep -c '"--lr=0\.0[0-9]*"')" 1
+  wait_until "the watch saw all 4 trials finish" bash -c "[[ \$(cat '${work}/lr-sweep.peak.finished' 2>/dev/null) == 4 ]]"
+  check "never more than 2 trials at once (watch saw $(cat "${work}/lr-sweep.peak"))" \
+    "$(( $(cat "${work}/lr-sweep.peak") <= 2 ))" 1
+}
+
 kubectl apply -k "${root}/deploy/kustomize/base" >/dev/null || { echo "kustomize base rejected"; exit 1; }
 kubectl wait --for=condition=Established --timeout=60s crd/trainingjobs.kubetrain.io crd/trainingsweeps.kubetrain.io >/dev/null
 token="$(kubectl create token kubetrain-operator -n kubetrain-system --duration=2h)" || exit 1
@@ -206,6 +236,7 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
   >>"${work}/operator.log" 2>&1 &
 op_pid=$!
 cases=(case_grid_picks_the_best_and_counts_missing_metrics case_goal_stops_early
-  case_goal_stops_running_trials case_deletion_takes_the_trials case_suspend_and_resume)
+  case_goal_stops_running_trials case_deletion_takes_the_trials case_suspend_and_resume
+  case_example_as_it_is)
 [[ $# -gt 1 ]] && cases=("${@:2}")
 run_cases "${cases[@]}"
