@@ -284,7 +284,7 @@ sweep grid-nostep '    - {name: lr, type: double, min: 0.001, max: 0.1}' |
   rejects "grid without a step for a double" "grid search needs a finite space"
 sweep no-minmax '    - {name: lr, type: double}' |
   rejects "double without min and max" "double and int parameters need min and max"
-sweep int-frac '    - {name: n, type: int, min: 1.5, max: 4}' |
+sweep int-frac '    - {name: steps, type: int, min: 1.5, max: 4}' |
   rejects "int with a fractional min" "int parameters need integer min, max and step"
 sweep cat-empty '    - {name: c, type: categorical, values: []}' |
   rejects "categorical without values" "categorical parameters need values"

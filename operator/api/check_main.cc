@@ -31,8 +31,19 @@ StatusOr<nlohmann::json> LoadJson(const std::string& path) {
   }
   auto docs = kubetrain::api::ParseYamlDocuments(text.str());
   if (!docs.ok()) return docs.status();
-  if (docs->size() != 1) return kubetrain::InvalidArgument("want exactly one document");
-  return (*docs)[0].value;
+  // A file may hold other objects beside it (an example's Secret): the one
+  // TrainingJob or TrainingSweep is checked, or the only document.
+  if (docs->size() == 1) return (*docs)[0].value;
+  const nlohmann::json* found = nullptr;
+  for (const auto& doc : *docs) {
+    const std::string kind = kubetrain::api::KindOf(doc.value);
+    if (kind != kubetrain::api::kKind && kind != kubetrain::api::kSweepKind) continue;
+    if (found != nullptr)
+      return kubetrain::InvalidArgument("want one TrainingJob or TrainingSweep");
+    found = &doc.value;
+  }
+  if (found == nullptr) return kubetrain::InvalidArgument("no TrainingJob or TrainingSweep");
+  return *found;
 }
 
 StatusOr<TrainingJob> Load(const std::string& path) {
