@@ -345,18 +345,19 @@ int RunPs(const Flags& f, const ClusterInfo& cluster, Model& model, const Optimi
   const ShardConfig sc = MakeShardConfig(model, k, n, f.seed, opt);
   ParamShard shard(sc, init.data() + sc.dense_begin);
   if (!f.checkpoint_dir.empty()) {
-    auto latest = LatestCheckpoint(f.checkpoint_dir, n);
+    auto latest = FindCheckpoint(f.checkpoint_dir, n);
     if (!latest.ok()) {
       spdlog::error("{}", latest.status().ToString());
       return ExitCodeFor(latest.status());
     }
     if (latest->has_value()) {
-      Status s = shard.Load(ShardPath(f.checkpoint_dir, **latest, k, n));
+      Status s = LoadShard(shard, f.checkpoint_dir, **latest, k, n);
       if (!s.ok()) {
         spdlog::error("restore: {}", s.ToString());
         return ExitCodeFor(s);
       }
-      spdlog::info("restored shard from checkpoint {} ({} rows)", **latest, shard.num_rows());
+      spdlog::info("restored shard from checkpoint {} ({} rows)", (*latest)->step,
+                   shard.num_rows());
     }
   }
   int port = f.listen_port;

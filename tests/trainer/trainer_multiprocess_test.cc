@@ -451,6 +451,37 @@ TEST_F(TrainerProcessTest, RestartedSingleProcessResumesExactlyFromCheckpoint) {
   }
 }
 
+// A checkpoint whose shard was altered after it was committed is not loaded: the trainer
+// says so and resumes from the previous complete checkpoint.
+TEST_F(TrainerProcessTest, CorruptLatestCheckpointFallsBackToThePreviousOne) {
+  const std::string ckpt = Path("ckpt");
+  Process first(Flags({"--steps", "20", "--checkpoint-every", "10", "--no-eval", "--checkpoint-dir",
+                       ckpt, "--termination-log", Path("a.json")}),
+                {}, Path("first.log"));
+  ASSERT_EQ(first.Wait(kRunTimeout), 0) << first.Log();
+  const std::string shard = ckpt + "/ckpt-20/shard-0-of-1.bin";
+  ASSERT_TRUE(fs::exists(shard));
+  {
+    // One bit flipped in the middle of the parameters: the file still parses.
+    std::fstream f(shard, std::ios::in | std::ios::out | std::ios::binary);
+    const auto at = static_cast<std::streamoff>(fs::file_size(shard) / 2);
+    f.seekg(at);
+    char c;
+    f.get(c);
+    f.seekp(at);
+    f.put(static_cast<char>(c ^ 0x04));
+  }
+  Process second(Flags({"--steps", "30", "--no-eval", "--checkpoint-dir", ckpt, "--termination-log",
+                        Path("b.json")}),
+                 {}, Path("second.log"));
+  ASSERT_EQ(second.Wait(kRunTimeout), 0) << second.Log();
+  EXPECT_NE(second.Log().find("ckpt-20 is corrupt"), std::string::npos) << second.Log();
+  EXPECT_NE(second.Log().find("falling back to the previous complete checkpoint"),
+            std::string::npos)
+      << second.Log();
+  EXPECT_NE(second.Log().find("resumed from checkpoint 10"), std::string::npos) << second.Log();
+}
+
 TEST_F(TrainerProcessTest, MissedTargetAucExitsPermanentFailure) {
   Process single(
       Flags({"--steps", "5", "--target-auc", "0.999", "--termination-log", Path("m.json")}), {},

@@ -1,7 +1,11 @@
 #include "trainer/ps/checkpoint.h"
 
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <stdexcept>
 
 #include "trainer/storage/files.h"
 
@@ -26,7 +30,32 @@ Status PrepareCheckpointDir(const std::string& root, int64_t step) {
   return Status::Ok();
 }
 
-Status WriteManifest(const std::string& root, int64_t step, int num_shards) {
+namespace {
+
+std::string ShardFile(int shard, int num_shards) {
+  return "shard-" + std::to_string(shard) + "-of-" + std::to_string(num_shards) + ".bin";
+}
+
+// Why checkpoint `c` cannot be used, or "" if every shard matches its MANIFEST; I/O errors
+// other than a missing shard are returned.
+StatusOr<std::string> CorruptionOf(const std::string& root, const Checkpoint& c, int num_shards) {
+  for (int k = 0; k < num_shards && !c.shards.empty(); ++k) {
+    const std::string path = ShardPath(root, c.step, k, num_shards);
+    auto data = storage::ReadObject(path);
+    if (data.status().code() == StatusCode::kNotFound) return "shard " + path + " is missing";
+    if (!data.ok()) return data.status().WithContext("checkpoint shard");
+    Status s = CheckDigest(*data, c.shards[k], "shard " + path);
+    if (!s.ok()) return s.message();
+  }
+  return std::string();
+}
+
+}  // namespace
+
+Status WriteManifest(const std::string& root, int64_t step,
+                     const std::vector<ShardDigest>& shards) {
+  const int num_shards = static_cast<int>(shards.size());
+  nlohmann::json files = nlohmann::json::array();
   for (int k = 0; k < num_shards; ++k) {
     auto exists = storage::ObjectExists(ShardPath(root, step, k, num_shards));
     if (!exists.ok()) return exists.status();
@@ -34,8 +63,11 @@ Status WriteManifest(const std::string& root, int64_t step, int num_shards) {
       return FailedPrecondition("checkpoint " + std::to_string(step) + " lacks shard " +
                                 std::to_string(k));
     }
+    files.push_back({{"file", ShardFile(k, num_shards)},
+                     {"bytes", shards[k].bytes},
+                     {"sha256", shards[k].sha256}});
   }
-  const nlohmann::json m = {{"step", step}, {"num_shards", num_shards}};
+  const nlohmann::json m = {{"step", step}, {"num_shards", num_shards}, {"shards", files}};
   // Created once, never replaced: a MANIFEST that exists describes a complete checkpoint
   // (S3: If-None-Match: *). One already there for this step is the same commit done twice.
   Status s = storage::WriteObject(storage::JoinPath(CheckpointDir(root, step), "MANIFEST"),
@@ -44,10 +76,12 @@ Status WriteManifest(const std::string& root, int64_t step, int num_shards) {
   return s;
 }
 
-StatusOr<std::optional<int64_t>> LatestCheckpoint(const std::string& root, int num_shards) {
-  std::optional<int64_t> best;
+StatusOr<std::optional<Checkpoint>> FindCheckpoint(const std::string& root, int num_shards) {
   auto names = storage::ListObjects(root);
   if (!names.ok()) return names.status().WithContext("cannot list checkpoints in " + root);
+  // Every committed checkpoint, newest first; a MANIFEST that does not parse is corrupt.
+  std::vector<Checkpoint> found;
+  std::vector<std::string> corrupt;  // "<dir>: why", newest first among the unparsable
   for (const std::string& name : *names) {
     // ckpt-<step>/MANIFEST only: a checkpoint without one is incomplete and never loaded.
     if (name.rfind("ckpt-", 0) != 0) continue;
@@ -56,21 +90,70 @@ StatusOr<std::optional<int64_t>> LatestCheckpoint(const std::string& root, int n
     const std::string path = storage::JoinPath(root, name);
     auto text = storage::ReadObject(path);
     if (!text.ok()) return text.status();
+    Checkpoint c;
+    int n = 0;
     try {
       const nlohmann::json m = nlohmann::json::parse(*text);
-      const int64_t step = m.at("step").get<int64_t>();
-      const int n = m.at("num_shards").get<int>();
-      if (n != num_shards) {
-        return InvalidArgument("checkpoint " + CheckpointDir(root, step) + " has " +
-                               std::to_string(n) + " shards but the job has " +
-                               std::to_string(num_shards) + " parameter servers");
+      c.step = m.at("step").get<int64_t>();
+      n = m.at("num_shards").get<int>();
+      if (m.contains("shards")) {
+        for (const auto& f : m.at("shards")) {
+          c.shards.push_back({f.at("bytes").get<uint64_t>(), f.at("sha256").get<std::string>()});
+        }
+        if (static_cast<int>(c.shards.size()) != n) {
+          throw std::invalid_argument("lists " + std::to_string(c.shards.size()) +
+                                      " shards for num_shards " + std::to_string(n));
+        }
       }
-      if (!best || step > *best) best = step;
-    } catch (const nlohmann::json::exception& e) {
-      return InvalidArgument("corrupt manifest " + path + ": " + e.what());
+    } catch (const std::exception& e) {  // nlohmann::json::exception or the above
+      spdlog::warn("checkpoint manifest {} is corrupt ({}); skipping it", path, e.what());
+      corrupt.push_back(path + ": " + e.what());
+      continue;
     }
+    if (n != num_shards) {
+      return InvalidArgument("checkpoint " + CheckpointDir(root, c.step) + " has " +
+                             std::to_string(n) + " shards but the job has " +
+                             std::to_string(num_shards) + " parameter servers");
+    }
+    found.push_back(std::move(c));
   }
-  return best;
+  std::sort(found.begin(), found.end(),
+            [](const Checkpoint& a, const Checkpoint& b) { return a.step > b.step; });
+  for (size_t i = 0; i < found.size(); ++i) {
+    auto why = CorruptionOf(root, found[i], num_shards);
+    if (!why.ok()) return why.status();
+    if (why->empty()) {
+      if (!corrupt.empty()) {
+        spdlog::warn("using checkpoint {}, the newest complete one that is not corrupt",
+                     CheckpointDir(root, found[i].step));
+      }
+      return std::optional<Checkpoint>(std::move(found[i]));
+    }
+    spdlog::warn("checkpoint {} is corrupt ({}); falling back to the previous complete checkpoint",
+                 CheckpointDir(root, found[i].step), *why);
+    corrupt.push_back(CheckpointDir(root, found[i].step) + ": " + *why);
+  }
+  if (!corrupt.empty()) {
+    std::string all;
+    for (const auto& c : corrupt) all += (all.empty() ? "" : "; ") + c;
+    return InvalidArgument("every checkpoint in " + root + " is corrupt (" + all +
+                           "); move them away to start training over");
+  }
+  return std::optional<Checkpoint>();
+}
+
+StatusOr<std::optional<int64_t>> LatestCheckpoint(const std::string& root, int num_shards) {
+  auto c = FindCheckpoint(root, num_shards);
+  if (!c.ok()) return c.status();
+  if (!c->has_value()) return std::optional<int64_t>();
+  return std::optional<int64_t>((*c)->step);
+}
+
+Status LoadShard(ParamShard& shard, const std::string& root, const Checkpoint& checkpoint, int k,
+                 int num_shards) {
+  const std::string path = ShardPath(root, checkpoint.step, k, num_shards);
+  if (checkpoint.shards.empty()) return shard.Load(path);  // a MANIFEST from before checksums
+  return shard.Load(path, &checkpoint.shards.at(k));
 }
 
 }  // namespace kubetrain::trainer

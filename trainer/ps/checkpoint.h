@@ -1,23 +1,31 @@
 // Checkpoint layout and commit protocol.
 //
 // Layout: <dir>/ckpt-<step>/shard-<k>-of-<n>.bin for every PS k, then
-//         <dir>/ckpt-<step>/MANIFEST (JSON: step, num_shards).
+//         <dir>/ckpt-<step>/MANIFEST (JSON: step, num_shards, and per shard its file, size
+//         in bytes and SHA-256 as the PS computed them on the bytes it wrote).
 // Flow: the coordinator asks every PS to save its shard for `step` (each writes its file
-//   atomically and acknowledges); only after all have acknowledged does it write MANIFEST,
-//   itself atomically.
+//   atomically and acknowledges with the file's size and SHA-256); only after all have
+//   acknowledged does it write MANIFEST, itself atomically.
 // Guarantees: a checkpoint directory with a MANIFEST has every shard complete; a crash at
-//   any point leaves at most an incomplete directory, which is never loaded.
+//   any point leaves at most an incomplete directory, which is never loaded. A shard that
+//   was later truncated, altered or lost no longer matches its MANIFEST: that checkpoint is
+//   skipped (with a warning naming it) and the previous complete one is used, by every
+//   process alike, since each checks every shard the same way. Transient read errors are
+//   returned, never taken for corruption.
 // Assumptions: every PS and the coordinator see the same root: a shared volume, or an S3
 //   prefix (root "s3://bucket/prefix/": each PS uploads its shard object, the MANIFEST is
 //   written with If-None-Match: * so it is created once and never replaced; S3 is strongly
 //   consistent, so a listed MANIFEST's shards are readable). See trainer/storage/files.h.
+//   A MANIFEST written before checksums (no "shards") is trusted as it is.
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "operator/common/status.h"
+#include "trainer/ps/shard.h"
 
 namespace kubetrain::trainer {
 
@@ -25,12 +33,29 @@ std::string CheckpointDir(const std::string& root, int64_t step);
 std::string ShardPath(const std::string& root, int64_t step, int shard, int num_shards);
 // Creates ckpt-<step>/ (idempotent).
 Status PrepareCheckpointDir(const std::string& root, int64_t step);
-// Commits checkpoint `step`: call only once every shard file is written.
-Status WriteManifest(const std::string& root, int64_t step, int num_shards);
+// Commits checkpoint `step` with one digest per shard (shards.size() shards): call only
+// once every shard file is written.
+Status WriteManifest(const std::string& root, int64_t step, const std::vector<ShardDigest>& shards);
 
-// The highest step with a MANIFEST for `num_shards` shards, or nullopt when there is none.
-// A checkpoint written with a different number of shards is an error (InvalidArgument),
-// not silently ignored.
+// A complete checkpoint whose every shard matched its MANIFEST when it was found.
+struct Checkpoint {
+  int64_t step = 0;
+  std::vector<ShardDigest> shards;  // empty for a MANIFEST from before checksums
+};
+
+// The newest complete checkpoint for `num_shards` shards whose shards all match their
+// MANIFEST, or nullopt when there is no checkpoint. Corrupt ones (a MANIFEST that does not
+// parse, a shard missing, of the wrong size or checksum) are skipped with a warning. Errors:
+// InvalidArgument for a checkpoint written with a different number of shards, or when
+// checkpoints exist but every one is corrupt (starting over would silently lose the
+// training); I/O errors as they come.
+StatusOr<std::optional<Checkpoint>> FindCheckpoint(const std::string& root, int num_shards);
+// FindCheckpoint's step.
 StatusOr<std::optional<int64_t>> LatestCheckpoint(const std::string& root, int num_shards);
+
+// Loads shard `k` of `checkpoint` into `shard`, checking it against the MANIFEST again (it
+// is read again).
+Status LoadShard(ParamShard& shard, const std::string& root, const Checkpoint& checkpoint, int k,
+                 int num_shards);
 
 }  // namespace kubetrain::trainer

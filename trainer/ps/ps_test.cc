@@ -2,8 +2,10 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <vector>
 
 #include "trainer/model/model.h"
@@ -217,12 +219,15 @@ TEST(CheckpointTest, OnlyCheckpointsWithManifestCount) {
   ParamShard s(SmallConfig(), init);
   for (int64_t step : {10, 20, 30}) {
     ASSERT_TRUE(PrepareCheckpointDir(root, step).ok());
-    ASSERT_TRUE(s.Save(ShardPath(root, step, 0, 2)).ok());
+    auto d0 = s.Save(ShardPath(root, step, 0, 2));
+    ASSERT_TRUE(d0.ok());
     if (step == 30) continue;  // shard 1 never written: step 30 stays incomplete
-    ASSERT_TRUE(s.Save(ShardPath(root, step, 1, 2)).ok());
-    ASSERT_TRUE(WriteManifest(root, step, 2).ok());
+    auto d1 = s.Save(ShardPath(root, step, 1, 2));
+    ASSERT_TRUE(d1.ok());
+    ASSERT_TRUE(WriteManifest(root, step, {*d0, *d1}).ok());
   }
-  EXPECT_FALSE(WriteManifest(root, 30, 2).ok());  // refuses to commit a missing shard
+  const ShardDigest any{1, ""};
+  EXPECT_FALSE(WriteManifest(root, 30, {any, any}).ok());  // refuses to commit a missing shard
   auto latest = LatestCheckpoint(root, 2);
   ASSERT_TRUE(latest.ok());
   ASSERT_TRUE(latest->has_value());
@@ -230,6 +235,157 @@ TEST(CheckpointTest, OnlyCheckpointsWithManifestCount) {
   auto wrong = LatestCheckpoint(root, 3);
   ASSERT_FALSE(wrong.ok());
   EXPECT_NE(wrong.status().message().find("has 2 shards"), std::string::npos);
+  fs::remove_all(root);
+}
+
+// Saves `s` as every shard of checkpoint `step` and commits it.
+void Commit(const std::string& root, int64_t step, const ParamShard& s, int n) {
+  ASSERT_TRUE(PrepareCheckpointDir(root, step).ok());
+  std::vector<ShardDigest> digests;
+  for (int k = 0; k < n; ++k) {
+    auto d = s.Save(ShardPath(root, step, k, n));
+    ASSERT_TRUE(d.ok()) << d.status().ToString();
+    digests.push_back(*d);
+  }
+  ASSERT_TRUE(WriteManifest(root, step, digests).ok());
+}
+
+void FlipBit(const std::string& path, size_t offset) {
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekg(static_cast<std::streamoff>(offset));
+  char c;
+  f.get(c);
+  c ^= 0x10;
+  f.seekp(static_cast<std::streamoff>(offset));
+  f.put(c);
+}
+
+// One update with two embedding rows, so the shard's file has a row section.
+void Train(ParamShard& s) {
+  const uint64_t ids[2] = {11, 12};
+  const float dg[3] = {0.1f, 0.2f, 0.3f};
+  const float rg[6] = {1, 1, 1, -1, -1, -1};
+  s.Apply(dg, ids, 2, rg);
+}
+
+TEST(CheckpointTest, BitFlippedShardFallsBackToThePreviousCheckpoint) {
+  const std::string root = TempRoot();
+  const float init[3] = {1, 2, 3};
+  ParamShard s(SmallConfig(), init);
+  Train(s);
+  Commit(root, 10, s, 2);
+  Commit(root, 20, s, 2);
+  const std::string victim = ShardPath(root, 20, 1, 2);
+  FlipBit(victim, fs::file_size(victim) / 2);
+  auto latest = LatestCheckpoint(root, 2);
+  ASSERT_TRUE(latest.ok()) << latest.status().ToString();
+  ASSERT_TRUE(latest->has_value());
+  EXPECT_EQ(**latest, 10) << "a checkpoint with a bit-flipped shard was chosen";
+  // Loading the bad shard directly against its MANIFEST fails too.
+  auto found = FindCheckpoint(root, 2);
+  ASSERT_TRUE(found.ok());
+  ParamShard t(SmallConfig(), init);
+  EXPECT_TRUE(LoadShard(t, root, **found, 1, 2).ok());
+  const Checkpoint bad{20, (*found)->shards};
+  const Status s20 = LoadShard(t, root, bad, 1, 2);
+  EXPECT_FALSE(s20.ok());
+  EXPECT_NE(s20.message().find("SHA-256"), std::string::npos) << s20.message();
+  fs::remove_all(root);
+}
+
+TEST(CheckpointTest, TruncatedShardFallsBackToThePreviousCheckpoint) {
+  const std::string root = TempRoot();
+  const float init[3] = {1, 2, 3};
+  ParamShard s(SmallConfig(), init);
+  Train(s);
+  Commit(root, 10, s, 2);
+  Commit(root, 20, s, 2);
+  const std::string victim = ShardPath(root, 20, 0, 2);
+  fs::resize_file(victim, fs::file_size(victim) - 4);
+  auto latest = LatestCheckpoint(root, 2);
+  ASSERT_TRUE(latest.ok()) << latest.status().ToString();
+  ASSERT_TRUE(latest->has_value());
+  EXPECT_EQ(**latest, 10);
+  // A shard that is gone altogether is the same.
+  Commit(root, 30, s, 2);
+  fs::remove(ShardPath(root, 30, 1, 2));
+  latest = LatestCheckpoint(root, 2);
+  ASSERT_TRUE(latest.ok());
+  EXPECT_EQ(**latest, 10);
+  fs::remove_all(root);
+}
+
+TEST(CheckpointTest, CorruptManifestFallsBackAndNoUsableCheckpointIsAnError) {
+  const std::string root = TempRoot();
+  const float init[3] = {1, 2, 3};
+  ParamShard s(SmallConfig(), init);
+  Train(s);
+  Commit(root, 10, s, 1);
+  Commit(root, 20, s, 1);
+  std::ofstream(root + "/ckpt-20/MANIFEST", std::ios::trunc) << "{\"step\": 20, \"num_";
+  auto latest = LatestCheckpoint(root, 1);
+  ASSERT_TRUE(latest.ok()) << latest.status().ToString();
+  EXPECT_EQ(**latest, 10);
+  // With every complete checkpoint corrupt, starting over would silently lose the
+  // training: it is an error that names the checkpoints.
+  FlipBit(ShardPath(root, 10, 0, 1), 40);
+  auto none = LatestCheckpoint(root, 1);
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("ckpt-10"), std::string::npos) << none.status().message();
+  fs::remove_all(root);
+}
+
+TEST(CheckpointTest, ManifestRecordsEveryShardsSizeAndSha256) {
+  const std::string root = TempRoot();
+  const float init[3] = {1, 2, 3};
+  ParamShard s(SmallConfig(), init);
+  Train(s);
+  Commit(root, 10, s, 2);
+  std::stringstream text;
+  text << std::ifstream(root + "/ckpt-10/MANIFEST").rdbuf();
+  const std::string shard = [&] {
+    std::stringstream b;
+    b << std::ifstream(ShardPath(root, 10, 1, 2), std::ios::binary).rdbuf();
+    return b.str();
+  }();
+  const ShardDigest d = DigestOf(shard);
+  EXPECT_EQ(d.bytes, shard.size());
+  EXPECT_EQ(d.sha256.size(), 64u);
+  EXPECT_NE(text.str().find(d.sha256), std::string::npos) << text.str();
+  fs::remove_all(root);
+}
+
+// A header's row count is checked against the bytes that follow before anything is
+// allocated: a crafted count used to make Load allocate rows * stride floats (aborting
+// the process) or, once the product wrapped, write past a too-small buffer.
+TEST(ParamShardTest, OversizedRowCountIsRejectedBeforeAllocating) {
+  const std::string root = TempRoot();
+  const float init[3] = {1, 2, 3};
+  ParamShard a(SmallConfig(), init);
+  Train(a);  // two rows
+  ASSERT_TRUE(a.Save(root + "/s.bin").ok());
+  std::string data;
+  {
+    std::stringstream b;
+    b << std::ifstream(root + "/s.bin", std::ios::binary).rdbuf();
+    data = b.str();
+  }
+  // Header: magic, dense begin and end (u64), row dim and slots (i32), updates (i64);
+  // then 3 dense floats and 2 x 3 Adam state floats; then the row count.
+  const size_t rows_at = 8 + 8 + 8 + 4 + 4 + 8 + (3 + 6) * 4;
+  uint64_t saved_rows;
+  std::memcpy(&saved_rows, data.data() + rows_at, 8);
+  ASSERT_EQ(saved_rows, 2u);
+  for (uint64_t rows : {uint64_t{1} << 40, ~uint64_t{0} / 4 + 1, ~uint64_t{0}}) {
+    std::string crafted = data;
+    std::memcpy(crafted.data() + rows_at, &rows, 8);
+    std::ofstream(root + "/crafted.bin", std::ios::binary | std::ios::trunc) << crafted;
+    ParamShard b(SmallConfig(), init);
+    const Status st = b.Load(root + "/crafted.bin");
+    ASSERT_FALSE(st.ok()) << rows;
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.ToString();
+    EXPECT_EQ(b.num_rows(), 0u);  // untouched
+  }
   fs::remove_all(root);
 }
 

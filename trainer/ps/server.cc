@@ -296,8 +296,13 @@ Status PsServer::Handle(Connection& conn, uint8_t type, const std::string& paylo
         return FailedPrecondition("this PS was started without --checkpoint-dir");
       }
       KT_RETURN_IF_ERROR(PrepareCheckpointDir(root, step));
-      KT_RETURN_IF_ERROR(shard_->Save(ShardPath(root, step, o_.shard_index, o_.num_shards)));
-      return conn.Send(kOk, "");
+      auto digest = shard_->Save(ShardPath(root, step, o_.shard_index, o_.num_shards));
+      if (!digest.ok()) return digest.status();
+      // The coordinator records what was written in the MANIFEST: u64 bytes, hex SHA-256.
+      WireWriter w;
+      w.Put<uint64_t>(digest->bytes);
+      w.PutArray(digest->sha256.data(), digest->sha256.size());
+      return conn.Send(kOk, w.str());
     }
     case kDone: {
       int32_t done_rank;

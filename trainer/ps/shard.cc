@@ -11,6 +11,7 @@
 
 #include "trainer/model/model.h"
 #include "trainer/storage/files.h"
+#include "trainer/storage/sigv4.h"
 
 namespace kubetrain::trainer {
 namespace {
@@ -25,30 +26,48 @@ void PutFloats(std::string* out, const float* p, size_t n) {
   out->append(reinterpret_cast<const char*>(p), n * sizeof(float));
 }
 
+// Reads a shard file front to back. Every length is compared with the bytes left by
+// division, never by a product or sum that could wrap.
 class Cursor {
  public:
-  explicit Cursor(const std::string& s) : s_(s) {}
+  explicit Cursor(std::string_view s) : s_(s) {}
   template <typename T>
   bool Get(T* v) {
-    if (pos_ + sizeof(T) > s_.size()) return false;
+    if (remaining() < sizeof(T)) return false;
     std::memcpy(v, s_.data() + pos_, sizeof(T));
     pos_ += sizeof(T);
     return true;
   }
   bool GetFloats(float* p, size_t n) {
-    if (pos_ + n * sizeof(float) > s_.size()) return false;
+    if (n > remaining() / sizeof(float)) return false;
     std::memcpy(p, s_.data() + pos_, n * sizeof(float));
     pos_ += n * sizeof(float);
     return true;
   }
+  size_t remaining() const { return s_.size() - pos_; }
   bool AtEnd() const { return pos_ == s_.size(); }
 
  private:
-  const std::string& s_;
+  const std::string_view s_;
   size_t pos_ = 0;
 };
 
 }  // namespace
+
+ShardDigest DigestOf(std::string_view data) {
+  return {data.size(), storage::Sha256Hex(data)};
+}
+
+Status CheckDigest(std::string_view data, const ShardDigest& expect, const std::string& name) {
+  if (data.size() != expect.bytes) {
+    return Internal(name + " has " + std::to_string(data.size()) + " bytes; its MANIFEST says " +
+                    std::to_string(expect.bytes) + " (truncated or overwritten)");
+  }
+  if (!expect.sha256.empty() && storage::Sha256Hex(data) != expect.sha256) {
+    return Internal(name + ": SHA-256 does not match its MANIFEST (the file is corrupt)");
+  }
+  return Status::Ok();
+}
 
 int ShardOfId(uint64_t id, int num_shards) {
   // Ids are already well mixed (HashFeature), but mix again so that any id source spreads.
@@ -131,7 +150,7 @@ int64_t ParamShard::updates() const {
   return dense_updates_;
 }
 
-Status ParamShard::Save(const std::string& path) const {
+StatusOr<ShardDigest> ParamShard::Save(const std::string& path) const {
   std::string out;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -151,13 +170,19 @@ Status ParamShard::Save(const std::string& path) const {
       PutFloats(&out, arena_.data() + offset, RowStride());
     }
   }
-  return storage::WriteObject(path, out);  // a local file or an S3 object
+  KT_RETURN_IF_ERROR(storage::WriteObject(path, out));  // a local file or an S3 object
+  return DigestOf(out);
 }
 
-Status ParamShard::Load(const std::string& path) {
+Status ParamShard::Load(const std::string& path, const ShardDigest* expect) {
   auto read = storage::ReadObject(path);
   if (!read.ok()) return read.status().WithContext("checkpoint shard");
-  const std::string& data = *read;
+  if (expect != nullptr)
+    KT_RETURN_IF_ERROR(CheckDigest(*read, *expect, "checkpoint shard " + path));
+  return Restore(*read, path);
+}
+
+Status ParamShard::Restore(std::string_view data, const std::string& path) {
   Cursor cur(data);
   char magic[8];
   uint64_t begin = 0, end = 0, rows = 0;
@@ -185,7 +210,15 @@ Status ParamShard::Load(const std::string& path) {
       !cur.Get(&rows)) {
     return bad("truncated dense section");
   }
+  // Each row is its id and RowStride() floats: the count must fit the bytes that follow
+  // (checked by division, so a crafted count can neither wrap nor make us allocate).
+  const size_t row_bytes = sizeof(uint64_t) + RowStride() * sizeof(float);
+  if (rows > cur.remaining() / row_bytes || rows * row_bytes != cur.remaining()) {
+    return bad("the header says " + std::to_string(rows) + " rows of " + std::to_string(row_bytes) +
+               " bytes but " + std::to_string(cur.remaining()) + " bytes follow");
+  }
   std::unordered_map<uint64_t, size_t> row_of;
+  row_of.reserve(rows);
   std::vector<float> arena(rows * RowStride());
   for (uint64_t r = 0; r < rows; ++r) {
     uint64_t id;

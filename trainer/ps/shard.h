@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -22,6 +23,17 @@ struct ShardConfig {
   uint64_t seed = 1;  // embedding rows are initialised from (seed, id)
   OptimizerConfig optimizer;
 };
+
+// A shard file's size and SHA-256 (lower-case hex), as the checkpoint MANIFEST records them.
+struct ShardDigest {
+  uint64_t bytes = 0;
+  std::string sha256;
+
+  friend bool operator==(const ShardDigest&, const ShardDigest&) = default;
+};
+ShardDigest DigestOf(std::string_view data);
+// OK if `data` has the size and SHA-256 of `expect`; else Internal naming `name`.
+Status CheckDigest(std::string_view data, const ShardDigest& expect, const std::string& name);
 
 // Which PS holds embedding row `id`, and which dense slice PS `k` of `n` holds.
 int ShardOfId(uint64_t id, int num_shards);
@@ -46,11 +58,16 @@ class ParamShard {
   size_t num_rows() const;
   int64_t updates() const;
 
-  // Writes the shard to `path` atomically (temp file, fsync, rename, fsync dir).
-  Status Save(const std::string& path) const;
-  // Replaces this shard's contents with a file written by Save() for the same slice.
-  // Errors: NotFound, or InvalidArgument if the file is for a different configuration.
-  Status Load(const std::string& path);
+  // Writes the shard to `path` (a local file, atomically, or an S3 object); returns the
+  // size and SHA-256 of what it wrote, for the checkpoint's MANIFEST.
+  StatusOr<ShardDigest> Save(const std::string& path) const;
+  // Replaces this shard's contents with a file written by Save() for the same slice. With
+  // `expect`, the bytes must have that size and SHA-256 first. Errors: NotFound; Internal
+  // when the bytes do not match `expect`; InvalidArgument if the file is for a different
+  // configuration or malformed (nothing is allocated before its sizes are checked).
+  Status Load(const std::string& path, const ShardDigest* expect = nullptr);
+  // The same from bytes already read (`name` is for messages).
+  Status Restore(std::string_view data, const std::string& name);
 
  private:
   // Row layout in the arena: [values (dim) | state (slots x dim) | update count (1)].

@@ -21,10 +21,11 @@ LocalParams::LocalParams(const Model& model, uint64_t seed, const OptimizerConfi
 }
 
 StatusOr<std::optional<int64_t>> LocalParams::Restore(const std::string& dir) {
-  auto latest = LatestCheckpoint(dir, 1);
-  if (!latest.ok() || !latest->has_value()) return latest;
-  KT_RETURN_IF_ERROR(shard_->Load(ShardPath(dir, **latest, 0, 1)));
-  return latest;
+  auto found = FindCheckpoint(dir, 1);
+  if (!found.ok()) return found.status();
+  if (!found->has_value()) return std::optional<int64_t>();
+  KT_RETURN_IF_ERROR(LoadShard(*shard_, dir, **found, 0, 1));
+  return std::optional<int64_t>((*found)->step);
 }
 
 Status LocalParams::Pull(const std::vector<uint64_t>& ids, float* rows, float* dense) {
@@ -41,8 +42,9 @@ Status LocalParams::Push(int64_t, const std::vector<uint64_t>& ids, const float*
 
 Status LocalParams::SaveCheckpoint(const std::string& dir, int64_t step) {
   KT_RETURN_IF_ERROR(PrepareCheckpointDir(dir, step));
-  KT_RETURN_IF_ERROR(shard_->Save(ShardPath(dir, step, 0, 1)));
-  return WriteManifest(dir, step, 1);
+  auto digest = shard_->Save(ShardPath(dir, step, 0, 1));
+  if (!digest.ok()) return digest.status();
+  return WriteManifest(dir, step, {*digest});
 }
 
 }  // namespace kubetrain::trainer

@@ -224,8 +224,20 @@ Status RemoteParams::SaveCheckpoint(const std::string& dir, int64_t step) {
     calls[k].payload = std::move(w.str());
   }
   KT_RETURN_IF_ERROR(Exchange(calls));
-  // Every shard is durable: commit.
-  return WriteManifest(dir, step, n);
+  // Every shard is durable: commit, with the size and SHA-256 each PS wrote.
+  std::vector<ShardDigest> digests(n);
+  for (int k = 0; k < n; ++k) {
+    WireReader r(calls[k].reply);
+    const char* hex = nullptr;
+    if (calls[k].reply_type != kOk || !r.Get(&digests[k].bytes) || !r.GetArray(64, 1, &hex) ||
+        !r.AtEnd()) {
+      return FailedPrecondition("ps-" + std::to_string(k) +
+                                " did not report its shard's checksum (all replicas must run the "
+                                "same trainer version)");
+    }
+    digests[k].sha256.assign(hex, 64);
+  }
+  return WriteManifest(dir, step, digests);
 }
 
 StatusOr<int> RemoteParams::MarkDone() {
