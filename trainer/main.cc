@@ -514,7 +514,15 @@ int Run(const Flags& f) {
   // Live metrics (status.progress, Prometheus). Optional: a port in use costs
   // the metrics, not the training.
   MetricsServer metrics(&TrainerMetrics::Global());
-  if (f.metrics_port > 0) {
+  int ps_port = f.listen_port;  // a PS's own port goes to the PS, never to the metrics
+  if (distributed && cluster->role == "ps" && ps_port < 0) {
+    auto hp = SplitHostPort(cluster->Members("ps")[cluster->index]);
+    if (hp.ok()) ps_port = hp->port;
+  }
+  if (f.metrics_port > 0 && f.metrics_port == ps_port) {
+    spdlog::warn("--metrics-port {} is this parameter server's port; no metrics endpoint",
+                 f.metrics_port);
+  } else if (f.metrics_port > 0) {
     auto port = metrics.Start(f.metrics_port);
     if (port.ok()) {
       spdlog::info("metrics on port {} (GET /metrics)", *port);

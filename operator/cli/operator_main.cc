@@ -56,6 +56,12 @@ struct Flags {
   std::string log_format = "text";
   std::string log_level = "info";
   int sync_timeout_s = 120;
+  // status.progress (issue 17): reads of trainers' /metrics, for the whole operator.
+  double progress_qps = 10;
+  int progress_burst = 10;
+  double progress_interval_s = 15;
+  double progress_backoff_s = 30;
+  double progress_backoff_max_s = 600;
 };
 
 // Parses "host:port"; port 0 disables the server.
@@ -147,6 +153,27 @@ int main(int argc, char** argv) {
   app.add_option("--log-level", f.log_level, "trace, debug, info, warn, error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
   app.add_option("--cache-sync-timeout", f.sync_timeout_s, "seconds to wait for caches");
+  app.add_option("--progress-qps", f.progress_qps,
+                 "status.progress: reads of trainers' metrics per second, all jobs together "
+                 "(0: do not read; status.progress is left alone)")
+      ->check(CLI::Range(0.0, 10000.0))
+      ->capture_default_str();
+  app.add_option("--progress-burst", f.progress_burst, "status.progress: read burst")
+      ->check(CLI::Range(1, 10000))
+      ->capture_default_str();
+  app.add_option("--progress-interval", f.progress_interval_s,
+                 "status.progress: seconds between reads of one job")
+      ->check(CLI::Range(0.1, 86400.0))
+      ->capture_default_str();
+  app.add_option("--progress-backoff", f.progress_backoff_s,
+                 "status.progress: seconds before reading a pod that failed to answer again, "
+                 "doubling per failure in a row")
+      ->check(CLI::Range(0.1, 86400.0))
+      ->capture_default_str();
+  app.add_option("--progress-backoff-max", f.progress_backoff_max_s,
+                 "status.progress: the longest backoff, seconds")
+      ->check(CLI::Range(0.1, 86400.0))
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   ConfigureLogging(f);
   if (sodium_init() < 0) {
@@ -187,6 +214,19 @@ int main(int argc, char** argv) {
   opts.namespaces = f.namespaces;
   opts.cluster_domain = f.cluster_domain;
   opts.workers = f.workers;
+  opts.read_progress = f.progress_qps > 0;
+  {
+    using Dur = progress::ScrapeScheduler::Clock::duration;
+    auto secs = [](double s) {
+      return std::chrono::duration_cast<Dur>(std::chrono::duration<double>(s));
+    };
+    opts.progress.schedule = {
+        .qps = f.progress_qps,
+        .burst = f.progress_burst,
+        .interval = secs(f.progress_interval_s),
+        .backoff_base = secs(f.progress_backoff_s),
+        .backoff_max = secs(std::max(f.progress_backoff_s, f.progress_backoff_max_s))};
+  }
 
   using ReadyState = runtime::Readiness::State;
   runtime::Readiness readiness;

@@ -11,6 +11,7 @@
 
 #include "operator/api/json.h"
 #include "operator/controller/planner.h"
+#include "operator/progress/endpoint.h"
 #include "operator/runtime/informer.h"
 #include "operator/runtime/object.h"
 #include "operator/runtime/store.h"
@@ -26,6 +27,7 @@ using Clock = std::chrono::system_clock;
 struct CachedPod {
   runtime::ObjectMeta meta;
   ObservedPod pod;
+  std::string metrics_url;  // where its metrics are read; empty: nowhere
 };
 struct CachedChild {
   runtime::ObjectMeta meta;
@@ -37,7 +39,8 @@ StatusOr<CachedPod> ToCachedPod(const json& obj) {
   if (!meta.ok()) return meta.status();
   auto pod = ObservePod(obj);
   if (!pod.ok()) return pod.status();
-  return CachedPod{std::move(*meta), std::move(*pod)};
+  return CachedPod{std::move(*meta), std::move(*pod),
+                   progress::PodMetricsUrl(obj).value_or(std::string())};
 }
 
 StatusOr<CachedChild> ToCachedChild(const json& obj) {
@@ -137,9 +140,15 @@ class JobController::Impl {
       caches->services->AddHandlers(ChildHandlers<CachedChild>());
       caches_[ns] = std::move(caches);
     }
+    if (options_.read_progress) {
+      progress_ = std::make_unique<progress::ProgressReader>(
+          options_.progress, [this](const std::string& key) { queue_.Add(key); },
+          &runtime::DefaultMetrics());
+    }
   }
 
   ~Impl() {
+    if (progress_) progress_->Stop();
     queue_.ShutDown();
     for (auto& [ns, c] : caches_) c->Stop();
   }
@@ -161,6 +170,7 @@ class JobController::Impl {
   }
 
   void Run(std::stop_token stop) {
+    if (progress_) progress_->Start();
     // Stop taking keys at once (shutdown or lost lease): queued keys are
     // dropped, only reconciles in flight finish; then the Lease is released.
     std::stop_callback on_stop(stop, [this] { queue_.ShutDownNow(); });
@@ -258,8 +268,32 @@ class JobController::Impl {
   }
 
   void ForgetJob(const std::string& key) {
+    if (progress_) progress_->Forget(key);
     std::lock_guard lock(mu_);
     expectations_.erase(key);
+  }
+
+  // Reads the metrics of the replica that decides success (chief-0, else
+  // worker-0) while the job runs and that pod is Running with an IP and a
+  // "metrics" port; otherwise reads nothing for the job.
+  void UpdateProgressTarget(const std::string& key, Caches& c, const api::TrainingJob& job,
+                            const api::TrainingJobStatus& status) {
+    if (!progress_) return;
+    std::optional<progress::ScrapeTarget> target;
+    if (!status.Finished() && !job.spec.run_policy.suspend) {
+      const api::ReplicaType role = job.spec.Replicas(api::ReplicaType::kChief) > 0
+                                        ? api::ReplicaType::kChief
+                                        : api::ReplicaType::kWorker;
+      const std::string replica = PodNameEnv(role, 0);
+      auto pod =
+          c.pods->store().Get(job.metadata.namespace_ + "/" + job.metadata.name + "-" + replica);
+      if (pod && pod->pod.phase == PodPhase::kRunning && !pod->pod.deletion_timestamp &&
+          !pod->metrics_url.empty() && pod->meta.controller &&
+          pod->meta.controller->uid == job.metadata.uid) {
+        target = progress::ScrapeTarget{pod->metrics_url, pod->pod.uid, replica};
+      }
+    }
+    progress_->SetTarget(key, target);
   }
 
   StatusOr<runtime::ReconcileResult> TimedReconcile(const std::string& key) {
@@ -386,6 +420,7 @@ class JobController::Impl {
     randombytes_buf(input.auth_key.data(), input.auth_key.size());
     input.default_cluster_domain = options_.cluster_domain;
     input.max_pod_creates = kMaxPodCreatesPerPlan;  // a huge job is created in batches
+    if (progress_) input.progress = progress_->Latest(key);
     {
       std::lock_guard lock(mu_);
       auto it = expectations_.find(key);
@@ -395,6 +430,7 @@ class JobController::Impl {
       }
     }
     Plan plan = PlanJob(job, observed, input);
+    UpdateProgressTarget(key, *c, job, plan.status);
 
     // 1. Status first: it records which failures were counted before their pods go.
     if (plan.status_changed) {
@@ -608,7 +644,8 @@ class JobController::Impl {
 
   runtime::WorkQueue queue_{runtime::WorkQueueOptions{.name = "trainingjobs"}};
   std::mutex mu_;
-  std::map<std::string, Expectations> expectations_;  // guarded by mu_
+  std::map<std::string, Expectations> expectations_;    // guarded by mu_
+  std::unique_ptr<progress::ProgressReader> progress_;  // null when not reading progress
 };
 
 JobController::JobController(kube::Client* client, runtime::EventRecorder* recorder,

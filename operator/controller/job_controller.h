@@ -30,6 +30,7 @@
 #include "operator/common/status.h"
 #include "operator/controller/metrics.h"
 #include "operator/kube/client.h"
+#include "operator/progress/reader.h"
 #include "operator/runtime/events.h"
 
 namespace kubetrain::controller {
@@ -44,6 +45,10 @@ struct JobControllerOptions {
   // How long a create or delete may stay unseen in the cache before it is
   // assumed lost and planned again.
   std::chrono::seconds expectation_timeout{60};
+  // status.progress: read the deciding replica's metrics at a bounded rate
+  // (operator/progress/reader.h). Off: status.progress is left as it is.
+  bool read_progress = true;
+  progress::ReaderOptions progress;
 };
 
 class JobController {

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "operator/api/validation.h"
+#include "operator/progress/metric_names.h"
 
 namespace kubetrain::controller {
 
@@ -348,6 +349,7 @@ class Planner {
   void SetCondition(ConditionType type, bool value, std::string reason, std::string message);
   void RecountReplicas();
   void UpdateState();
+  void Summarize();
   void Requeue(std::chrono::seconds after);
   void AddEvent(EventType type, std::string reason, std::string message);
 
@@ -492,16 +494,27 @@ StatusOr<json> Planner::BuildPod(const Slot& slot, const ClusterSpec& /*cluster*
 
   json ports = main.value("ports", json::array());
   if (!ports.is_array()) return InvalidArgument(cpath + ".ports: must be an array");
-  bool has_port = false, name_taken = false;
+  bool has_port = false, name_taken = false, has_metrics = false;
   for (const json& p : ports) {
     if (!p.is_object()) continue;
     has_port = has_port || p.value("containerPort", json()) == json(job_.spec.port);
     name_taken = name_taken || Str(p, "name") == kPortName;
+    // A port named "metrics", or one already on the metrics port: the
+    // template decides (status.progress reads the port named "metrics").
+    has_metrics = has_metrics || Str(p, "name") == progress::kMetricsPortName ||
+                  p.value("containerPort", json()) == json(progress::kDefaultMetricsPort);
   }
   if (!has_port) {
     json port = {{"containerPort", job_.spec.port}, {"protocol", "TCP"}};
     if (!name_taken) port["name"] = kPortName;
     ports.push_back(std::move(port));
+  }
+  // Where the operator reads the trainer's metrics for status.progress (its own
+  // named port, so a NetworkPolicy can admit it apart from the training port).
+  if (!has_metrics && job_.spec.port != progress::kDefaultMetricsPort) {
+    ports.push_back({{"name", progress::kMetricsPortName},
+                     {"containerPort", progress::kDefaultMetricsPort},
+                     {"protocol", "TCP"}});
   }
   main["ports"] = std::move(ports);
 
@@ -590,6 +603,26 @@ void Planner::RecountReplicas() {
     } else {
       ++it->second.active;
     }
+  }
+}
+
+// status.running, status.restarts (the kubectl columns) and status.progress.
+void Planner::Summarize() {
+  status_.running = 0;
+  for (const ObservedPod& pod : observed_.pods) {
+    if (!pod.deletion_timestamp && pod.phase == PodPhase::kRunning) ++status_.running;
+  }
+  status_.restarts = 0;
+  for (const auto& [type, r] : status_.replica_statuses) status_.restarts += r.restarts;
+  if (input_.progress) status_.progress = input_.progress;
+  if (status_.progress && status_.Finished()) {
+    // Done: no time left. A success completed every step, whatever the last
+    // reading (taken before the end) said.
+    if (status_.IsTrue(ConditionType::kSucceeded)) {
+      status_.progress->step = std::max(status_.progress->step, status_.progress->total_steps);
+      status_.progress->percent = 100;
+    }
+    status_.progress->eta.clear();
   }
 }
 
@@ -992,6 +1025,7 @@ Plan Planner::Run() {
   }
   RecountReplicas();
   UpdateState();
+  Summarize();
   plan_.status_changed = !(status_ == job_.status);
   plan_.status = std::move(status_);
   return std::move(plan_);

@@ -207,7 +207,8 @@ TEST(PlannerCreateTest, PodCarriesLabelsOwnerAndTheEnvContract) {
       EnvValue(*pod, "KUBETRAIN_AUTH_KEY"),
       R"({"name":"KUBETRAIN_AUTH_KEY","valueFrom":{"secretKeyRef":{"key":"key","name":"tj-auth"}}})");
   EXPECT_EQ((*pod)["spec"]["containers"][0]["ports"],
-            json::parse(R"([{"containerPort": 2222, "name": "kubetrain", "protocol": "TCP"}])"));
+            json::parse(R"([{"containerPort": 2222, "name": "kubetrain", "protocol": "TCP"},
+                            {"containerPort": 9090, "name": "metrics", "protocol": "TCP"}])"));
   EXPECT_EQ((*pod)["spec"]["containers"][0]["image"], "kubetrain-trainer");
 }
 
@@ -342,8 +343,9 @@ TEST(PlannerCreateTest, EnvGoesToTheTrainerContainerElseTheFirst) {
   const json& ps = *Created(plan, "Pod", "tj-ps-0");
   EXPECT_FALSE(ps["spec"]["containers"][0].contains("env"));
   EXPECT_EQ(EnvValue(ps, "POD_NAME", 1), "ps-0");
-  // The template already exposes the port: it is not added twice.
-  EXPECT_EQ(ps["spec"]["containers"][1]["ports"].size(), 1u);
+  // The template already exposes the port: it is not added twice (the metrics
+  // port is).
+  EXPECT_EQ(ps["spec"]["containers"][1]["ports"].size(), 2u);
   const json& worker = *Created(plan, "Pod", "tj-worker-0");
   EXPECT_EQ(EnvValue(worker, "POD_NAME", 0), "worker-0");
   EXPECT_FALSE(worker["spec"]["containers"][1].contains("env"));
@@ -1426,6 +1428,94 @@ TEST(PlannerStatusTest, SucceededStatusWithMetricsSurvivesJsonRoundTrip) {
       api::ParseTrainingJobStatus(json::parse(api::StatusToJson(plan.status).dump()));
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_EQ(*back, plan.status);
+}
+
+}  // namespace
+}  // namespace kubetrain::controller
+
+namespace kubetrain::controller {
+namespace {
+
+TEST(PlannerProgressTest, TemplateDecidesTheMetricsPortWhenItNamesOneOrUsesTheNumber) {
+  api::TrainingJob job = Job();
+  job.spec.replica_specs[ReplicaType::kPS].pod_template = json::parse(
+      R"({"spec": {"containers": [{"name": "trainer", "ports": [{"name": "metrics", "containerPort": 8000}]}]}})");
+  job.spec.replica_specs[ReplicaType::kWorker].pod_template = json::parse(
+      R"({"spec": {"containers": [{"name": "trainer", "ports": [{"name": "web", "containerPort": 9090}]}]}})");
+  Plan plan = PlanJob(job, {}, Input());
+  EXPECT_EQ((*Created(plan, "Pod", "tj-ps-0"))["spec"]["containers"][0]["ports"],
+            json::parse(R"([{"name": "metrics", "containerPort": 8000},
+                            {"containerPort": 2222, "name": "kubetrain", "protocol": "TCP"}])"));
+  EXPECT_EQ((*Created(plan, "Pod", "tj-worker-0"))["spec"]["containers"][0]["ports"].size(), 2u);
+  // The training port on 9090 leaves no room for the metrics port.
+  api::TrainingJob on9090 = Job();
+  on9090.spec.port = 9090;
+  Plan p2 = PlanJob(on9090, {}, Input());
+  EXPECT_EQ((*Created(p2, "Pod", "tj-worker-0"))["spec"]["containers"][0]["ports"],
+            json::parse(R"([{"containerPort": 9090, "name": "kubetrain", "protocol": "TCP"}])"));
+}
+
+TEST(PlannerProgressTest, CountsRunningPodsAndRestartsForTheColumns) {
+  api::TrainingJob job = Job();
+  job.status.replica_statuses[ReplicaType::kPS].restarts = 2;
+  job.status.replica_statuses[ReplicaType::kWorker].restarts = 3;
+  ObservedChildren observed;
+  observed.pods = {Pod(ReplicaType::kPS, 0, PodPhase::kRunning),
+                   Pod(ReplicaType::kPS, 1, PodPhase::kPending),
+                   Pod(ReplicaType::kWorker, 0, PodPhase::kRunning),
+                   Pod(ReplicaType::kWorker, 1, PodPhase::kRunning)};
+  observed.pods[3].deletion_timestamp = kNow;  // being deleted: not running
+  Plan plan = PlanJob(job, observed, Input());
+  EXPECT_EQ(plan.status.running, 2);
+  EXPECT_EQ(plan.status.restarts, 5);
+  EXPECT_EQ(api::StatusToJson(plan.status)["running"], 2);
+}
+
+api::Progress SomeProgress() {
+  api::Progress p;
+  p.step = 980;
+  p.total_steps = 1000;
+  p.percent = 98;
+  p.samples_per_second = 5000;
+  p.eta = "4s";
+  p.replica = "worker-0";
+  p.update_time = kNow;
+  return p;
+}
+
+TEST(PlannerProgressTest, ProgressFromTheInputReplacesTheStatusAndIsKeptWithoutOne) {
+  api::TrainingJob job = Job();
+  PlanInput in = Input();
+  in.progress = SomeProgress();
+  Plan plan = PlanJob(job, {}, in);
+  ASSERT_TRUE(plan.status.progress);
+  EXPECT_EQ(*plan.status.progress, SomeProgress());
+  EXPECT_TRUE(plan.status_changed);
+  // No reading (the operator restarted, or the pod serves no metrics): kept.
+  job.status = plan.status;
+  Plan again = PlanJob(job, {}, Input());
+  EXPECT_EQ(again.status.progress, SomeProgress());
+  // The same reading again: no status write.
+  Plan same = PlanJob(job, {}, in);
+  EXPECT_FALSE(same.status_changed);
+}
+
+TEST(PlannerProgressTest, SuccessShowsEveryStepDoneAndFailureKeepsTheStepWithoutEta) {
+  for (bool success : {true, false}) {
+    api::TrainingJob job = Job();
+    job.spec.replica_specs[ReplicaType::kWorker].restart_policy = RestartPolicy::kNever;
+    PlanInput in = Input();
+    in.progress = SomeProgress();
+    ObservedChildren observed;
+    observed.pods = {Pod(ReplicaType::kWorker, 0,
+                         success ? PodPhase::kSucceeded : PodPhase::kFailed, success ? 0 : 1)};
+    Plan plan = PlanJob(job, observed, in);
+    ASSERT_TRUE(plan.status.Finished()) << success;
+    ASSERT_TRUE(plan.status.progress);
+    EXPECT_EQ(plan.status.progress->eta, "") << success;
+    EXPECT_EQ(plan.status.progress->percent, success ? 100 : 98);
+    EXPECT_EQ(plan.status.progress->step, success ? 1000 : 980);
+  }
 }
 
 }  // namespace

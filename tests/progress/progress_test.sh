@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# status.progress against the real control plane (the ctest `cluster` fixture)
+# with kwok pods. kwok pods run no process: nothing at their IP serves trainer
+# metrics (the connection fails, or something else answers), which is the
+# "any other image" case. Checks that such jobs keep an empty status.progress
+# with no error in their status, that a failing target backs off instead of
+# being read at every interval, and that the operator's reads stay within its
+# --progress-qps whatever the number of jobs.
+# Usage: progress_test.sh OPERATOR_BINARY. Starts and stops its operator by PID.
+set -uo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(cd "${here}/../.." && pwd)"
+operator="${1:?usage: progress_test.sh OPERATOR_BINARY}"
+export PATH="$("${root}/tests/cluster/build"):${PATH}"
+: "${KUBECONFIG:?KUBECONFIG must point at the test cluster}"
+work="$(mktemp -d)"
+op_pid=""
+namespaces=()
+T=90
+WAIT_SECONDS=${T}
+source "${root}/tests/tools/testlib.sh"
+
+# The reader's settings for this test: 4 reads/s for the whole operator, each
+# job at most once a second, a failing target after 2 s, 4 s, then every 4 s.
+QPS=4
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+metrics_port="$(free_port)"
+"${operator}" --kubeconfig "${KUBECONFIG}" --metrics-addr "127.0.0.1:${metrics_port}" \
+  --health-addr 127.0.0.1:0 --workers 4 --qps 200 --burst 400 \
+  --progress-qps "${QPS}" --progress-burst "${QPS}" --progress-interval 1 \
+  --progress-backoff 2 --progress-backoff-max 4 >>"${work}/operator.log" 2>&1 &
+op_pid=$!
+cleanup() {
+  [[ -n "${op_pid}" ]] && { kill "${op_pid}" 2>/dev/null; wait "${op_pid}" 2>/dev/null; }
+  for ns in "${namespaces[@]}"; do kubectl delete namespace "${ns}" --wait=false >/dev/null 2>&1; done
+  if ((failures)); then echo "---- operator log (last 40 lines)"; tail -n 40 "${work}/operator.log"; fi
+  rm -rf "${work}"
+}
+trap cleanup EXIT
+
+new_ns() {
+  ns="progress-$1-$(openssl rand -hex 3)"
+  namespaces+=("${ns}")
+  kubectl create namespace "${ns}" >/dev/null
+  wait_until "the default service account" kubectl -n "${ns}" get sa default
+}
+k() { kubectl -n "${ns}" "$@"; }
+# reads: the operator's reads of trainers' metrics so far, all results.
+reads() {
+  curl -s "http://127.0.0.1:${metrics_port}/metrics" |
+    awk '/^kubetrain_progress_reads_total/ {n += $2} END {print n + 0}'
+}
+# jobs N PREFIX: N jobs of one worker each on kwok nodes.
+jobs() {
+  local i
+  for ((i = 0; i < $1; i++)); do
+    cat <<JOB
+apiVersion: kubetrain.io/v1alpha1
+kind: TrainingJob
+metadata: {name: $2-${i}}
+spec:
+  replicaSpecs:
+    Worker:
+      replicas: 1
+      template:
+        spec:
+          nodeSelector: {type: kwok}
+          tolerations: [{key: kwok.x-k8s.io/node, operator: Exists, effect: NoSchedule}]
+          containers: [{name: trainer, image: kubetrain-trainer}]
+---
+JOB
+  done | k apply -f - >/dev/null
+}
+running_jobs() { k get tj -o jsonpath='{range .items[*]}{.status.state}{"\n"}{end}' | grep -c '^Running$'; }
+# reads_over SECONDS: the reads counted while SECONDS pass (a measurement
+# window, not a wait for an event).
+reads_over() {
+  local before end
+  before="$(reads)"
+  end=$((SECONDS + $1))
+  while ((SECONDS < end)); do sleep 0.5; done
+  echo $(($(reads) - before))
+}
+
+case_no_metrics() {
+  new_ns none
+  jobs 1 other
+  wait_until "the job Running" bash -c "[[ \$(kubectl -n ${ns} get tj other-0 -o jsonpath='{.status.state}') == Running ]]"
+  check "the main container declares the metrics port" \
+    "$(k get pod other-0-worker-0 -o jsonpath='{.spec.containers[0].ports[?(@.name=="metrics")].containerPort}')" 9090
+  wait_until "a first read of the worker's metrics" bash -c "(( \$(curl -s http://127.0.0.1:${metrics_port}/metrics | awk '/^kubetrain_progress_reads_total/ {n += \$2} END {print n + 0}') >= 1 ))"
+  # One failing target, read every second without backoff, would be read 16
+  # times in 16 s; backing off (2 s, 4 s, 4 s, ...) it is read at most 5 times.
+  local n
+  n="$(reads_over 16)"
+  if ((n > 5)); then fail "a job without metrics was read ${n} times in 16 s (want at most 5)"; else echo "  ok: ${n} reads in 16 s"; fi
+  check "status.progress stays empty" "$(k get tj other-0 -o jsonpath='{.status.progress}')" ""
+  check "the job is Running with no error in its status" \
+    "$(k get tj other-0 -o jsonpath='{.status.state} {.status.conditions[?(@.status=="True")].type}')" \
+    "Running Created Running"
+  check "kubectl get tj: empty PROGRESS and ETA, 1 running, 0 restarts" \
+    "$(k get tj other-0 --no-headers | awk '{print $1, $2, $3, $4, NF}')" "other-0 Running 1 0 5"
+  check "no warning events about metrics" \
+    "$(k get events --field-selector type=Warning -o name | wc -l | tr -d ' ')" 0
+}
+
+case_bounded_rate() {
+  new_ns many
+  local count=40 n
+  jobs "${count}" j
+  WAIT_SECONDS=180 wait_until "${count} jobs Running" bash -c "(( \$(kubectl -n ${ns} get tj -o jsonpath='{range .items[*]}{.status.state}{\"\\n\"}{end}' | grep -c '^Running\$') == ${count} ))"
+  # 40 failing jobs coming back every 4 s would be 10 reads/s; the operator
+  # allows itself ${QPS}/s (plus a burst of ${QPS}).
+  n="$(reads_over 15)"
+  local bound=$((QPS * 15 + QPS))
+  if ((n > bound)); then fail "${n} reads in 15 s with ${count} jobs (want at most ${bound})"; else echo "  ok: ${n} reads in 15 s (bound ${bound})"; fi
+  if ((n < 15)); then fail "only ${n} reads in 15 s: the reader is not reading"; fi
+  check "no job has progress" "$(k get tj -o jsonpath='{.items[*].status.progress}')" ""
+}
+
+kubectl wait --for=condition=Established crd/trainingjobs.kubetrain.io --timeout=60s >/dev/null 2>&1 ||
+  kubectl apply -f "${root}/crds/trainingjobs.kubetrain.io.yaml" >/dev/null
+run_cases case_no_metrics case_bounded_rate
