@@ -162,9 +162,10 @@ StatusOr<LocalCommand> CommandOf(const json& pod, const json& c, const std::stri
     if (!command.empty()) cmd.argv.insert(cmd.argv.end(), command.begin() + 1, command.end());
     for (auto& a : args) {
       // Ours wins: the file the runner reads the termination message from.
-      if (a.rfind("--termination-log", 0) == 0) continue;
+      if (a.rfind("--termination-log", 0) == 0 || a.rfind("--metrics-port", 0) == 0) continue;
       cmd.argv.push_back(a);
     }
+    cmd.argv.push_back("--metrics-port=" + std::to_string(ctx.metrics_port));
     cmd.argv.push_back("--termination-log=" + ctx.termination_log);
     return cmd;
   }

@@ -13,7 +13,8 @@
 //  - an image named kubetrain-trainer (any registry prefix, tag or digest) runs
 //    the local trainer binary: no `command` -> the binary with `args`; a
 //    `command` whose first word is kubetrain-trainer -> that word replaced by
-//    the binary. The trainer also gets --termination-log=<per-replica file>;
+//    the binary. The trainer also gets --metrics-port=<CommandContext's> and
+//    --termination-log=<per-replica file>;
 //  - any other image needs a `command`; it runs as it is, looked up on PATH;
 //  - env: the container's `value`s (with $(VAR) expansion, as the kubelet
 //    does), the job's Secret key for KUBETRAIN_AUTH_KEY, and the fieldRefs
@@ -53,6 +54,9 @@ struct CommandContext {
   std::string cluster_config_map;
   std::string cluster_config;
   const LocalObjects* objects = nullptr;  // Secrets/ConfigMaps from the job file, if any
+  // The trainer's --metrics-port (0: off; several local trainers must not all
+  // take the default 9090).
+  int metrics_port = 0;
 };
 
 struct LocalCommand {

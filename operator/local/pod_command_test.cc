@@ -66,19 +66,24 @@ TEST(LocalCommandForTest, TrainerImageRunsLocalBinaryWithTerminationLog) {
   json c = {
       {"name", "trainer"},
       {"image", "kubetrain-trainer:1"},
-      {"args", {"--steps=5", "--termination-log=/dev/termination-log"}},
+      {"args", {"--steps=5", "--termination-log=/dev/termination-log", "--metrics-port=9090"}},
       {"env",
        {{{"name", "POD_NAME"}, {"value", "worker-0"}},
         {{"name", "KUBETRAIN_AUTH_KEY"},
          {"valueFrom", {{"secretKeyRef", {{"name", "j-auth"}, {"key", "key"}}}}}},
         {{"name", "NS"}, {"valueFrom", {{"fieldRef", {{"fieldPath", "metadata.namespace"}}}}}},
         {{"name", "X"}, {"value", "$(POD_NAME)!"}}}}};
-  auto cmd = LocalCommandFor(Pod(c), Ctx());
+  CommandContext ctx = Ctx();
+  ctx.metrics_port = 41234;
+  auto cmd = LocalCommandFor(Pod(c), ctx);
   ASSERT_TRUE(cmd.ok()) << cmd.status().ToString();
   EXPECT_TRUE(cmd->is_trainer);
   EXPECT_EQ(cmd->path, "/opt/bin/kubetrain-trainer");
-  EXPECT_EQ(cmd->argv, (std::vector<std::string>{"kubetrain-trainer", "--steps=5",
-                                                 "--termination-log=/tmp/w0.log"}));
+  // Ours win: the runner's termination log and metrics port (locally, several
+  // trainers cannot all serve on 9090).
+  EXPECT_EQ(cmd->argv,
+            (std::vector<std::string>{"kubetrain-trainer", "--steps=5", "--metrics-port=41234",
+                                      "--termination-log=/tmp/w0.log"}));
   EXPECT_EQ(cmd->env.at("KUBETRAIN_AUTH_KEY"), std::string(64, 'a'));
   EXPECT_EQ(cmd->env.at("NS"), "ns1");
   EXPECT_EQ(cmd->env.at("X"), "worker-0!");

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "operator/common/utf8.h"
+#include "operator/local/local_progress.h"
 #include "operator/local/pod_command.h"
 #include "operator/local/process.h"
 
@@ -131,6 +132,7 @@ class Runner {
   int uid_counter_ = 0;
   int interrupted_ = 0;  // the signal
   bool progress_drawn_ = false;
+  LocalProgress progress_;  // status.progress from the deciding replica's metrics
   std::map<std::string, std::string> termination_messages_;
   std::map<std::string, int> colors_;
 };
@@ -289,6 +291,14 @@ void Runner::StartPod(const json& obj) {
                      cluster_config_};
   ctx.objects = &opt_.objects;
   colors_.emplace(pod.short_name, static_cast<int>(colors_.size()));
+  // The deciding replica (chief-0, else worker-0) serves the metrics the
+  // status.progress comes from, as in a cluster.
+  const api::ReplicaType deciding = job_.spec.Replicas(api::ReplicaType::kChief) > 0
+                                        ? api::ReplicaType::kChief
+                                        : api::ReplicaType::kWorker;
+  if (replica->first == deciding && replica->second == 0) {
+    if (auto port = LocalProgress::FreePort(); port.ok()) ctx.metrics_port = *port;
+  }
   auto cmds = LocalCommandsFor(obj, ctx);
   if (cmds.ok()) {
     // emptyDir: a fresh directory for each pod.
@@ -303,6 +313,7 @@ void Runner::StartPod(const json& obj) {
                             replica->first == api::ReplicaType::kChief)) {
       pod.total_steps = StepsFromArgv(main.argv);
     }
+    if (main.is_trainer && ctx.metrics_port > 0) progress_.Watch(pod.short_name, ctx.metrics_port);
     auto it = pods_.emplace(pod.observed.name, std::move(pod)).first;
     StartCommand(it->second);
     return;
@@ -565,6 +576,11 @@ void Runner::Wait(std::optional<SteadyClock::time_point> until) {
     auto left = std::chrono::ceil<std::chrono::milliseconds>(*until - SteadyClock::now());
     timeout_ms = static_cast<int>(std::clamp<int64_t>(left.count(), 0, 60 * 60 * 1000));
   }
+  if (auto read = progress_.NextRead()) {
+    auto left = std::chrono::ceil<std::chrono::milliseconds>(*read - SteadyClock::now());
+    const int ms = static_cast<int>(std::clamp<int64_t>(left.count(), 0, 60 * 60 * 1000));
+    timeout_ms = timeout_ms < 0 ? ms : std::min(timeout_ms, ms);
+  }
   int n = poll(fds.data(), fds.size(), timeout_ms);
   if (n > 0) {
     for (size_t i = 1; i < fds.size(); ++i) {
@@ -573,6 +589,7 @@ void Runner::Wait(std::optional<SteadyClock::time_point> until) {
     if (fds[0].revents) HandleSignals();
   }
   const auto now = SteadyClock::now();
+  progress_.Poll(now);  // the next plan carries a new reading into the status
   for (auto& [name, pod] : pods_) {
     if (pod.pid > 0 && pod.kill_at && *pod.kill_at <= now) {
       Say(pod.short_name + " did not stop within " + std::to_string(pod.grace.count()) +
@@ -621,6 +638,9 @@ void Runner::StopAll() {
 
 void Runner::AnnounceStatus(const api::TrainingJobStatus& before,
                             const api::TrainingJobStatus& after) {
+  if (after.progress && before.progress != after.progress) {
+    Say("progress: " + DescribeProgress(*after.progress));
+  }
   if (before.state != after.state) {
     std::string msg = "job " + job_.metadata.name + ": " + after.state;
     for (const auto& c : after.conditions) {
@@ -641,6 +661,7 @@ StatusOr<RunResult> Runner::Run() {
   bool first = true;
   for (;;) {
     input.now = Now();
+    input.progress = progress_.published();
     controller::Plan plan = controller::PlanJob(job_, Observe(), input);
     if (first) {
       KT_RETURN_IF_ERROR(Preflight(plan));

@@ -89,6 +89,14 @@ wide_deep)
   [[ $rc -eq 0 ]] || fail "exit code $rc, want 0"
   expect_out '^result: Succeeded'
   expect_out 'state: Succeeded'
+  # status.progress as in a cluster: read from worker 0's metrics endpoint (the
+  # runner gives it a free --metrics-port, the other trainers none), announced
+  # when it changes, 100% once the job succeeded.
+  expect_out 'started worker-0 .* --metrics-port=[1-9][0-9]* '
+  expect_out 'started worker-1 .* --metrics-port=0 '
+  expect_out '^kubetrain +\| progress: [0-9]+% \(step [0-9]+/300\)'
+  expect_out '^kubetrain +\| progress: 100% \(step 300/300\)$'
+  expect_out '^    percent: 100$'
   # Worker 0 (the coordinator) evaluates the trained model: AUC at least 0.80
   # (it also exits 3 below that, failing the job).
   for w in worker-0; do
