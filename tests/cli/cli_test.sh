@@ -95,7 +95,7 @@ wide_deep)
   expect_out 'started worker-0 .* --metrics-port=[1-9][0-9]* '
   expect_out 'started worker-1 .* --metrics-port=0 '
   expect_out '^kubetrain +\| progress: [0-9]+% \(step [0-9]+/300\)'
-  expect_out '^kubetrain +\| progress: 100% \(step 300/300\)$'
+  expect_out '^kubetrain +\| progress: 100% \(step 300/300\)'
   expect_out '^    percent: 100$'
   # Worker 0 (the coordinator) evaluates the trained model: AUC at least 0.80
   # (it also exits 3 below that, failing the job).
