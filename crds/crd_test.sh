@@ -328,6 +328,24 @@ check "sweep printer columns" "$(k get tsw --no-headers=false | sed -n 1p | tr -
 check "sweep printer row" "$(k get tsw live-sweep --no-headers | awk '{print $1, $2, $3, $4}')" \
   "live-sweep 0.81 2/6 Running"
 check "short name tsw" "$(k get tsw -o name)" "trainingsweep.kubetrain.io/live-sweep"
+# Update rules, with the C++ verdict on the same merge patch.
+sweep_patch() {  # sweep_patch DESCRIPTION accept|reject MESSAGE PATCH
+  local out
+  if [[ -n "${api_check}" ]]; then
+    k get tsw live-sweep -o json >"${scratch}/old.json"
+    k patch tsw live-sweep --type=merge -p "$4" --dry-run=client -o json >"${scratch}/new.json"
+    cpp_agrees "$1" "$2" "$3" "${scratch}/new.json" "${scratch}/old.json"
+  fi
+  if out="$(k patch tsw live-sweep --type=merge -p "$4" 2>&1)"; then
+    [[ "$2" == accept ]] && ok "$1 is accepted" || fail "$1: accepted, want '$3'"
+  elif [[ "$2" == reject && "${out}" == *"$3"* ]]; then
+    ok "$1 is rejected"
+  else
+    fail "$1: ${out}"
+  fi
+}
+sweep_patch "changing the objective" reject "spec.objective is immutable" '{"spec":{"objective":{"goal":0.9}}}'
+sweep_patch "changing parallelism and maxTrials" accept "" '{"spec":{"parallelism":3,"maxTrials":4}}'
 
 if ((fails > 0)); then
   echo "${fails} check(s) failed" >&2

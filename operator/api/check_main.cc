@@ -52,14 +52,24 @@ StatusOr<TrainingJob> Load(const std::string& path) {
   return kubetrain::api::ParseTrainingJob(*value);
 }
 
-// A TrainingSweep: parsing and ValidateSweep (no update rules yet).
-int CheckSweep(const nlohmann::json& value) {
+// A TrainingSweep: parsing, ValidateSweep and, with an old one, ValidateSweepUpdate.
+int CheckSweep(const nlohmann::json& value, const std::string& old_path) {
   auto sweep = kubetrain::api::ParseTrainingSweep(value);
   if (!sweep.ok()) {
     std::cout << sweep.status().message() << "\n";
     return 1;
   }
-  const auto errors = kubetrain::api::ValidateSweep(*sweep);
+  auto errors = kubetrain::api::ValidateSweep(*sweep);
+  if (!old_path.empty()) {
+    auto old_json = LoadJson(old_path);
+    auto old_sweep = old_json.ok() ? kubetrain::api::ParseTrainingSweep(*old_json)
+                                   : StatusOr<kubetrain::api::TrainingSweep>(old_json.status());
+    if (!old_sweep.ok()) {
+      std::cerr << old_path << ": " << old_sweep.status().message() << "\n";
+      return 2;
+    }
+    for (auto& e : kubetrain::api::ValidateSweepUpdate(*old_sweep, *sweep)) errors.push_back(e);
+  }
   if (errors.empty()) {
     std::cout << "OK\n";
     return 0;
@@ -86,7 +96,7 @@ int main(int argc, char** argv) {
   }
   if (auto value = LoadJson(path);
       value.ok() && kubetrain::api::KindOf(*value) == kubetrain::api::kSweepKind) {
-    return CheckSweep(*value);
+    return CheckSweep(*value, old_path);
   }
   StatusOr<TrainingJob> job = Load(path);
   if (!job.ok()) {

@@ -588,4 +588,13 @@ std::vector<FieldError> ValidateSweep(const TrainingSweep& sweep) {
   return errors;
 }
 
+std::vector<FieldError> ValidateSweepUpdate(const TrainingSweep& old_sweep,
+                                            const TrainingSweep& updated) {
+  std::vector<FieldError> errors;
+  if (old_sweep.spec.objective != updated.spec.objective) {
+    errors.push_back({"spec", "spec.objective is immutable"});
+  }
+  return errors;
+}
+
 }  // namespace kubetrain::api

@@ -146,6 +146,11 @@ std::string TrialName(std::string_view sweep_name, int32_t index);
 
 // The CRD's rules (create and update). Empty when the sweep is valid.
 std::vector<FieldError> ValidateSweep(const TrainingSweep& sweep);
+// The update rules (CEL transition rules): the objective cannot change, since
+// the values already recorded were measured against it. Does not repeat
+// ValidateSweep(updated).
+std::vector<FieldError> ValidateSweepUpdate(const TrainingSweep& old_sweep,
+                                            const TrainingSweep& updated);
 
 // The object's kind, "" when it has none.
 std::string KindOf(const nlohmann::json& object);

@@ -157,5 +157,17 @@ TEST(SweepValidateTest, NameBudgetCountsTheLastTrialsLongestChild) {
   EXPECT_TRUE(Errors(s).find("would exceed 63 characters") != std::string::npos) << Errors(s);
 }
 
+TEST(SweepValidateTest, TheObjectiveIsImmutableTheRestMayChange) {
+  TrainingSweep old_sweep = Sweep();
+  TrainingSweep updated = old_sweep;
+  updated.spec.parallelism = 4;
+  updated.spec.max_trials = 8;
+  updated.spec.suspend = true;
+  EXPECT_TRUE(ValidateSweepUpdate(old_sweep, updated).empty());
+  updated.spec.objective.goal = 0.9;
+  EXPECT_EQ(ToStatus(ValidateSweepUpdate(old_sweep, updated)).message(),
+            "spec: spec.objective is immutable");
+}
+
 }  // namespace
 }  // namespace kubetrain::api
