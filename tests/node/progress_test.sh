@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Live progress on the real node: the installed operator reads worker 0's
+# metrics endpoint (its pod IP, the "metrics" port) while a 2 PS + 2 worker
+# Wide & Deep job trains in a restricted namespace; status.progress appears,
+# its step advances, and `kubectl get tj` shows PROGRESS and ETA.
+set -uo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+ensure_operator || exit 1
+restricted_ns progress
+
+# Long enough to be read several times (the operator reads a job every 15 s);
+# the job is deleted once the checks are done.
+args='args: [--model=wide_deep, "--layers=64,32", --data-dir=/tmp/data, --generate-data=50000, --steps=1000000, --batch-size=256, --threads=1]'
+trainer_job live "${args}"
+WAIT_SECONDS=300 wait_state live Running
+step() { k get tj live -o jsonpath='{.status.progress.step}' 2>/dev/null; }
+has_progress() { [[ -n "$(step)" ]]; }
+WAIT_SECONDS=180 wait_until "status.progress" has_progress
+first="$(step)"
+echo "  first reading: step ${first}"
+advanced() { [[ -n "$(step)" ]] && (($(step) > first)); }
+WAIT_SECONDS=180 wait_until "status.progress.step to advance past ${first}" advanced
+check "status.progress advances (step ${first} -> $(step))" "$(advanced && echo yes)" yes
+check "the reading is worker-0's, out of --steps" \
+  "$(k get tj live -o jsonpath='{.status.progress.replica} {.status.progress.totalSteps}')" "worker-0 1000000"
+has_eta() { [[ -n "$(k get tj live -o jsonpath='{.status.progress.eta}')" ]]; }
+WAIT_SECONDS=120 wait_until "an ETA" has_eta
+column() {  # column NAME: that column of `kubectl get tj live`
+  k get tj live | awk -v n="$1" 'NR==1{for(i=1;i<=NF;i++) if($i==n) c=i} NR==2{print $c}'
+}
+check "kubectl get tj: PROGRESS is the percent" "$(column PROGRESS)" \
+  "$(k get tj live -o jsonpath='{.status.progress.percent}')"
+check "kubectl get tj: ETA is status.progress.eta" "$(column ETA)" \
+  "$(k get tj live -o jsonpath='{.status.progress.eta}')"
+check "kubectl get tj: RUNNING counts the 4 pods" "$(column RUNNING)" 4
+check "kubectl get tj: RESTARTS" "$(column RESTARTS)" 0
+k get tj live
+if ((failures)); then
+  k get tj live -o yaml | tail -40; k get pods -o wide
+  for p in $(k get pods -o name); do echo "== ${p}"; k logs "${p}" --tail 15 2>&1; done
+fi
+k delete tj live --wait=false >/dev/null
+((failures == 0)) && echo "progress test passed"
+((failures == 0))
