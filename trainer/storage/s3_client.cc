@@ -49,6 +49,33 @@ bool IsHex(std::string_view s) {
 
 std::once_flag g_curl_init;
 
+// The checksum recorded for a multipart object: SHA-256 over its parts' SHA-256s (hex,
+// concatenated), then "-<parts>-<part size>", so a reader can recompute it.
+std::string CompositeSha(const std::vector<std::string>& part_hashes, size_t part_size) {
+  std::string all;
+  for (const auto& h : part_hashes) all += h;
+  return Sha256Hex(all) + "-" + std::to_string(part_hashes.size()) + "-" +
+         std::to_string(part_size);
+}
+
+// `data`'s checksum in the form of `recorded` (plain SHA-256, or composite).
+std::string ChecksumLike(std::string_view data, const std::string& recorded) {
+  const size_t dash = recorded.find('-');
+  if (dash == std::string::npos) return Sha256Hex(data);
+  const size_t dash2 = recorded.find('-', dash + 1);
+  size_t part = 0;
+  try {
+    part = std::stoull(recorded.substr(dash2 + 1));
+  } catch (const std::exception&) {
+  }
+  if (dash2 == std::string::npos || part == 0) return "unreadable";
+  std::vector<std::string> hashes;
+  for (size_t off = 0; off < data.size(); off += part) {
+    hashes.push_back(Sha256Hex(data.substr(off, part)));
+  }
+  return CompositeSha(hashes, part);
+}
+
 }  // namespace
 
 std::string S3Name(std::string_view bucket, std::string_view key) {
@@ -229,10 +256,17 @@ StatusOr<S3Client::Response> S3Client::SendOnce(const Request& r) {
   sr.method = r.method;
   sr.canonical_uri = path;
   sr.query = r.query;
-  sr.payload_hash = r.has_body ? Sha256Hex(r.body) : kEmptySha;
   sr.headers = r.headers;
+  // A body's SHA-256 given by the caller as x-amz-content-sha256 is used as it is.
+  const auto given = std::find_if(sr.headers.begin(), sr.headers.end(),
+                                  [](const auto& h) { return h.first == "x-amz-content-sha256"; });
+  if (given != sr.headers.end()) {
+    sr.payload_hash = given->second;
+  } else {
+    sr.payload_hash = r.has_body ? Sha256Hex(r.body) : kEmptySha;
+    sr.headers.emplace_back("x-amz-content-sha256", sr.payload_hash);
+  }
   sr.headers.emplace_back("host", host);
-  sr.headers.emplace_back("x-amz-content-sha256", sr.payload_hash);
   const Signature sig =
       SignV4(sr, config_.credentials, config_.region, "s3", std::chrono::system_clock::now());
 
@@ -470,7 +504,7 @@ StatusOr<std::string> S3Client::Get(std::string_view bucket, std::string_view ke
     return Status::Ok();
   }));
   if (const std::string want = head->Header(kShaMeta); !want.empty()) {
-    if (Sha256Hex(data) != want) {
+    if (ChecksumLike(data, want) != want) {
       return Internal(name + ": SHA-256 of the " + std::to_string(data.size()) +
                       " bytes read does not match the one recorded at upload (corrupt or "
                       "truncated object)");
@@ -500,63 +534,69 @@ Status S3Client::Upload(std::string_view bucket, std::string_view key, std::stri
   return Multipart(bucket, key, body, options);
 }
 
-// Flow: CreateMultipartUpload -> parts uploaded by up to upload_parallelism threads (each
-// part's SHA-256 checked by the server through the signature, its ETag compared with its
-// MD5) -> CompleteMultipartUpload with the part list. Any failure aborts the upload, so no
-// parts are left behind (best effort: an abort that fails is not reported over the cause).
+// Flow: part hashes (parallel) -> CreateMultipartUpload (with the object's checksum) ->
+// parts uploaded by up to upload_parallelism threads (each part's SHA-256 checked by the
+// server through the signature) -> CompleteMultipartUpload with the part list. Any failure aborts
+// the upload, so no parts are left behind (best effort: an abort that fails is not reported over
+// the cause).
 Status S3Client::Multipart(std::string_view bucket, std::string_view key, std::string_view body,
                            const PutOptions& options) {
   const std::string name = S3Name(bucket, key);
+  const size_t part = config_.part_size;
+  const size_t parts = (body.size() + part - 1) / part;
+  const int threads = static_cast<int>(
+      std::min<size_t>(parts, static_cast<size_t>(std::max(1, config_.upload_parallelism))));
+  const auto parallel = [&](const std::function<void(size_t)>& fn) {
+    std::atomic<size_t> next{0};
+    const auto run = [&] {
+      for (size_t i = next++; i < parts; i = next++) fn(i);
+    };
+    std::vector<std::thread> pool;
+    for (int t = 1; t < threads; ++t) pool.emplace_back(run);
+    run();
+    for (auto& t : pool) t.join();
+  };
+  // Every part's SHA-256 first, in parallel: each part is signed with its hash (the server
+  // checks the bytes against it), and the object's checksum recorded at initiation is
+  // derived from them. One pass over the data in all.
+  std::vector<std::string> hashes(parts);
+  parallel([&](size_t i) { hashes[i] = Sha256Hex(body.substr(i * part, part)); });
+
   Request init{"POST", std::string(bucket), std::string(key), {{"uploads", ""}}, {}, "", true,
                nullptr};
   init.headers.emplace_back("Content-Type", options.content_type);
-  init.headers.emplace_back(kShaMeta, Sha256Hex(body));
+  init.headers.emplace_back(kShaMeta, CompositeSha(hashes, part));
   auto created = Send(init);
   if (!created.ok()) return created.status();
   const std::string upload_id = XmlText(created->body, "UploadId");
   if (upload_id.empty()) return Internal(name + ": CreateMultipartUpload returned no UploadId");
 
-  const size_t part = config_.part_size;
-  const size_t parts = (body.size() + part - 1) / part;
   std::vector<std::string> etags(parts);
-  std::atomic<size_t> next{0};
   std::atomic<bool> failed{false};
   std::mutex mu;
   Status first_error;  // guarded by mu
-  const auto worker = [&] {
-    for (size_t i = next++; i < parts && !failed; i = next++) {
-      const std::string_view chunk = body.substr(i * part, part);
-      Request r{"PUT",
-                std::string(bucket),
-                std::string(key),
-                {{"partNumber", std::to_string(i + 1)}, {"uploadId", upload_id}},
-                {{"Content-Type", "application/octet-stream"}},
-                chunk,
-                true,
-                nullptr};
-      const std::string md5 = Md5(chunk);
-      r.headers.emplace_back("Content-MD5", Base64(md5));
-      auto resp = Send(r);
-      Status s = resp.status();
-      if (s.ok()) {
-        etags[i] = Unquote(resp->Header("etag"));
-        if (!etags[i].empty() && Lower(etags[i]) != Hex(md5)) {
-          s = Internal(name + ": part " + std::to_string(i + 1) + " ETag does not match its MD5");
-        }
-      }
-      if (!s.ok()) {
-        std::lock_guard<std::mutex> lock(mu);
-        if (first_error.ok()) first_error = s;
-        failed = true;
-      }
+  parallel([&](size_t i) {
+    if (failed) return;
+    Request r{"PUT",
+              std::string(bucket),
+              std::string(key),
+              {{"partNumber", std::to_string(i + 1)}, {"uploadId", upload_id}},
+              {{"Content-Type", "application/octet-stream"}, {"x-amz-content-sha256", hashes[i]}},
+              body.substr(i * part, part),
+              true,
+              nullptr};
+    auto resp = Send(r);
+    Status s = resp.status();
+    if (s.ok()) {
+      etags[i] = Unquote(resp->Header("etag"));
+      if (etags[i].empty()) s = Internal(name + ": part " + std::to_string(i + 1) + " has no ETag");
     }
-  };
-  const int threads = static_cast<int>(
-      std::min<size_t>(parts, static_cast<size_t>(std::max(1, config_.upload_parallelism))));
-  std::vector<std::thread> pool;
-  for (int i = 1; i < threads; ++i) pool.emplace_back(worker);
-  worker();
-  for (auto& t : pool) t.join();
+    if (!s.ok()) {
+      std::lock_guard<std::mutex> lock(mu);
+      if (first_error.ok()) first_error = s;
+      failed = true;
+    }
+  });
 
   const auto abort = [&] {
     Request r{

@@ -10,10 +10,11 @@
 // backoff and full jitter, up to max_attempts in all. A streamed GET resumes at the byte it
 // stopped at.
 // Checksums: every body is sent with its SHA-256 in x-amz-content-sha256 (the server checks
-// it against the signature) and, for single PUTs, Content-MD5. Uploads record the whole
-// object's SHA-256 in the metadata x-amz-meta-kubetrain-sha256; a whole-object Get checks
-// it (or, for objects written by other tools, a plain-MD5 ETag) and the length, so a
-// truncated or altered object is an error, not data.
+// it against the signature) and, for single PUTs, Content-MD5. Uploads record the object's
+// checksum in the metadata x-amz-meta-kubetrain-sha256 (its SHA-256; for a multipart
+// upload the SHA-256 of its parts' SHA-256s, "-<parts>-<part size>"); a whole-object Get
+// checks it (or, for objects written by other tools, a plain-MD5 ETag) and the length, so
+// a truncated or altered object is an error, not data.
 // Errors name the object as s3://bucket/key and map to Status codes: 403 PermissionDenied,
 // 404 NotFound, 412 (conditional PUT lost) AlreadyExists, other 4xx InvalidArgument,
 // 5xx / transport errors after the last retry Unavailable, checksum mismatch Internal.
