@@ -16,8 +16,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/status.h"
 #include "operator/api/types.h"
-#include "operator/common/status.h"
 
 namespace kubetrain::api {
 

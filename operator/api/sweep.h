@@ -18,9 +18,9 @@
 #include <string_view>
 #include <vector>
 
+#include "common/status.h"
 #include "operator/api/types.h"
 #include "operator/api/validation.h"
-#include "operator/common/status.h"
 
 namespace kubetrain::api {
 

@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "common/status.h"
 #include "operator/api/types.h"
-#include "operator/common/status.h"
 
 namespace kubetrain::api {
 

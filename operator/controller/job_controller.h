@@ -27,7 +27,7 @@
 #include <string>
 #include <vector>
 
-#include "operator/common/status.h"
+#include "common/status.h"
 #include "operator/controller/metrics.h"
 #include "operator/kube/client.h"
 #include "operator/progress/reader.h"

@@ -34,8 +34,8 @@
 #include <utility>
 #include <vector>
 
+#include "common/status.h"
 #include "operator/api/types.h"
-#include "operator/common/status.h"
 
 namespace kubetrain::controller {
 

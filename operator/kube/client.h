@@ -22,7 +22,7 @@
 #include <string>
 #include <string_view>
 
-#include "operator/common/status.h"
+#include "common/status.h"
 #include "operator/kube/config.h"
 
 namespace kubetrain::kube {

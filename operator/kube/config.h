@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "operator/common/status.h"
+#include "common/status.h"
 
 namespace kubetrain::kube {
 

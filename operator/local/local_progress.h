@@ -11,8 +11,8 @@
 #include <optional>
 #include <string>
 
+#include "common/status.h"
 #include "operator/api/types.h"
-#include "operator/common/status.h"
 #include "operator/progress/progress.h"
 #include "operator/progress/reader.h"
 

@@ -32,7 +32,7 @@
 #include <string_view>
 #include <vector>
 
-#include "operator/common/status.h"
+#include "common/status.h"
 
 namespace kubetrain::local {
 

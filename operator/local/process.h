@@ -20,7 +20,7 @@
 #include <string_view>
 #include <vector>
 
-#include "operator/common/status.h"
+#include "common/status.h"
 
 namespace kubetrain::local {
 

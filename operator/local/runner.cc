@@ -21,7 +21,7 @@
 #include <sstream>
 #include <vector>
 
-#include "operator/common/utf8.h"
+#include "common/utf8.h"
 #include "operator/local/local_progress.h"
 #include "operator/local/pod_command.h"
 #include "operator/local/process.h"

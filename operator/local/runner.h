@@ -25,8 +25,8 @@
 #include <string>
 #include <string_view>
 
+#include "common/status.h"
 #include "operator/api/types.h"
-#include "operator/common/status.h"
 #include "operator/controller/planner.h"
 #include "operator/local/pod_command.h"
 

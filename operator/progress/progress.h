@@ -11,8 +11,8 @@
 #include <string>
 #include <string_view>
 
+#include "common/status.h"
 #include "operator/api/types.h"
-#include "operator/common/status.h"
 
 namespace kubetrain::progress {
 

@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "operator/common/status.h"
+#include "common/status.h"
 
 namespace kubetrain::progress {
 

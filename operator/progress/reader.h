@@ -27,8 +27,8 @@
 #include <thread>
 #include <vector>
 
+#include "common/status.h"
 #include "operator/api/types.h"
-#include "operator/common/status.h"
 #include "operator/progress/progress.h"
 #include "operator/progress/scrape_scheduler.h"
 #include "operator/runtime/health_server.h"

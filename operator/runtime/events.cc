@@ -7,7 +7,7 @@
 #include <random>
 #include <vector>
 
-#include "operator/common/utf8.h"
+#include "common/utf8.h"
 #include "operator/runtime/health_server.h"
 #include "operator/runtime/leader_election.h"
 

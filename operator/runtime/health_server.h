@@ -9,7 +9,7 @@
 #include <string_view>
 #include <thread>
 
-#include "operator/common/status.h"
+#include "common/status.h"
 
 namespace kubetrain::runtime {
 

@@ -7,7 +7,7 @@
 #include <stop_token>
 #include <string>
 
-#include "operator/common/status.h"
+#include "common/status.h"
 #include "operator/kube/client.h"
 
 namespace kubetrain::runtime {

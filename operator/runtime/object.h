@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "operator/common/status.h"
+#include "common/status.h"
 
 namespace kubetrain::runtime {
 

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "operator/common/status.h"
+#include "common/status.h"
 #include "operator/kube/client.h"
 
 namespace kubetrain::runtime {

@@ -15,7 +15,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "operator/common/status.h"
+#include "common/status.h"
 #include "operator/kube/rate_limiter.h"
 
 namespace kubetrain::runtime {

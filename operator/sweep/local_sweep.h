@@ -19,8 +19,8 @@
 #include <string>
 #include <vector>
 
+#include "common/status.h"
 #include "operator/api/sweep.h"
-#include "operator/common/status.h"
 
 namespace kubetrain::sweep {
 

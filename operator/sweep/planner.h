@@ -34,9 +34,9 @@
 #include <string_view>
 #include <vector>
 
+#include "common/status.h"
 #include "operator/api/sweep.h"
 #include "operator/api/types.h"
-#include "operator/common/status.h"
 
 namespace kubetrain::sweep {
 

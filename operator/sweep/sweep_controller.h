@@ -31,7 +31,7 @@
 #include <string>
 #include <vector>
 
-#include "operator/common/status.h"
+#include "common/status.h"
 #include "operator/controller/metrics.h"
 #include "operator/kube/client.h"
 #include "operator/runtime/events.h"

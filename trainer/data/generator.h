@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <string>
 
-#include "operator/common/status.h"
+#include "common/status.h"
 
 namespace kubetrain::trainer {
 

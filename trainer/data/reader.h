@@ -23,7 +23,7 @@
 #include <string_view>
 #include <vector>
 
-#include "operator/common/status.h"
+#include "common/status.h"
 #include "trainer/model/batch.h"
 #include "trainer/storage/stream.h"
 

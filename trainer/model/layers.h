@@ -14,7 +14,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "operator/common/status.h"
+#include "common/status.h"
 
 namespace kubetrain::trainer {
 

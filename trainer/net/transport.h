@@ -31,7 +31,7 @@
 #include <string>
 #include <string_view>
 
-#include "operator/common/status.h"
+#include "common/status.h"
 
 namespace kubetrain::trainer {
 

@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-#include "operator/common/status.h"
+#include "common/status.h"
 #include "trainer/ps/shard.h"
 
 namespace kubetrain::trainer {

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "operator/common/status.h"
+#include "common/status.h"
 
 namespace kubetrain::trainer {
 

@@ -33,7 +33,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "operator/common/status.h"
+#include "common/status.h"
 #include "trainer/net/transport.h"
 #include "trainer/ps/shard.h"
 

@@ -11,7 +11,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "operator/common/status.h"
+#include "common/status.h"
 #include "trainer/ps/optimizer.h"
 
 namespace kubetrain::trainer {

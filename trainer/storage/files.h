@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-#include "operator/common/status.h"
+#include "common/status.h"
 #include "trainer/storage/s3_client.h"
 
 namespace kubetrain::storage {

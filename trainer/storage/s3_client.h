@@ -31,7 +31,7 @@
 #include <string_view>
 #include <vector>
 
-#include "operator/common/status.h"
+#include "common/status.h"
 #include "trainer/storage/sigv4.h"
 
 namespace kubetrain::storage {

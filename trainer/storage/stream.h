@@ -15,7 +15,7 @@
 #include <memory>
 #include <string>
 
-#include "operator/common/status.h"
+#include "common/status.h"
 
 namespace kubetrain::storage {
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "operator/common/status.h"
+#include "common/status.h"
 #include "trainer/model/model.h"
 #include "trainer/ps/shard.h"
 

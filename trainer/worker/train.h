@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "operator/common/status.h"
+#include "common/status.h"
 #include "trainer/data/reader.h"
 #include "trainer/model/model.h"
 #include "trainer/worker/params.h"

@@ -1,4 +1,4 @@
-#include "operator/common/utf8.h"
+#include "common/utf8.h"
 
 namespace kubetrain {
 namespace {

@@ -1,4 +1,4 @@
-#include "operator/common/status.h"
+#include "common/status.h"
 
 namespace kubetrain {
 
