@@ -503,4 +503,10 @@ json ToJson(const TrainingJob& job) {
   return out;
 }
 
+std::string StringField(const nlohmann::json& object, std::string_view key) {
+  if (!object.is_object()) return std::string();
+  auto it = object.find(key);
+  return it != object.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
 }  // namespace kubetrain::api

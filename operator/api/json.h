@@ -15,6 +15,8 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
 
 #include "common/status.h"
 #include "operator/api/types.h"
@@ -30,5 +32,9 @@ nlohmann::json ToJson(const TrainingJob& job);
 nlohmann::json SpecToJson(const TrainingJobSpec& spec);
 // The `status` stanza for a PUT to the status subresource.
 nlohmann::json StatusToJson(const TrainingJobStatus& status);
+
+// The string at `key` of a JSON object, else "" (absent, not a string, or not
+// an object): for reading Kubernetes objects leniently. Never throws.
+std::string StringField(const nlohmann::json& object, std::string_view key);
 
 }  // namespace kubetrain::api

@@ -24,7 +24,7 @@
 #include "operator/api/sweep.h"
 #include "operator/api/validation.h"
 #include "operator/api/yaml.h"
-#include "operator/controller/planner.h"
+#include "operator/planner/planner.h"
 #include "operator/local/process.h"
 #include "operator/local/runner.h"
 #include "operator/local/yaml_out.h"

@@ -10,7 +10,8 @@
 #include <thread>
 
 #include "operator/api/json.h"
-#include "operator/controller/planner.h"
+#include "operator/controller/observe_pod.h"
+#include "operator/planner/planner.h"
 #include "operator/progress/endpoint.h"
 #include "operator/runtime/informer.h"
 #include "operator/runtime/object.h"

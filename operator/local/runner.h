@@ -27,8 +27,8 @@
 
 #include "common/status.h"
 #include "operator/api/types.h"
-#include "operator/controller/planner.h"
 #include "operator/local/pod_command.h"
+#include "operator/planner/planner.h"
 
 namespace kubetrain::local {
 

@@ -6,8 +6,10 @@
 // the Kubernetes executor (observed children from informers, plan applied with
 // REST calls) and the local runner of `kubetrain run` (children are processes).
 //
-// Every lifecycle rule lives here (see PlanJob's comment) and is unit-tested as
-// data in, data out in planner_test.cc.
+// Every lifecycle rule lives here (see PlanJob's comment; planner.cc) and is
+// unit-tested as data in, data out in planner_test.cc. The objects a plan
+// creates come from the child builders (children.h), which apply the workload
+// contract (env_contract.h).
 //
 // Safe under a lagging cache, by construction:
 //  - children have deterministic names <job>-<role>-<index>, so a repeated create
@@ -36,27 +38,11 @@
 
 #include "common/status.h"
 #include "operator/api/types.h"
+#include "operator/planner/env_contract.h"
 
 namespace kubetrain::controller {
 
-// Labels on every Pod and Service (and the job-name label on the Secret).
-inline constexpr std::string_view kJobNameLabel = "kubetrain.io/job-name";
-inline constexpr std::string_view kReplicaTypeLabel = "kubetrain.io/replica-type";    // "worker"
-inline constexpr std::string_view kReplicaIndexLabel = "kubetrain.io/replica-index";  // "0"
-// The Secret's data key holding the job's auth key (64 lower-case hex characters
-// encoding 32 bytes: env values cannot carry arbitrary bytes).
-inline constexpr std::string_view kAuthSecretKey = "key";
-inline constexpr std::string_view kPortName = "kubetrain";
-inline constexpr std::string_view kMainContainerName = "trainer";
-// On every Pod: a hash of what the pod was built from (its replica's template
-// and CLUSTER_CONFIG, which holds the port). A live pod whose hash differs from the current
-// spec's is deleted and recreated: the spec was reshaped while the job was
-// suspended, and the suspension may never have been observed (a lagging cache
-// can coalesce suspend, edit and resume into one update).
-inline constexpr std::string_view kSpecHashAnnotation = "kubetrain.io/spec-hash";
-
 enum class PodPhase { kPending, kRunning, kSucceeded, kFailed, kUnknown };
-PodPhase PodPhaseFromString(std::string_view phase);  // anything unexpected: kUnknown
 
 // A child Pod as the planner needs to see it. Feed only pods controlled by this
 // job (ownerReference UID == job UID, or the local runner's own processes).
@@ -88,45 +74,9 @@ struct ObservedChildren {
   bool secret_exists = false;
 };
 
-// The role and index in kubetrain.io/replica-{type,index} labels, if well formed.
-std::optional<std::pair<api::ReplicaType, int32_t>> ReplicaFromLabels(
-    const std::map<std::string, std::string>& labels);
-
-// Turns a Pod as served by the apiserver into an ObservedPod: the main container
-// (named "trainer", else the first) decides exit code, reason and message.
-StatusOr<ObservedPod> ObservePod(const nlohmann::json& pod);
-
-// In-cluster roles -> "host:port" per index. Evaluators never appear.
-using ClusterSpec = std::map<api::ReplicaType, std::vector<std::string>>;
-
-// <job>-<role>-<index>.<namespace>.svc.<domain>:<port> for every in-cluster
-// replica; domain = spec.clusterDomain, else `default_domain`; namespace
-// "default" when the job has none.
-ClusterSpec BuildClusterSpec(const api::TrainingJob& job, std::string_view default_domain);
-// {"chief":[...],"ps":[...],"worker":[...]}: roles in lower case, compact JSON.
-std::string ClusterConfigJson(const ClusterSpec& cluster);
-// {"cluster":<same>,"task":{"type":<role>,"index":<i>},"environment":"cloud"}.
-std::string TfConfigJson(const ClusterSpec& cluster, api::ReplicaType role, int32_t index);
-// TF_CONFIG as the pod carries it: TfConfigJson with the cluster map replaced by
-// "$(CLUSTER_CONFIG)", which Kubernetes (and the local runner) expands from the
-// CLUSTER_CONFIG variable defined before it. Expanded, it is byte for byte
-// TfConfigJson(cluster, role, index); the pod stays O(1) in the job's size.
-std::string TfConfigTemplate(api::ReplicaType role, int32_t index);
-// "<job>-cluster": the job's ConfigMap; key kClusterConfigKey holds
-// ClusterConfigJson, which every pod's CLUSTER_CONFIG references.
-std::string ClusterConfigMapName(std::string_view job_name);
-inline constexpr std::string_view kClusterConfigKey = "cluster";
 // The Kubernetes executor's PlanInput::max_pod_creates: a plan's size (and the
 // operator's memory) stays bounded whatever the job's size.
 inline constexpr size_t kMaxPodCreatesPerPlan = 500;
-// "<role>-<index>".
-std::string PodNameEnv(api::ReplicaType role, int32_t index);
-// "<job>-auth".
-std::string AuthSecretName(std::string_view job_name);
-// The key as the Secret stores it and KUBETRAIN_AUTH_KEY carries it: 64
-// lower-case hex characters. The local runner, which has no Secret, sets the
-// variable to this.
-std::string AuthKeyText(const std::array<uint8_t, 32>& key);
 
 struct PlanInput {
   api::Time now{};

@@ -12,7 +12,7 @@
 #include <optional>
 
 #include "operator/api/validation.h"
-#include "operator/controller/planner.h"
+#include "operator/planner/planner.h"
 
 namespace kubetrain::controller {
 namespace {

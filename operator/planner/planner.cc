@@ -1,11 +1,11 @@
-#include "operator/controller/planner.h"
+#include "operator/planner/planner.h"
 
 #include <algorithm>
-#include <charconv>
 #include <set>
 
+#include "operator/api/json.h"
 #include "operator/api/validation.h"
-#include "operator/progress/metric_names.h"
+#include "operator/planner/children.h"
 
 namespace kubetrain::controller {
 
@@ -14,243 +14,7 @@ using api::ReplicaType;
 using api::RestartPolicy;
 using nlohmann::json;
 
-PodPhase PodPhaseFromString(std::string_view phase) {
-  if (phase == "Pending") return PodPhase::kPending;
-  if (phase == "Running") return PodPhase::kRunning;
-  if (phase == "Succeeded") return PodPhase::kSucceeded;
-  if (phase == "Failed") return PodPhase::kFailed;
-  return PodPhase::kUnknown;
-}
-
-std::optional<std::pair<ReplicaType, int32_t>> ReplicaFromLabels(
-    const std::map<std::string, std::string>& labels) {
-  auto type_it = labels.find(std::string(kReplicaTypeLabel));
-  auto index_it = labels.find(std::string(kReplicaIndexLabel));
-  if (type_it == labels.end() || index_it == labels.end()) return std::nullopt;
-  std::optional<ReplicaType> type = api::ReplicaTypeFromLower(type_it->second);
-  const std::string& text = index_it->second;
-  int32_t index = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), index);
-  if (!type || ec != std::errc() || end != text.data() + text.size() || index < 0) {
-    return std::nullopt;
-  }
-  return std::make_pair(*type, index);
-}
-
 namespace {
-
-std::string Str(const json& j, std::string_view key) {
-  auto it = j.find(key);
-  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
-}
-
-StatusOr<std::optional<api::Time>> OptTime(const json& j, std::string_view key) {
-  std::string text = Str(j, key);
-  if (text.empty()) return std::optional<api::Time>();
-  StatusOr<api::Time> t = api::ParseTime(text);
-  if (!t.ok()) return t.status();
-  return std::optional<api::Time>(*t);
-}
-
-// Index of the container that gets the env contract: "trainer", else the first.
-size_t MainContainerIndex(const json& containers) {
-  for (size_t i = 0; i < containers.size(); ++i) {
-    if (containers[i].is_object() && Str(containers[i], "name") == kMainContainerName) return i;
-  }
-  return 0;
-}
-
-// The variables of the workload contract: set by the operator, replacing any of
-// the same name in the template.
-constexpr std::array<std::string_view, 4> kOurs = {"CLUSTER_CONFIG", "POD_NAME", "TF_CONFIG",
-                                                   "KUBETRAIN_AUTH_KEY"};
-
-// The contract variables a template's main container sets itself ("A, B").
-std::string TemplateContractEnv(const json& tmpl) {
-  std::string names;
-  const json spec = tmpl.value("spec", json::object());
-  const json containers = spec.is_object() ? spec.value("containers", json::array()) : json();
-  if (!containers.is_array() || containers.empty()) return names;
-  const json& main = containers[MainContainerIndex(containers)];
-  const json env = main.is_object() ? main.value("env", json::array()) : json();
-  if (!env.is_array()) return names;
-  for (const json& e : env) {
-    const std::string name = e.is_object() ? Str(e, "name") : "";
-    if (std::find(kOurs.begin(), kOurs.end(), name) == kOurs.end()) continue;
-    names += (names.empty() ? "" : ", ") + name;
-  }
-  return names;
-}
-
-StatusOr<ObservedPod> ObservePodUnsafe(const json& pod) {
-  if (!pod.is_object()) return InvalidArgument("pod must be an object");
-  const json meta = pod.value("metadata", json::object());
-  const json spec = pod.value("spec", json::object());
-  const json status = pod.value("status", json::object());
-  ObservedPod out;
-  out.name = Str(meta, "name");
-  out.uid = Str(meta, "uid");
-  if (meta.contains("labels") && meta["labels"].is_object()) {
-    for (const auto& [k, v] : meta["labels"].items()) {
-      if (v.is_string()) out.labels[k] = v.get<std::string>();
-    }
-  }
-  if (meta.contains("annotations") && meta["annotations"].is_object()) {
-    out.spec_hash = Str(meta["annotations"], kSpecHashAnnotation);
-  }
-  auto replica = ReplicaFromLabels(out.labels);
-  if (!replica)
-    return InvalidArgument("pod " + out.name + " has no valid kubetrain.io replica labels");
-  out.role = replica->first;
-  out.index = replica->second;
-  out.phase = PodPhaseFromString(Str(status, "phase"));
-  StatusOr<std::optional<api::Time>> deletion = OptTime(meta, "deletionTimestamp");
-  if (!deletion.ok()) return deletion.status();
-  out.deletion_timestamp = *deletion;
-  StatusOr<std::optional<api::Time>> creation = OptTime(meta, "creationTimestamp");
-  if (!creation.ok()) return creation.status();
-  out.creation_timestamp = *creation;
-
-  std::string main_name;
-  const json containers = spec.value("containers", json::array());
-  if (containers.is_array() && !containers.empty()) {
-    main_name = Str(containers[MainContainerIndex(containers)], "name");
-  }
-  const json statuses = status.value("containerStatuses", json::array());
-  if (statuses.is_array()) {
-    for (const json& cs : statuses) {
-      if (!cs.is_object() || Str(cs, "name") != main_name) continue;
-      const json state = cs.value("state", json::object());
-      if (state.contains("terminated") && state["terminated"].is_object()) {
-        const json& t = state["terminated"];
-        if (t.contains("exitCode") && t["exitCode"].is_number_integer()) {
-          out.exit_code = t["exitCode"].get<int32_t>();
-        }
-        out.reason = Str(t, "reason");
-        out.message = Str(t, "message");
-      }
-    }
-  }
-  if (out.reason.empty()) out.reason = Str(status, "reason");
-  if (out.message.empty()) out.message = Str(status, "message");
-  return out;
-}
-
-}  // namespace
-
-StatusOr<ObservedPod> ObservePod(const json& pod) {
-  try {
-    return ObservePodUnsafe(pod);
-  } catch (const json::exception& e) {
-    return InvalidArgument(std::string("malformed pod: ") + e.what());
-  }
-}
-
-std::string PodNameEnv(ReplicaType role, int32_t index) {
-  return std::string(api::Role(role).lower) + "-" + std::to_string(index);
-}
-
-std::string AuthSecretName(std::string_view job_name) {
-  return std::string(job_name) + "-auth";
-}
-
-std::string AuthKeyText(const std::array<uint8_t, 32>& key) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string out;
-  for (uint8_t b : key) {
-    out += kDigits[b >> 4];
-    out += kDigits[b & 15];
-  }
-  return out;
-}
-
-ClusterSpec BuildClusterSpec(const api::TrainingJob& job, std::string_view default_domain) {
-  const std::string ns = job.metadata.namespace_.empty() ? "default" : job.metadata.namespace_;
-  const std::string domain = job.spec.cluster_domain.value_or(std::string(default_domain));
-  ClusterSpec cluster;
-  for (const auto& [type, spec] : job.spec.replica_specs) {
-    if (!api::Role(type).in_cluster || spec.replicas <= 0) continue;
-    std::vector<std::string>& hosts = cluster[type];
-    for (int32_t i = 0; i < spec.replicas; ++i) {
-      hosts.push_back(api::ChildName(job.metadata.name, type, i) + "." + ns + ".svc." + domain +
-                      ":" + std::to_string(job.spec.port));
-    }
-  }
-  return cluster;
-}
-
-namespace {
-
-json ClusterJson(const ClusterSpec& cluster) {
-  json out = json::object();  // std::map underneath: keys come out sorted
-  for (const auto& [type, hosts] : cluster) out[std::string(api::Role(type).lower)] = hosts;
-  return out;
-}
-
-}  // namespace
-
-std::string ClusterConfigJson(const ClusterSpec& cluster) {
-  return ClusterJson(cluster).dump();
-}
-
-std::string TfConfigJson(const ClusterSpec& cluster, ReplicaType role, int32_t index) {
-  json tf = {{"cluster", ClusterJson(cluster)},
-             {"task", {{"type", api::Role(role).lower}, {"index", index}}},
-             {"environment", "cloud"}};
-  return tf.dump();
-}
-
-std::string TfConfigTemplate(ReplicaType role, int32_t index) {
-  // The keys in nlohmann::json's (sorted) order, as TfConfigJson dumps them.
-  return R"({"cluster":$(CLUSTER_CONFIG),"environment":"cloud","task":{"index":)" +
-         std::to_string(index) + R"(,"type":")" + std::string(api::Role(role).lower) + R"("}})";
-}
-
-std::string ClusterConfigMapName(std::string_view job_name) {
-  return std::string(job_name) + "-cluster";
-}
-
-namespace {
-
-constexpr char kBase64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-std::string Base64(std::string_view in) {
-  std::string out;
-  size_t i = 0;
-  for (; i + 2 < in.size(); i += 3) {
-    uint32_t v = (uint8_t(in[i]) << 16) | (uint8_t(in[i + 1]) << 8) | uint8_t(in[i + 2]);
-    for (int s = 18; s >= 0; s -= 6) out += kBase64[(v >> s) & 63];
-  }
-  if (i + 1 == in.size()) {
-    uint32_t v = uint8_t(in[i]) << 16;
-    out += kBase64[(v >> 18) & 63];
-    out += kBase64[(v >> 12) & 63];
-    out += "==";
-  } else if (i + 2 == in.size()) {
-    uint32_t v = (uint8_t(in[i]) << 16) | (uint8_t(in[i + 1]) << 8);
-    out += kBase64[(v >> 18) & 63];
-    out += kBase64[(v >> 12) & 63];
-    out += kBase64[(v >> 6) & 63];
-    out += '=';
-  }
-  return out;
-}
-
-// FNV-1a over only what the workload sees of the spec, so that a new operator
-// version building pods slightly differently does not recreate running pods.
-// `cluster_config` is ClusterConfigJson of the job's cluster.
-std::string SpecHash(const api::ReplicaSpec& spec, std::string_view cluster_config) {
-  const std::string input = spec.pod_template.dump() + "\n" + std::string(cluster_config);
-  uint64_t h = 14695981039346656037ull;
-  for (unsigned char c : input) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string out(16, '0');
-  for (int i = 15; i >= 0; --i, h >>= 4) out[i] = kDigits[h & 15];
-  return out;
-}
 
 bool Terminated(PodPhase p) {
   return p == PodPhase::kSucceeded || p == PodPhase::kFailed;
@@ -261,44 +25,6 @@ std::string ExitText(const ObservedPod& pod) {
   if (!pod.reason.empty()) text += " (" + pod.reason + ")";
   if (!pod.message.empty()) text += ": " + pod.message;
   return text;
-}
-
-// The container fields the operator and the local runner read, typed as the
-// Pod API wants them. The CRD passes templates through unchecked, and a YAML
-// slip such as `args: [--layers=32,16]` (two items, the second a number) would
-// otherwise surface only as a rejected pod create.
-Status CheckContainer(const json& c, const std::string& path) {
-  if (!c.is_object()) return InvalidArgument(path + ": must be an object");
-  if (!c.contains("name") || !c["name"].is_string() || c["name"].get<std::string>().empty()) {
-    return InvalidArgument(path + ".name: required (a non-empty string)");
-  }
-  for (const char* key : {"command", "args"}) {
-    if (!c.contains(key)) continue;
-    const json& list = c[key];
-    if (!list.is_array()) return InvalidArgument(path + "." + key + ": must be a list of strings");
-    for (size_t i = 0; i < list.size(); ++i) {
-      if (!list[i].is_string()) {
-        return InvalidArgument(path + "." + key + "[" + std::to_string(i) +
-                               "]: must be a string, got " + list[i].dump() +
-                               " (quote it in YAML)");
-      }
-    }
-  }
-  if (c.contains("env")) {
-    if (!c["env"].is_array()) return InvalidArgument(path + ".env: must be an array");
-    for (size_t i = 0; i < c["env"].size(); ++i) {
-      const json& e = c["env"][i];
-      const std::string epath = path + ".env[" + std::to_string(i) + "]";
-      if (!e.is_object() || !e.contains("name") || !e["name"].is_string()) {
-        return InvalidArgument(epath + ": must be an object with a string name");
-      }
-      if (e.contains("value") && !e["value"].is_string()) {
-        return InvalidArgument(epath + ".value: must be a string, got " + e["value"].dump() +
-                               " (quote it in YAML)");
-      }
-    }
-  }
-  return Status::Ok();
 }
 
 // A termination message as status.metrics: a JSON object of at most
@@ -335,15 +61,11 @@ class Planner {
   Plan Run();
 
  private:
-  // Pod construction.
-  json OwnerReferences() const;
-  json ChildMetadata(const std::string& name, const json& extra_labels) const;
-  json Labels(ReplicaType type, int32_t index) const;
-  StatusOr<json> BuildPod(const Slot& slot, const ClusterSpec& cluster) const;
-  json BuildService(const Slot& slot) const;
-  json BuildSecret() const;
-  json BuildConfigMap() const;
-  Status CheckTemplates(const ClusterSpec& cluster) const;
+  // Child construction.
+  StatusOr<json> BuildPod(const Slot& slot) const {
+    return builder_.Pod(slot.type, slot.index, *slot.spec, spec_hashes_.at(slot.type));
+  }
+  Status CheckTemplates() const;
 
   // Status edits.
   void SetCondition(ConditionType type, bool value, std::string reason, std::string message);
@@ -371,11 +93,11 @@ class Planner {
   // message that fail the job, if it must.
   std::optional<std::pair<std::string, std::string>> HandleTerminated(const Slot& slot,
                                                                       bool& restarted);
-  void CreateMissing(const ClusterSpec& cluster);
+  void CreateMissing();
   void UpdateRunning(bool restarted);
   // The job is admitted, not suspended, not finished: deadline, success,
   // failures and restarts, then what is missing.
-  void RunActive(const ClusterSpec& cluster);
+  void RunActive();
   // Crash-loop backoff: drops entries of replicas gone from the spec or that ran
   // cleanly for kRestartBackoffReset; records a counted failure; tells whether a
   // replica must still wait (and requeues for when it may go).
@@ -397,6 +119,7 @@ class Planner {
   const api::TrainingJob& job_;
   const ObservedChildren& observed_;
   const PlanInput& input_;
+  const ChildBuilder builder_{job_};
   std::vector<Slot> slots_;
   std::vector<const ObservedPod*> orphan_pods_;
 
@@ -410,165 +133,9 @@ class Planner {
   api::TrainingJobStatus status_;
 };
 
-json Planner::OwnerReferences() const {
-  // A job that never went through an apiserver (render, local run) has no UID;
-  // an ownerReference without one would be rejected.
-  if (job_.metadata.uid.empty()) return json::array();
-  return json::array({{{"apiVersion", api::kApiVersion},
-                       {"kind", api::kKind},
-                       {"name", job_.metadata.name},
-                       {"uid", job_.metadata.uid},
-                       {"controller", true},
-                       {"blockOwnerDeletion", true}}});
-}
-
-json Planner::Labels(ReplicaType type, int32_t index) const {
-  return {{kJobNameLabel, job_.metadata.name},
-          {kReplicaTypeLabel, api::Role(type).lower},
-          {kReplicaIndexLabel, std::to_string(index)}};
-}
-
-json Planner::ChildMetadata(const std::string& name, const json& labels) const {
-  json meta = {{"name", name}, {"labels", labels}};
-  if (!job_.metadata.namespace_.empty()) meta["namespace"] = job_.metadata.namespace_;
-  json owners = OwnerReferences();
-  if (!owners.empty()) meta["ownerReferences"] = std::move(owners);
-  return meta;
-}
-
-StatusOr<json> Planner::BuildPod(const Slot& slot, const ClusterSpec& /*cluster*/) const {
-  const std::string path =
-      "spec.replicaSpecs." + std::string(api::Role(slot.type).key) + ".template";
-  const json& tmpl = slot.spec->pod_template;
-  json meta = tmpl.value("metadata", json::object());
-  if (!meta.is_object()) return InvalidArgument(path + ".metadata: must be an object");
-  json labels = meta.value("labels", json::object());
-  if (!labels.is_object()) return InvalidArgument(path + ".metadata.labels: must be an object");
-  labels.update(Labels(slot.type, slot.index));  // ours win: the controller selects on them
-  json pod_meta = ChildMetadata(slot.name, labels);
-  json annotations = meta.value("annotations", json::object());
-  if (!annotations.is_object()) {
-    return InvalidArgument(path + ".metadata.annotations: must be an object");
-  }
-  annotations[std::string(kSpecHashAnnotation)] = spec_hashes_.at(slot.type);
-  pod_meta["annotations"] = std::move(annotations);
-
-  if (!tmpl.contains("spec") || !tmpl["spec"].is_object()) {
-    return InvalidArgument(path + ".spec: required (a pod spec with containers)");
-  }
-  json spec = tmpl["spec"];
-  if (!spec.contains("containers") || !spec["containers"].is_array() ||
-      spec["containers"].empty()) {
-    return InvalidArgument(path + ".spec.containers: at least one container is required");
-  }
-  json& containers = spec["containers"];
-  for (size_t i = 0; i < containers.size(); ++i) {
-    KT_RETURN_IF_ERROR(
-        CheckContainer(containers[i], path + ".spec.containers[" + std::to_string(i) + "]"));
-  }
-  const size_t main_index = MainContainerIndex(containers);
-  json& main = containers[main_index];
-  const std::string cpath = path + ".spec.containers[" + std::to_string(main_index) + "]";
-
-  // The env contract. Our variables replace any of the same name in the template,
-  // so a stale copy pasted from another job cannot shadow them.
-  json env = main.value("env", json::array());
-  if (!env.is_array()) return InvalidArgument(cpath + ".env: must be an array");
-  json kept = json::array();
-  for (const json& e : env) {
-    std::string name = e.is_object() ? Str(e, "name") : "";
-    if (std::find(kOurs.begin(), kOurs.end(), name) == kOurs.end()) kept.push_back(e);
-  }
-  // CLUSTER_CONFIG from the job's ConfigMap and TF_CONFIG expanded from it: a
-  // pod's size does not grow with the job's.
-  json config_ref = {{"name", ClusterConfigMapName(job_.metadata.name)},
-                     {"key", kClusterConfigKey}};
-  kept.push_back(
-      {{"name", "CLUSTER_CONFIG"}, {"valueFrom", {{"configMapKeyRef", std::move(config_ref)}}}});
-  kept.push_back({{"name", "POD_NAME"}, {"value", PodNameEnv(slot.type, slot.index)}});
-  kept.push_back({{"name", "TF_CONFIG"}, {"value", TfConfigTemplate(slot.type, slot.index)}});
-  json secret_ref = {{"name", AuthSecretName(job_.metadata.name)}, {"key", kAuthSecretKey}};
-  kept.push_back(
-      {{"name", "KUBETRAIN_AUTH_KEY"}, {"valueFrom", {{"secretKeyRef", std::move(secret_ref)}}}});
-  main["env"] = std::move(kept);
-
-  json ports = main.value("ports", json::array());
-  if (!ports.is_array()) return InvalidArgument(cpath + ".ports: must be an array");
-  bool has_port = false, name_taken = false, has_metrics = false;
-  for (const json& p : ports) {
-    if (!p.is_object()) continue;
-    has_port = has_port || p.value("containerPort", json()) == json(job_.spec.port);
-    name_taken = name_taken || Str(p, "name") == kPortName;
-    // A port named "metrics", or one already on the metrics port: the
-    // template decides (status.progress reads the port named "metrics").
-    has_metrics = has_metrics || Str(p, "name") == progress::kMetricsPortName ||
-                  p.value("containerPort", json()) == json(progress::kDefaultMetricsPort);
-  }
-  if (!has_port) {
-    json port = {{"containerPort", job_.spec.port}, {"protocol", "TCP"}};
-    if (!name_taken) port["name"] = kPortName;
-    ports.push_back(std::move(port));
-  }
-  // Where the operator reads the trainer's metrics for status.progress (its own
-  // named port, so a NetworkPolicy can admit it apart from the training port).
-  if (!has_metrics && job_.spec.port != progress::kDefaultMetricsPort) {
-    ports.push_back({{"name", progress::kMetricsPortName},
-                     {"containerPort", progress::kDefaultMetricsPort},
-                     {"protocol", "TCP"}});
-  }
-  main["ports"] = std::move(ports);
-
-  // The operator restarts pods itself (restart policies, backoff accounting);
-  // the kubelet restarting containers in place would hide failures from it.
-  spec["restartPolicy"] = "Never";
-  if (const auto& sp = job_.spec.run_policy.scheduling_policy) {
-    if (sp->scheduler_name) spec["schedulerName"] = *sp->scheduler_name;
-    if (sp->priority_class_name) spec["priorityClassName"] = *sp->priority_class_name;
-  }
-  return json{{"apiVersion", "v1"},
-              {"kind", "Pod"},
-              {"metadata", std::move(pod_meta)},
-              {"spec", std::move(spec)}};
-}
-
-json Planner::BuildService(const Slot& slot) const {
-  json labels = Labels(slot.type, slot.index);
-  json spec = {{"clusterIP", "None"},
-               {"selector", labels},
-               // Peers resolve each other while starting up, before any readiness.
-               {"publishNotReadyAddresses", true},
-               {"ports", json::array({{{"name", kPortName},
-                                       {"port", job_.spec.port},
-                                       {"targetPort", job_.spec.port},
-                                       {"protocol", "TCP"}}})}};
-  return json{{"apiVersion", "v1"},
-              {"kind", "Service"},
-              {"metadata", ChildMetadata(slot.name, labels)},
-              {"spec", std::move(spec)}};
-}
-
-json Planner::BuildConfigMap() const {
-  json labels = {{kJobNameLabel, job_.metadata.name}};
-  return json{{"apiVersion", "v1"},
-              {"kind", "ConfigMap"},
-              {"metadata", ChildMetadata(ClusterConfigMapName(job_.metadata.name), labels)},
-              {"data", {{kClusterConfigKey, cluster_config_}}}};
-}
-
-json Planner::BuildSecret() const {
-  json labels = {{kJobNameLabel, job_.metadata.name}};
-  std::string hex = AuthKeyText(input_.auth_key);
-  return json{{"apiVersion", "v1"},
-              {"kind", "Secret"},
-              {"metadata", ChildMetadata(AuthSecretName(job_.metadata.name), labels)},
-              {"type", "Opaque"},
-              {"data", {{kAuthSecretKey, Base64(hex)}}}};
-}
-
-Status Planner::CheckTemplates(const ClusterSpec& cluster) const {
+Status Planner::CheckTemplates() const {
   for (const auto& [type, spec] : job_.spec.replica_specs) {
-    Slot probe{type, 0, api::ChildName(job_.metadata.name, type, 0), &spec, nullptr};
-    StatusOr<json> pod = BuildPod(probe, cluster);
+    StatusOr<json> pod = builder_.Pod(type, 0, spec, spec_hashes_.at(type));
     if (!pod.ok()) return pod.status();
   }
   return Status::Ok();
@@ -606,6 +173,19 @@ void Planner::RecountReplicas() {
   }
 }
 
+void Planner::UpdateState() {
+  static constexpr std::array<ConditionType, 5> kPrecedence = {
+      ConditionType::kSucceeded, ConditionType::kFailed, ConditionType::kSuspended,
+      ConditionType::kRestarting, ConditionType::kRunning};
+  status_.state = "Created";
+  for (ConditionType t : kPrecedence) {
+    if (status_.IsTrue(t)) {
+      status_.state = std::string(api::Name(t));
+      return;
+    }
+  }
+}
+
 // status.running, status.restarts (the kubectl columns) and status.progress.
 void Planner::Summarize() {
   status_.running = 0;
@@ -623,19 +203,6 @@ void Planner::Summarize() {
       status_.progress->percent = 100;
     }
     status_.progress->eta.clear();
-  }
-}
-
-void Planner::UpdateState() {
-  static constexpr std::array<ConditionType, 5> kPrecedence = {
-      ConditionType::kSucceeded, ConditionType::kFailed, ConditionType::kSuspended,
-      ConditionType::kRestarting, ConditionType::kRunning};
-  status_.state = "Created";
-  for (ConditionType t : kPrecedence) {
-    if (status_.IsTrue(t)) {
-      status_.state = std::string(api::Name(t));
-      return;
-    }
   }
 }
 
@@ -826,11 +393,12 @@ bool Planner::InBackoff(const Slot& slot) {
   return false;
 }
 
-void Planner::CreateMissing(const ClusterSpec& cluster) {
+void Planner::CreateMissing() {
   std::set<std::string> services;
   for (const ObservedService& s : observed_.services) services.insert(s.name);
   for (const Slot& slot : slots_) {
-    if (!services.count(slot.name)) plan_.creates.push_back(BuildService(slot));
+    if (!services.count(slot.name))
+      plan_.creates.push_back(builder_.Service(slot.type, slot.index));
   }
   std::set<ReplicaType> warned, env_warned;
   size_t pods_created = 0;
@@ -842,11 +410,12 @@ void Planner::CreateMissing(const ClusterSpec& cluster) {
     }
     if (pods_created == 0) {
       // Before the Services: the Secret, then the ConfigMap.
-      plan_.creates.insert(plan_.creates.begin(), BuildConfigMap());
-      if (!observed_.secret_exists) plan_.creates.insert(plan_.creates.begin(), BuildSecret());
+      plan_.creates.insert(plan_.creates.begin(), builder_.ConfigMap(cluster_config_));
+      if (!observed_.secret_exists)
+        plan_.creates.insert(plan_.creates.begin(), builder_.Secret(input_.auth_key));
     }
     ++pods_created;
-    StatusOr<json> pod = BuildPod(slot, cluster);
+    StatusOr<json> pod = BuildPod(slot);
     if (!pod.ok()) continue;  // unreachable: CheckTemplates vetted every template
     plan_.creates.push_back(std::move(*pod));
     if (env_warned.insert(slot.type).second) {
@@ -858,7 +427,7 @@ void Planner::CreateMissing(const ClusterSpec& cluster) {
       }
     }
     const json& tmpl_spec = slot.spec->pod_template["spec"];
-    std::string policy = Str(tmpl_spec, "restartPolicy");
+    std::string policy = api::StringField(tmpl_spec, "restartPolicy");
     if (!policy.empty() && policy != "Never" && warned.insert(slot.type).second) {
       AddEvent(EventType::kWarning, "RestartPolicyOverridden",
                "spec.replicaSpecs." + std::string(api::Role(slot.type).key) +
@@ -889,7 +458,7 @@ void Planner::UpdateRunning(bool restarted) {
   }
 }
 
-void Planner::RunActive(const ClusterSpec& cluster) {
+void Planner::RunActive() {
   if (const auto& limit = job_.spec.run_policy.active_deadline_seconds) {
     const api::Time deadline = *status_.start_time + std::chrono::seconds(*limit);
     if (input_.now >= deadline) {
@@ -947,7 +516,7 @@ void Planner::RunActive(const ClusterSpec& cluster) {
       plan_.deletes.push_back({ChildRef::Kind::kService, s.name});
     }
   }
-  CreateMissing(cluster);
+  CreateMissing();
   UpdateRunning(restarted);
 }
 
@@ -1003,7 +572,7 @@ Plan Planner::Run() {
     for (const auto& [type, spec] : job_.spec.replica_specs)
       spec_hashes_[type] = SpecHash(spec, cluster_config_);
     Status valid = api::ToStatus(api::Validate(job_));
-    if (valid.ok()) valid = CheckTemplates(cluster);
+    if (valid.ok()) valid = CheckTemplates();
     if (valid.ok() && input_.rejected_child) valid = InvalidArgument(*input_.rejected_child);
     if (!status_.IsTrue(ConditionType::kCreated)) {
       SetCondition(ConditionType::kCreated, true, "TrainingJobCreated",
@@ -1020,7 +589,7 @@ Plan Planner::Run() {
         status_.start_time = input_.now;  // the deadline counts from the resume
       }
       if (!status_.start_time) status_.start_time = input_.now;
-      RunActive(cluster);
+      RunActive();
     }
   }
   RecountReplicas();

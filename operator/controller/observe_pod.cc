@@ -1,0 +1,91 @@
+#include "operator/controller/observe_pod.h"
+
+#include "operator/api/json.h"
+
+namespace kubetrain::controller {
+
+using nlohmann::json;
+
+PodPhase PodPhaseFromString(std::string_view phase) {
+  if (phase == "Pending") return PodPhase::kPending;
+  if (phase == "Running") return PodPhase::kRunning;
+  if (phase == "Succeeded") return PodPhase::kSucceeded;
+  if (phase == "Failed") return PodPhase::kFailed;
+  return PodPhase::kUnknown;
+}
+
+namespace {
+
+StatusOr<std::optional<api::Time>> OptTime(const json& j, std::string_view key) {
+  std::string text = api::StringField(j, key);
+  if (text.empty()) return std::optional<api::Time>();
+  StatusOr<api::Time> t = api::ParseTime(text);
+  if (!t.ok()) return t.status();
+  return std::optional<api::Time>(*t);
+}
+
+StatusOr<ObservedPod> ObservePodUnsafe(const json& pod) {
+  if (!pod.is_object()) return InvalidArgument("pod must be an object");
+  const json meta = pod.value("metadata", json::object());
+  const json spec = pod.value("spec", json::object());
+  const json status = pod.value("status", json::object());
+  ObservedPod out;
+  out.name = api::StringField(meta, "name");
+  out.uid = api::StringField(meta, "uid");
+  if (meta.contains("labels") && meta["labels"].is_object()) {
+    for (const auto& [k, v] : meta["labels"].items()) {
+      if (v.is_string()) out.labels[k] = v.get<std::string>();
+    }
+  }
+  if (meta.contains("annotations") && meta["annotations"].is_object()) {
+    out.spec_hash = api::StringField(meta["annotations"], kSpecHashAnnotation);
+  }
+  auto replica = ReplicaFromLabels(out.labels);
+  if (!replica)
+    return InvalidArgument("pod " + out.name + " has no valid kubetrain.io replica labels");
+  out.role = replica->first;
+  out.index = replica->second;
+  out.phase = PodPhaseFromString(api::StringField(status, "phase"));
+  StatusOr<std::optional<api::Time>> deletion = OptTime(meta, "deletionTimestamp");
+  if (!deletion.ok()) return deletion.status();
+  out.deletion_timestamp = *deletion;
+  StatusOr<std::optional<api::Time>> creation = OptTime(meta, "creationTimestamp");
+  if (!creation.ok()) return creation.status();
+  out.creation_timestamp = *creation;
+
+  std::string main_name;
+  const json containers = spec.value("containers", json::array());
+  if (containers.is_array() && !containers.empty()) {
+    main_name = api::StringField(containers[MainContainerIndex(containers)], "name");
+  }
+  const json statuses = status.value("containerStatuses", json::array());
+  if (statuses.is_array()) {
+    for (const json& cs : statuses) {
+      if (!cs.is_object() || api::StringField(cs, "name") != main_name) continue;
+      const json state = cs.value("state", json::object());
+      if (state.contains("terminated") && state["terminated"].is_object()) {
+        const json& t = state["terminated"];
+        if (t.contains("exitCode") && t["exitCode"].is_number_integer()) {
+          out.exit_code = t["exitCode"].get<int32_t>();
+        }
+        out.reason = api::StringField(t, "reason");
+        out.message = api::StringField(t, "message");
+      }
+    }
+  }
+  if (out.reason.empty()) out.reason = api::StringField(status, "reason");
+  if (out.message.empty()) out.message = api::StringField(status, "message");
+  return out;
+}
+
+}  // namespace
+
+StatusOr<ObservedPod> ObservePod(const json& pod) {
+  try {
+    return ObservePodUnsafe(pod);
+  } catch (const json::exception& e) {
+    return InvalidArgument(std::string("malformed pod: ") + e.what());
+  }
+}
+
+}  // namespace kubetrain::controller

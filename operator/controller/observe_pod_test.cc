@@ -1,0 +1,62 @@
+#include "operator/controller/observe_pod.h"
+
+#include <gtest/gtest.h>
+
+namespace kubetrain::controller {
+namespace {
+
+using api::ReplicaType;
+using nlohmann::json;
+
+TEST(ObservePodTest, ReadsTheMainContainersTermination) {
+  json pod = json::parse(R"({
+    "metadata": {"name": "tj-worker-1", "uid": "u1", "creationTimestamp": "2026-01-01T00:00:00Z",
+                 "deletionTimestamp": "2026-01-01T00:01:00Z",
+                 "annotations": {"kubetrain.io/spec-hash": "0123456789abcdef"},
+                 "labels": {"kubetrain.io/job-name": "tj", "kubetrain.io/replica-type": "worker",
+                            "kubetrain.io/replica-index": "1"}},
+    "spec": {"containers": [{"name": "sidecar"}, {"name": "trainer"}]},
+    "status": {"phase": "Failed", "containerStatuses": [
+      {"name": "sidecar", "state": {"terminated": {"exitCode": 0, "reason": "Completed"}}},
+      {"name": "trainer", "state": {"terminated": {"exitCode": 137, "reason": "OOMKilled",
+                                                   "message": "{\"auc\": 0.7}"}}}]}})");
+  StatusOr<ObservedPod> p = ObservePod(pod);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(p->name, "tj-worker-1");
+  EXPECT_EQ(p->uid, "u1");
+  EXPECT_EQ(p->role, ReplicaType::kWorker);
+  EXPECT_EQ(p->index, 1);
+  EXPECT_EQ(p->phase, PodPhase::kFailed);
+  EXPECT_EQ(p->exit_code, 137);
+  EXPECT_EQ(p->reason, "OOMKilled");
+  EXPECT_EQ(p->message, "{\"auc\": 0.7}");
+  EXPECT_EQ(api::FormatTime(*p->deletion_timestamp), "2026-01-01T00:01:00Z");
+  EXPECT_EQ(api::FormatTime(*p->creation_timestamp), "2026-01-01T00:00:00Z");
+  EXPECT_EQ(p->spec_hash, "0123456789abcdef");
+}
+
+TEST(ObservePodTest, EvictedPodTakesThePodsReason) {
+  json pod = json::parse(R"({
+    "metadata": {"name": "tj-ps-0", "labels": {"kubetrain.io/replica-type": "ps",
+                                               "kubetrain.io/replica-index": "0"}},
+    "spec": {"containers": [{"name": "x"}]},
+    "status": {"phase": "Failed", "reason": "Evicted", "message": "low on memory"}})");
+  StatusOr<ObservedPod> p = ObservePod(pod);
+  ASSERT_TRUE(p.ok());
+  EXPECT_FALSE(p->exit_code.has_value());
+  EXPECT_EQ(p->reason, "Evicted");
+  EXPECT_EQ(p->message, "low on memory");
+}
+
+TEST(ObservePodTest, RejectsPodsWithoutReplicaLabels) {
+  EXPECT_FALSE(ObservePod(json::parse(R"({"metadata": {"name": "x"}})")).ok());
+}
+
+TEST(ObservePodTest, ReadsPhases) {
+  EXPECT_EQ(PodPhaseFromString("Running"), PodPhase::kRunning);
+  EXPECT_EQ(PodPhaseFromString("Succeeded"), PodPhase::kSucceeded);
+  EXPECT_EQ(PodPhaseFromString("running"), PodPhase::kUnknown);
+}
+
+}  // namespace
+}  // namespace kubetrain::controller

@@ -1,0 +1,53 @@
+// The child builders: the complete objects the planner asks an executor to
+// create for a TrainingJob (its auth Secret, its cluster ConfigMap, a headless
+// Service and a Pod per replica), ready to POST. Pure: no I/O, no clock.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+
+#include "common/status.h"
+#include "operator/api/types.h"
+#include "operator/planner/env_contract.h"
+
+namespace kubetrain::controller {
+
+// FNV-1a over only what the workload sees of a replica's spec (its template and
+// `cluster_config`, ClusterConfigJson of the job's cluster), as 16 hex digits:
+// the kSpecHashAnnotation. A new operator version building pods slightly
+// differently does not change it, so it does not recreate running pods.
+std::string SpecHash(const api::ReplicaSpec& spec, std::string_view cluster_config);
+
+// Builds one job's children. Holds a reference to the job, which outlives it.
+// Every child carries the job's labels and, when the job has a UID, an
+// ownerReference to it (a job that never went through an apiserver has none).
+class ChildBuilder {
+ public:
+  explicit ChildBuilder(const api::TrainingJob& job) : job_(job) {}
+
+  // The replica's Pod: its template with our labels, the spec-hash annotation,
+  // the env contract (our variables replace the template's), the job's port,
+  // restartPolicy Never and the scheduling policy. InvalidArgument, naming the
+  // field, for a template the CRD could not check.
+  StatusOr<nlohmann::json> Pod(api::ReplicaType type, int32_t index, const api::ReplicaSpec& spec,
+                               std::string_view spec_hash) const;
+  // The replica's headless Service (publishNotReadyAddresses: peers resolve
+  // each other while starting up).
+  nlohmann::json Service(api::ReplicaType type, int32_t index) const;
+  // The job's ConfigMap holding `cluster_config` under kClusterConfigKey.
+  nlohmann::json ConfigMap(std::string_view cluster_config) const;
+  // The job's auth Secret holding AuthKeyText(key) under kAuthSecretKey.
+  nlohmann::json Secret(const std::array<uint8_t, 32>& key) const;
+
+ private:
+  nlohmann::json OwnerReferences() const;
+  nlohmann::json Labels(api::ReplicaType type, int32_t index) const;
+  nlohmann::json ChildMetadata(const std::string& name, const nlohmann::json& labels) const;
+
+  const api::TrainingJob& job_;
+};
+
+}  // namespace kubetrain::controller
