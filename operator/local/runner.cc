@@ -17,11 +17,11 @@
 #include <deque>
 #include <filesystem>
 #include <fstream>
-#include <regex>
 #include <sstream>
 #include <vector>
 
 #include "common/utf8.h"
+#include "operator/local/console.h"
 #include "operator/local/local_progress.h"
 #include "operator/local/pod_command.h"
 #include "operator/local/process.h"
@@ -82,7 +82,10 @@ int64_t StepsFromArgv(const std::vector<std::string>& argv) {
 
 class Runner {
  public:
-  Runner(api::TrainingJob job, const RunOptions& options) : job_(std::move(job)), opt_(options) {}
+  Runner(api::TrainingJob job, const RunOptions& options)
+      : job_(std::move(job)),
+        opt_(options),
+        console_(options.out, options.color, options.progress, [this] { return Progress(); }) {}
   ~Runner();
 
   StatusOr<RunResult> Run();
@@ -106,23 +109,20 @@ class Runner {
   void AnnounceStatus(const api::TrainingJobStatus& before, const api::TrainingJobStatus& after);
 
   // Output.
-  void Line(const std::string& who, int color, const std::string& text);
-  void Say(const std::string& text) { Line("kubetrain", 0, text); }
-  void DrawProgress();
-  void ClearProgress();
-  int ColorOf(const std::string& short_name);
+  void Say(const std::string& text) { console_.Say(text); }
+  std::vector<ReplicaProgress> Progress() const;
 
   // Constant after Setup.
   api::TrainingJob job_;
   const RunOptions opt_;
   std::array<uint8_t, 32> key_{};
   controller::ClusterSpec cluster_;
-  size_t name_width_ = 9;
   int signal_fd_ = -1;
   sigset_t old_mask_{};
   bool mask_changed_ = false;
   struct sigaction old_sigpipe_ {};
   Watchdog watchdog_;
+  Console console_;
 
   // Run state (single-threaded).
   std::map<std::string, LocalPod> pods_;  // by Pod name
@@ -130,11 +130,9 @@ class Runner {
   bool secret_exists_ = false;
   std::string cluster_config_;  // the job's ConfigMap's "cluster" key
   int uid_counter_ = 0;
-  int interrupted_ = 0;  // the signal
-  bool progress_drawn_ = false;
+  int interrupted_ = 0;     // the signal
   LocalProgress progress_;  // status.progress from the deciding replica's metrics
   std::map<std::string, std::string> termination_messages_;
-  std::map<std::string, int> colors_;
 };
 
 Runner::~Runner() {
@@ -155,11 +153,13 @@ Status Runner::Setup() {
   auto cluster = AllocateLocalCluster(job_, opt_.base_port);
   if (!cluster.ok()) return cluster.status();
   cluster_ = *cluster;
+  size_t name_width = 9;
   for (const auto& [type, spec] : job_.spec.replica_specs) {
     for (int32_t i = 0; i < spec.replicas; ++i) {
-      name_width_ = std::max(name_width_, controller::PodNameEnv(type, i).size());
+      name_width = std::max(name_width, controller::PodNameEnv(type, i).size());
     }
   }
+  console_.SetNameWidth(name_width);
   std::error_code ec;
   std::filesystem::create_directories(opt_.work_dir, ec);
   if (ec) return Internal("cannot create " + opt_.work_dir + ": " + ec.message());
@@ -290,7 +290,7 @@ void Runner::StartPod(const json& obj) {
                      controller::ClusterConfigMapName(job_.metadata.name),
                      cluster_config_};
   ctx.objects = &opt_.objects;
-  colors_.emplace(pod.short_name, static_cast<int>(colors_.size()));
+  console_.AddReplica(pod.short_name);
   // The deciding replica (chief-0, else worker-0) serves the metrics the
   // status.progress comes from, as in a cluster.
   const api::ReplicaType deciding = job_.spec.Replicas(api::ReplicaType::kChief) > 0
@@ -378,57 +378,16 @@ void Runner::DeletePod(const std::string& name) {
   pod.kill_at = SteadyClock::now() + pod.grace;
 }
 
-void Runner::Line(const std::string& who, int color, const std::string& text) {
-  ClearProgress();
-  std::string prefix = who;
-  prefix.resize(std::max(name_width_, who.size()), ' ');
-  if (opt_.color) {
-    static constexpr int kPalette[] = {36, 33, 32, 35, 34, 91, 92, 93, 94, 95, 96};
-    const int code = color < 0 ? 1 : kPalette[color % (sizeof kPalette / sizeof kPalette[0])];
-    std::fprintf(opt_.out, "\033[%dm%s |\033[0m %s\n", code, prefix.c_str(), text.c_str());
-  } else {
-    std::fprintf(opt_.out, "%s | %s\n", prefix.c_str(), text.c_str());
-  }
-  DrawProgress();
-  std::fflush(opt_.out);
-}
-
-int Runner::ColorOf(const std::string& short_name) {
-  auto it = colors_.find(short_name);
-  return it == colors_.end() ? 0 : it->second;
-}
-
-void Runner::ClearProgress() {
-  if (progress_drawn_) std::fputs("\r\033[2K", opt_.out);
-  progress_drawn_ = false;
-}
-
-void Runner::DrawProgress() {
-  if (!opt_.progress) return;
-  int64_t done = 0, total = 0;
-  std::string detail;
+std::vector<ReplicaProgress> Runner::Progress() const {
+  std::vector<ReplicaProgress> out;
   for (const auto& [name, pod] : pods_) {
-    if (pod.total_steps <= 0) continue;
-    done += std::min(pod.train_step, pod.total_steps);
-    total += pod.total_steps;
-    char buf[96];
-    std::snprintf(buf, sizeof buf, "  %s %lld/%lld loss %.4f", pod.short_name.c_str(),
-                  static_cast<long long>(pod.train_step), static_cast<long long>(pod.total_steps),
-                  pod.loss);
-    detail += buf;
+    if (pod.total_steps > 0)
+      out.push_back({pod.short_name, pod.train_step, pod.total_steps, pod.loss});
   }
-  if (total == 0) return;
-  constexpr int kWidth = 30;
-  const int filled = static_cast<int>(kWidth * done / total);
-  std::string bar(static_cast<size_t>(filled), '#');
-  bar.resize(kWidth, '.');
-  std::fprintf(opt_.out, "[%s] %3d%%%s", bar.c_str(), static_cast<int>(100 * done / total),
-               detail.c_str());
-  progress_drawn_ = true;
+  return out;
 }
 
 void Runner::ReadOutput(LocalPod& pod, bool drain) {
-  static const std::regex kStep(R"(\bstep (\d+) loss ([-0-9.eE+naif]+))");
   char buf[65536];
   for (;;) {
     ssize_t n = read(pod.fd, buf, sizeof buf);
@@ -444,29 +403,22 @@ void Runner::ReadOutput(LocalPod& pod, bool drain) {
     while ((nl = pod.partial.find('\n', start)) != std::string::npos) {
       std::string line = pod.partial.substr(start, nl - start);
       start = nl + 1;
-      std::smatch m;
-      if (pod.total_steps > 0 && std::regex_search(line, m, kStep)) {
-        try {
-          pod.train_step = std::stoll(m[1].str());
-          pod.loss = std::stod(m[2].str());
-        } catch (const std::exception&) {  // out of range: keep the last values
-        }
-      }
+      if (pod.total_steps > 0) ParseStepLine(line, pod.train_step, pod.loss);
       pod.tail.push_back(line);
       if (pod.tail.size() > kFallbackLines) pod.tail.pop_front();
-      Line(pod.short_name, ColorOf(pod.short_name), line);
+      console_.Line(pod.short_name, line);
     }
     pod.partial.erase(0, start);
     // A process that never ends its lines (a \r progress bar) must not grow
     // this without bound: show what there is as a line of its own.
     if (pod.partial.size() > kMaxPartialLine) {
-      Line(pod.short_name, ColorOf(pod.short_name), pod.partial);
+      console_.Line(pod.short_name, pod.partial);
       pod.partial.clear();
     }
     if (!drain && n < static_cast<ssize_t>(sizeof buf)) break;
   }
   if (pod.fd < 0 && !pod.partial.empty()) {
-    Line(pod.short_name, ColorOf(pod.short_name), pod.partial);
+    console_.Line(pod.short_name, pod.partial);
     pod.partial.clear();
   }
 }
@@ -716,8 +668,8 @@ StatusOr<RunResult> Runner::Run() {
     controller::Plan last = controller::PlanJob(job_, Observe(), input);
     if (last.status_changed) job_.status = last.status;
   }
-  ClearProgress();
-  std::fflush(opt_.out);
+  console_.ClearProgress();
+  console_.Flush();
   RunResult result;
   result.status = job_.status;
   result.interrupted = interrupted_ != 0 && !job_.status.Finished();
