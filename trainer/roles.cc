@@ -1,0 +1,505 @@
+#include "trainer/roles.h"
+
+#include <spdlog/spdlog.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
+#include "kubetrain/version.h"
+#include "trainer/cluster/cluster.h"
+#include "trainer/data/generator.h"
+#include "trainer/data/reader.h"
+#include "trainer/metrics/metrics.h"
+#include "trainer/model/model.h"
+#include "trainer/net/transport.h"
+#include "trainer/ps/checkpoint.h"
+#include "trainer/ps/server.h"
+#include "trainer/storage/files.h"
+#include "trainer/worker/params.h"
+#include "trainer/worker/remote.h"
+#include "trainer/worker/train.h"
+
+namespace kubetrain::trainer {
+namespace {
+
+constexpr int kExitPermanent = 1;
+constexpr int kExitTargetMissed = 3;
+constexpr int kExitRetryable = 200;
+
+int ExitCodeFor(const Status& s) {
+  if (s.ok()) return 0;
+  switch (s.code()) {
+    case StatusCode::kUnavailable:
+    case StatusCode::kDeadlineExceeded:
+      return kExitRetryable;
+    default:
+      return kExitPermanent;
+  }
+}
+
+StatusOr<std::vector<int>> ParseLayers(const std::string& text) {
+  std::vector<int> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    try {
+      size_t used = 0;
+      const int v = std::stoi(item, &used);
+      if (used != item.size() || v <= 0) throw std::invalid_argument(item);
+      out.push_back(v);
+    } catch (const std::exception&) {
+      return InvalidArgument("--layers: \"" + item + "\" is not a positive integer");
+    }
+  }
+  return out;
+}
+
+StatusOr<std::unique_ptr<Model>> BuildModel(const Flags& f) {
+  auto hidden = ParseLayers(f.layers);
+  if (!hidden.ok()) return hidden.status();
+  if (f.model == "wide_deep") {
+    if (f.data_format == "dense_csv") return InvalidArgument("wide_deep needs Criteo data");
+    WideDeepConfig c;
+    c.batch_size = f.batch_size;
+    c.embedding_dim = f.embedding_dim;
+    c.hidden = *hidden;
+    return CreateWideDeep(c);
+  }
+  if (f.model == "mlp") {
+    if (f.data_format != "dense_csv" || f.num_features <= 0) {
+      return InvalidArgument("--model mlp needs --data-format dense_csv and --num-features");
+    }
+    MlpClassifierConfig c;
+    c.batch_size = f.batch_size;
+    c.num_features = f.num_features;
+    c.num_classes = f.num_classes;
+    c.hidden = *hidden;
+    return CreateMlpClassifier(c);
+  }
+  return InvalidArgument("unknown --model \"" + f.model + "\" (expected wide_deep or mlp)");
+}
+
+StatusOr<OptimizerConfig> BuildOptimizer(const Flags& f) {
+  auto kind = ParseOptimizerKind(f.optimizer);
+  if (!kind.ok()) return kind.status();
+  if (!(f.lr > 0)) return InvalidArgument("--lr must be positive");
+  OptimizerConfig c;
+  c.kind = *kind;
+  c.lr = f.lr;
+  c.adagrad_initial = f.adagrad_initial;
+  return c;
+}
+
+// Writes synthetic train/eval files unless they exist. Several processes may do this at
+// once: the files are written atomically and are identical, so any winner is fine.
+Status MaybeGenerateData(const Flags& f) {
+  if (f.generate_data <= 0) return Status::Ok();
+  if (storage::IsS3Path(f.data_dir)) {
+    return InvalidArgument("--generate-data writes local files; --data-dir is " + f.data_dir);
+  }
+  if (f.data_format != "criteo_tsv") return InvalidArgument("--generate-data writes criteo_tsv");
+  std::error_code ec;
+  std::filesystem::create_directories(f.data_dir, ec);
+  if (ec) return InvalidArgument("cannot create --data-dir " + f.data_dir + ": " + ec.message());
+  const struct {
+    std::string name;
+    int64_t n;
+    uint64_t sample_seed;
+  } files[] = {
+      {"train.tsv", f.generate_data, f.data_seed * 2 + 1},
+      {"eval.tsv",
+       f.generate_eval > 0 ? f.generate_eval : std::max<int64_t>(1000, f.generate_data / 5),
+       f.data_seed * 2 + 2}};
+  for (const auto& file : files) {
+    const std::string path = f.data_dir + "/" + file.name;
+    if (std::filesystem::exists(path)) continue;
+    GeneratorOptions g;
+    g.model_seed = f.data_seed;
+    g.sample_seed = file.sample_seed;
+    auto auc = WriteSyntheticCriteo(path, file.n, g);
+    if (!auc.ok()) return auc.status();
+    spdlog::info("generated {} lines in {} (ground-truth AUC {:.4f})", file.n, path, *auc);
+  }
+  return Status::Ok();
+}
+
+StatusOr<ReaderOptions> Reader(const Flags& f, const std::string& match, int stripe, int stripes,
+                               bool loop) {
+  auto format = ParseDataFormat(f.data_format);
+  if (!format.ok()) return format.status();
+  auto files = ListDataFiles(f.data_dir, match);
+  if (!files.ok()) return files.status();
+  ReaderOptions o;
+  o.files = *files;
+  o.format = *format;
+  o.num_features = f.num_features;
+  o.stripe = stripe;
+  o.num_stripes = stripes;
+  o.max_bad_lines = f.max_bad_lines;
+  o.loop = loop;
+  return o;
+}
+
+// S3 data: each worker streams whole objects of its own (see StripeReader).
+SourceOptions Source(const Flags& f) {
+  SourceOptions s;
+  s.stripe_by_file = storage::IsS3Path(f.data_dir);
+  s.stream.cache_dir = f.data_cache;
+  return s;
+}
+
+// On resume, skips the batches this process already trained on before the checkpoint, so
+// the input order continues where it stopped (exactly so in one process or with --sync).
+Status SkipConsumed(StripeReader& reader, int batch_size, int64_t steps) {
+  if (steps <= 0) return Status::Ok();
+  spdlog::info("skipping the {} batches trained on before step {}", steps, steps);
+  Batch skip;
+  for (int64_t i = 0; i < steps; ++i) {
+    auto n = reader.Next(batch_size, &skip);
+    if (!n.ok()) return n.status();
+  }
+  return Status::Ok();
+}
+
+// Opens this process's stripe of the training data (looping), positioned after the `start`
+// batches it already trained on.
+StatusOr<std::unique_ptr<StripeReader>> OpenTrainingData(const Flags& f, int stripe, int stripes,
+                                                         int batch_size, int64_t start) {
+  auto o = Reader(f, f.train_match, stripe, stripes, /*loop=*/true);
+  if (!o.ok()) return o.status();
+  auto reader = std::make_unique<StripeReader>(*o, Source(f));
+  KT_RETURN_IF_ERROR(SkipConsumed(*reader, batch_size, start));
+  return reader;
+}
+
+// The training loop's options from the flags; periodic checkpoints only when `checkpoints`.
+TrainOptions TrainOptionsFrom(const Flags& f, bool checkpoints) {
+  TrainOptions t;
+  t.steps = f.steps;
+  t.log_every = f.log_every;
+  if (checkpoints) {
+    t.checkpoint_dir = f.checkpoint_dir;
+    t.checkpoint_every = f.checkpoint_every;
+  }
+  t.loss_curve_path = f.loss_curve;
+  return t;
+}
+
+// Writes the final metrics where Kubernetes picks them up; a failure is only a warning.
+void WriteTerminationMessage(const Flags& f, const nlohmann::json& j) {
+  if (f.termination_log.empty()) return;
+  std::ofstream out(f.termination_log, std::ios::trunc);
+  out << j.dump() << "\n";
+  out.flush();
+  if (!out) spdlog::warn("cannot write metrics to {}", f.termination_log);
+}
+
+// Evaluates (unless disabled), writes the metrics and checks the targets.
+int Finish(const Flags& f, Model& model, ParamClient& params, const TrainResult& r,
+           nlohmann::json metrics) {
+  metrics["steps"] = r.last_step;
+  metrics["train_loss"] = r.last_loss;
+  metrics["samples_per_second"] = r.samples_per_s;
+  bool target_ok = true;
+  if (!f.no_eval) {
+    auto ro = Reader(f, f.eval_match, 0, 1, /*loop=*/false);
+    if (!ro.ok()) {
+      spdlog::error("evaluation data: {}", ro.status().ToString());
+      return ExitCodeFor(ro.status());
+    }
+    StripeReader eval(*ro, Source(f));
+    auto m = Evaluate(model, eval, params, f.eval_examples);
+    if (!m.ok()) {
+      spdlog::error("evaluation failed: {}", m.status().ToString());
+      return ExitCodeFor(m.status());
+    }
+    metrics["eval"] = {
+        {"examples", m->examples}, {"log_loss", m->log_loss}, {"accuracy", m->accuracy}};
+    if (model.num_outputs() == 1) {
+      metrics["eval"]["auc"] = m->auc;
+      spdlog::info("evaluation on {} examples: log loss {:.5f} AUC {:.5f} accuracy {:.5f}",
+                   m->examples, m->log_loss, m->auc, m->accuracy);
+    } else {
+      spdlog::info("evaluation on {} examples: log loss {:.5f} accuracy {:.5f}", m->examples,
+                   m->log_loss, m->accuracy);
+    }
+    if (f.target_auc > 0 && m->auc < f.target_auc) {
+      spdlog::error("AUC {:.5f} is below --target-auc {:.5f}", m->auc, f.target_auc);
+      target_ok = false;
+    }
+    if (f.target_accuracy > 0 && m->accuracy < f.target_accuracy) {
+      spdlog::error("accuracy {:.5f} is below --target-accuracy {:.5f}", m->accuracy,
+                    f.target_accuracy);
+      target_ok = false;
+    }
+  } else if (f.target_auc > 0 || f.target_accuracy > 0) {
+    spdlog::error("a target metric was set but evaluation is disabled");
+    target_ok = false;
+  }
+  metrics["target_reached"] = target_ok;
+  if (!f.output.empty()) {
+    // The trained model (a checkpoint: every PS's shard, then the MANIFEST), then the metrics.
+    const std::string model_dir = storage::JoinPath(f.output, "model");
+    Status s = params.SaveCheckpoint(model_dir, r.last_step);
+    if (s.ok()) {
+      s = storage::WriteObject(storage::JoinPath(f.output, "metrics.json"), metrics.dump(2) + "\n",
+                               storage::WriteMode::kReplace, "application/json");
+    }
+    if (!s.ok()) {
+      spdlog::error("writing --output {}: {}", f.output, s.ToString());
+      return ExitCodeFor(s);
+    }
+    spdlog::info("wrote the model (step {}) and metrics.json to {}", r.last_step, f.output);
+  }
+  WriteTerminationMessage(f, metrics);
+  return target_ok ? 0 : kExitTargetMissed;
+}
+
+int RunSingleProcess(const Flags& f, Model& model, const OptimizerConfig& opt) {
+  LocalParams params(model, f.seed, opt);
+  int64_t start = 0;
+  if (!f.checkpoint_dir.empty()) {
+    auto latest = params.Restore(f.checkpoint_dir);
+    if (!latest.ok()) {
+      spdlog::error("restore: {}", latest.status().ToString());
+      return ExitCodeFor(latest.status());
+    }
+    if (latest->has_value()) {
+      start = **latest;
+      spdlog::info("resumed from checkpoint {} in {}", start, f.checkpoint_dir);
+    }
+  }
+  auto reader = OpenTrainingData(f, 0, 1, model.batch_size(), start);
+  if (!reader.ok()) {
+    spdlog::error("training data: {}", reader.status().ToString());
+    return ExitCodeFor(reader.status());
+  }
+  auto r = Train(model, **reader, params, TrainOptionsFrom(f, /*checkpoints=*/true), start);
+  if (!r.ok()) {
+    spdlog::error("training failed: {}", r.status().ToString());
+    return ExitCodeFor(r.status());
+  }
+  if (!f.checkpoint_dir.empty() && r->last_step > start) {
+    Status s = params.SaveCheckpoint(f.checkpoint_dir, r->last_step);
+    if (!s.ok()) spdlog::warn("final checkpoint: {}", s.ToString());
+  }
+  return Finish(f, model, params, *r, {{"task", "local"}});
+}
+
+int RunPs(const Flags& f, const ClusterInfo& cluster, Model& model, const OptimizerConfig& opt,
+          const AuthKey& key) {
+  const int k = cluster.index, n = cluster.NumPs();
+  std::vector<float> init(model.NumDenseParams());
+  model.InitDense(f.seed, init.data());
+  const ShardConfig sc = MakeShardConfig(model, k, n, f.seed, opt);
+  ParamShard shard(sc, init.data() + sc.dense_begin);
+  if (!f.checkpoint_dir.empty()) {
+    auto latest = FindCheckpoint(f.checkpoint_dir, n);
+    if (!latest.ok()) {
+      spdlog::error("{}", latest.status().ToString());
+      return ExitCodeFor(latest.status());
+    }
+    if (latest->has_value()) {
+      Status s = LoadShard(shard, f.checkpoint_dir, **latest, k, n);
+      if (!s.ok()) {
+        spdlog::error("restore: {}", s.ToString());
+        return ExitCodeFor(s);
+      }
+      spdlog::info("restored shard from checkpoint {} ({} rows)", (*latest)->step,
+                   shard.num_rows());
+    }
+  }
+  int port = f.listen_port;
+  if (port < 0) {
+    auto hp = SplitHostPort(cluster.Members("ps")[k]);
+    if (!hp.ok()) return ExitCodeFor(hp.status());
+    port = hp->port;
+  }
+  auto listener = Listener::Listen(port);
+  if (!listener.ok()) {
+    spdlog::error("{}", listener.status().ToString());
+    return ExitCodeFor(listener.status());
+  }
+  PsServerOptions o;
+  o.shard_index = k;
+  o.num_shards = n;
+  o.num_trainers = cluster.NumTrainers();
+  o.sync = f.sync;
+  o.checkpoint_dir = f.checkpoint_dir;
+  o.key = key;
+  o.total_dense = model.NumDenseParams();
+  PsServer server(&shard, std::move(*listener), o);
+  Status s = server.Serve();
+  if (!s.ok()) {
+    spdlog::error("{}", s.ToString());
+    return ExitCodeFor(s);
+  }
+  WriteTerminationMessage(f, {{"task", cluster.TaskName()},
+                              {"embedding_rows", shard.num_rows()},
+                              {"updates", shard.updates()}});
+  spdlog::info("done: {} embedding rows, {} dense updates", shard.num_rows(), shard.updates());
+  return 0;
+}
+
+int RunWorker(const Flags& f, const ClusterInfo& cluster, Model& model, const AuthKey& key) {
+  const int rank = cluster.TrainerRank(), trainers = cluster.NumTrainers();
+  if (cluster.NumPs() == 0) {
+    spdlog::error("the cluster has workers but no parameter servers");
+    return kExitPermanent;
+  }
+  int64_t start = 0;
+  if (!f.checkpoint_dir.empty()) {
+    auto latest = LatestCheckpoint(f.checkpoint_dir, cluster.NumPs());
+    if (!latest.ok()) {
+      spdlog::error("{}", latest.status().ToString());
+      return ExitCodeFor(latest.status());
+    }
+    if (latest->has_value()) start = **latest;
+  }
+  RemoteOptions ro;
+  ro.ps_addresses = cluster.Members("ps");
+  ro.key = key;
+  ro.rank = rank;
+  ro.startup_timeout = std::chrono::seconds(f.startup_timeout_s);
+  ro.reconnect_timeout = std::chrono::seconds(f.reconnect_timeout_s);
+  auto params = RemoteParams::Connect(model, ro);
+  if (!params.ok()) {
+    spdlog::error("{}", params.status().ToString());
+    return ExitCodeFor(params.status());
+  }
+  if (f.sync && (*params)->last_ps_step() > start) {
+    // Restarted into a running synchronous job: join the others at their step.
+    start = (*params)->last_ps_step();
+    spdlog::info("joining the running synchronous job after step {}", start);
+  } else if (start > 0) {
+    spdlog::info("resuming at step {} from {}", start, f.checkpoint_dir);
+  }
+  auto reader = OpenTrainingData(f, rank, trainers, model.batch_size(), start);
+  if (!reader.ok()) {
+    spdlog::error("training data: {}", reader.status().ToString());
+    return ExitCodeFor(reader.status());
+  }
+  // Only the coordinator checkpoints: it asks every PS to save its shard.
+  auto r = Train(model, **reader, **params, TrainOptionsFrom(f, cluster.IsCoordinator()), start);
+  if (!r.ok()) {
+    spdlog::error("training failed: {}", r.status().ToString());
+    return ExitCodeFor(r.status());
+  }
+  auto done = (*params)->MarkDone();
+  if (!done.ok()) {
+    spdlog::error("{}", done.status().ToString());
+    return ExitCodeFor(done.status());
+  }
+  if (!cluster.IsCoordinator()) {
+    WriteTerminationMessage(f, {{"task", cluster.TaskName()},
+                                {"steps", r->last_step},
+                                {"train_loss", r->last_loss},
+                                {"samples_per_second", r->samples_per_s}});
+    spdlog::info("finished {} steps; the coordinator ends the job", r->last_step);
+    return 0;
+  }
+  // The coordinator waits for every worker, evaluates, checkpoints, then stops the PS.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(f.finish_timeout_s);
+  int count = *done;
+  while (count < trainers) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      spdlog::error("only {} of {} workers finished within --finish-timeout", count, trainers);
+      return kExitRetryable;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // poll interval
+    auto c = (*params)->DoneCount();
+    if (!c.ok()) {
+      spdlog::error("{}", c.status().ToString());
+      return ExitCodeFor(c.status());
+    }
+    count = *c;
+  }
+  spdlog::info("all {} workers finished", trainers);
+  if (!f.checkpoint_dir.empty() && r->last_step > start) {
+    Status s = (*params)->SaveCheckpoint(f.checkpoint_dir, r->last_step);
+    if (!s.ok()) spdlog::warn("final checkpoint: {}", s.ToString());
+  }
+  const int code = Finish(f, model, **params, *r, {{"task", cluster.TaskName()}});
+  Status s = (*params)->ShutdownAll();
+  if (!s.ok()) spdlog::warn("stopping parameter servers: {}", s.ToString());
+  return code;
+}
+
+}  // namespace
+
+int Run(const Flags& f) {
+  auto cluster = ClusterFromEnv([](const char* name) { return std::getenv(name); });
+  const bool distributed = cluster.ok();
+  if (!cluster.ok() && cluster.status().code() != StatusCode::kNotFound) {
+    spdlog::error("{}", cluster.status().message());
+    return kExitPermanent;
+  }
+  const std::string task = distributed ? cluster->TaskName() : "local";
+  spdlog::set_pattern("[%Y-%m-%dT%H:%M:%S.%e] [%l] [" + task + "] %v");
+  if (distributed && cluster->role == "evaluator") {
+    spdlog::info("evaluator: the coordinator evaluates at the end of training; nothing to do");
+    return 0;
+  }
+  const int threads = f.threads > 0 ? f.threads : DefaultThreadCount();
+  SetComputeThreads(threads);
+  spdlog::info("kubetrain-trainer {} ({}), {} compute threads", kVersion,
+               distributed ? "parameter-server mode" : "single process", threads);
+
+  auto model = BuildModel(f);
+  if (!model.ok()) {
+    spdlog::error("{}", model.status().message());
+    return kExitPermanent;
+  }
+  auto opt = BuildOptimizer(f);
+  if (!opt.ok()) {
+    spdlog::error("{}", opt.status().message());
+    return kExitPermanent;
+  }
+  if (!distributed || cluster->role != "ps") {
+    Status s = MaybeGenerateData(f);
+    if (!s.ok()) {
+      spdlog::error("{}", s.ToString());
+      return ExitCodeFor(s);
+    }
+  }
+  // Live metrics (status.progress, Prometheus). Optional: a port in use costs
+  // the metrics, not the training.
+  MetricsServer metrics(&TrainerMetrics::Global());
+  int ps_port = f.listen_port;  // a PS's own port goes to the PS, never to the metrics
+  if (distributed && cluster->role == "ps" && ps_port < 0) {
+    auto hp = SplitHostPort(cluster->Members("ps")[cluster->index]);
+    if (hp.ok()) ps_port = hp->port;
+  }
+  if (f.metrics_port > 0 && f.metrics_port == ps_port) {
+    spdlog::warn("--metrics-port {} is this parameter server's port; no metrics endpoint",
+                 f.metrics_port);
+  } else if (f.metrics_port > 0) {
+    auto port = metrics.Start(f.metrics_port);
+    if (port.ok()) {
+      spdlog::info("metrics on port {} (GET /metrics)", *port);
+    } else {
+      spdlog::warn("{}; training without a metrics endpoint", port.status().message());
+    }
+  }
+  if (!distributed) return RunSingleProcess(f, **model, *opt);
+
+  const char* key_text = std::getenv("KUBETRAIN_AUTH_KEY");
+  if (key_text == nullptr || *key_text == '\0') {
+    spdlog::error("KUBETRAIN_AUTH_KEY is not set: parameter-server traffic must be authenticated");
+    return kExitPermanent;
+  }
+  auto key = ParseAuthKey(key_text);
+  if (!key.ok()) {
+    spdlog::error("{}", key.status().message());
+    return kExitPermanent;
+  }
+  if (cluster->role == "ps") return RunPs(f, *cluster, **model, *opt, *key);
+  return RunWorker(f, *cluster, **model, *key);
+}
+
+}  // namespace kubetrain::trainer

@@ -1,0 +1,60 @@
+// The trainer's role drivers: what one process of `kubetrain-trainer` does as a
+// parameter server, a worker (or chief), an evaluator or a single process, from
+// its flags and the cluster in its environment (CLUSTER_CONFIG + POD_NAME, or
+// TF_CONFIG; neither: one process).
+//
+// Exit codes follow the operator's contract: 0 success, 1-127 permanent
+// failure (bad flags/config/data, target metric missed), 128-255 retryable (a
+// peer unreachable after the startup timeout, a lost parameter server).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace kubetrain::trainer {
+
+// The command line (trainer/main.cc parses it; see --help for each flag).
+struct Flags {
+  std::string model = "wide_deep";
+  std::string data_dir = "/data";
+  std::string data_format = "criteo_tsv";
+  std::string train_match = "train";
+  std::string eval_match = "eval";
+  int64_t generate_data = 0;
+  int64_t generate_eval = 0;
+  uint64_t data_seed = 1;
+  int64_t steps = 1000;
+  int batch_size = 512;
+  std::string layers = "1024,512,256";
+  int embedding_dim = 16;
+  int num_features = 0;
+  int num_classes = 2;
+  std::string optimizer = "adagrad";
+  float lr = 0.05f;
+  float adagrad_initial = 0.1f;
+  uint64_t seed = 1;
+  bool sync = false;
+  std::string checkpoint_dir;
+  int64_t checkpoint_every = 0;
+  int64_t eval_examples = 0;
+  bool no_eval = false;
+  std::string termination_log = "/dev/termination-log";
+  double target_auc = 0;
+  double target_accuracy = 0;
+  int threads = 0;
+  int log_every = 100;
+  std::string loss_curve;
+  int64_t max_bad_lines = 1000;
+  int startup_timeout_s = 300;
+  int reconnect_timeout_s = 300;
+  int finish_timeout_s = 86400;
+  int listen_port = -1;
+  std::string data_cache;
+  std::string output;
+  int metrics_port = 9090;
+};
+
+// Runs this process's role to the end and returns its exit code.
+int Run(const Flags& f);
+
+}  // namespace kubetrain::trainer
