@@ -106,21 +106,22 @@ class Listener {
   std::atomic<int> spare_fd_;  // a reserved descriptor given up to shed a connection at EMFILE
 };
 
-// Frame types. The handshake uses 1-3; requests and replies use the rest.
+// Frame types. The handshake uses 1-3; requests and replies use the rest, with
+// the payloads of trainer/ps/protocol.h.
 enum FrameType : uint8_t {
   kChallenge = 1,
   kResponse = 2,
   kAccept = 3,
-  kHello = 10,  // i32 rank, u64 dense size, i32 row dim -> kOk | kError
-  kPull = 11,   // u32 n, u64 ids[n], u8 want_dense -> kPullReply rows, dense slice
+  kHello = 10,
+  kPull = 11,
   kPullReply = 12,
-  kPush = 13,        // i64 step, u32 n, u64 ids[n], f32 rows[n*dim], u8 has_dense, f32 dense
-  kCheckpoint = 14,  // i64 step -> kOk | kError
-  kDone = 15,        // i32 rank (-1: only ask) -> kDoneReply i32 number of finished workers
+  kPush = 13,
+  kCheckpoint = 14,
+  kDone = 15,
   kDoneReply = 16,
-  kShutdown = 17,  // -> kOk, then the PS exits 0
+  kShutdown = 17,
   kOk = 18,
-  kError = 19,  // string message
+  kError = 19,
 };
 
 }  // namespace kubetrain::trainer

@@ -5,8 +5,8 @@
 
 #include <algorithm>
 
-#include "trainer/net/wire.h"
 #include "trainer/ps/checkpoint.h"
+#include "trainer/ps/protocol.h"
 
 namespace kubetrain::trainer {
 
@@ -233,23 +233,19 @@ void PsServer::ServePeer(Peer* peer) {
 
 Status PsServer::Handle(Connection& conn, uint8_t type, const std::string& payload, int* rank,
                         bool* shutdown, Scratch& scratch) {
-  WireReader r(payload);
   const int dim = shard_->sparse_dim();
   switch (type) {
     case kHello: {
-      int32_t hello_rank, row_dim;
-      uint64_t total;
-      if (!r.Get(&hello_rank) || !r.Get(&total) || !r.Get(&row_dim)) {
-        return InvalidArgument("bad hello");
+      HelloRequest hello;
+      if (!DecodeHello(payload, &hello)) return InvalidArgument("bad hello");
+      if (hello.total_dense != o_.total_dense || hello.row_dim != dim) {
+        return FailedPrecondition(
+            "worker " + std::to_string(hello.rank) + " runs a model with " +
+            std::to_string(hello.total_dense) + " dense parameters and rows of " +
+            std::to_string(hello.row_dim) + "; this PS has " + std::to_string(o_.total_dense) +
+            " and " + std::to_string(dim) + " (are all replicas started with the same flags?)");
       }
-      if (total != o_.total_dense || row_dim != dim) {
-        return FailedPrecondition("worker " + std::to_string(hello_rank) + " runs a model with " +
-                                  std::to_string(total) + " dense parameters and rows of " +
-                                  std::to_string(row_dim) + "; this PS has " +
-                                  std::to_string(o_.total_dense) + " and " + std::to_string(dim) +
-                                  " (are all replicas started with the same flags?)");
-      }
-      *rank = hello_rank;
+      *rank = hello.rank;
       // Tell the worker the last step this PS completed, so a worker restarted in
       // synchronous mode joins the step the others are on instead of replaying old ones.
       int64_t last_step;
@@ -257,20 +253,16 @@ Status PsServer::Handle(Connection& conn, uint8_t type, const std::string& paylo
         std::lock_guard<std::mutex> lock(mu_);
         last_step = applied_step_;
       }
-      WireWriter w;
-      w.Put<int64_t>(last_step);
-      return conn.Send(kOk, w.str());
+      return conn.Send(kOk, EncodeHelloReply(last_step));
     }
     case kPull: {
-      uint32_t n;
-      const char* ids_p;
-      uint8_t want_dense;
-      if (!r.Get(&n) || !r.GetArray(n, 8, &ids_p) || !r.Get(&want_dense) || !r.AtEnd()) {
-        return InvalidArgument("bad pull");
-      }
+      PullRequest pull;
+      if (!DecodePull(payload, &pull)) return InvalidArgument("bad pull");
+      const uint32_t n = pull.n;
+      const bool want_dense = pull.want_dense;
       std::vector<uint64_t>& ids = scratch.ids;
       ids.resize(n);
-      std::memcpy(ids.data(), ids_p, n * 8ull);
+      std::memcpy(ids.data(), pull.ids, n * 8ull);
       std::vector<float>& out = scratch.rows;
       out.resize(static_cast<size_t>(n) * dim + (want_dense ? shard_->dense_size() : 0));
       if (n > 0) shard_->PullSparse(ids.data(), n, out.data());
@@ -282,40 +274,32 @@ Status PsServer::Handle(Connection& conn, uint8_t type, const std::string& paylo
       return HandlePush(conn, payload, *rank, scratch);
     case kCheckpoint: {
       int64_t step;
-      if (!r.Get(&step)) return InvalidArgument("bad checkpoint request");
+      std::string root;
+      if (!DecodeCheckpoint(payload, &step, &root)) {
+        return InvalidArgument("bad checkpoint request");
+      }
       // The coordinator names the root (its checkpoint dir, or the final model's); an
       // older coordinator sends none and this PS's --checkpoint-dir is used.
-      std::string root = o_.checkpoint_dir;
-      if (!r.AtEnd()) {
-        const size_t n = r.remaining();
-        const char* p = nullptr;
-        if (!r.GetArray(n, 1, &p)) return InvalidArgument("bad checkpoint request");
-        root.assign(p, n);
-      }
+      if (root.empty()) root = o_.checkpoint_dir;
       if (root.empty()) {
         return FailedPrecondition("this PS was started without --checkpoint-dir");
       }
       KT_RETURN_IF_ERROR(PrepareCheckpointDir(root, step));
       auto digest = shard_->Save(ShardPath(root, step, o_.shard_index, o_.num_shards));
       if (!digest.ok()) return digest.status();
-      // The coordinator records what was written in the MANIFEST: u64 bytes, hex SHA-256.
-      WireWriter w;
-      w.Put<uint64_t>(digest->bytes);
-      w.PutArray(digest->sha256.data(), digest->sha256.size());
-      return conn.Send(kOk, w.str());
+      // The coordinator records what was written in the MANIFEST.
+      return conn.Send(kOk, EncodeCheckpointReply(*digest));
     }
     case kDone: {
       int32_t done_rank;
-      if (!r.Get(&done_rank)) return InvalidArgument("bad done");
+      if (!DecodeDone(payload, &done_rank)) return InvalidArgument("bad done");
       int32_t count;
       {
         std::lock_guard<std::mutex> lock(mu_);
         if (done_rank >= 0) done_.insert(done_rank);
         count = static_cast<int32_t>(done_.size());
       }
-      WireWriter w;
-      w.Put(count);
-      return conn.Send(kDoneReply, w.str());
+      return conn.Send(kDoneReply, EncodeDoneReply(count));
     }
     case kShutdown:
       *shutdown = true;
@@ -327,26 +311,21 @@ Status PsServer::Handle(Connection& conn, uint8_t type, const std::string& paylo
 
 Status PsServer::HandlePush(Connection& conn, const std::string& payload, int rank,
                             Scratch& scratch) {
-  WireReader r(payload);
   const int dim = shard_->sparse_dim();
-  int64_t step;
-  uint32_t n;
-  const char *ids_p, *rows_p, *dense_p = nullptr;
-  uint8_t has_dense;
-  if (!r.Get(&step) || !r.Get(&n) || !r.GetArray(n, 8, &ids_p) ||
-      !r.GetArray(static_cast<size_t>(n) * dim, 4, &rows_p) || !r.Get(&has_dense) ||
-      (has_dense && !r.GetArray(shard_->dense_size(), 4, &dense_p)) || !r.AtEnd()) {
-    return InvalidArgument("bad push");
-  }
+  PushRequest push;
+  if (!DecodePush(payload, dim, shard_->dense_size(), &push)) return InvalidArgument("bad push");
+  const int64_t step = push.step;
+  const uint32_t n = push.n;
+  const bool has_dense = push.dense != nullptr;
   std::vector<uint64_t>& ids = scratch.ids;
   ids.resize(n);
-  std::memcpy(ids.data(), ids_p, n * 8ull);
+  std::memcpy(ids.data(), push.ids, n * 8ull);
   std::vector<float>& rows = scratch.rows;
   rows.resize(static_cast<size_t>(n) * dim);
-  std::memcpy(rows.data(), rows_p, rows.size() * 4);
+  std::memcpy(rows.data(), push.rows, rows.size() * 4);
   std::vector<float>& dense = scratch.dense;
   dense.resize(has_dense ? shard_->dense_size() : 0);
-  if (has_dense) std::memcpy(dense.data(), dense_p, dense.size() * 4);
+  if (has_dense) std::memcpy(dense.data(), push.dense, dense.size() * 4);
   if (!o_.sync) {
     shard_->Apply(has_dense ? dense.data() : nullptr, ids.data(), n, rows.data());
     return conn.Send(kOk, "");

@@ -1,6 +1,6 @@
 // The parameter-server process: serves one ParamShard to the workers.
 //
-// Requests (see FrameType in net/transport.h) are served by one thread per worker
+// Requests (payloads in ps/protocol.h) are served by one thread per worker
 // connection. Asynchronous mode applies each push as it arrives. Synchronous mode is a
 // barrier per step:
 //   Flow: each worker pushes its gradients for step s; the PS sums them; when all

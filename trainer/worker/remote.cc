@@ -8,8 +8,8 @@
 
 #include "trainer/cluster/cluster.h"
 #include "trainer/metrics/metrics.h"
-#include "trainer/net/wire.h"
 #include "trainer/ps/checkpoint.h"
+#include "trainer/ps/protocol.h"
 
 namespace kubetrain::trainer {
 
@@ -60,17 +60,13 @@ Status RemoteParams::EnsureConnected(int k, Clock::time_point deadline) {
       s = (*conn)->AuthenticateAsClient(o_.key);
       if (s.code() == StatusCode::kUnauthenticated) return s;
       if (s.ok()) {
-        WireWriter w;
-        w.Put<int32_t>(o_.rank).Put<uint64_t>(total_dense_).Put<int32_t>(row_dim_);
-        s = (*conn)->Send(kHello, w.str());
+        s = (*conn)->Send(kHello, EncodeHello({o_.rank, total_dense_, row_dim_}));
         uint8_t type = 0;
         std::string reply;
         if (s.ok()) s = (*conn)->Receive(&type, &reply);
         if (s.ok() && type == kError) return FailedPrecondition(reply);
-        if (s.ok() && reply.size() == 8) {
-          int64_t last = -1;
-          std::memcpy(&last, reply.data(), 8);
-          last_ps_step_ = std::max(last_ps_step_, last);
+        if (std::optional<int64_t> last = DecodeHelloReply(reply); s.ok() && last) {
+          last_ps_step_ = std::max(last_ps_step_, *last);
         }
         if (s.ok()) {
           if (attempts > 1) {
@@ -161,13 +157,9 @@ Status RemoteParams::Pull(const std::vector<uint64_t>& ids, float* rows, float* 
   std::vector<Call>& calls = step_calls_;
   calls.resize(n);
   for (int k = 0; k < n; ++k) {
-    WireWriter w(std::move(calls[k].payload));
-    w.Put<uint32_t>(static_cast<uint32_t>(ids_of_[k].size()))
-        .PutArray(ids_of_[k].data(), ids_of_[k].size())
-        .Put<uint8_t>(1);
+    EncodePull(ids_of_[k], /*want_dense=*/true, &calls[k].payload);
     calls[k].ps = k;
     calls[k].type = kPull;
-    calls[k].payload = std::move(w.str());
     calls[k].payload2 = {};
   }
   KT_RETURN_IF_ERROR(Exchange(calls));
@@ -197,15 +189,9 @@ Status RemoteParams::Push(int64_t step, const std::vector<uint64_t>& ids, const 
   calls.resize(n);
   for (int k = 0; k < n; ++k) {
     const Channel& ch = *channels_[k];
-    WireWriter w(std::move(calls[k].payload));
-    w.Put<int64_t>(step).Put<uint32_t>(static_cast<uint32_t>(ids_of_[k].size()));
-    w.PutArray(ids_of_[k].data(), ids_of_[k].size());
-    for (int pos : pos_of_[k])
-      w.PutArray(row_grads + static_cast<size_t>(pos) * row_dim_, row_dim_);
-    w.Put<uint8_t>(1);
+    EncodePush(step, ids_of_[k], pos_of_[k], row_grads, row_dim_, &calls[k].payload);
     calls[k].ps = k;
     calls[k].type = kPush;
-    calls[k].payload = std::move(w.str());
     calls[k].payload2 = std::string_view(reinterpret_cast<const char*>(dense_grad + ch.dense_begin),
                                          (ch.dense_end - ch.dense_begin) * 4);
   }
@@ -216,26 +202,21 @@ Status RemoteParams::SaveCheckpoint(const std::string& dir, int64_t step) {
   const int n = static_cast<int>(channels_.size());
   std::vector<Call> calls(n);
   for (int k = 0; k < n; ++k) {
-    WireWriter w;
-    w.Put<int64_t>(step);
-    w.PutArray(dir.data(), dir.size());  // every PS saves its shard under this root
     calls[k].ps = k;
     calls[k].type = kCheckpoint;
-    calls[k].payload = std::move(w.str());
+    calls[k].payload = EncodeCheckpoint(step, dir);  // every PS saves its shard under this root
   }
   KT_RETURN_IF_ERROR(Exchange(calls));
   // Every shard is durable: commit, with the size and SHA-256 each PS wrote.
   std::vector<ShardDigest> digests(n);
   for (int k = 0; k < n; ++k) {
-    WireReader r(calls[k].reply);
-    const char* hex = nullptr;
-    if (calls[k].reply_type != kOk || !r.Get(&digests[k].bytes) || !r.GetArray(64, 1, &hex) ||
-        !r.AtEnd()) {
+    std::optional<ShardDigest> digest = DecodeCheckpointReply(calls[k].reply);
+    if (calls[k].reply_type != kOk || !digest) {
       return FailedPrecondition("ps-" + std::to_string(k) +
                                 " did not report its shard's checksum (all replicas must run the "
                                 "same trainer version)");
     }
-    digests[k].sha256.assign(hex, 64);
+    digests[k] = std::move(*digest);
   }
   return WriteManifest(dir, step, digests);
 }
@@ -244,11 +225,9 @@ StatusOr<int> RemoteParams::MarkDone() {
   const int n = static_cast<int>(channels_.size());
   std::vector<Call> calls(n);
   for (int k = 0; k < n; ++k) {
-    WireWriter w;
-    w.Put<int32_t>(o_.rank);
     calls[k].ps = k;
     calls[k].type = kDone;
-    calls[k].payload = std::move(w.str());
+    calls[k].payload = EncodeDone(o_.rank);
   }
   KT_RETURN_IF_ERROR(Exchange(calls));
   return DoneCount();
@@ -260,21 +239,18 @@ StatusOr<int> RemoteParams::DoneCount() {
   const int n = static_cast<int>(channels_.size());
   std::vector<Call> calls(n);
   for (int k = 0; k < n; ++k) {
-    WireWriter w;
-    w.Put<int32_t>(-1);
     calls[k].ps = k;
     calls[k].type = kDone;
-    calls[k].payload = std::move(w.str());
+    calls[k].payload = EncodeDone(-1);
   }
   KT_RETURN_IF_ERROR(Exchange(calls));
   int32_t best = 0;
   for (const Call& c : calls) {
-    int32_t count = 0;
-    if (c.reply_type != kDoneReply || c.reply.size() != 4) {
+    std::optional<int32_t> count = DecodeDoneReply(c.reply);
+    if (c.reply_type != kDoneReply || !count) {
       return Internal("ps-" + std::to_string(c.ps) + " sent a malformed done reply");
     }
-    std::memcpy(&count, c.reply.data(), 4);
-    best = std::max(best, count);
+    best = std::max(best, *count);
   }
   return best;
 }

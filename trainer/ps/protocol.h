@@ -1,0 +1,80 @@
+// The parameter-server protocol: the payloads of the request and reply frames a
+// worker (worker/remote.cc) and a parameter server (ps/server.cc) exchange, in
+// one place. Frame types are FrameType in net/transport.h; fields are
+// fixed-width little-endian (net/wire.h), arrays unaligned.
+//
+//   kHello       i32 rank, u64 dense size, i32 row dim  -> kOk i64 last applied step | kError
+//   kPull        u32 n, u64 ids[n], u8 want_dense       -> kPullReply f32 rows[n*dim], dense slice
+//   kPush        i64 step, u32 n, u64 ids[n], f32 rows[n*dim], u8 has_dense, f32 dense slice
+//                                                       -> kOk | kError
+//   kCheckpoint  i64 step, root (the rest, optional)    -> kOk u64 bytes, 64 hex SHA-256 | kError
+//   kDone        i32 rank (-1: only ask)                -> kDoneReply i32 finished workers
+//   kShutdown    (empty)                                -> kOk, then the PS exits 0
+//   kError       a message, in reply to any request
+//
+// Decoding is bounds-checked: a short or malformed payload is `false`, never a
+// crash. Hello and Done ignore trailing bytes; Pull and Push must
+// end where their arrays do. Decoded arrays point into the payload (no copy):
+// the payload must outlive their use, and callers copy them out with memcpy.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "trainer/ps/shard.h"
+
+namespace kubetrain::trainer {
+
+struct HelloRequest {
+  int32_t rank = 0;
+  uint64_t total_dense = 0;  // the whole model's dense parameters
+  int32_t row_dim = 0;       // floats per embedding row
+};
+std::string EncodeHello(const HelloRequest& hello);
+bool DecodeHello(std::string_view payload, HelloRequest* hello);
+// The reply: the last step the PS applied (a restarted synchronous worker joins there).
+std::string EncodeHelloReply(int64_t last_step);
+std::optional<int64_t> DecodeHelloReply(std::string_view payload);
+
+// Encodes into `buffer`, reusing its storage.
+void EncodePull(const std::vector<uint64_t>& ids, bool want_dense, std::string* buffer);
+struct PullRequest {
+  uint32_t n = 0;
+  const char* ids = nullptr;  // n u64, unaligned
+  bool want_dense = false;
+};
+bool DecodePull(std::string_view payload, PullRequest* pull);
+
+// The push of `ids` with their gradient rows row_grads[positions[i] * row_dim ...],
+// and has_dense = 1: the caller sends the dense slice (f32) as the frame's second
+// part. Encodes into `buffer`, reusing its storage.
+void EncodePush(int64_t step, const std::vector<uint64_t>& ids, const std::vector<int>& positions,
+                const float* row_grads, int row_dim, std::string* buffer);
+struct PushRequest {
+  int64_t step = 0;
+  uint32_t n = 0;
+  const char* ids = nullptr;    // n u64, unaligned
+  const char* rows = nullptr;   // n * row_dim f32, unaligned
+  const char* dense = nullptr;  // dense_size f32, unaligned; nullptr without dense
+};
+bool DecodePush(std::string_view payload, int row_dim, size_t dense_size, PushRequest* push);
+
+// The coordinator names the checkpoint root (its --checkpoint-dir, or the final
+// model's); an older coordinator sends none: `root` is then empty and the PS
+// uses its own --checkpoint-dir.
+std::string EncodeCheckpoint(int64_t step, std::string_view root);
+bool DecodeCheckpoint(std::string_view payload, int64_t* step, std::string* root);
+// The reply: what the PS wrote (size, SHA-256 as 64 lower-case hex digits), for
+// the coordinator's MANIFEST.
+std::string EncodeCheckpointReply(const ShardDigest& digest);
+std::optional<ShardDigest> DecodeCheckpointReply(std::string_view payload);
+
+std::string EncodeDone(int32_t rank);
+bool DecodeDone(std::string_view payload, int32_t* rank);
+std::string EncodeDoneReply(int32_t finished);
+std::optional<int32_t> DecodeDoneReply(std::string_view payload);
+
+}  // namespace kubetrain::trainer

@@ -1,0 +1,89 @@
+#include "trainer/ps/protocol.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+namespace kubetrain::trainer {
+namespace {
+
+template <typename T>
+std::vector<T> Copy(const char* p, size_t n) {
+  std::vector<T> out(n);
+  std::memcpy(out.data(), p, n * sizeof(T));
+  return out;
+}
+
+TEST(PsProtocolTest, HelloRoundTrips) {
+  HelloRequest in{3, 1234567890123ull, 16}, out;
+  ASSERT_TRUE(DecodeHello(EncodeHello(in), &out));
+  EXPECT_EQ(out.rank, 3);
+  EXPECT_EQ(out.total_dense, 1234567890123ull);
+  EXPECT_EQ(out.row_dim, 16);
+  EXPECT_FALSE(DecodeHello(EncodeHello(in).substr(0, 15), &out));
+  EXPECT_EQ(DecodeHelloReply(EncodeHelloReply(41)), 41);
+  EXPECT_EQ(DecodeHelloReply(""), std::nullopt);  // a PS that sends no step
+}
+
+TEST(PsProtocolTest, PullRoundTripsReusingTheBuffer) {
+  std::string buffer = "left over from the last step";
+  const std::vector<uint64_t> ids = {7, 1ull << 40, 0};
+  EncodePull(ids, /*want_dense=*/true, &buffer);
+  PullRequest pull;
+  ASSERT_TRUE(DecodePull(buffer, &pull));
+  EXPECT_EQ(Copy<uint64_t>(pull.ids, pull.n), ids);
+  EXPECT_TRUE(pull.want_dense);
+
+  EncodePull({}, /*want_dense=*/false, &buffer);
+  ASSERT_TRUE(DecodePull(buffer, &pull));
+  EXPECT_EQ(pull.n, 0u);
+  EXPECT_FALSE(pull.want_dense);
+  EXPECT_FALSE(DecodePull(buffer + "x", &pull));  // must end with the request
+}
+
+TEST(PsProtocolTest, PushRoundTripsWithTheDenseSliceAsSecondPart) {
+  const int dim = 2;
+  const std::vector<float> grads = {0.f, 0.5f, 1.f, 1.5f, 2.f, 2.5f};  // rows 0, 1, 2
+  const std::vector<uint64_t> ids = {30, 10};
+  const std::vector<int> positions = {2, 0};
+  std::string payload;
+  EncodePush(9, ids, positions, grads.data(), dim, &payload);
+  const std::vector<float> dense = {-1.f, -2.f, -3.f};
+  payload.append(reinterpret_cast<const char*>(dense.data()), dense.size() * 4);
+
+  PushRequest push;
+  ASSERT_TRUE(DecodePush(payload, dim, dense.size(), &push));
+  EXPECT_EQ(push.step, 9);
+  EXPECT_EQ(Copy<uint64_t>(push.ids, push.n), ids);
+  EXPECT_EQ(Copy<float>(push.rows, push.n * dim), (std::vector<float>{2.f, 2.5f, 0.f, 0.5f}));
+  ASSERT_NE(push.dense, nullptr);
+  EXPECT_EQ(Copy<float>(push.dense, dense.size()), dense);
+  // The wrong model's sizes or a cut payload are refused, not read past the end.
+  EXPECT_FALSE(DecodePush(payload, dim, dense.size() + 1, &push));
+  EXPECT_FALSE(DecodePush(payload, dim + 1, dense.size(), &push));
+  EXPECT_FALSE(DecodePush(payload.substr(0, payload.size() - 1), dim, dense.size(), &push));
+}
+
+TEST(PsProtocolTest, CheckpointAndDoneRoundTrip) {
+  int64_t step = 0;
+  std::string root = "stale";
+  ASSERT_TRUE(DecodeCheckpoint(EncodeCheckpoint(1000, "s3://bucket/run/model"), &step, &root));
+  EXPECT_EQ(step, 1000);
+  EXPECT_EQ(root, "s3://bucket/run/model");
+  ASSERT_TRUE(DecodeCheckpoint(EncodeCheckpoint(7, ""), &step, &root));  // an older coordinator
+  EXPECT_EQ(step, 7);
+  EXPECT_EQ(root, "");
+  EXPECT_FALSE(DecodeCheckpoint("1234", &step, &root));
+  const ShardDigest digest{1234, std::string(64, 'a')};
+  EXPECT_EQ(DecodeCheckpointReply(EncodeCheckpointReply(digest)), digest);
+  EXPECT_EQ(DecodeCheckpointReply(""), std::nullopt);  // an older PS: no checksum
+  int32_t rank = 0;
+  ASSERT_TRUE(DecodeDone(EncodeDone(-1), &rank));
+  EXPECT_EQ(rank, -1);
+  EXPECT_FALSE(DecodeDone("", &rank));
+  EXPECT_EQ(DecodeDoneReply(EncodeDoneReply(4)), 4);
+  EXPECT_EQ(DecodeDoneReply("abc"), std::nullopt);
+}
+
+}  // namespace
+}  // namespace kubetrain::trainer
