@@ -3,8 +3,9 @@
 // Builds a PodList like the apiserver returns for training pods (labels,
 // owner reference, managedFields, a container with env and resources, status
 // with conditions and a terminated container), then, for several runs:
-//   decode: parse the list text + transform every item into a PodSummary
-//   memory: heap held by a Store<PodSummary> with all pods (mallinfo2 delta)
+//   decode: parse the list text + transform every item into the controller's
+//           pod cache entry (controller::ToCachedPod: metadata + ObservedPod)
+//   memory: heap held by a Store<CachedPod> with all pods (mallinfo2 delta)
 // Prints the medians; the figures come last.
 #include <malloc.h>
 
@@ -14,14 +15,15 @@
 #include <string>
 #include <vector>
 
+#include "operator/controller/observe_pod.h"
 #include "operator/runtime/object.h"
 #include "operator/runtime/store.h"
 
 namespace {
 
 using json = nlohmann::json;
+using kubetrain::controller::CachedPod;
 using kubetrain::runtime::GenericObject;
-using kubetrain::runtime::PodSummary;
 using kubetrain::runtime::Store;
 
 json MakePod(int i) {
@@ -136,10 +138,10 @@ int main() {
   for (int run = 0; run < kRuns; ++run) {
     auto start = std::chrono::steady_clock::now();
     json parsed = json::parse(text);
-    std::vector<PodSummary> pods;
+    std::vector<CachedPod> pods;
     pods.reserve(kPods);
     for (const auto& item : parsed["items"])
-      pods.push_back(*kubetrain::runtime::ToPodSummary(item));
+      pods.push_back(*kubetrain::controller::ToCachedPod(item));
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     rates.push_back(kPods / secs);
     std::printf("run %d: decode %.0f pods/s\n", run, kPods / secs);
@@ -148,7 +150,7 @@ int main() {
   std::vector<double> compact, full;
   for (int run = 0; run < kRuns; ++run) {
     compact.push_back(
-        static_cast<double>(StoreBytes<PodSummary>(text, kubetrain::runtime::ToPodSummary)));
+        static_cast<double>(StoreBytes<CachedPod>(text, kubetrain::controller::ToCachedPod)));
     full.push_back(
         static_cast<double>(StoreBytes<GenericObject>(text, kubetrain::runtime::ToGenericObject)));
   }
@@ -156,7 +158,8 @@ int main() {
               kRuns);
   std::printf("decode rate (list of %d pods, parse + transform): %.0f objects/s (median of %d)\n",
               kPods, Median(rates), kRuns);
-  std::printf("memory per cached pod (PodSummary store with indexes): %.0f bytes (median of %d)\n",
-              Median(compact), kRuns);
+  std::printf(
+      "memory per cached pod (controller pod cache with indexes): %.0f bytes (median of %d)\n",
+      Median(compact), kRuns);
   return 0;
 }

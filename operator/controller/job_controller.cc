@@ -13,6 +13,7 @@
 #include "operator/controller/observe_pod.h"
 #include "operator/planner/planner.h"
 #include "operator/progress/endpoint.h"
+#include "operator/runtime/controller.h"
 #include "operator/runtime/informer.h"
 #include "operator/runtime/object.h"
 #include "operator/runtime/store.h"
@@ -24,25 +25,11 @@ namespace {
 using json = nlohmann::json;
 using Clock = std::chrono::system_clock;
 
-// Compact cache entries: metadata plus what the planner reads.
-struct CachedPod {
-  runtime::ObjectMeta meta;
-  ObservedPod pod;
-  std::string metrics_url;  // where its metrics are read; empty: nowhere
-};
+// Compact cache entries (Services): metadata plus what the planner reads.
 struct CachedChild {
   runtime::ObjectMeta meta;
   std::optional<api::Time> deletion_timestamp;
 };
-
-StatusOr<CachedPod> ToCachedPod(const json& obj) {
-  auto meta = runtime::ParseObjectMeta(obj);
-  if (!meta.ok()) return meta.status();
-  auto pod = ObservePod(obj);
-  if (!pod.ok()) return pod.status();
-  return CachedPod{std::move(*meta), std::move(*pod),
-                   progress::PodMetricsUrl(obj).value_or(std::string())};
-}
 
 StatusOr<CachedChild> ToCachedChild(const json& obj) {
   auto meta = runtime::ParseObjectMeta(obj);
@@ -87,29 +74,6 @@ const ChildKindInfo* InfoOf(const json& obj) {
     if (info.api_kind == kind) return &info;
   }
   return nullptr;
-}
-
-// Marks the status Failed with `reason`; used when// Marks the status Failed with `reason`; used
-// when the apiserver rejects what the planner built from the spec (a template the CRD could not
-// check).
-void MarkFailed(api::TrainingJobStatus& status, const std::string& reason,
-                const std::string& message, api::Time now) {
-  auto set = [&](api::ConditionType type, bool value) {
-    for (auto& c : status.conditions) {
-      if (c.type != type) continue;
-      if (c.status != value) c.last_transition_time = now;
-      c.status = value;
-      c.reason = reason;
-      c.message = message;
-      return;
-    }
-    status.conditions.push_back(api::Condition{type, value, reason, message, now});
-  };
-  set(api::ConditionType::kRunning, false);
-  set(api::ConditionType::kRestarting, false);
-  set(api::ConditionType::kFailed, true);
-  status.state = "Failed";
-  if (!status.completion_time) status.completion_time = now;
 }
 
 }  // namespace
@@ -172,11 +136,10 @@ class JobController::Impl {
 
   void Run(std::stop_token stop) {
     if (progress_) progress_->Start();
-    // Stop taking keys at once (shutdown or lost lease): queued keys are
+    // Stops taking keys at once (shutdown or lost lease): queued keys are
     // dropped, only reconciles in flight finish; then the Lease is released.
-    std::stop_callback on_stop(stop, [this] { queue_.ShutDownNow(); });
-    runtime::RunWorkers(queue_, options_.workers,
-                        [this](const std::string& key) { return TimedReconcile(key); });
+    runtime::RunController(stop, queue_, options_.workers,
+                           [this](const std::string& key) { return TimedReconcile(key); });
   }
 
   bool Ready() const {
@@ -568,7 +531,8 @@ class JobController::Impl {
     auto old = api::ParseTrainingJobStatus(cached.object.value("status", json::object()));
     api::TrainingJobStatus status = old.ok() ? *old : api::TrainingJobStatus{};
     if (status.IsTrue(api::ConditionType::kFailed)) return runtime::ReconcileResult{};
-    MarkFailed(status, "InvalidSpec", error.message(), now);
+    SetFinished(status, /*succeeded=*/false, "InvalidSpec", error.message(), now);
+    UpdateState(status);
     KT_RETURN_IF_ERROR(WriteStatus(key, cached, cached.meta.resource_version, status));
     metrics_->JobFailed();
     recorder_->Record({std::string(api::kApiVersion), std::string(api::kKind), cached.meta.ns,

@@ -14,7 +14,7 @@
 #include <string>
 #include <string_view>
 
-#include "operator/runtime/health_server.h"
+#include "operator/runtime/metrics.h"
 
 namespace kubetrain::controller {
 

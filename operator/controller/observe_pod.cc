@@ -1,6 +1,7 @@
 #include "operator/controller/observe_pod.h"
 
 #include "operator/api/json.h"
+#include "operator/progress/endpoint.h"
 
 namespace kubetrain::controller {
 
@@ -86,6 +87,15 @@ StatusOr<ObservedPod> ObservePod(const json& pod) {
   } catch (const json::exception& e) {
     return InvalidArgument(std::string("malformed pod: ") + e.what());
   }
+}
+
+StatusOr<CachedPod> ToCachedPod(const json& obj) {
+  auto meta = runtime::ParseObjectMeta(obj);
+  if (!meta.ok()) return meta.status();
+  auto pod = ObservePod(obj);
+  if (!pod.ok()) return pod.status();
+  return CachedPod{std::move(*meta), std::move(*pod),
+                   progress::PodMetricsUrl(obj).value_or(std::string())};
 }
 
 }  // namespace kubetrain::controller

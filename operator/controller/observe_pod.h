@@ -4,10 +4,12 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <string>
 #include <string_view>
 
 #include "common/status.h"
 #include "operator/planner/planner.h"
+#include "operator/runtime/object.h"
 
 namespace kubetrain::controller {
 
@@ -18,5 +20,14 @@ PodPhase PodPhaseFromString(std::string_view phase);  // anything unexpected: kU
 // InvalidArgument for a pod without valid replica labels or with a malformed
 // timestamp; never throws.
 StatusOr<ObservedPod> ObservePod(const nlohmann::json& pod);
+
+// The pod informer's cache entry: metadata (for the owner index) plus what the
+// planner reads, instead of the whole served object.
+struct CachedPod {
+  runtime::ObjectMeta meta;
+  ObservedPod pod;
+  std::string metrics_url;  // where its metrics are read (status.progress); empty: nowhere
+};
+[[nodiscard]] StatusOr<CachedPod> ToCachedPod(const nlohmann::json& pod);
 
 }  // namespace kubetrain::controller

@@ -135,25 +135,14 @@ class Planner {
 
 Status Planner::CheckTemplates() const {
   for (const auto& [type, spec] : job_.spec.replica_specs) {
-    StatusOr<json> pod = builder_.Pod(type, 0, spec, spec_hashes_.at(type));
-    if (!pod.ok()) return pod.status();
+    KT_RETURN_IF_ERROR(builder_.Pod(type, 0, spec, spec_hashes_.at(type)).status());
   }
   return Status::Ok();
 }
 
 void Planner::SetCondition(ConditionType type, bool value, std::string reason,
                            std::string message) {
-  for (api::Condition& c : status_.conditions) {
-    if (c.type != type) continue;
-    if (c.status != value) c.last_transition_time = input_.now;
-    c.status = value;
-    c.reason = std::move(reason);
-    c.message = std::move(message);
-    return;
-  }
-  // An absent condition reads as False: only record one when it is True.
-  if (!value) return;
-  status_.conditions.push_back({type, true, std::move(reason), std::move(message), input_.now});
+  controller::SetCondition(status_, type, value, std::move(reason), std::move(message), input_.now);
 }
 
 void Planner::RecountReplicas() {
@@ -174,16 +163,7 @@ void Planner::RecountReplicas() {
 }
 
 void Planner::UpdateState() {
-  static constexpr std::array<ConditionType, 5> kPrecedence = {
-      ConditionType::kSucceeded, ConditionType::kFailed, ConditionType::kSuspended,
-      ConditionType::kRestarting, ConditionType::kRunning};
-  status_.state = "Created";
-  for (ConditionType t : kPrecedence) {
-    if (status_.IsTrue(t)) {
-      status_.state = std::string(api::Name(t));
-      return;
-    }
-  }
+  controller::UpdateState(status_);
 }
 
 // status.running, status.restarts (the kubectl columns) and status.progress.
@@ -240,12 +220,8 @@ void Planner::ScheduleTtl() {
 }
 
 void Planner::Finish(bool succeeded, std::string reason, std::string message) {
-  SetCondition(ConditionType::kRunning, false, reason, message);
-  SetCondition(ConditionType::kRestarting, false, reason, message);
   AddEvent(succeeded ? EventType::kNormal : EventType::kWarning, reason, message);
-  SetCondition(succeeded ? ConditionType::kSucceeded : ConditionType::kFailed, true,
-               std::move(reason), std::move(message));
-  status_.completion_time = input_.now;
+  SetFinished(status_, succeeded, std::move(reason), std::move(message), input_.now);
   CleanUpFinished();
   ScheduleTtl();
 }
@@ -601,6 +577,43 @@ Plan Planner::Run() {
 }
 
 }  // namespace
+
+void SetCondition(api::TrainingJobStatus& status, ConditionType type, bool value,
+                  std::string reason, std::string message, api::Time now) {
+  for (api::Condition& c : status.conditions) {
+    if (c.type != type) continue;
+    if (c.status != value) c.last_transition_time = now;
+    c.status = value;
+    c.reason = std::move(reason);
+    c.message = std::move(message);
+    return;
+  }
+  // An absent condition reads as False: only record one when it is True.
+  if (!value) return;
+  status.conditions.push_back({type, true, std::move(reason), std::move(message), now});
+}
+
+void SetFinished(api::TrainingJobStatus& status, bool succeeded, std::string reason,
+                 std::string message, api::Time now) {
+  SetCondition(status, ConditionType::kRunning, false, reason, message, now);
+  SetCondition(status, ConditionType::kRestarting, false, reason, message, now);
+  SetCondition(status, succeeded ? ConditionType::kSucceeded : ConditionType::kFailed, true,
+               std::move(reason), std::move(message), now);
+  status.completion_time = now;
+}
+
+void UpdateState(api::TrainingJobStatus& status) {
+  static constexpr std::array<ConditionType, 5> kPrecedence = {
+      ConditionType::kSucceeded, ConditionType::kFailed, ConditionType::kSuspended,
+      ConditionType::kRestarting, ConditionType::kRunning};
+  status.state = "Created";
+  for (ConditionType t : kPrecedence) {
+    if (status.IsTrue(t)) {
+      status.state = std::string(api::Name(t));
+      return;
+    }
+  }
+}
 
 Plan PlanJob(const api::TrainingJob& job, const ObservedChildren& observed,
              const PlanInput& input) {

@@ -188,4 +188,20 @@ struct Plan {
 // Plan.status.observedGeneration is always metadata.generation.
 Plan PlanJob(const api::TrainingJob& job, const ObservedChildren& observed, const PlanInput& input);
 
+// The planner's status rules, for the one failure an executor records itself
+// (a job the API types cannot read, which never reaches PlanJob).
+//
+// Sets condition `type`: reason and message always, lastTransitionTime = now
+// only when the value changes. An absent condition reads as False, so a False
+// one is never added.
+void SetCondition(api::TrainingJobStatus& status, api::ConditionType type, bool value,
+                  std::string reason, std::string message, api::Time now);
+// Finishes the job as PlanJob does: Running and Restarting False, Succeeded or
+// Failed True (all with `reason` and `message`), completionTime = now.
+void SetFinished(api::TrainingJobStatus& status, bool succeeded, std::string reason,
+                 std::string message, api::Time now);
+// status.state from the conditions: Succeeded, Failed, Suspended, Restarting,
+// Running (the first True one), else Created.
+void UpdateState(api::TrainingJobStatus& status);
+
 }  // namespace kubetrain::controller

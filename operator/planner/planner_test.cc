@@ -1365,6 +1365,35 @@ TEST(ReplicaFromLabelsTest, RejectsMalformedLabels) {
           .has_value());
 }
 
+// ---- The status rules an executor shares --------------------------------------------
+
+TEST(PlannerStatusRulesTest, SetFinishedFailsLikeThePlannerAndAddsNoFalseConditions) {
+  api::TrainingJobStatus status;
+  SetFinished(status, /*succeeded=*/false, "InvalidSpec", "spec: bad", kNow);
+  UpdateState(status);
+  ASSERT_EQ(status.conditions.size(), 1u);  // absent Running/Restarting read as False
+  EXPECT_EQ(status.conditions[0].type, ConditionType::kFailed);
+  EXPECT_EQ(status.conditions[0].reason, "InvalidSpec");
+  EXPECT_EQ(status.conditions[0].message, "spec: bad");
+  EXPECT_EQ(status.conditions[0].last_transition_time, kNow);
+  EXPECT_EQ(status.completion_time, kNow);
+  EXPECT_EQ(status.state, "Failed");
+}
+
+TEST(PlannerStatusRulesTest, SetFinishedTurnsRunningOffKeepingItsHistory) {
+  api::TrainingJobStatus status;
+  SetCondition(status, ConditionType::kRunning, true, "TrainingJobRunning", "up", kNow);
+  SetCondition(status, ConditionType::kRunning, true, "TrainingJobRunning", "still",
+               kNow + seconds(5));
+  EXPECT_EQ(status.Find(ConditionType::kRunning)->last_transition_time, kNow);  // no change
+  SetFinished(status, /*succeeded=*/true, "TrainingJobSucceeded", "done", kNow + seconds(9));
+  UpdateState(status);
+  EXPECT_FALSE(status.IsTrue(ConditionType::kRunning));
+  EXPECT_EQ(status.Find(ConditionType::kRunning)->last_transition_time, kNow + seconds(9));
+  EXPECT_EQ(status.Find(ConditionType::kRunning)->reason, "TrainingJobSucceeded");
+  EXPECT_EQ(status.state, "Succeeded");
+}
+
 // ---- The status round-trips through JSON unchanged ---------------------------------
 
 TEST(PlannerStatusTest, PlannedStatusSurvivesJsonRoundTrip) {

@@ -31,7 +31,7 @@
 #include "operator/api/types.h"
 #include "operator/progress/progress.h"
 #include "operator/progress/scrape_scheduler.h"
-#include "operator/runtime/health_server.h"
+#include "operator/runtime/metrics.h"
 
 namespace kubetrain::progress {
 

@@ -6,13 +6,13 @@
 //   auto client = kube::Client::Create(*kube::LoadDefaultConfig(flags.kubeconfig));
 //   runtime::LeaderElector elector(client->get(), le_config);
 //   Status s = elector.Run(stop, [&](std::stop_token leading) {
-//     runtime::Informer<runtime::PodSummary> pods(
-//         runtime::NewKubeListerWatcher(client->get(), kube::kPods, "",
-//         "app.kubernetes.io/managed-by=kubetrain"), runtime::ToPodSummary);
+//     runtime::Informer<runtime::GenericObject> jobs(
+//         runtime::NewKubeListerWatcher(client->get(), kTrainingJobs, ""),
+//         runtime::ToGenericObject);
 //     runtime::WorkQueue queue;
-//     pods.AddHandlers({.on_add = ..., .on_update = ..., .on_delete = ...});  // enqueue keys only
-//     pods.Start();
-//     if (!pods.WaitForSync(std::chrono::minutes(2))) return;
+//     jobs.AddHandlers({.on_add = ..., .on_update = ..., .on_delete = ...});  // enqueue keys only
+//     jobs.Start();
+//     if (!jobs.WaitForSync(std::chrono::minutes(2))) return;
 //     runtime::RunController(leading, queue, /*workers=*/4, reconcile);
 //   });  // returns after the lease is released (graceful) or lost (then exit non-zero)
 #pragma once

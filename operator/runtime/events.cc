@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "common/utf8.h"
-#include "operator/runtime/health_server.h"
 #include "operator/runtime/leader_election.h"
+#include "operator/runtime/metrics.h"
 
 namespace kubetrain::runtime {
 namespace {

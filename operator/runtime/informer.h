@@ -1,11 +1,14 @@
 // Informer<T>: reflector + indexed store of compact objects + event handlers.
 //
-//   runtime::Informer<runtime::PodSummary> pods(
-//       runtime::NewKubeListerWatcher(client, kube::kPods, "",
-//       "app.kubernetes.io/managed-by=kubetrain"), runtime::ToPodSummary);
-//   pods.AddIndex(runtime::kOwnerUidIndex, runtime::OwnerUidIndexFunc<runtime::PodSummary>);
-//   pods.AddHandlers({.on_add = [&](const auto& p) { queue.Add(JobKeyOf(*p)); }, ...});
-//   pods.Start();  pods.WaitForSync(...);  ...  pods.Stop();
+//   runtime::Informer<runtime::GenericObject> jobs(
+//       runtime::NewKubeListerWatcher(client, kTrainingJobs, ns), runtime::ToGenericObject,
+//       runtime::ReflectorOptions{.name = "trainingjobs"});
+//   jobs.AddHandlers({.on_add = [&](const auto& j) { queue.Add(j->meta.Key()); }, ...});
+//   jobs.Start();  jobs.WaitForSync(...);  ...  jobs.Stop();
+//
+// The namespace and owner-UID indexes are built in. T is what the cache keeps
+// per object (the JobController keeps a compact controller::CachedPod per pod);
+// `transform` builds it from the served JSON.
 #pragma once
 
 #include <spdlog/spdlog.h>
@@ -19,7 +22,7 @@
 #include <thread>
 #include <vector>
 
-#include "operator/runtime/health_server.h"
+#include "operator/runtime/metrics.h"
 #include "operator/runtime/object.h"
 #include "operator/runtime/reflector.h"
 #include "operator/runtime/shutdown.h"

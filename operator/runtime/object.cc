@@ -60,41 +60,6 @@ StatusOr<GenericObject> ToGenericObject(const json& obj) {
   return GenericObject{std::move(*meta), obj};
 }
 
-StatusOr<PodSummary> ToPodSummary(const json& obj) {
-  auto meta = ParseObjectMeta(obj);
-  if (!meta.ok()) return meta.status();
-  PodSummary p;
-  p.meta = std::move(*meta);
-  if (auto spec = obj.find("spec"); spec != obj.end() && spec->is_object())
-    p.node_name = StrField(*spec, "nodeName");
-  auto st = obj.find("status");
-  if (st == obj.end() || !st->is_object()) return p;
-  p.phase = StrField(*st, "phase");
-  p.pod_ip = StrField(*st, "podIP");
-  if (auto cs = st->find("containerStatuses"); cs != st->end() && cs->is_array()) {
-    p.containers.reserve(cs->size());
-    for (const auto& c : *cs) {
-      ContainerSummary s;
-      s.name = StrField(c, "name");
-      if (auto rc = c.find("restartCount"); rc != c.end() && rc->is_number_integer())
-        s.restart_count = rc->get<int32_t>();
-      auto state = c.find("state");
-      if (state != c.end() && state->is_object()) {
-        if (auto t = state->find("terminated"); t != state->end() && t->is_object()) {
-          s.terminated = true;
-          if (auto ec = t->find("exitCode"); ec != t->end() && ec->is_number_integer())
-            s.exit_code = ec->get<int32_t>();
-          s.reason = StrField(*t, "reason");
-        } else if (auto w = state->find("waiting"); w != state->end() && w->is_object()) {
-          s.reason = StrField(*w, "reason");
-        }
-      }
-      p.containers.push_back(std::move(s));
-    }
-  }
-  return p;
-}
-
 std::pair<std::string, std::string> SplitKey(std::string_view key) {
   auto slash = key.find('/');
   if (slash == std::string_view::npos) return {"", std::string(key)};

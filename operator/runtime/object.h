@@ -47,24 +47,6 @@ struct GenericObject {
 };
 [[nodiscard]] StatusOr<GenericObject> ToGenericObject(const nlohmann::json& obj);
 
-struct ContainerSummary {
-  std::string name;
-  int32_t restart_count = 0;
-  bool terminated = false;
-  int32_t exit_code = 0;  // valid when terminated
-  std::string reason;     // terminated or waiting reason
-};
-
-// A pod as the training controller sees it.
-struct PodSummary {
-  ObjectMeta meta;
-  std::string phase;
-  std::string node_name;
-  std::string pod_ip;
-  std::vector<ContainerSummary> containers;
-};
-[[nodiscard]] StatusOr<PodSummary> ToPodSummary(const nlohmann::json& obj);
-
 // "namespace/name" split back; ns is "" for cluster-scoped keys.
 std::pair<std::string, std::string> SplitKey(std::string_view key);
 

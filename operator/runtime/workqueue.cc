@@ -5,7 +5,7 @@
 #include <cmath>
 #include <vector>
 
-#include "operator/runtime/health_server.h"
+#include "operator/runtime/metrics.h"
 
 namespace kubetrain::runtime {
 

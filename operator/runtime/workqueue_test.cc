@@ -7,7 +7,7 @@
 #include <thread>
 
 #include "operator/runtime/controller.h"
-#include "operator/runtime/health_server.h"
+#include "operator/runtime/metrics.h"
 
 namespace kubetrain::runtime {
 namespace {

@@ -1,15 +1,13 @@
-// Metrics registry and the /healthz, /readyz, /metrics HTTP endpoint.
+// The metrics registry: counters and gauges in the Prometheus text format. The
+// operator serves it on /metrics (operator/cli/operator_main.cc, which also
+// serves /healthz and /readyz).
 #pragma once
 
 #include <functional>
 #include <map>
-#include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
-#include <thread>
-
-#include "common/status.h"
 
 namespace kubetrain::runtime {
 
@@ -35,21 +33,5 @@ class Metrics {
 
 // The process-wide registry the runtime reports into.
 Metrics& DefaultMetrics();
-
-// Serves GET /healthz (200 while the process runs), /readyz (200 when
-// `ready()` says so, else 503) and /metrics (the registry). Start() binds and
-// serves on a background thread; Stop() (and the destructor) shut it down.
-class HealthServer {
- public:
-  HealthServer(Metrics* metrics, std::function<bool()> ready);
-  ~HealthServer();
-  // port 0 picks a free port; returns the bound port.
-  [[nodiscard]] StatusOr<int> Start(const std::string& host, int port);
-  void Stop();
-
- private:
-  struct Impl;
-  std::unique_ptr<Impl> impl_;
-};
 
 }  // namespace kubetrain::runtime
