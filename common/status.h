@@ -107,3 +107,16 @@ class [[nodiscard]] StatusOr {
     ::kubetrain::Status kt_status_ = (expr); \
     if (!kt_status_.ok()) return kt_status_; \
   } while (false)
+
+// Evaluates `rexpr` (a StatusOr<T>): returns its Status from the enclosing
+// function if it is not OK, else moves its value into `lhs`, a declaration
+// (`auto x`, `const Foo& y` binds to a moved-from temporary: use a value) or an
+// assignable expression. Expands to several statements: not for an unbraced if.
+#define KT_ASSIGN_OR_RETURN(lhs, rexpr) \
+  KT_ASSIGN_OR_RETURN_IMPL_(KT_STATUS_CONCAT_(kt_statusor_, __LINE__), lhs, rexpr)
+#define KT_ASSIGN_OR_RETURN_IMPL_(statusor, lhs, rexpr) \
+  auto statusor = (rexpr);                              \
+  if (!statusor.ok()) return statusor.status();         \
+  lhs = std::move(statusor).value()
+#define KT_STATUS_CONCAT_(a, b) KT_STATUS_CONCAT_INNER_(a, b)
+#define KT_STATUS_CONCAT_INNER_(a, b) a##b

@@ -37,5 +37,27 @@ TEST(StatusTest, ReturnIfErrorPropagates) {
   EXPECT_EQ(FailsWhen(true).code(), StatusCode::kInternal);
 }
 
+StatusOr<std::string> Named(bool fail) {
+  if (fail) return NotFound("no name");
+  return std::string("kubetrain");
+}
+
+StatusOr<size_t> NameLength(bool fail) {
+  KT_ASSIGN_OR_RETURN(std::string name, Named(fail));
+  size_t total = 0;
+  KT_ASSIGN_OR_RETURN(total, StatusOr<size_t>(name.size()));  // into an existing variable
+  return total;
+}
+
+TEST(StatusTest, AssignOrReturnPropagatesTheErrorOrMovesTheValue) {
+  StatusOr<size_t> ok = NameLength(false);
+  ASSERT_TRUE(ok.ok());
+  EXPECT_EQ(*ok, 9u);
+  StatusOr<size_t> failed = NameLength(true);
+  ASSERT_FALSE(failed.ok());
+  EXPECT_EQ(failed.status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(failed.status().message(), "no name");
+}
+
 }  // namespace
 }  // namespace kubetrain

@@ -60,14 +60,13 @@ StatusOr<std::vector<int>> ParseLayers(const std::string& text) {
 }
 
 StatusOr<std::unique_ptr<Model>> BuildModel(const Flags& f) {
-  auto hidden = ParseLayers(f.layers);
-  if (!hidden.ok()) return hidden.status();
+  KT_ASSIGN_OR_RETURN(std::vector<int> hidden, ParseLayers(f.layers));
   if (f.model == "wide_deep") {
     if (f.data_format == "dense_csv") return InvalidArgument("wide_deep needs Criteo data");
     WideDeepConfig c;
     c.batch_size = f.batch_size;
     c.embedding_dim = f.embedding_dim;
-    c.hidden = *hidden;
+    c.hidden = hidden;
     return CreateWideDeep(c);
   }
   if (f.model == "mlp") {
@@ -78,18 +77,17 @@ StatusOr<std::unique_ptr<Model>> BuildModel(const Flags& f) {
     c.batch_size = f.batch_size;
     c.num_features = f.num_features;
     c.num_classes = f.num_classes;
-    c.hidden = *hidden;
+    c.hidden = hidden;
     return CreateMlpClassifier(c);
   }
   return InvalidArgument("unknown --model \"" + f.model + "\" (expected wide_deep or mlp)");
 }
 
 StatusOr<OptimizerConfig> BuildOptimizer(const Flags& f) {
-  auto kind = ParseOptimizerKind(f.optimizer);
-  if (!kind.ok()) return kind.status();
+  KT_ASSIGN_OR_RETURN(auto kind, ParseOptimizerKind(f.optimizer));
   if (!(f.lr > 0)) return InvalidArgument("--lr must be positive");
   OptimizerConfig c;
-  c.kind = *kind;
+  c.kind = kind;
   c.lr = f.lr;
   c.adagrad_initial = f.adagrad_initial;
   return c;
@@ -121,22 +119,19 @@ Status MaybeGenerateData(const Flags& f) {
     GeneratorOptions g;
     g.model_seed = f.data_seed;
     g.sample_seed = file.sample_seed;
-    auto auc = WriteSyntheticCriteo(path, file.n, g);
-    if (!auc.ok()) return auc.status();
-    spdlog::info("generated {} lines in {} (ground-truth AUC {:.4f})", file.n, path, *auc);
+    KT_ASSIGN_OR_RETURN(auto auc, WriteSyntheticCriteo(path, file.n, g));
+    spdlog::info("generated {} lines in {} (ground-truth AUC {:.4f})", file.n, path, auc);
   }
   return Status::Ok();
 }
 
 StatusOr<ReaderOptions> Reader(const Flags& f, const std::string& match, int stripe, int stripes,
                                bool loop) {
-  auto format = ParseDataFormat(f.data_format);
-  if (!format.ok()) return format.status();
-  auto files = ListDataFiles(f.data_dir, match);
-  if (!files.ok()) return files.status();
+  KT_ASSIGN_OR_RETURN(auto format, ParseDataFormat(f.data_format));
+  KT_ASSIGN_OR_RETURN(auto files, ListDataFiles(f.data_dir, match));
   ReaderOptions o;
-  o.files = *files;
-  o.format = *format;
+  o.files = std::move(files);
+  o.format = format;
   o.num_features = f.num_features;
   o.stripe = stripe;
   o.num_stripes = stripes;
@@ -160,8 +155,7 @@ Status SkipConsumed(StripeReader& reader, int batch_size, int64_t steps) {
   spdlog::info("skipping the {} batches trained on before step {}", steps, steps);
   Batch skip;
   for (int64_t i = 0; i < steps; ++i) {
-    auto n = reader.Next(batch_size, &skip);
-    if (!n.ok()) return n.status();
+    KT_RETURN_IF_ERROR(reader.Next(batch_size, &skip).status());
   }
   return Status::Ok();
 }
@@ -170,9 +164,8 @@ Status SkipConsumed(StripeReader& reader, int batch_size, int64_t steps) {
 // batches it already trained on.
 StatusOr<std::unique_ptr<StripeReader>> OpenTrainingData(const Flags& f, int stripe, int stripes,
                                                          int batch_size, int64_t start) {
-  auto o = Reader(f, f.train_match, stripe, stripes, /*loop=*/true);
-  if (!o.ok()) return o.status();
-  auto reader = std::make_unique<StripeReader>(*o, Source(f));
+  KT_ASSIGN_OR_RETURN(ReaderOptions o, Reader(f, f.train_match, stripe, stripes, /*loop=*/true));
+  auto reader = std::make_unique<StripeReader>(o, Source(f));
   KT_RETURN_IF_ERROR(SkipConsumed(*reader, batch_size, start));
   return reader;
 }

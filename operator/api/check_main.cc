@@ -29,13 +29,12 @@ StatusOr<nlohmann::json> LoadJson(const std::string& path) {
     if (!in) return kubetrain::NotFound("cannot open " + path);
     text << in.rdbuf();
   }
-  auto docs = kubetrain::api::ParseYamlDocuments(text.str());
-  if (!docs.ok()) return docs.status();
+  KT_ASSIGN_OR_RETURN(auto docs, kubetrain::api::ParseYamlDocuments(text.str()));
   // A file may hold other objects beside it (an example's Secret): the one
   // TrainingJob or TrainingSweep is checked, or the only document.
-  if (docs->size() == 1) return (*docs)[0].value;
+  if (docs.size() == 1) return docs[0].value;
   const nlohmann::json* found = nullptr;
-  for (const auto& doc : *docs) {
+  for (const auto& doc : docs) {
     const std::string kind = kubetrain::api::KindOf(doc.value);
     if (kind != kubetrain::api::kKind && kind != kubetrain::api::kSweepKind) continue;
     if (found != nullptr)
@@ -47,9 +46,8 @@ StatusOr<nlohmann::json> LoadJson(const std::string& path) {
 }
 
 StatusOr<TrainingJob> Load(const std::string& path) {
-  auto value = LoadJson(path);
-  if (!value.ok()) return value.status();
-  return kubetrain::api::ParseTrainingJob(*value);
+  KT_ASSIGN_OR_RETURN(nlohmann::json value, LoadJson(path));
+  return kubetrain::api::ParseTrainingJob(value);
 }
 
 // A TrainingSweep: parsing, ValidateSweep and, with an old one, ValidateSweepUpdate.

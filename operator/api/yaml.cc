@@ -61,9 +61,8 @@ StatusOr<json> Convert(const YAML::Node& node, const std::string& path, YamlDocu
     case YAML::NodeType::Sequence: {
       json out = json::array();
       for (size_t i = 0; i < node.size(); ++i) {
-        StatusOr<json> v = Convert(node[i], path + "[" + std::to_string(i) + "]", doc);
-        if (!v.ok()) return v.status();
-        out.push_back(std::move(*v));
+        KT_ASSIGN_OR_RETURN(json v, Convert(node[i], path + "[" + std::to_string(i) + "]", doc));
+        out.push_back(std::move(v));
       }
       return out;
     }
@@ -81,11 +80,10 @@ StatusOr<json> Convert(const YAML::Node& node, const std::string& path, YamlDocu
         }
         std::string child = Join(path, key);
         doc.lines[child] = kv.first.Mark().line + 1;
-        StatusOr<json> v = Convert(kv.second, child, doc);
-        if (!v.ok()) return v.status();
+        KT_ASSIGN_OR_RETURN(json v, Convert(kv.second, child, doc));
         // The key's line is more useful than the value's for a nested block.
         doc.lines[child] = kv.first.Mark().line + 1;
-        out[key] = std::move(*v);
+        out[key] = std::move(v);
       }
       return out;
     }
@@ -121,9 +119,7 @@ StatusOr<std::vector<YamlDocument>> ParseYamlDocuments(std::string_view text) {
       if (node.IsNull()) continue;
       YamlDocument doc;
       doc.line = node.Mark().line + 1;
-      StatusOr<json> value = Convert(node, "", doc);
-      if (!value.ok()) return value.status();
-      doc.value = std::move(*value);
+      KT_ASSIGN_OR_RETURN(doc.value, Convert(node, "", doc));
       docs.push_back(std::move(doc));
     }
   } catch (const YAML::Exception& e) {

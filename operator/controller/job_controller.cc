@@ -32,9 +32,8 @@ struct CachedChild {
 };
 
 StatusOr<CachedChild> ToCachedChild(const json& obj) {
-  auto meta = runtime::ParseObjectMeta(obj);
-  if (!meta.ok()) return meta.status();
-  CachedChild out{std::move(*meta), std::nullopt};
+  KT_ASSIGN_OR_RETURN(runtime::ObjectMeta meta, runtime::ParseObjectMeta(obj));
+  CachedChild out{std::move(meta), std::nullopt};
   const json& m = obj.at("metadata");
   if (m.contains("deletionTimestamp") && m["deletionTimestamp"].is_string()) {
     auto t = api::ParseTime(m["deletionTimestamp"].get<std::string>());

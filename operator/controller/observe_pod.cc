@@ -20,9 +20,8 @@ namespace {
 StatusOr<std::optional<api::Time>> OptTime(const json& j, std::string_view key) {
   std::string text = api::StringField(j, key);
   if (text.empty()) return std::optional<api::Time>();
-  StatusOr<api::Time> t = api::ParseTime(text);
-  if (!t.ok()) return t.status();
-  return std::optional<api::Time>(*t);
+  KT_ASSIGN_OR_RETURN(api::Time t, api::ParseTime(text));
+  return std::optional<api::Time>(t);
 }
 
 StatusOr<ObservedPod> ObservePodUnsafe(const json& pod) {
@@ -47,12 +46,8 @@ StatusOr<ObservedPod> ObservePodUnsafe(const json& pod) {
   out.role = replica->first;
   out.index = replica->second;
   out.phase = PodPhaseFromString(api::StringField(status, "phase"));
-  StatusOr<std::optional<api::Time>> deletion = OptTime(meta, "deletionTimestamp");
-  if (!deletion.ok()) return deletion.status();
-  out.deletion_timestamp = *deletion;
-  StatusOr<std::optional<api::Time>> creation = OptTime(meta, "creationTimestamp");
-  if (!creation.ok()) return creation.status();
-  out.creation_timestamp = *creation;
+  KT_ASSIGN_OR_RETURN(out.deletion_timestamp, OptTime(meta, "deletionTimestamp"));
+  KT_ASSIGN_OR_RETURN(out.creation_timestamp, OptTime(meta, "creationTimestamp"));
 
   std::string main_name;
   const json containers = spec.value("containers", json::array());
@@ -90,11 +85,9 @@ StatusOr<ObservedPod> ObservePod(const json& pod) {
 }
 
 StatusOr<CachedPod> ToCachedPod(const json& obj) {
-  auto meta = runtime::ParseObjectMeta(obj);
-  if (!meta.ok()) return meta.status();
-  auto pod = ObservePod(obj);
-  if (!pod.ok()) return pod.status();
-  return CachedPod{std::move(*meta), std::move(*pod),
+  KT_ASSIGN_OR_RETURN(runtime::ObjectMeta meta, runtime::ParseObjectMeta(obj));
+  KT_ASSIGN_OR_RETURN(ObservedPod pod, ObservePod(obj));
+  return CachedPod{std::move(meta), std::move(pod),
                    progress::PodMetricsUrl(obj).value_or(std::string())};
 }
 

@@ -278,26 +278,27 @@ StatusOr<std::vector<LocalCommand>> LocalCommandsFor(const json& pod, const Comm
   std::vector<LocalCommand> out;
   const json inits = spec.value("initContainers", json::array());
   for (size_t i = 0; i < inits.size(); ++i) {
-    auto cmd = CommandOf(pod, inits[i], "initContainers[" + std::to_string(i) + "]", volumes, ctx);
-    if (!cmd.ok()) return cmd.status();
-    cmd->init = true;
+    KT_ASSIGN_OR_RETURN(
+        LocalCommand cmd,
+        CommandOf(pod, inits[i], "initContainers[" + std::to_string(i) + "]", volumes, ctx));
+    cmd.init = true;
     // Only the main container reports a termination message.
-    if (cmd->is_trainer) cmd->argv.back() = "--termination-log=/dev/null";
-    out.push_back(std::move(*cmd));
+    if (cmd.is_trainer) cmd.argv.back() = "--termination-log=/dev/null";
+    out.push_back(std::move(cmd));
   }
-  auto main = CommandOf(pod, containers[main_index],
-                        "containers[" + std::to_string(main_index) + "]", volumes, ctx);
-  if (!main.ok()) return main.status();
+  KT_ASSIGN_OR_RETURN(LocalCommand main,
+                      CommandOf(pod, containers[main_index],
+                                "containers[" + std::to_string(main_index) + "]", volumes, ctx));
   if (spec.contains("terminationGracePeriodSeconds") &&
       spec["terminationGracePeriodSeconds"].is_number_integer()) {
-    main->grace_seconds = spec["terminationGracePeriodSeconds"].get<int64_t>();
+    main.grace_seconds = spec["terminationGracePeriodSeconds"].get<int64_t>();
   }
   if (containers.size() > 1) {
-    warnings.push_back("only container " + main->container + " runs locally; " +
+    warnings.push_back("only container " + main.container + " runs locally; " +
                        std::to_string(containers.size() - 1) + " other container(s) skipped");
   }
-  main->warnings.insert(main->warnings.begin(), warnings.begin(), warnings.end());
-  out.push_back(std::move(*main));
+  main.warnings.insert(main.warnings.begin(), warnings.begin(), warnings.end());
+  out.push_back(std::move(main));
   return out;
 }
 

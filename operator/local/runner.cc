@@ -150,9 +150,7 @@ Status Runner::Setup() {
   if (!job_.metadata.creation_timestamp) job_.metadata.creation_timestamp = Now();
   if (sodium_init() < 0) return Internal("libsodium initialisation failed");
   randombytes_buf(key_.data(), key_.size());
-  auto cluster = AllocateLocalCluster(job_, opt_.base_port);
-  if (!cluster.ok()) return cluster.status();
-  cluster_ = *cluster;
+  KT_ASSIGN_OR_RETURN(cluster_, AllocateLocalCluster(job_, opt_.base_port));
   size_t name_width = 9;
   for (const auto& [type, spec] : job_.spec.replica_specs) {
     for (int32_t i = 0; i < spec.replicas; ++i) {

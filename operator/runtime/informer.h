@@ -109,9 +109,8 @@ class Informer : private ReflectorSink {
  private:
   StatusOr<Ptr> Convert(const nlohmann::json& obj) {
     try {
-      auto t = transform_(obj);
-      if (!t.ok()) return t.status();
-      return std::make_shared<const T>(std::move(*t));
+      KT_ASSIGN_OR_RETURN(T t, transform_(obj));
+      return std::make_shared<const T>(std::move(t));
     } catch (const std::exception& e) {
       return Internal(std::string("transform threw: ") + e.what());
     }

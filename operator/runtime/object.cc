@@ -55,9 +55,8 @@ StatusOr<ObjectMeta> ParseObjectMeta(const json& obj) {
 }
 
 StatusOr<GenericObject> ToGenericObject(const json& obj) {
-  auto meta = ParseObjectMeta(obj);
-  if (!meta.ok()) return meta.status();
-  return GenericObject{std::move(*meta), obj};
+  KT_ASSIGN_OR_RETURN(ObjectMeta meta, ParseObjectMeta(obj));
+  return GenericObject{std::move(meta), obj};
 }
 
 std::pair<std::string, std::string> SplitKey(std::string_view key) {

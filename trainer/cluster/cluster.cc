@@ -120,13 +120,9 @@ StatusOr<HostPort> SplitHostPort(std::string_view address) {
 }
 
 StatusOr<ClusterInfo> ParseClusterConfig(std::string_view cluster_json, std::string_view pod_name) {
-  auto j = ParseJson(cluster_json, "CLUSTER_CONFIG");
-  if (!j.ok()) return j.status();
-  auto roles = ParseRoles(*j, "CLUSTER_CONFIG");
-  if (!roles.ok()) return roles.status();
-
+  KT_ASSIGN_OR_RETURN(json j, ParseJson(cluster_json, "CLUSTER_CONFIG"));
   ClusterInfo info;
-  info.roles = std::move(*roles);
+  KT_ASSIGN_OR_RETURN(info.roles, ParseRoles(j, "CLUSTER_CONFIG"));
   const size_t dash = pod_name.rfind('-');
   if (dash == std::string_view::npos) {
     return InvalidArgument("POD_NAME \"" + std::string(pod_name) +
@@ -148,16 +144,13 @@ StatusOr<ClusterInfo> ParseClusterConfig(std::string_view cluster_json, std::str
 }
 
 StatusOr<ClusterInfo> ParseTfConfig(std::string_view tf_config_json) {
-  auto j = ParseJson(tf_config_json, "TF_CONFIG");
-  if (!j.ok()) return j.status();
-  if (!j->is_object() || !j->contains("cluster") || !j->contains("task")) {
+  KT_ASSIGN_OR_RETURN(json j, ParseJson(tf_config_json, "TF_CONFIG"));
+  if (!j.is_object() || !j.contains("cluster") || !j.contains("task")) {
     return InvalidArgument("TF_CONFIG must be an object with \"cluster\" and \"task\"");
   }
-  auto roles = ParseRoles((*j)["cluster"], "TF_CONFIG.cluster");
-  if (!roles.ok()) return roles.status();
   ClusterInfo info;
-  info.roles = std::move(*roles);
-  const json& task = (*j)["task"];
+  KT_ASSIGN_OR_RETURN(info.roles, ParseRoles(j["cluster"], "TF_CONFIG.cluster"));
+  const json& task = j["task"];
   if (!task.is_object() || !task.contains("type") || !task["type"].is_string() ||
       !task.contains("index") || !task["index"].is_number_integer() ||
       task["index"].get<int64_t>() < 0) {

@@ -180,9 +180,8 @@ StatusOr<int> StripeReader::Next(int batch_size, Batch* b) {
   int n = 0;
   std::string line;
   while (n < batch_size) {
-    auto more = NextLine(&line);
-    if (!more.ok()) return more.status();
-    if (!*more) break;
+    KT_ASSIGN_OR_RETURN(const bool more, NextLine(&line));
+    if (!more) break;
     Status s = o_.format == DataFormat::kDenseCsv
                    ? ParseDenseCsvLine(line, o_.num_features, b, n)
                    : ParseCriteoLine(line, o_.format == DataFormat::kCriteoTsv ? '\t' : ',', b, n);

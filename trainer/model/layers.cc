@@ -137,11 +137,11 @@ StatusOr<std::unique_ptr<Mlp>> Mlp::Create(DnnlContext* ctx, int batch,
   mlp->batch_ = batch;
   for (size_t i = 0; i + 1 < sizes.size(); ++i) {
     const bool last = i + 2 == sizes.size();
-    auto layer = DenseLayer::Create(ctx, batch, sizes[i], sizes[i + 1], /*relu=*/!last);
-    if (!layer.ok()) return layer.status();
-    mlp->num_params_ += (*layer)->NumParams();
+    KT_ASSIGN_OR_RETURN(auto layer,
+                        DenseLayer::Create(ctx, batch, sizes[i], sizes[i + 1], /*relu=*/!last));
+    mlp->num_params_ += layer->NumParams();
     if (!last) mlp->diff_buf_.emplace_back(static_cast<size_t>(batch) * sizes[i + 1]);
-    mlp->layers_.push_back(std::move(*layer));
+    mlp->layers_.push_back(std::move(layer));
   }
   return mlp;
 }

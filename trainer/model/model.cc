@@ -23,11 +23,10 @@ StatusOr<std::unique_ptr<Mlp>> CreateBoundMlp(DnnlContext* ctx, int batch, int i
   std::vector<int> sizes = {in};
   sizes.insert(sizes.end(), hidden.begin(), hidden.end());
   sizes.push_back(out);
-  auto mlp = Mlp::Create(ctx, batch, sizes);
-  if (!mlp.ok()) return mlp.status();
-  params.assign((*mlp)->NumParams(), 0.f);
-  grads.assign((*mlp)->NumParams(), 0.f);
-  (*mlp)->Bind(params.data(), grads.data());
+  KT_ASSIGN_OR_RETURN(std::unique_ptr<Mlp> mlp, Mlp::Create(ctx, batch, sizes));
+  params.assign(mlp->NumParams(), 0.f);
+  grads.assign(mlp->NumParams(), 0.f);
+  mlp->Bind(params.data(), grads.data());
   return mlp;
 }
 
@@ -36,9 +35,8 @@ class WideDeep : public Model {
   explicit WideDeep(const WideDeepConfig& c) : c_(c) {}
 
   Status Build() {
-    auto mlp = CreateBoundMlp(&ctx_, c_.batch_size, InputWidth(), c_.hidden, 1, params_, grads_);
-    if (!mlp.ok()) return mlp.status();
-    mlp_ = std::move(*mlp);
+    KT_ASSIGN_OR_RETURN(
+        mlp_, CreateBoundMlp(&ctx_, c_.batch_size, InputWidth(), c_.hidden, 1, params_, grads_));
     input_.resize(static_cast<size_t>(c_.batch_size) * InputWidth());
     diff_input_.resize(input_.size());
     logits_.resize(c_.batch_size);
@@ -135,10 +133,8 @@ class MlpClassifier : public Model {
 
   Status Build() {
     if (c_.num_classes < 2) return InvalidArgument("an MLP classifier needs at least 2 classes");
-    auto mlp = CreateBoundMlp(&ctx_, c_.batch_size, c_.num_features, c_.hidden, c_.num_classes,
-                              params_, grads_);
-    if (!mlp.ok()) return mlp.status();
-    mlp_ = std::move(*mlp);
+    KT_ASSIGN_OR_RETURN(mlp_, CreateBoundMlp(&ctx_, c_.batch_size, c_.num_features, c_.hidden,
+                                             c_.num_classes, params_, grads_));
     diff_logits_.resize(static_cast<size_t>(c_.batch_size) * c_.num_classes);
     return Status::Ok();
   }

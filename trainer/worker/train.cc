@@ -126,11 +126,9 @@ StatusOr<EvalMetrics> Evaluate(Model& model, StripeReader& reader, ParamClient& 
   Batch batch;
   SparseLookup lookup;
   while (max_examples <= 0 || static_cast<int64_t>(labels.size()) < max_examples) {
-    auto n = reader.Next(model.batch_size(), &batch);
-    if (!n.ok()) return n.status();
-    if (*n == 0) break;
+    KT_ASSIGN_OR_RETURN(const int real, reader.Next(model.batch_size(), &batch));
+    if (real == 0) break;
     // Pad a short final batch by repeating its last example; the padding is not scored.
-    const int real = *n;
     if (real < model.batch_size()) {
       const int nd = batch.num_dense, nc = batch.num_cat;
       batch.size = model.batch_size();
