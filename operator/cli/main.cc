@@ -24,10 +24,10 @@
 #include "operator/api/sweep.h"
 #include "operator/api/validation.h"
 #include "operator/api/yaml.h"
-#include "operator/planner/planner.h"
 #include "operator/local/process.h"
 #include "operator/local/runner.h"
 #include "operator/local/yaml_out.h"
+#include "operator/planner/planner.h"
 #include "operator/sweep/local_sweep.h"
 #include "operator/sweep/planner.h"
 
@@ -416,10 +416,11 @@ int Render(const std::string& file, const std::string& ns, bool show_secrets) {
     input.now = std::chrono::floor<std::chrono::seconds>(std::chrono::system_clock::now());
     randombytes_buf(input.auth_key.data(), input.auth_key.size());
     auto plan = controller::PlanJob(doc.job, {}, input);
-    for (json obj : plan.creates) {
+    for (const controller::ChildCreate& child : plan.creates) {
       if (!first) std::cout << "---\n";
       first = false;
-      if (obj.value("kind", "") == "Secret" && !show_secrets) {
+      json obj = child.object;
+      if (child.ref.kind == controller::ChildRef::Kind::kSecret && !show_secrets) {
         std::cout << "# data redacted: the operator generates a random key per job "
                      "(--show-secrets prints this one)\n";
         for (auto& [k, v] : obj["data"].items()) v = "";

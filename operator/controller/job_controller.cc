@@ -49,15 +49,14 @@ api::Time Now() {
 // What differs per child kind, in one table.
 struct ChildKindInfo {
   ChildRef::Kind kind;
-  std::string_view api_kind;  // "kind" in the object the planner emits
-  std::string_view name;      // in messages
+  std::string_view name;  // in messages
   const kube::ResourceRef* resource;
 };
 constexpr std::array<ChildKindInfo, 4> kChildKinds = {{
-    {ChildRef::Kind::kPod, "Pod", "pod", &kube::kPods},
-    {ChildRef::Kind::kService, "Service", "service", &kube::kServices},
-    {ChildRef::Kind::kSecret, "Secret", "secret", &kube::kSecrets},
-    {ChildRef::Kind::kConfigMap, "ConfigMap", "configmap", &kube::kConfigMaps},
+    {ChildRef::Kind::kPod, "pod", &kube::kPods},
+    {ChildRef::Kind::kService, "service", &kube::kServices},
+    {ChildRef::Kind::kSecret, "secret", &kube::kSecrets},
+    {ChildRef::Kind::kConfigMap, "configmap", &kube::kConfigMaps},
 }};
 
 const ChildKindInfo& Info(ChildRef::Kind kind) {
@@ -65,14 +64,6 @@ const ChildKindInfo& Info(ChildRef::Kind kind) {
     if (info.kind == kind) return info;
   }
   return kChildKinds[0];
-}
-
-const ChildKindInfo* InfoOf(const json& obj) {
-  const std::string kind = obj.value("kind", "");
-  for (const auto& info : kChildKinds) {
-    if (info.api_kind == kind) return &info;
-  }
-  return nullptr;
 }
 
 }  // namespace
@@ -421,15 +412,15 @@ class JobController::Impl {
 
     // 2. Creates: Secret, ConfigMap, Services, Pods, in the plan's order.
     Status first_error;
-    for (const json& obj : plan.creates) {
-      const ChildKindInfo* kind = InfoOf(obj);
-      if (kind == nullptr) continue;
-      const std::string child = obj["metadata"].value("name", "");
-      ExpectCreate(key, kind->kind, child, obj);
-      auto created = client_->Create(*kind->resource, ns, obj);
+    for (const ChildCreate& create : plan.creates) {
+      const ChildKindInfo& kind = Info(create.ref.kind);
+      const std::string& child = create.ref.name;
+      const json& obj = create.object;
+      ExpectCreate(key, create.ref);
+      auto created = client_->Create(*kind.resource, ns, obj);
       const Status s = created.status();
       metrics_->CountRequest("create", StatusCodeName(s.code()));
-      if (kind->kind == ChildRef::Kind::kSecret && s.ok() && HasLivePods(observed)) {
+      if (kind.kind == ChildRef::Kind::kSecret && s.ok() && HasLivePods(observed)) {
         // The Secret was gone although pods built with it live: they hold a key
         // the new Secret does not. Plan again at once; the planner fails the job.
         spdlog::warn("{}: auth Secret {} was missing while the job's pods ran", key, child);
@@ -439,7 +430,7 @@ class JobController::Impl {
         again.requeue_after = std::chrono::milliseconds(1);
         return again;
       }
-      if (kind->kind == ChildRef::Kind::kConfigMap &&
+      if (kind.kind == ChildRef::Kind::kConfigMap &&
           (s.ok() || s.code() == StatusCode::kAlreadyExists)) {
         // An existing ConfigMap may hold the cluster of an earlier spec (reshaped
         // while suspended): replace it, once per content, before any pod reads it.
@@ -456,7 +447,7 @@ class JobController::Impl {
         // (InvalidSpec) and cleans up like after any other failure.
         std::lock_guard lock(mu_);
         expectations_[key].rejected =
-            "the apiserver rejected " + std::string(kind->name) + " " + child + ": " + s.message();
+            "the apiserver rejected " + std::string(kind.name) + " " + child + ": " + s.message();
         runtime::ReconcileResult again;
         again.requeue_after = std::chrono::milliseconds(1);
         return again;
@@ -465,7 +456,7 @@ class JobController::Impl {
       // No pod without its Secret: a pod created first would look, once the
       // Secret is created, like one holding a key from a deleted Secret. Nor
       // without its ConfigMap.
-      if (kind->kind == ChildRef::Kind::kSecret || kind->kind == ChildRef::Kind::kConfigMap) break;
+      if (kind.kind == ChildRef::Kind::kSecret || kind.kind == ChildRef::Kind::kConfigMap) break;
     }
 
     // 3. Deletes (foreground not needed: children have no children of their own).
@@ -570,22 +561,11 @@ class JobController::Impl {
     return false;
   }
 
-  void ExpectCreate(const std::string& key, ChildRef::Kind kind, const std::string& name,
-                    const json& obj) {
-    Expectations::Create e{kind, api::ReplicaType::kWorker, 0, Clock::now()};
-    if (kind == ChildRef::Kind::kPod) {
-      std::map<std::string, std::string> labels;
-      const json label_map = obj["metadata"].value("labels", json::object());
-      for (const auto& [k, v] : label_map.items()) {
-        if (v.is_string()) labels[k] = v.get<std::string>();
-      }
-      auto replica = ReplicaFromLabels(labels);
-      if (!replica) return;
-      e.role = replica->first;
-      e.index = replica->second;
-    }
+  void ExpectCreate(const std::string& key, const ChildRef& ref) {
+    const Expectations::Create e{ref.kind, ref.role.value_or(api::ReplicaType::kWorker), ref.index,
+                                 Clock::now()};
     std::lock_guard lock(mu_);
-    expectations_[key].creates[name] = e;
+    expectations_[key].creates[ref.name] = e;
   }
 
   void ForgetCreate(const std::string& key, const std::string& name) {

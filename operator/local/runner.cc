@@ -95,7 +95,7 @@ class Runner {
   Status Preflight(const controller::Plan& first);
   controller::ObservedChildren Observe() const;
   void Apply(const controller::Plan& plan);
-  void StartPod(const json& pod);
+  void StartPod(const controller::ChildCreate& pod);
   // Starts pod.commands[pod.current]; false (and the pod failed) if it cannot.
   bool StartCommand(LocalPod& pod);
   void DeletePod(const std::string& name);
@@ -181,8 +181,8 @@ Status Runner::Setup() {
 // starts: a bad command fails the run with nothing to clean up.
 Status Runner::Preflight(const controller::Plan& first) {
   const char* path_env = getenv("PATH");
-  for (const json& obj : first.creates) {
-    if (obj.value("kind", "") != "Pod") continue;
+  for (const controller::ChildCreate& c : first.creates) {
+    if (c.ref.kind != controller::ChildRef::Kind::kPod) continue;
     CommandContext ctx{opt_.trainer_path,
                        controller::AuthSecretName(job_.metadata.name),
                        controller::AuthKeyText(key_),
@@ -192,8 +192,8 @@ Status Runner::Preflight(const controller::Plan& first) {
                        controller::ClusterConfigMapName(job_.metadata.name),
                        cluster_config_};
     ctx.objects = &opt_.objects;
-    auto cmds = LocalCommandsFor(obj, ctx);
-    const std::string name = obj["metadata"].value("name", "");
+    auto cmds = LocalCommandsFor(c.object, ctx);
+    const std::string& name = c.ref.name;
     if (!cmds.ok()) {
       return Status(cmds.status().code(), "pod " + name + ": " + cmds.status().message());
     }
@@ -235,36 +235,34 @@ void Runner::Apply(const controller::Plan& plan) {
         break;
     }
   }
-  for (const json& obj : plan.creates) {
-    const std::string kind = obj.value("kind", "");
-    const std::string name = obj["metadata"].value("name", "");
-    if (kind == "Secret") {
-      secret_exists_ = true;  // the key goes straight into KUBETRAIN_AUTH_KEY
-    } else if (kind == "ConfigMap") {
-      // CLUSTER_CONFIG of the pods that follow (configMapKeyRef).
-      cluster_config_ = obj["data"].value(std::string(controller::kClusterConfigKey), "");
-    } else if (kind == "Service") {
-      services_[name] = true;  // addresses are 127.0.0.1:<port> from cluster_override
-    } else if (kind == "Pod" && !pods_.count(name)) {
-      StartPod(obj);
+  for (const controller::ChildCreate& c : plan.creates) {
+    switch (c.ref.kind) {
+      case controller::ChildRef::Kind::kSecret:
+        secret_exists_ = true;  // the key goes straight into KUBETRAIN_AUTH_KEY
+        break;
+      case controller::ChildRef::Kind::kConfigMap:
+        // CLUSTER_CONFIG of the pods that follow (configMapKeyRef).
+        cluster_config_ = c.object["data"].value(std::string(controller::kClusterConfigKey), "");
+        break;
+      case controller::ChildRef::Kind::kService:
+        services_[c.ref.name] = true;  // addresses are 127.0.0.1:<port> from cluster_override
+        break;
+      case controller::ChildRef::Kind::kPod:
+        if (!pods_.count(c.ref.name)) StartPod(c);
+        break;
     }
   }
 }
 
-void Runner::StartPod(const json& obj) {
+void Runner::StartPod(const controller::ChildCreate& child) {
+  const json& obj = child.object;
   const json& meta = obj["metadata"];
-  std::map<std::string, std::string> labels;
-  for (auto it = meta["labels"].begin(); it != meta["labels"].end(); ++it) {
-    if (it->is_string()) labels[it.key()] = it->get<std::string>();
-  }
-  auto replica = controller::ReplicaFromLabels(labels);
-  if (!replica) return;  // cannot happen: the planner labels every pod
+  const api::ReplicaType role = child.ref.role.value_or(api::ReplicaType::kWorker);
   LocalPod pod;
-  pod.observed.name = meta.value("name", "");
+  pod.observed.name = child.ref.name;
   pod.observed.uid = "local-" + std::to_string(++uid_counter_);
-  pod.observed.labels = labels;
-  pod.observed.role = replica->first;
-  pod.observed.index = replica->second;
+  pod.observed.role = role;
+  pod.observed.index = child.ref.index;
   pod.observed.phase = PodPhase::kRunning;
   pod.observed.creation_timestamp = Now();
   if (meta.contains("annotations") &&
@@ -272,7 +270,7 @@ void Runner::StartPod(const json& obj) {
     pod.observed.spec_hash =
         meta["annotations"][std::string(controller::kSpecHashAnnotation)].get<std::string>();
   }
-  pod.short_name = controller::PodNameEnv(replica->first, replica->second);
+  pod.short_name = controller::PodNameEnv(role, child.ref.index);
   pod.termination_log = opt_.work_dir + "/" + pod.short_name + ".termination-log";
   std::error_code ignored;
   std::filesystem::remove(pod.termination_log, ignored);
@@ -294,7 +292,7 @@ void Runner::StartPod(const json& obj) {
   const api::ReplicaType deciding = job_.spec.Replicas(api::ReplicaType::kChief) > 0
                                         ? api::ReplicaType::kChief
                                         : api::ReplicaType::kWorker;
-  if (replica->first == deciding && replica->second == 0) {
+  if (role == deciding && child.ref.index == 0) {
     if (auto port = LocalProgress::FreePort(); port.ok()) ctx.metrics_port = *port;
   }
   auto cmds = LocalCommandsFor(obj, ctx);
@@ -307,8 +305,8 @@ void Runner::StartPod(const json& obj) {
     const LocalCommand& main = pod.commands.back();
     pod.fallback_to_logs = main.fallback_to_logs;
     pod.grace = main.grace_seconds >= 0 ? std::chrono::seconds(main.grace_seconds) : opt_.grace;
-    if (main.is_trainer && (replica->first == api::ReplicaType::kWorker ||
-                            replica->first == api::ReplicaType::kChief)) {
+    if (main.is_trainer &&
+        (role == api::ReplicaType::kWorker || role == api::ReplicaType::kChief)) {
       pod.total_steps = StepsFromArgv(main.argv);
     }
     if (main.is_trainer && ctx.metrics_port > 0) progress_.Watch(pod.short_name, ctx.metrics_port);

@@ -16,6 +16,17 @@ using nlohmann::json;
 
 namespace {
 
+ChildCreate Child(ChildRef::Kind kind, std::string name, json object,
+                  std::optional<ReplicaType> role = std::nullopt, int32_t index = 0) {
+  ChildCreate c;
+  c.ref.kind = kind;
+  c.ref.name = std::move(name);
+  c.ref.role = role;
+  c.ref.index = index;
+  c.object = std::move(object);
+  return c;
+}
+
 bool Terminated(PodPhase p) {
   return p == PodPhase::kSucceeded || p == PodPhase::kFailed;
 }
@@ -197,7 +208,7 @@ void Planner::AddEvent(EventType type, std::string reason, std::string message) 
 
 void Planner::DeletePod(const ObservedPod& pod) {
   if (pod.deletion_timestamp) return;  // already going
-  plan_.deletes.push_back({ChildRef::Kind::kPod, pod.name});
+  plan_.deletes.push_back({ChildRef::Kind::kPod, pod.name, pod.role, pod.index});
 }
 
 void Planner::CleanUpFinished() {
@@ -373,8 +384,11 @@ void Planner::CreateMissing() {
   std::set<std::string> services;
   for (const ObservedService& s : observed_.services) services.insert(s.name);
   for (const Slot& slot : slots_) {
-    if (!services.count(slot.name))
-      plan_.creates.push_back(builder_.Service(slot.type, slot.index));
+    if (!services.count(slot.name)) {
+      plan_.creates.push_back(Child(ChildRef::Kind::kService, slot.name,
+                                    builder_.Service(slot.type, slot.index), slot.type,
+                                    slot.index));
+    }
   }
   std::set<ReplicaType> warned, env_warned;
   size_t pods_created = 0;
@@ -386,14 +400,21 @@ void Planner::CreateMissing() {
     }
     if (pods_created == 0) {
       // Before the Services: the Secret, then the ConfigMap.
-      plan_.creates.insert(plan_.creates.begin(), builder_.ConfigMap(cluster_config_));
-      if (!observed_.secret_exists)
-        plan_.creates.insert(plan_.creates.begin(), builder_.Secret(input_.auth_key));
+      const std::string& job = job_.metadata.name;
+      plan_.creates.insert(plan_.creates.begin(),
+                           Child(ChildRef::Kind::kConfigMap, ClusterConfigMapName(job),
+                                 builder_.ConfigMap(cluster_config_)));
+      if (!observed_.secret_exists) {
+        plan_.creates.insert(
+            plan_.creates.begin(),
+            Child(ChildRef::Kind::kSecret, AuthSecretName(job), builder_.Secret(input_.auth_key)));
+      }
     }
     ++pods_created;
     StatusOr<json> pod = BuildPod(slot);
     if (!pod.ok()) continue;  // unreachable: CheckTemplates vetted every template
-    plan_.creates.push_back(std::move(*pod));
+    plan_.creates.push_back(
+        Child(ChildRef::Kind::kPod, slot.name, std::move(*pod), slot.type, slot.index));
     if (env_warned.insert(slot.type).second) {
       const std::string names = TemplateContractEnv(slot.spec->pod_template);
       if (!names.empty()) {

@@ -125,16 +125,32 @@ struct Event {
   friend bool operator==(const Event&, const Event&) = default;
 };
 
+// A child of the job, as the planner knows it: an executor acts on these
+// fields and never parses them back out of the object.
 struct ChildRef {
   enum class Kind { kPod, kService, kSecret, kConfigMap };
   Kind kind = Kind::kPod;
   std::string name;
+  // The replica a Pod or Service stands for. None for the Secret and the
+  // ConfigMap, and for a Service deleted without its replica being known (the
+  // planner observes Services by name only).
+  std::optional<api::ReplicaType> role = std::nullopt;
+  int32_t index = 0;
 
   friend bool operator==(const ChildRef&, const ChildRef&) = default;
 };
 
+// A child to create: what it is, and the complete object to POST.
+struct ChildCreate {
+  ChildRef ref;
+  nlohmann::json object;
+
+  friend bool operator==(const ChildCreate&, const ChildCreate&) = default;
+};
+
 struct Plan {
-  // Complete objects ready to POST to /api/v1/namespaces/<ns>/<kind>s, in this
+  // Children to create, each with the complete object ready to POST to
+  // /api/v1/namespaces/<ns>/<kind>s, in this
   // order: the Secret, the ConfigMap, Services, Pods (so a pod's secretKeyRef
   // and configMapKeyRef resolve). The Secret is in the plan only when pods are
   // (and observed.secret_exists is false): an executor that cannot observe
@@ -142,7 +158,7 @@ struct Plan {
   // there. The ConfigMap is in every plan that creates pods; an existing one
   // must be replaced with this content (it changes only when the spec was
   // reshaped, while no pod ran). At most input.max_pod_creates pods.
-  std::vector<nlohmann::json> creates;
+  std::vector<ChildCreate> creates;
   std::vector<ChildRef> deletes;
   // The whole new status; write it (status subresource) when status_changed.
   api::TrainingJobStatus status;

@@ -27,14 +27,14 @@ class World {
   // is success), then deletes (NotFound is success).
   void Apply(const Plan& plan, api::TrainingJob& job) {
     job.status = plan.status;
-    for (const nlohmann::json& obj : plan.creates) {
-      const std::string kind = obj["kind"];
-      const std::string name = obj["metadata"]["name"];
-      if (kind == "Secret") {
+    for (const ChildCreate& c : plan.creates) {
+      const nlohmann::json& obj = c.object;
+      const std::string& name = c.ref.name;
+      if (c.ref.kind == ChildRef::Kind::kSecret) {
         secret_ = true;
-      } else if (kind == "ConfigMap") {
+      } else if (c.ref.kind == ChildRef::Kind::kConfigMap) {
         // Holds CLUSTER_CONFIG; nothing the planner observes.
-      } else if (kind == "Service") {
+      } else if (c.ref.kind == ChildRef::Kind::kService) {
         services_.insert(name);
       } else if (pods_.count(name)) {
         ++already_exists_;
@@ -42,11 +42,8 @@ class World {
         ObservedPod pod;
         pod.name = name;
         pod.uid = name + "#" + std::to_string(++next_uid_);
-        auto labels = obj["metadata"]["labels"].get<std::map<std::string, std::string>>();
-        pod.labels = labels;
-        auto replica = ReplicaFromLabels(labels);
-        pod.role = replica->first;
-        pod.index = replica->second;
+        pod.role = *c.ref.role;
+        pod.index = c.ref.index;
         pod.phase = PodPhase::kPending;
         pod.creation_timestamp = now_;
         pod.spec_hash = obj["metadata"]["annotations"][std::string(kSpecHashAnnotation)];

@@ -84,7 +84,8 @@ ObservedPod& Find(ObservedChildren& o, const std::string& name) {
 }
 
 const json* Created(const Plan& plan, const std::string& kind, const std::string& name) {
-  for (const json& c : plan.creates) {
+  for (const ChildCreate& created : plan.creates) {
+    const json& c = created.object;
     if (c["kind"] == kind && c["metadata"]["name"] == name) return &c;
   }
   return nullptr;
@@ -94,7 +95,8 @@ const json* Created(const Plan& plan, const std::string& kind, const std::string
 // by NewJobGetsSecretThenConfigMapThenServicesThenPods).
 std::vector<std::string> CreatedNames(const Plan& plan) {
   std::vector<std::string> out;
-  for (const json& c : plan.creates) {
+  for (const ChildCreate& created : plan.creates) {
+    const json& c = created.object;
     if (c["kind"] == "ConfigMap") continue;
     out.push_back(c["kind"].get<std::string>() + "/" + c["metadata"]["name"].get<std::string>());
   }
@@ -161,11 +163,44 @@ api::TrainingJob After(api::TrainingJob job, const Plan& plan) {
 
 // ---- What gets created -------------------------------------------------------
 
+// Executors act on a create's ref and never parse the object back: the two must agree.
+TEST(PlannerCreateTest, EveryCreateCarriesItsKindNameAndReplica) {
+  Plan plan = PlanJob(Job(), {}, Input());
+  ASSERT_EQ(plan.creates.size(), 10u);
+  const std::map<ChildRef::Kind, std::string> kinds = {{ChildRef::Kind::kPod, "Pod"},
+                                                       {ChildRef::Kind::kService, "Service"},
+                                                       {ChildRef::Kind::kSecret, "Secret"},
+                                                       {ChildRef::Kind::kConfigMap, "ConfigMap"}};
+  for (const ChildCreate& c : plan.creates) {
+    EXPECT_EQ(c.object["kind"], kinds.at(c.ref.kind)) << c.ref.name;
+    EXPECT_EQ(c.object["metadata"]["name"], c.ref.name);
+    const json& labels = c.object["metadata"]["labels"];
+    if (c.ref.kind == ChildRef::Kind::kPod || c.ref.kind == ChildRef::Kind::kService) {
+      ASSERT_TRUE(c.ref.role.has_value()) << c.ref.name;
+      EXPECT_EQ(labels["kubetrain.io/replica-type"], api::Role(*c.ref.role).lower) << c.ref.name;
+      EXPECT_EQ(labels["kubetrain.io/replica-index"], std::to_string(c.ref.index)) << c.ref.name;
+      EXPECT_EQ(c.ref.name, api::ChildName("tj", *c.ref.role, c.ref.index));
+    } else {
+      EXPECT_FALSE(c.ref.role.has_value()) << c.ref.name;
+      EXPECT_FALSE(labels.contains("kubetrain.io/replica-type")) << c.ref.name;
+    }
+  }
+}
+
+TEST(PlannerCreateTest, PodDeletesCarryTheirReplica) {
+  ObservedChildren o = All(PodPhase::kRunning);
+  Find(o, "tj-worker-1") = Pod(ReplicaType::kWorker, 1, PodPhase::kFailed, 137);
+  Plan plan = PlanJob(Job(), o, Input());
+  ASSERT_EQ(plan.deletes.size(), 1u);
+  EXPECT_EQ(plan.deletes[0],
+            (ChildRef{ChildRef::Kind::kPod, "tj-worker-1", ReplicaType::kWorker, 1}));
+}
+
 TEST(PlannerCreateTest, NewJobGetsSecretThenConfigMapThenServicesThenPods) {
   Plan plan = PlanJob(Job(), {}, Input());
   ASSERT_EQ(plan.creates.size(), 10u);
-  EXPECT_EQ(plan.creates[1]["kind"], "ConfigMap");
-  EXPECT_EQ(plan.creates[1]["metadata"]["name"], "tj-cluster");
+  EXPECT_EQ(plan.creates[1].object["kind"], "ConfigMap");
+  EXPECT_EQ(plan.creates[1].object["metadata"]["name"], "tj-cluster");
   EXPECT_EQ(CreatedNames(plan),
             (std::vector<std::string>{"Secret/tj-auth", "Service/tj-ps-0", "Service/tj-ps-1",
                                       "Service/tj-worker-0", "Service/tj-worker-1", "Pod/tj-ps-0",
@@ -272,7 +307,8 @@ TEST(PlannerScaleTest, PodsAreCreatedInBoundedBatches) {
     Plan plan = PlanJob(job, o, in);
     job = After(job, plan);
     size_t pods = 0;
-    for (const json& c : plan.creates) {
+    for (const ChildCreate& created : plan.creates) {
+      const json& c = created.object;
       if (c["kind"] == "Service") o.services.push_back({c["metadata"]["name"], std::nullopt});
       if (c["kind"] != "Pod") continue;
       ++pods;
@@ -426,7 +462,9 @@ TEST(PlannerCreateTest, JobWithoutUidGetsNoOwnerReferences) {
   api::TrainingJob job = Job();
   job.metadata.uid.clear();
   Plan plan = PlanJob(job, {}, Input());
-  for (const json& c : plan.creates) EXPECT_FALSE(c["metadata"].contains("ownerReferences"));
+  for (const ChildCreate& c : plan.creates) {
+    EXPECT_FALSE(c.object["metadata"].contains("ownerReferences"));
+  }
 }
 
 TEST(PlannerCreateTest, SamePlanForTheSameInput) {
@@ -744,7 +782,8 @@ TEST(PlannerBackoffTest, AnAlwaysFailingWorkerGetsAtMostFivePodsInSeventySeconds
     for (const ChildRef& d : plan.deletes) {
       std::erase_if(o.pods, [&](const ObservedPod& p) { return p.name == d.name; });
     }
-    for (const json& c : plan.creates) {
+    for (const ChildCreate& created : plan.creates) {
+      const json& c = created.object;
       if (c["kind"] != "Pod") continue;
       ++creates;
       ObservedPod p = Pod(ReplicaType::kWorker, 1, PodPhase::kFailed, 137);
@@ -1346,7 +1385,7 @@ TEST(PlannerExamplesTest, EveryExamplePlansWithoutInvalidSpec) {
       int replicas = 0;
       for (const auto& [type, spec] : job->spec.replica_specs) replicas += spec.replicas;
       int pods = 0;
-      for (const json& c : plan.creates) pods += c["kind"] == "Pod";
+      for (const ChildCreate& c : plan.creates) pods += c.ref.kind == ChildRef::Kind::kPod;
       EXPECT_EQ(pods, replicas) << entry.path();
       ++count;
     }
