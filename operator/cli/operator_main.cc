@@ -51,6 +51,7 @@ struct Flags {
   int renew_deadline_s = 10;
   int retry_period_s = 2;
   std::string cluster_domain = "cluster.local";
+  bool network_policy = true;
   std::string metrics_addr = "0.0.0.0:8080";
   std::string health_addr = "0.0.0.0:8081";
   std::string log_format = "text";
@@ -146,6 +147,9 @@ int main(int argc, char** argv) {
   app.add_option("--leader-elect-retry-period", f.retry_period_s, "seconds");
   app.add_option("--cluster-domain", f.cluster_domain,
                  "cluster DNS domain for CLUSTER_CONFIG hosts (a job's spec.clusterDomain wins)");
+  app.add_option("--network-policy", f.network_policy,
+                 "create a NetworkPolicy per job: only its own pods reach its training port")
+      ->capture_default_str();
   app.add_option("--metrics-addr", f.metrics_addr, "host:port for /metrics (port 0: off)");
   app.add_option("--health-addr", f.health_addr, "host:port for /healthz and /readyz (0: off)");
   app.add_option("--log-format", f.log_format, "text or json")
@@ -213,6 +217,7 @@ int main(int argc, char** argv) {
   controller::JobControllerOptions opts;
   opts.namespaces = f.namespaces;
   opts.cluster_domain = f.cluster_domain;
+  opts.network_policy = f.network_policy;
   opts.workers = f.workers;
   opts.read_progress = f.progress_qps > 0;
   {

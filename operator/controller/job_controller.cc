@@ -52,11 +52,12 @@ struct ChildKindInfo {
   std::string_view name;  // in messages
   const kube::ResourceRef* resource;
 };
-constexpr std::array<ChildKindInfo, 4> kChildKinds = {{
+constexpr std::array<ChildKindInfo, 5> kChildKinds = {{
     {ChildRef::Kind::kPod, "pod", &kube::kPods},
     {ChildRef::Kind::kService, "service", &kube::kServices},
     {ChildRef::Kind::kSecret, "secret", &kube::kSecrets},
     {ChildRef::Kind::kConfigMap, "configmap", &kube::kConfigMaps},
+    {ChildRef::Kind::kNetworkPolicy, "networkpolicy", &kube::kNetworkPolicies},
 }};
 
 const ChildKindInfo& Info(ChildRef::Kind kind) {
@@ -306,6 +307,7 @@ class JobController::Impl {
           break;
         case ChildRef::Kind::kSecret:
         case ChildRef::Kind::kConfigMap:
+        case ChildRef::Kind::kNetworkPolicy:
           seen = true;  // created or AlreadyExists: nothing to wait for
           break;
       }
@@ -375,6 +377,7 @@ class JobController::Impl {
     input.default_cluster_domain = options_.cluster_domain;
     input.max_pod_creates = kMaxPodCreatesPerPlan;  // a huge job is created in batches
     if (progress_) input.progress = progress_->Latest(key);
+    input.network_policy = options_.network_policy;
     {
       std::lock_guard lock(mu_);
       auto it = expectations_.find(key);
@@ -441,6 +444,20 @@ class JobController::Impl {
       }
       if (s.ok() || s.code() == StatusCode::kAlreadyExists) continue;
       ForgetCreate(key, child);
+      if (kind.kind == ChildRef::Kind::kNetworkPolicy &&
+          (s.code() == StatusCode::kPermissionDenied || s.code() == StatusCode::kInvalidArgument ||
+           s.code() == StatusCode::kNotFound)) {
+        // No RBAC for networkpolicies, or an apiserver that does not take this policy:
+        // the job runs without it (its traffic is still authenticated) and says so,
+        // rather than never starting. Transient errors retry below, before any pod.
+        recorder_->Record(
+            {std::string(api::kApiVersion), std::string(api::kKind), ns, name, job.metadata.uid},
+            "Warning", "NetworkPolicyNotCreated", "Create",
+            "cannot create NetworkPolicy " + child + ": " + s.message() +
+                " (grant create on networking.k8s.io networkpolicies, or run the "
+                "operator with --network-policy=false)");
+        continue;
+      }
       if (s.code() == StatusCode::kInvalidArgument) {
         // The apiserver rejects what the spec asks for: retrying cannot help.
         // Plan again at once with the rejection; the planner fails the job
@@ -456,7 +473,11 @@ class JobController::Impl {
       // No pod without its Secret: a pod created first would look, once the
       // Secret is created, like one holding a key from a deleted Secret. Nor
       // without its ConfigMap.
-      if (kind.kind == ChildRef::Kind::kSecret || kind.kind == ChildRef::Kind::kConfigMap) break;
+      // Nor before its NetworkPolicy.
+      if (kind.kind == ChildRef::Kind::kSecret || kind.kind == ChildRef::Kind::kConfigMap ||
+          kind.kind == ChildRef::Kind::kNetworkPolicy) {
+        break;
+      }
     }
 
     // 3. Deletes (foreground not needed: children have no children of their own).

@@ -41,6 +41,8 @@ struct JobControllerOptions {
   // Namespaces to watch; empty or {""} = all namespaces.
   std::vector<std::string> namespaces;
   std::string cluster_domain = "cluster.local";
+  // Create a NetworkPolicy per job (PlanInput::network_policy).
+  bool network_policy = true;
   int workers = 4;
   // How long a create or delete may stay unseen in the cache before it is
   // assumed lost and planned again.

@@ -232,6 +232,7 @@ void Runner::Apply(const controller::Plan& plan) {
         secret_exists_ = false;
         break;
       case controller::ChildRef::Kind::kConfigMap:
+      case controller::ChildRef::Kind::kNetworkPolicy:
         break;
     }
   }
@@ -250,6 +251,8 @@ void Runner::Apply(const controller::Plan& plan) {
       case controller::ChildRef::Kind::kPod:
         if (!pods_.count(c.ref.name)) StartPod(c);
         break;
+      case controller::ChildRef::Kind::kNetworkPolicy:
+        break;  // local processes: no network to police
     }
   }
 }

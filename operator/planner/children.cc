@@ -237,6 +237,29 @@ json ChildBuilder::ConfigMap(std::string_view cluster_config) const {
               {"data", {{kClusterConfigKey, cluster_config}}}};
 }
 
+json ChildBuilder::NetworkPolicy() const {
+  const json job_pods = {{"matchLabels", {{kJobNameLabel, job_.metadata.name}}}};
+  const int32_t port = job_.spec.port;
+  // Ports other than the training port: TCP ranges around it (endPort, GA since
+  // Kubernetes 1.25), and every UDP and SCTP port.
+  json others = json::array();
+  if (port > 1) others.push_back({{"protocol", "TCP"}, {"port", 1}, {"endPort", port - 1}});
+  if (port < 65535) others.push_back({{"protocol", "TCP"}, {"port", port + 1}, {"endPort", 65535}});
+  others.push_back({{"protocol", "UDP"}});
+  others.push_back({{"protocol", "SCTP"}});
+  json spec = {
+      {"podSelector", job_pods},
+      {"policyTypes", json::array({"Ingress"})},
+      {"ingress", json::array({{{"from", json::array({{{"podSelector", job_pods}}})},
+                                {"ports", json::array({{{"protocol", "TCP"}, {"port", port}}})}},
+                               {{"ports", std::move(others)}}})}};
+  json labels = {{kJobNameLabel, job_.metadata.name}};
+  return json{{"apiVersion", "networking.k8s.io/v1"},
+              {"kind", "NetworkPolicy"},
+              {"metadata", ChildMetadata(NetworkPolicyName(job_.metadata.name), labels)},
+              {"spec", std::move(spec)}};
+}
+
 json ChildBuilder::Secret(const std::array<uint8_t, 32>& key) const {
   json labels = {{kJobNameLabel, job_.metadata.name}};
   std::string hex = AuthKeyText(key);

@@ -41,6 +41,10 @@ class ChildBuilder {
   nlohmann::json ConfigMap(std::string_view cluster_config) const;
   // The job's auth Secret holding AuthKeyText(key) under kAuthSecretKey.
   nlohmann::json Secret(const std::array<uint8_t, 32>& key) const;
+  // The job's NetworkPolicy: on the job's pods, its training port (spec.port, TCP)
+  // admits only pods of the same job (same namespace); every other port (TCP around
+  // it, all UDP and SCTP) stays open to anyone, so metrics ports and probes work.
+  nlohmann::json NetworkPolicy() const;
 
  private:
   nlohmann::json OwnerReferences() const;

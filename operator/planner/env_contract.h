@@ -79,6 +79,8 @@ inline constexpr std::string_view kClusterConfigKey = "cluster";
 std::string PodNameEnv(api::ReplicaType role, int32_t index);
 // "<job>-auth".
 std::string AuthSecretName(std::string_view job_name);
+// "<job>-training": the job's NetworkPolicy.
+std::string NetworkPolicyName(std::string_view job_name);
 // The key as the Secret stores it and KUBETRAIN_AUTH_KEY carries it: 64
 // lower-case hex characters. The local runner, which has no Secret, sets the
 // variable to this.

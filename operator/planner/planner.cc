@@ -399,16 +399,21 @@ void Planner::CreateMissing() {
       break;
     }
     if (pods_created == 0) {
-      // Before the Services: the Secret, then the ConfigMap.
+      // Before the Services: the Secret, the NetworkPolicy, then the ConfigMap.
       const std::string& job = job_.metadata.name;
-      plan_.creates.insert(plan_.creates.begin(),
-                           Child(ChildRef::Kind::kConfigMap, ClusterConfigMapName(job),
-                                 builder_.ConfigMap(cluster_config_)));
+      std::vector<ChildCreate> first;
       if (!observed_.secret_exists) {
-        plan_.creates.insert(
-            plan_.creates.begin(),
+        first.push_back(
             Child(ChildRef::Kind::kSecret, AuthSecretName(job), builder_.Secret(input_.auth_key)));
       }
+      if (input_.network_policy) {
+        first.push_back(Child(ChildRef::Kind::kNetworkPolicy, NetworkPolicyName(job),
+                              builder_.NetworkPolicy()));
+      }
+      first.push_back(Child(ChildRef::Kind::kConfigMap, ClusterConfigMapName(job),
+                            builder_.ConfigMap(cluster_config_)));
+      plan_.creates.insert(plan_.creates.begin(), std::make_move_iterator(first.begin()),
+                           std::make_move_iterator(first.end()));
     }
     ++pods_created;
     StatusOr<json> pod = BuildPod(slot);

@@ -96,6 +96,9 @@ struct PlanInput {
   // job's back: those pods hold a key no new replica gets). The job fails with
   // reason AuthSecretDeleted instead of failing later for a misleading reason.
   bool auth_secret_replaced = false;
+  // Create the job's NetworkPolicy (ChildBuilder::NetworkPolicy) with its pods
+  // (the operator's --network-policy; the local runner has no network to police).
+  bool network_policy = false;
   // When > 0, at most this many pods per plan; the rest follow in the next
   // plans (requeue_after 1 s). 0: all of them (render, the local runner).
   size_t max_pod_creates = 0;
@@ -128,7 +131,7 @@ struct Event {
 // A child of the job, as the planner knows it: an executor acts on these
 // fields and never parses them back out of the object.
 struct ChildRef {
-  enum class Kind { kPod, kService, kSecret, kConfigMap };
+  enum class Kind { kPod, kService, kSecret, kConfigMap, kNetworkPolicy };
   Kind kind = Kind::kPod;
   std::string name;
   // The replica a Pod or Service stands for. None for the Secret and the
@@ -151,8 +154,10 @@ struct ChildCreate {
 struct Plan {
   // Children to create, each with the complete object ready to POST to
   // /api/v1/namespaces/<ns>/<kind>s, in this
-  // order: the Secret, the ConfigMap, Services, Pods (so a pod's secretKeyRef
-  // and configMapKeyRef resolve). The Secret is in the plan only when pods are
+  // order: the Secret, the NetworkPolicy, the ConfigMap, Services, Pods (so a pod's
+  // secretKeyRef and configMapKeyRef resolve, and no pod runs before its policy).
+  // The NetworkPolicy (with input.network_policy) is in every plan that creates
+  // pods; AlreadyExists means it is there. The Secret is in the plan only when pods are
   // (and observed.secret_exists is false): an executor that cannot observe
   // Secrets creates it before any pod, and AlreadyExists tells it the Secret is
   // there. The ConfigMap is in every plan that creates pods; an existing one

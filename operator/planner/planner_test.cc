@@ -165,12 +165,16 @@ api::TrainingJob After(api::TrainingJob job, const Plan& plan) {
 
 // Executors act on a create's ref and never parse the object back: the two must agree.
 TEST(PlannerCreateTest, EveryCreateCarriesItsKindNameAndReplica) {
-  Plan plan = PlanJob(Job(), {}, Input());
-  ASSERT_EQ(plan.creates.size(), 10u);
-  const std::map<ChildRef::Kind, std::string> kinds = {{ChildRef::Kind::kPod, "Pod"},
-                                                       {ChildRef::Kind::kService, "Service"},
-                                                       {ChildRef::Kind::kSecret, "Secret"},
-                                                       {ChildRef::Kind::kConfigMap, "ConfigMap"}};
+  PlanInput in = Input();
+  in.network_policy = true;
+  Plan plan = PlanJob(Job(), {}, in);
+  ASSERT_EQ(plan.creates.size(), 11u);
+  const std::map<ChildRef::Kind, std::string> kinds = {
+      {ChildRef::Kind::kPod, "Pod"},
+      {ChildRef::Kind::kService, "Service"},
+      {ChildRef::Kind::kSecret, "Secret"},
+      {ChildRef::Kind::kConfigMap, "ConfigMap"},
+      {ChildRef::Kind::kNetworkPolicy, "NetworkPolicy"}};
   for (const ChildCreate& c : plan.creates) {
     EXPECT_EQ(c.object["kind"], kinds.at(c.ref.kind)) << c.ref.name;
     EXPECT_EQ(c.object["metadata"]["name"], c.ref.name);
@@ -214,6 +218,59 @@ TEST(PlannerCreateTest, NewJobGetsSecretThenConfigMapThenServicesThenPods) {
   EXPECT_TRUE(Cond(plan, ConditionType::kCreated)->status);
   EXPECT_EQ(Cond(plan, ConditionType::kCreated)->last_transition_time, kNow);
   EXPECT_FALSE(plan.requeue_after.has_value());
+}
+
+// ---- The NetworkPolicy ------------------------------------------------------------
+
+TEST(PlannerNetworkPolicyTest, ComesAfterTheSecretAndBeforeEveryPodOnlyWhenAsked) {
+  EXPECT_EQ(Created(PlanJob(Job(), {}, Input()), "NetworkPolicy", "tj-training"), nullptr);
+  PlanInput in = Input();
+  in.network_policy = true;
+  Plan plan = PlanJob(Job(), {}, in);
+  ASSERT_GE(plan.creates.size(), 3u);
+  EXPECT_EQ(plan.creates[0].ref.kind, ChildRef::Kind::kSecret);
+  EXPECT_EQ(plan.creates[1].ref, (ChildRef{ChildRef::Kind::kNetworkPolicy, "tj-training"}));
+  EXPECT_EQ(plan.creates[2].ref.kind, ChildRef::Kind::kConfigMap);
+  // Nothing else changes.
+  std::vector<std::string> with = CreatedNames(plan);
+  ASSERT_EQ(with[1], "NetworkPolicy/tj-training");
+  with.erase(with.begin() + 1);
+  EXPECT_EQ(with, CreatedNames(PlanJob(Job(), {}, Input())));
+}
+
+TEST(PlannerNetworkPolicyTest, OnlyTheJobsPodsReachItsPortAndOtherPortsStayOpen) {
+  PlanInput in = Input();
+  in.network_policy = true;
+  api::TrainingJob job = Job();
+  job.spec.port = 3000;
+  const Plan plan = PlanJob(job, {}, in);
+  const json* np = Created(plan, "NetworkPolicy", "tj-training");
+  ASSERT_NE(np, nullptr);
+  const json job_pods = {{"matchLabels", {{"kubetrain.io/job-name", "tj"}}}};
+  EXPECT_EQ((*np)["apiVersion"], "networking.k8s.io/v1");
+  EXPECT_EQ((*np)["metadata"]["ownerReferences"][0]["kind"], "TrainingJob");
+  EXPECT_EQ((*np)["metadata"]["ownerReferences"][0]["controller"], true);
+  const json& spec = (*np)["spec"];
+  EXPECT_EQ(spec["podSelector"], job_pods);
+  EXPECT_EQ(spec["policyTypes"], json::array({"Ingress"}));
+  ASSERT_EQ(spec["ingress"].size(), 2u);
+  EXPECT_EQ(spec["ingress"][0]["from"], json::array({{{"podSelector", job_pods}}}));
+  EXPECT_EQ(spec["ingress"][0]["ports"], json::parse(R"([{"protocol":"TCP","port":3000}])"));
+  EXPECT_FALSE(spec["ingress"][1].contains("from"));  // from anywhere
+  EXPECT_EQ(spec["ingress"][1]["ports"], json::parse(R"([
+      {"protocol":"TCP","port":1,"endPort":2999},{"protocol":"TCP","port":3001,"endPort":65535},
+      {"protocol":"UDP"},{"protocol":"SCTP"}])"));
+  // At the ends of the range there is one TCP range, not an empty one.
+  for (int32_t port : {1, 65535}) {
+    job.spec.port = port;
+    const Plan edge_plan = PlanJob(job, {}, in);
+    const json* edge = Created(edge_plan, "NetworkPolicy", "tj-training");
+    ASSERT_NE(edge, nullptr);
+    const json& others = (*edge)["spec"]["ingress"][1]["ports"];
+    ASSERT_EQ(others.size(), 3u) << port;
+    EXPECT_EQ(others[0]["port"], port == 1 ? 2 : 1);
+    EXPECT_EQ(others[0]["endPort"], port == 1 ? 65535 : 65534);
+  }
 }
 
 TEST(PlannerCreateTest, PodCarriesLabelsOwnerAndTheEnvContract) {

@@ -20,10 +20,10 @@ source "${root}/tests/tools/testlib.sh"
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 metrics_port="$(free_port)"
 health_port="$(free_port)"
-start_operator() {
+start_operator() {  # start_operator [EXTRA-FLAG...]
   "${operator}" --kubeconfig "${work}/operator-kubeconfig" --leader-elect \
     --leader-elect-namespace kubetrain-system --metrics-addr "127.0.0.1:${metrics_port}" \
-    --health-addr "127.0.0.1:${health_port}" --workers 4 \
+    --health-addr "127.0.0.1:${health_port}" --workers 4 "$@" \
     >>"${work}/operator.log" 2>&1 &
   op_pid=$!
 }
@@ -402,6 +402,40 @@ case_deleted_secret_fails_the_job() {
   wait_until "event recorded" bash -c "[[ -n \$(kubectl -n ${ns} get events.events.k8s.io --field-selector reason=AuthSecretDeleted -o name) ]]"
 }
 
+# The job's NetworkPolicy admits only the job's own pods to its training port
+# and leaves every other port open (the trainer's metrics port must stay
+# reachable). Only the objects are checked: the test cluster runs no network
+# plugin that enforces policies (kwok nodes; the real node's bridge CNI does not
+# either).
+case_network_policy() {
+  new_ns netpol
+  job j "" 1 1 Never
+  wait_until "2 running pods" bash -c "[[ \$(kubectl -n ${ns} get pods --field-selector=status.phase=Running -o name | wc -l) == 2 ]]"
+  local np=networkpolicy/j-training
+  check "policy selects the job's pods" \
+    "$(jpath "${np}" '{.spec.podSelector.matchLabels.kubetrain\.io/job-name}/{.spec.policyTypes}')" 'j/["Ingress"]'
+  check "training port only from the job's own pods" \
+    "$(jpath "${np}" '{.spec.ingress[0].from[0].podSelector.matchLabels.kubetrain\.io/job-name}/{.spec.ingress[0].from[0].namespaceSelector}/{.spec.ingress[0].ports[0].protocol}/{.spec.ingress[0].ports[0].port}')" \
+    j//TCP/2222
+  check "only one peer and one port in that rule" \
+    "$(jpath "${np}" '{.spec.ingress[0].from[*].podSelector.matchLabels.kubetrain\.io/job-name} {.spec.ingress[0].ports[*].port}')" "j 2222"
+  check "every other port open to anyone" \
+    "$(jpath "${np}" '{.spec.ingress[1].from}|{range .spec.ingress[1].ports[*]}{.protocol}:{.port}-{.endPort},{end}')" \
+    "|TCP:1-2221,TCP:2223-65535,UDP:-,SCTP:-,"
+  check "policy controlled by the job" \
+    "$(jpath "${np}" '{.metadata.ownerReferences[0].kind},{.metadata.ownerReferences[0].controller}')" "TrainingJob,true"
+  k delete tj j --wait=false >/dev/null
+  wait_until "policy collected with the job" bash -c "[[ -z \$(kubectl -n ${ns} get networkpolicies -o name) ]]"
+  # --network-policy=false: no policy.
+  stop_operator
+  start_operator --network-policy=false
+  job nopolicy "" 1 1 Never
+  wait_until "2 pods of the next job" has_pods nopolicy 2
+  check "no policy with --network-policy=false" "$(k get networkpolicies -o name)" ""
+  stop_operator
+  start_operator
+}
+
 case_metrics_and_health() {
   new_ns metrics
   job j "" 1 1 Never
@@ -432,6 +466,6 @@ cases=(case_env_contract case_success_cleans_ps case_exit_code_restart case_neve
   case_backoff_limit case_deadline case_ttl case_suspend_resume case_finished_job_gets_no_new_pods
   case_clean_pod_policy_all case_restart_policy_override_event case_invalid_spec
   case_operator_restart_mid_creation case_utf8_termination_messages case_crash_loop_backoff
-  case_deleted_secret_fails_the_job case_metrics_and_health)
+  case_deleted_secret_fails_the_job case_network_policy case_metrics_and_health)
 [[ $# -gt 1 ]] && cases=("${@:2}")
 run_cases "${cases[@]}"

@@ -54,6 +54,10 @@ for sa in "${ns}:kt-kubetrain" "kubetrain-system:kubetrain-operator"; do
   check "create and update configmaps (the job's cluster JSON)" \
     "$(can "${sa}" create configmaps team-a)/$(can "${sa}" update configmaps team-a)" yes/yes
   check "no list configmaps anywhere" "$(can "${sa}" list configmaps -A)" no
+  check "create networkpolicies (one per job)" \
+    "$(can "${sa}" create networkpolicies.networking.k8s.io team-a)" yes
+  check "no update or list networkpolicies" \
+    "$(can "${sa}" update networkpolicies.networking.k8s.io team-a)/$(can "${sa}" list networkpolicies.networking.k8s.io -A)" no/no
   check "update trainingjobs/finalizers (blockOwnerDeletion)" \
     "$(can "${sa}" update trainingjobs.kubetrain.io/finalizers team-a)" yes
   check "create events" "$(can "${sa}" create events.events.k8s.io team-a)" yes
