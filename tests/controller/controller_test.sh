@@ -12,12 +12,11 @@ export PATH="$("${root}/tests/cluster/build"):${PATH}"
 : "${KUBECONFIG:?KUBECONFIG must point at the test cluster}"
 work="$(mktemp -d)"
 op_pid=""
-namespaces=()
+NS_PREFIX=ctl
 T=60  # seconds any single wait may take
 WAIT_SECONDS=${T}
 source "${root}/tests/tools/testlib.sh"
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 metrics_port="$(free_port)"
 health_port="$(free_port)"
 start_operator() {  # start_operator [EXTRA-FLAG...]
@@ -35,20 +34,12 @@ stop_operator() {  # stop_operator [SIGNAL]
 }
 cleanup() {
   stop_operator
-  for ns in "${namespaces[@]}"; do kubectl delete namespace "${ns}" --wait=false >/dev/null 2>&1; done
+  delete_namespaces
   if ((failures)); then echo "---- operator log (last 40 lines)"; tail -n 40 "${work}/operator.log"; fi
   rm -rf "${work}"
 }
 trap cleanup EXIT
 
-new_ns() {
-  ns="ctl-$1-$(openssl rand -hex 3)"
-  namespaces+=("${ns}")
-  kubectl create namespace "${ns}" >/dev/null
-  timeout "${T}" bash -c "until kubectl -n ${ns} get sa default >/dev/null 2>&1; do sleep 0.2; done"
-}
-k() { kubectl -n "${ns}" "$@"; }
-jpath() { k get "$1" -o "jsonpath=$2" 2>/dev/null; }
 wait_cond() {  # wait_cond JOB CONDITION
   k wait --for="condition=$2" "tj/$1" --timeout="${T}s" >/dev/null || fail "$1 never reached $2"
 }

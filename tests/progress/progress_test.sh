@@ -15,7 +15,7 @@ export PATH="$("${root}/tests/cluster/build"):${PATH}"
 : "${KUBECONFIG:?KUBECONFIG must point at the test cluster}"
 work="$(mktemp -d)"
 op_pid=""
-namespaces=()
+NS_PREFIX=progress
 T=90
 WAIT_SECONDS=${T}
 source "${root}/tests/tools/testlib.sh"
@@ -23,7 +23,6 @@ source "${root}/tests/tools/testlib.sh"
 # The reader's settings for this test: 4 reads/s for the whole operator, each
 # job at most once a second, a failing target after 2 s, 4 s, then every 4 s.
 QPS=4
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 metrics_port="$(free_port)"
 "${operator}" --kubeconfig "${KUBECONFIG}" --metrics-addr "127.0.0.1:${metrics_port}" \
   --health-addr 127.0.0.1:0 --workers 4 --qps 200 --burst 400 \
@@ -32,19 +31,12 @@ metrics_port="$(free_port)"
 op_pid=$!
 cleanup() {
   [[ -n "${op_pid}" ]] && { kill "${op_pid}" 2>/dev/null; wait "${op_pid}" 2>/dev/null; }
-  for ns in "${namespaces[@]}"; do kubectl delete namespace "${ns}" --wait=false >/dev/null 2>&1; done
+  delete_namespaces
   if ((failures)); then echo "---- operator log (last 40 lines)"; tail -n 40 "${work}/operator.log"; fi
   rm -rf "${work}"
 }
 trap cleanup EXIT
 
-new_ns() {
-  ns="progress-$1-$(openssl rand -hex 3)"
-  namespaces+=("${ns}")
-  kubectl create namespace "${ns}" >/dev/null
-  wait_until "the default service account" kubectl -n "${ns}" get sa default
-}
-k() { kubectl -n "${ns}" "$@"; }
 # reads: the operator's reads of trainers' metrics so far, all results.
 reads() {
   curl -s "http://127.0.0.1:${metrics_port}/metrics" |

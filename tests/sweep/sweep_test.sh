@@ -12,7 +12,7 @@ export PATH="$("${root}/tests/cluster/build"):${PATH}"
 work="$(mktemp -d)"
 op_pid=""
 watch_pids=()
-namespaces=()
+NS_PREFIX=sweep
 T=90
 WAIT_SECONDS=${T}
 source "${root}/tests/tools/testlib.sh"
@@ -20,20 +20,12 @@ source "${root}/tests/tools/testlib.sh"
 cleanup() {
   for p in "${watch_pids[@]}"; do kill "${p}" 2>/dev/null; wait "${p}" 2>/dev/null; done
   if [[ -n "${op_pid}" ]]; then kill "${op_pid}" 2>/dev/null; wait "${op_pid}" 2>/dev/null; fi
-  for ns in "${namespaces[@]}"; do kubectl delete namespace "${ns}" --wait=false >/dev/null 2>&1; done
+  delete_namespaces
   if ((failures)); then echo "---- operator log (last 40 lines)"; tail -n 40 "${work}/operator.log"; fi
   rm -rf "${work}"
 }
 trap cleanup EXIT
 
-new_ns() {
-  ns="sweep-$1-$(openssl rand -hex 3)"
-  namespaces+=("${ns}")
-  kubectl create namespace "${ns}" >/dev/null
-  timeout "${T}" bash -c "until kubectl -n ${ns} get sa default >/dev/null 2>&1; do sleep 0.2; done"
-}
-k() { kubectl -n "${ns}" "$@"; }
-jpath() { k get "$1" -o "jsonpath=$2" 2>/dev/null; }
 wait_sweep() {  # wait_sweep NAME CONDITION
   k wait --for="condition=$2" "tsw/$1" --timeout="${T}s" >/dev/null || fail "$1 never reached $2"
 }
@@ -228,7 +220,6 @@ users: [{name: operator, user: {token: "${token}"}}]
 contexts: [{name: c, context: {cluster: c, user: operator}}]
 current-context: c
 KC
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 # The default Lease: ctest never runs this beside controller.lifecycle (RESOURCE_LOCK).
 "${operator}" --kubeconfig "${work}/operator-kubeconfig" --leader-elect \
   --leader-elect-namespace kubetrain-system \

@@ -7,6 +7,7 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -58,9 +59,10 @@ bool PollUntil(Pred pred, std::chrono::seconds timeout) {
 // One child process; `env` entries replace the inherited ones, `unset` names are dropped.
 class Process {
  public:
+  // `nofile`, when set, is the child's RLIMIT_NOFILE (soft limit).
   Process(const std::string& binary, const std::vector<std::string>& args,
           const std::map<std::string, std::string>& env, const std::string& log,
-          const std::vector<std::string>& unset = {})
+          const std::vector<std::string>& unset = {}, rlim_t nofile = 0)
       : log_(log) {
     std::vector<std::string> argv_s = {binary};
     argv_s.insert(argv_s.end(), args.begin(), args.end());
@@ -81,7 +83,16 @@ class Process {
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     posix_spawn_file_actions_adddup2(&fa, 1, 2);
+    // posix_spawn passes our limits on: lower ours around the spawn (the tests start
+    // children from one thread, nothing opens files meanwhile), then restore them.
+    rlimit saved{};
+    ::getrlimit(RLIMIT_NOFILE, &saved);
+    if (nofile > 0) {
+      const rlimit low{nofile, saved.rlim_max};
+      EXPECT_EQ(::setrlimit(RLIMIT_NOFILE, &low), 0);
+    }
     const int rc = posix_spawn(&pid_, argv[0], &fa, nullptr, argv.data(), envp.data());
+    if (nofile > 0) ::setrlimit(RLIMIT_NOFILE, &saved);
     posix_spawn_file_actions_destroy(&fa);
     EXPECT_EQ(rc, 0) << "cannot start " << argv[0];
     if (rc != 0) pid_ = -1;
@@ -117,6 +128,7 @@ class Process {
     }
   }
   std::string Log() const { return ReadFile(log_); }
+  pid_t pid() const { return pid_; }
 
  private:
   pid_t pid_ = -1;

@@ -5,7 +5,16 @@
 #   wait_until DESCRIPTION CMD...   poll CMD until it succeeds, up to WAIT_SECONDS (default 60)
 #   run_cases CASE...               run each case function, print PASS/FAILED per case and a
 #                                   summary; returns non-zero if any check failed
+# For tests against a cluster (KUBECONFIG set):
+#   free_port                       print a free loopback TCP port
+#   new_ns NAME                     create namespace ${NS_PREFIX}-NAME-<random>, make it the
+#                                   current one (ns) and record it in `namespaces`; waits for its
+#                                   default ServiceAccount (pods need it)
+#   delete_namespaces               delete every namespace new_ns made (no wait)
+#   k ARGS...                       kubectl in the current namespace
+#   jpath OBJECT JSONPATH           one field of an object in the current namespace
 failures=0
+namespaces=()
 fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); return 1; }
 check() {
   if [[ "$2" == "$3" ]]; then echo "  ok: $1"; else fail "$1: got '$2', want '$3'"; fi
@@ -29,3 +38,18 @@ run_cases() {
   echo "$# cases, ${failures} failed checks"
   ((failures == 0))
 }
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+new_ns() {
+  ns="${NS_PREFIX:?set NS_PREFIX before new_ns}-$1-$(openssl rand -hex 3)"
+  namespaces+=("${ns}")
+  kubectl create namespace "${ns}" >/dev/null
+  wait_until "the default service account of ${ns}" kubectl -n "${ns}" get sa default
+}
+delete_namespaces() {
+  local n
+  for n in "${namespaces[@]}"; do kubectl delete namespace "${n}" --wait=false >/dev/null 2>&1; done
+}
+k() { kubectl -n "${ns}" "$@"; }
+jpath() { k get "$1" -o "jsonpath=$2" 2>/dev/null; }

@@ -28,6 +28,7 @@
 #include <thread>
 #include <vector>
 
+#include "tests/tools/process.h"
 #include "trainer/data/generator.h"
 
 extern char** environ;
@@ -36,125 +37,24 @@ namespace kubetrain::trainer {
 namespace {
 
 namespace fs = std::filesystem;
-using Clock = std::chrono::steady_clock;
 
 constexpr char kKey[] = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
 constexpr char kOtherKey[] = "fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210";
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using kubetrain::testing::FreePort;
+using kubetrain::testing::PollUntil;
+using kubetrain::testing::ReadFile;
 
-// A free TCP port on 127.0.0.1 (the kernel's choice; released before use, which leaves a
-// tiny window in which another process could take it).
-int FreePort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-  socklen_t len = sizeof(a);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
-
-// One child process running kubetrain-trainer, output to a log file.
-class Process {
+// A kubetrain-trainer child process that sees only the contract variables the test gives it.
+class Process : public kubetrain::testing::Process {
  public:
-  // `nofile`, when set, is the child's RLIMIT_NOFILE (soft and hard).
+  // `nofile`, when set, is the child's RLIMIT_NOFILE.
   Process(const std::vector<std::string>& args, const std::map<std::string, std::string>& env,
           const std::string& log, rlim_t nofile = 0)
-      : log_(log) {
-    std::vector<std::string> argv_s = {KT_TRAINER_BIN};
-    argv_s.insert(argv_s.end(), args.begin(), args.end());
-    std::vector<std::string> env_s;
-    for (char** e = environ; *e != nullptr; ++e) {
-      const std::string kv = *e;
-      const std::string name = kv.substr(0, kv.find('='));
-      if (name == "CLUSTER_CONFIG" || name == "POD_NAME" || name == "TF_CONFIG" ||
-          name == "KUBETRAIN_AUTH_KEY" || env.count(name)) {
-        continue;
-      }
-      env_s.push_back(kv);
-    }
-    for (const auto& [k, v] : env) env_s.push_back(k + "=" + v);
-    std::vector<char*> argv, envp;
-    for (auto& s : argv_s) argv.push_back(s.data());
-    argv.push_back(nullptr);
-    for (auto& s : env_s) envp.push_back(s.data());
-    envp.push_back(nullptr);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_adddup2(&fa, 1, 2);
-    // posix_spawn passes our limits on: lower ours around the spawn (this test process runs
-    // no other thread that could open files meanwhile), then restore them.
-    rlimit saved{};
-    ::getrlimit(RLIMIT_NOFILE, &saved);
-    if (nofile > 0) {
-      const rlimit low{nofile, saved.rlim_max};
-      EXPECT_EQ(::setrlimit(RLIMIT_NOFILE, &low), 0);
-    }
-    const int rc = posix_spawn(&pid_, argv[0], &fa, nullptr, argv.data(), envp.data());
-    if (nofile > 0) ::setrlimit(RLIMIT_NOFILE, &saved);
-    posix_spawn_file_actions_destroy(&fa);
-    EXPECT_EQ(rc, 0) << "cannot start " << argv[0];
-    if (rc != 0) pid_ = -1;
-  }
-  ~Process() { Kill(); }
-
-  // Polls until the process exits or the deadline passes; returns its exit code, or -1
-  // on timeout (the process is then still running), or 128+signal if it was killed.
-  int Wait(std::chrono::seconds timeout) {
-    if (exited_) return code_;
-    const auto deadline = Clock::now() + timeout;
-    while (pid_ > 0) {
-      int status = 0;
-      const pid_t r = ::waitpid(pid_, &status, WNOHANG);
-      if (r == pid_) {
-        exited_ = true;
-        code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-        return code_;
-      }
-      if (Clock::now() > deadline) return -1;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));  // poll interval
-    }
-    return -1;
-  }
-  // SIGKILL this process (only it) and reap it.
-  void Kill() {
-    if (pid_ > 0 && !exited_) {
-      ::kill(pid_, SIGKILL);
-      int status;
-      ::waitpid(pid_, &status, 0);
-      exited_ = true;
-      code_ = 128 + SIGKILL;
-    }
-  }
-  std::string Log() const { return ReadFile(log_); }
-  pid_t pid() const { return pid_; }
-
- private:
-  pid_t pid_ = -1;
-  bool exited_ = false;
-  int code_ = -1;
-  std::string log_;
+      : kubetrain::testing::Process(
+            KT_TRAINER_BIN, args, env, log,
+            {"CLUSTER_CONFIG", "POD_NAME", "TF_CONFIG", "KUBETRAIN_AUTH_KEY"}, nofile) {}
 };
-
-// Polls `pred` every 20 ms until it holds or `timeout` passes.
-template <typename Pred>
-bool PollUntil(Pred pred, std::chrono::seconds timeout) {
-  const auto deadline = Clock::now() + timeout;
-  while (!pred()) {
-    if (Clock::now() > deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return true;
-}
 
 // A helper process (fork) that opens `n` TCP connections to 127.0.0.1:`port` and holds them
 // until the test kills it. Every third connection sends a
