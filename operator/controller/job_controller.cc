@@ -5,11 +5,11 @@
 
 #include <array>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <thread>
 
 #include "operator/api/json.h"
+#include "operator/controller/expectations.h"
 #include "operator/controller/observe_pod.h"
 #include "operator/planner/planner.h"
 #include "operator/progress/endpoint.h"
@@ -71,21 +71,25 @@ const ChildKindInfo& Info(ChildRef::Kind kind) {
 
 class JobController::Impl {
  public:
-  Impl(kube::Client* client, runtime::EventRecorder* recorder, Metrics* metrics,
-       JobControllerOptions options)
-      : client_(client), recorder_(recorder), metrics_(metrics), options_(std::move(options)) {
+  Impl(std::unique_ptr<JobClient> owned, JobClient* client, runtime::EventRecorder* recorder,
+       Metrics* metrics, JobControllerOptions options)
+      : owned_client_(std::move(owned)),
+        client_(client != nullptr ? client : owned_client_.get()),
+        recorder_(recorder),
+        metrics_(metrics),
+        options_(std::move(options)) {
     if (options_.namespaces.empty()) options_.namespaces.push_back("");
     for (const std::string& ns : options_.namespaces) {
       auto caches = std::make_unique<Caches>();
       const std::string selector(kJobNameLabel);
       caches->jobs = std::make_unique<runtime::Informer<runtime::GenericObject>>(
-          runtime::NewKubeListerWatcher(client_, kTrainingJobs, ns), runtime::ToGenericObject,
+          client_->ListWatch(kTrainingJobs, ns, ""), runtime::ToGenericObject,
           runtime::ReflectorOptions{.name = "trainingjobs"});
       caches->pods = std::make_unique<runtime::Informer<CachedPod>>(
-          runtime::NewKubeListerWatcher(client_, kube::kPods, ns, selector), ToCachedPod,
+          client_->ListWatch(kube::kPods, ns, selector), ToCachedPod,
           runtime::ReflectorOptions{.name = "pods"});
       caches->services = std::make_unique<runtime::Informer<CachedChild>>(
-          runtime::NewKubeListerWatcher(client_, kube::kServices, ns, selector), ToCachedChild,
+          client_->ListWatch(kube::kServices, ns, selector), ToCachedChild,
           runtime::ReflectorOptions{.name = "services"});
       caches->jobs->AddHandlers({
           .on_add = [this](const auto& j) { queue_.Add(j->meta.Key()); },
@@ -175,33 +179,6 @@ class JobController::Impl {
     bool Synced() const { return jobs->HasSynced() && pods->HasSynced() && services->HasSynced(); }
   };
 
-  // Writes not yet visible in the caches, per job key.
-  struct Expectations {
-    struct Create {
-      ChildRef::Kind kind;
-      api::ReplicaType role = api::ReplicaType::kWorker;
-      int32_t index = 0;
-      Clock::time_point at;
-    };
-    std::map<std::string, Create> creates;  // by object name
-    std::map<std::pair<ChildRef::Kind, std::string>, Clock::time_point> deletes;
-    // The last status written: while the cache still shows `from_rv`, the job's
-    // status is `status` at resourceVersion `to_rv`.
-    struct StatusWrite {
-      std::string from_rv;
-      std::string to_rv;
-      api::TrainingJobStatus status;
-    };
-    std::optional<StatusWrite> status;
-    // The apiserver's message when it rejected a child as invalid.
-    std::optional<std::string> rejected;
-    // The auth Secret had to be created while pods built with an earlier one lived.
-    bool auth_secret_replaced = false;
-    // The cluster JSON the job's ConfigMap is known to hold (written or created
-    // by this process); empty: unknown, replace it when it already exists.
-    std::string config_map_data;
-  };
-
   template <typename T>
   runtime::EventHandlers<T> ChildHandlers() {
     auto enqueue_owner = [this](const std::shared_ptr<const T>& obj) {
@@ -224,8 +201,7 @@ class JobController::Impl {
 
   void ForgetJob(const std::string& key) {
     if (progress_) progress_->Forget(key);
-    std::lock_guard lock(mu_);
-    expectations_.erase(key);
+    expectations_.Forget(key);
   }
 
   // Reads the metrics of the replica that decides success (chief-0, else
@@ -277,62 +253,7 @@ class JobController::Impl {
     }
     observed.secret_exists = false;  // not observable; see Caches
 
-    std::lock_guard lock(mu_);
-    auto it = expectations_.find(key);
-    if (it == expectations_.end()) return observed;
-    Expectations& exp = it->second;
-    const auto wall = Clock::now();
-    const auto expired = [&](Clock::time_point at) {
-      return wall - at > options_.expectation_timeout;
-    };
-    for (auto e = exp.creates.begin(); e != exp.creates.end();) {
-      const auto& [name, create] = *e;
-      bool seen = false;
-      switch (create.kind) {
-        case ChildRef::Kind::kPod:
-          for (const auto& p : observed.pods) seen = seen || p.name == name;
-          if (!seen && !expired(create.at)) {
-            ObservedPod pending;
-            pending.name = name;
-            pending.role = create.role;
-            pending.index = create.index;
-            pending.phase = PodPhase::kPending;
-            pending.creation_timestamp = now;
-            observed.pods.push_back(std::move(pending));
-          }
-          break;
-        case ChildRef::Kind::kService:
-          for (const auto& s : observed.services) seen = seen || s.name == name;
-          if (!seen && !expired(create.at)) observed.services.push_back({name, std::nullopt});
-          break;
-        case ChildRef::Kind::kSecret:
-        case ChildRef::Kind::kConfigMap:
-        case ChildRef::Kind::kNetworkPolicy:
-          seen = true;  // created or AlreadyExists: nothing to wait for
-          break;
-      }
-      e = (seen || expired(create.at)) ? exp.creates.erase(e) : std::next(e);
-    }
-    for (auto d = exp.deletes.begin(); d != exp.deletes.end();) {
-      const auto& [ref, at] = *d;
-      bool pending = false;
-      if (ref.first == ChildRef::Kind::kPod) {
-        for (auto& p : observed.pods) {
-          if (p.name == ref.second && !p.deletion_timestamp) {
-            p.deletion_timestamp = now;  // deleted, the cache just does not know yet
-            pending = true;
-          }
-        }
-      } else if (ref.first == ChildRef::Kind::kService) {
-        for (auto& s : observed.services) {
-          if (s.name == ref.second && !s.deletion_timestamp) {
-            s.deletion_timestamp = now;
-            pending = true;
-          }
-        }
-      }
-      d = (!pending || expired(at)) ? exp.deletes.erase(d) : std::next(d);
-    }
+    expectations_.Adjust(key, observed, now);
     return observed;
   }
 
@@ -354,17 +275,9 @@ class JobController::Impl {
 
     // Use the status this controller wrote last while the cache lags behind it.
     std::string rv = cached_rv;
-    {
-      std::lock_guard lock(mu_);
-      auto it = expectations_.find(key);
-      if (it != expectations_.end() && it->second.status) {
-        if (it->second.status->from_rv == cached_rv) {
-          job.status = it->second.status->status;
-          rv = it->second.status->to_rv;
-        } else {
-          it->second.status.reset();
-        }
-      }
+    if (auto written = expectations_.LastStatus(key, cached_rv)) {
+      job.status = std::move(written->status);
+      rv = std::move(written->resource_version);
     }
     const bool was_created = job.status.IsTrue(api::ConditionType::kCreated);
     const bool was_finished = job.status.Finished();
@@ -378,14 +291,7 @@ class JobController::Impl {
     input.max_pod_creates = kMaxPodCreatesPerPlan;  // a huge job is created in batches
     if (progress_) input.progress = progress_->Latest(key);
     input.network_policy = options_.network_policy;
-    {
-      std::lock_guard lock(mu_);
-      auto it = expectations_.find(key);
-      if (it != expectations_.end()) {
-        input.rejected_child = it->second.rejected;
-        input.auth_secret_replaced = it->second.auth_secret_replaced;
-      }
-    }
+    expectations_.FillPlanInput(key, input);
     Plan plan = PlanJob(job, observed, input);
     UpdateProgressTarget(key, *c, job, plan.status);
 
@@ -393,9 +299,7 @@ class JobController::Impl {
     if (plan.status_changed) {
       KT_RETURN_IF_ERROR(WriteStatus(key, *cached, rv, plan.status));
       if ((input.rejected_child || input.auth_secret_replaced) && plan.status.Finished()) {
-        std::lock_guard lock(mu_);
-        expectations_[key].rejected.reset();  // recorded in the status now
-        expectations_[key].auth_secret_replaced = false;
+        expectations_.FailureRecorded(key);  // recorded in the status now
       }
       if (!was_created && plan.status.IsTrue(api::ConditionType::kCreated)) {
         metrics_->JobCreated();
@@ -419,7 +323,7 @@ class JobController::Impl {
       const ChildKindInfo& kind = Info(create.ref.kind);
       const std::string& child = create.ref.name;
       const json& obj = create.object;
-      ExpectCreate(key, create.ref);
+      expectations_.ExpectCreate(key, create.ref);
       auto created = client_->Create(*kind.resource, ns, obj);
       const Status s = created.status();
       metrics_->CountRequest("create", StatusCodeName(s.code()));
@@ -427,8 +331,7 @@ class JobController::Impl {
         // The Secret was gone although pods built with it live: they hold a key
         // the new Secret does not. Plan again at once; the planner fails the job.
         spdlog::warn("{}: auth Secret {} was missing while the job's pods ran", key, child);
-        std::lock_guard lock(mu_);
-        expectations_[key].auth_secret_replaced = true;
+        expectations_.AuthSecretReplaced(key);
         runtime::ReconcileResult again;
         again.requeue_after = std::chrono::milliseconds(1);
         return again;
@@ -443,7 +346,7 @@ class JobController::Impl {
         break;
       }
       if (s.ok() || s.code() == StatusCode::kAlreadyExists) continue;
-      ForgetCreate(key, child);
+      expectations_.ForgetCreate(key, create.ref);
       if (kind.kind == ChildRef::Kind::kNetworkPolicy &&
           (s.code() == StatusCode::kPermissionDenied || s.code() == StatusCode::kInvalidArgument ||
            s.code() == StatusCode::kNotFound)) {
@@ -462,9 +365,8 @@ class JobController::Impl {
         // The apiserver rejects what the spec asks for: retrying cannot help.
         // Plan again at once with the rejection; the planner fails the job
         // (InvalidSpec) and cleans up like after any other failure.
-        std::lock_guard lock(mu_);
-        expectations_[key].rejected =
-            "the apiserver rejected " + std::string(kind.name) + " " + child + ": " + s.message();
+        expectations_.ChildRejected(key, "the apiserver rejected " + std::string(kind.name) + " " +
+                                             child + ": " + s.message());
         runtime::ReconcileResult again;
         again.requeue_after = std::chrono::milliseconds(1);
         return again;
@@ -482,7 +384,7 @@ class JobController::Impl {
 
     // 3. Deletes (foreground not needed: children have no children of their own).
     for (const ChildRef& ref : plan.deletes) {
-      ExpectDelete(key, ref);
+      expectations_.ExpectDelete(key, ref);
       kube::DeleteOptions opts;
       opts.propagation_policy = "Background";
       const Status s = client_->Delete(*Info(ref.kind).resource, ns, ref.name, opts);
@@ -521,16 +423,12 @@ class JobController::Impl {
       if (written.status().code() == StatusCode::kNotFound) return Status::Ok();
       // A conflict means our view is stale: drop the remembered status and let
       // the rate-limited retry plan again from the cache.
-      std::lock_guard lock(mu_);
-      auto it = expectations_.find(key);
-      if (it != expectations_.end()) it->second.status.reset();
+      expectations_.ForgetStatus(key);
       return written.status().WithContext("update status of " + key);
     }
     const std::string to_rv =
         written->value("metadata", json::object()).value("resourceVersion", std::string());
-    std::lock_guard lock(mu_);
-    expectations_[key].status =
-        Expectations::StatusWrite{cached.meta.resource_version, to_rv, status};
+    expectations_.StatusWritten(key, cached.meta.resource_version, to_rv, status);
     return Status::Ok();
   }
 
@@ -558,17 +456,11 @@ class JobController::Impl {
   Status EnsureConfigMap(const std::string& key, const std::string& ns, const json& obj,
                          bool created) {
     const std::string data = obj["data"].value(std::string(kClusterConfigKey), std::string());
-    {
-      std::lock_guard lock(mu_);
-      auto& known = expectations_[key].config_map_data;
-      if (created) known = data;
-      if (known == data) return Status::Ok();
-    }
+    if (expectations_.ConfigMapHolds(key, data, created)) return Status::Ok();
     auto updated = client_->Update(kube::kConfigMaps, ns, obj);
     metrics_->CountRequest("update", StatusCodeName(updated.status().code()));
     if (!updated.ok()) return updated.status();
-    std::lock_guard lock(mu_);
-    expectations_[key].config_map_data = data;
+    expectations_.ConfigMapWritten(key, data);
     return Status::Ok();
   }
 
@@ -582,40 +474,28 @@ class JobController::Impl {
     return false;
   }
 
-  void ExpectCreate(const std::string& key, const ChildRef& ref) {
-    const Expectations::Create e{ref.kind, ref.role.value_or(api::ReplicaType::kWorker), ref.index,
-                                 Clock::now()};
-    std::lock_guard lock(mu_);
-    expectations_[key].creates[ref.name] = e;
-  }
-
-  void ForgetCreate(const std::string& key, const std::string& name) {
-    std::lock_guard lock(mu_);
-    auto it = expectations_.find(key);
-    if (it != expectations_.end()) it->second.creates.erase(name);
-  }
-
-  void ExpectDelete(const std::string& key, const ChildRef& ref) {
-    std::lock_guard lock(mu_);
-    expectations_[key].deletes[{ref.kind, ref.name}] = Clock::now();
-  }
-
   // Constant after construction.
-  kube::Client* const client_;
+  const std::unique_ptr<JobClient> owned_client_;  // when built from a kube::Client
+  JobClient* const client_;
   runtime::EventRecorder* const recorder_;
   Metrics* const metrics_;
   JobControllerOptions options_;
   std::map<std::string, std::unique_ptr<Caches>> caches_;
 
+  // Thread-safe, each with its own lock.
   runtime::WorkQueue queue_{runtime::WorkQueueOptions{.name = "trainingjobs"}};
-  std::mutex mu_;
-  std::map<std::string, Expectations> expectations_;    // guarded by mu_
+  Expectations expectations_{options_.expectation_timeout};
   std::unique_ptr<progress::ProgressReader> progress_;  // null when not reading progress
 };
 
 JobController::JobController(kube::Client* client, runtime::EventRecorder* recorder,
                              Metrics* metrics, JobControllerOptions options)
-    : impl_(std::make_unique<Impl>(client, recorder, metrics, std::move(options))) {}
+    : impl_(std::make_unique<Impl>(NewKubeJobClient(client), nullptr, recorder, metrics,
+                                   std::move(options))) {}
+
+JobController::JobController(JobClient* client, runtime::EventRecorder* recorder, Metrics* metrics,
+                             JobControllerOptions options)
+    : impl_(std::make_unique<Impl>(nullptr, client, recorder, metrics, std::move(options))) {}
 
 JobController::~JobController() = default;
 

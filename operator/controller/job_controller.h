@@ -4,7 +4,7 @@
 //   informers (TrainingJobs; Pods, Services, Secrets labelled kubetrain.io/job-name,
 //   cached as compact structs) --handlers compute "ns/name"--> WorkQueue
 //   --> Reconcile(key): re-read the job and its children from the caches, adjust
-//       for writes the caches have not shown yet (expectations), PlanJob(), then
+//       for writes the caches have not shown yet (expectations.h), PlanJob(), then
 //       execute: status first, then creates (AlreadyExists = done), then deletes
 //       (NotFound = done), then events, then the job's own deletion after its TTL.
 //
@@ -16,6 +16,8 @@
 //    failed pod is deleted, and until the job cache shows that write, the status
 //    this controller wrote last is used instead of the stale cached one.
 //  - Timers (deadline, TTL) are requeues decided by the planner, never dropped.
+// Every API call goes through a JobClient (job_client.h): a kube::Client in the
+// operator, a fake apiserver in job_controller_test.cc.
 // Contract: Start() lists and watches (returns once caches synced or the
 // timeout passed); Run() blocks running the workers until `stop`; Ready() is
 // thread-safe. The client, recorder and metrics must outlive the controller.
@@ -28,6 +30,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "operator/controller/job_client.h"
 #include "operator/controller/metrics.h"
 #include "operator/kube/client.h"
 #include "operator/progress/reader.h"
@@ -56,6 +59,9 @@ struct JobControllerOptions {
 class JobController {
  public:
   JobController(kube::Client* client, runtime::EventRecorder* recorder, Metrics* metrics,
+                JobControllerOptions options);
+  // Through `client` (a fake in unit tests), which must outlive the controller.
+  JobController(JobClient* client, runtime::EventRecorder* recorder, Metrics* metrics,
                 JobControllerOptions options);
   ~JobController();
   JobController(const JobController&) = delete;

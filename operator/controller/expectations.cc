@@ -1,0 +1,147 @@
+#include "operator/controller/expectations.h"
+
+namespace kubetrain::controller {
+
+void Expectations::Forget(const std::string& key) {
+  std::lock_guard lock(mu_);
+  jobs_.erase(key);
+}
+
+void Expectations::ExpectCreate(const std::string& key, const ChildRef& ref) {
+  const Create e{ref.kind, ref.role.value_or(api::ReplicaType::kWorker), ref.index, clock_()};
+  std::lock_guard lock(mu_);
+  jobs_[key].creates[{ref.kind, ref.name}] = e;
+}
+
+void Expectations::ForgetCreate(const std::string& key, const ChildRef& ref) {
+  std::lock_guard lock(mu_);
+  auto it = jobs_.find(key);
+  if (it != jobs_.end()) it->second.creates.erase({ref.kind, ref.name});
+}
+
+void Expectations::ExpectDelete(const std::string& key, const ChildRef& ref) {
+  const Clock::time_point at = clock_();
+  std::lock_guard lock(mu_);
+  jobs_[key].deletes[{ref.kind, ref.name}] = at;
+}
+
+void Expectations::Adjust(const std::string& key, ObservedChildren& observed, api::Time now) {
+  const Clock::time_point wall = clock_();
+  std::lock_guard lock(mu_);
+  auto it = jobs_.find(key);
+  if (it == jobs_.end()) return;
+  Job& job = it->second;
+  const auto expired = [&](Clock::time_point at) { return wall - at > timeout_; };
+  for (auto e = job.creates.begin(); e != job.creates.end();) {
+    const std::string& name = e->first.second;
+    const Create& create = e->second;
+    bool seen = false;
+    switch (create.kind) {
+      case ChildRef::Kind::kPod:
+        for (const auto& p : observed.pods) seen = seen || p.name == name;
+        if (!seen && !expired(create.at)) {
+          ObservedPod pending;
+          pending.name = name;
+          pending.role = create.role;
+          pending.index = create.index;
+          pending.phase = PodPhase::kPending;
+          pending.creation_timestamp = now;
+          observed.pods.push_back(std::move(pending));
+        }
+        break;
+      case ChildRef::Kind::kService:
+        for (const auto& s : observed.services) seen = seen || s.name == name;
+        if (!seen && !expired(create.at)) observed.services.push_back({name, std::nullopt});
+        break;
+      case ChildRef::Kind::kSecret:
+      case ChildRef::Kind::kConfigMap:
+      case ChildRef::Kind::kNetworkPolicy:
+        seen = true;  // created or AlreadyExists: nothing to wait for
+        break;
+    }
+    e = (seen || expired(create.at)) ? job.creates.erase(e) : std::next(e);
+  }
+  for (auto d = job.deletes.begin(); d != job.deletes.end();) {
+    const auto& [ref, at] = *d;
+    bool pending = false;
+    if (ref.first == ChildRef::Kind::kPod) {
+      for (auto& p : observed.pods) {
+        if (p.name == ref.second && !p.deletion_timestamp) {
+          p.deletion_timestamp = now;  // deleted, the cache just does not know yet
+          pending = true;
+        }
+      }
+    } else if (ref.first == ChildRef::Kind::kService) {
+      for (auto& s : observed.services) {
+        if (s.name == ref.second && !s.deletion_timestamp) {
+          s.deletion_timestamp = now;
+          pending = true;
+        }
+      }
+    }
+    d = (!pending || expired(at)) ? job.deletes.erase(d) : std::next(d);
+  }
+}
+
+void Expectations::StatusWritten(const std::string& key, std::string from_rv, std::string to_rv,
+                                 api::TrainingJobStatus status) {
+  std::lock_guard lock(mu_);
+  jobs_[key].status = StatusWrite{std::move(from_rv), std::move(to_rv), std::move(status)};
+}
+
+void Expectations::ForgetStatus(const std::string& key) {
+  std::lock_guard lock(mu_);
+  auto it = jobs_.find(key);
+  if (it != jobs_.end()) it->second.status.reset();
+}
+
+std::optional<Expectations::WrittenStatus> Expectations::LastStatus(const std::string& key,
+                                                                    const std::string& cached_rv) {
+  std::lock_guard lock(mu_);
+  auto it = jobs_.find(key);
+  if (it == jobs_.end() || !it->second.status) return std::nullopt;
+  if (it->second.status->from_rv != cached_rv) {
+    it->second.status.reset();
+    return std::nullopt;
+  }
+  return WrittenStatus{it->second.status->status, it->second.status->to_rv};
+}
+
+void Expectations::ChildRejected(const std::string& key, std::string message) {
+  std::lock_guard lock(mu_);
+  jobs_[key].rejected = std::move(message);
+}
+
+void Expectations::AuthSecretReplaced(const std::string& key) {
+  std::lock_guard lock(mu_);
+  jobs_[key].auth_secret_replaced = true;
+}
+
+void Expectations::FillPlanInput(const std::string& key, PlanInput& input) {
+  std::lock_guard lock(mu_);
+  auto it = jobs_.find(key);
+  if (it == jobs_.end()) return;
+  input.rejected_child = it->second.rejected;
+  input.auth_secret_replaced = it->second.auth_secret_replaced;
+}
+
+void Expectations::FailureRecorded(const std::string& key) {
+  std::lock_guard lock(mu_);
+  Job& job = jobs_[key];
+  job.rejected.reset();
+  job.auth_secret_replaced = false;
+}
+
+bool Expectations::ConfigMapHolds(const std::string& key, const std::string& data, bool created) {
+  std::lock_guard lock(mu_);
+  std::string& known = jobs_[key].config_map_data;
+  if (created) known = data;
+  return known == data;
+}
+
+void Expectations::ConfigMapWritten(const std::string& key, std::string data) {
+  std::lock_guard lock(mu_);
+  jobs_[key].config_map_data = std::move(data);
+}
+
+}  // namespace kubetrain::controller

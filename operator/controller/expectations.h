@@ -1,0 +1,116 @@
+// Expectations: what JobController wrote that its caches have not shown yet,
+// per job key ("ns/name"), so that a lagging cache never makes it plan twice.
+//
+// Flow: the executor records each create, delete and status write as it
+// issues it; the next reconcile of that job reads the caches, then Adjust()
+// corrects what it observed (a created pod not yet seen is Pending, a deleted
+// one is being deleted) and LastStatus() replaces a status older than the one
+// written. Guarantees: no duplicate pod for a replica while a create is
+// unseen; a counted failure is never counted again from a stale status.
+// Assumptions: an entry not seen within `timeout` was lost (the write failed
+// after all, or the object went away) and is dropped, so the job is planned
+// from the caches again.
+//
+// Also kept per job: an apiserver rejection of a child (422) and an auth
+// Secret replaced under live pods, until the planner has recorded them in the
+// status, and the ConfigMap content this process knows is written.
+//
+// Thread-safe: every method takes the object's own lock.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "operator/api/types.h"
+#include "operator/planner/planner.h"
+
+namespace kubetrain::controller {
+
+class Expectations {
+ public:
+  using Clock = std::chrono::system_clock;
+
+  // `clock` is read for when an entry was recorded and whether it expired.
+  explicit Expectations(std::chrono::seconds timeout,
+                        std::function<Clock::time_point()> clock = &Clock::now)
+      : timeout_(timeout), clock_(std::move(clock)) {}
+
+  // Forgets everything about a job (it was deleted).
+  void Forget(const std::string& key);
+
+  void ExpectCreate(const std::string& key, const ChildRef& ref);
+  // The create failed: nothing to wait for.
+  void ForgetCreate(const std::string& key, const ChildRef& ref);
+  void ExpectDelete(const std::string& key, const ChildRef& ref);
+  // Corrects `observed` (from the caches) for the creates and deletes not yet
+  // seen: a pod or service created is added (a pod as Pending, created `now`),
+  // one deleted gets deletionTimestamp `now`. Drops the entries the caches
+  // show and the expired ones.
+  void Adjust(const std::string& key, ObservedChildren& observed, api::Time now);
+
+  // A status written: resourceVersion `from_rv` (what the cache showed) became `to_rv`.
+  void StatusWritten(const std::string& key, std::string from_rv, std::string to_rv,
+                     api::TrainingJobStatus status);
+  // A status write failed (conflict): plan from the cache again.
+  void ForgetStatus(const std::string& key);
+  struct WrittenStatus {
+    api::TrainingJobStatus status;
+    std::string resource_version;
+  };
+  // The status this controller wrote last, while the cache still shows
+  // `cached_rv` (the version it was written over); once the cache has moved
+  // on, nothing (and the entry is dropped).
+  std::optional<WrittenStatus> LastStatus(const std::string& key, const std::string& cached_rv);
+
+  // The apiserver rejected a child as invalid, with this message.
+  void ChildRejected(const std::string& key, std::string message);
+  // The auth Secret had to be created while pods built with an earlier one lived.
+  void AuthSecretReplaced(const std::string& key);
+  // Sets input.rejected_child and input.auth_secret_replaced from the above.
+  void FillPlanInput(const std::string& key, PlanInput& input);
+  // The status recording them is written: forget both.
+  void FailureRecorded(const std::string& key);
+
+  // Whether this process knows the job's ConfigMap holds `data`; `created`:
+  // it just created it with `data`.
+  bool ConfigMapHolds(const std::string& key, const std::string& data, bool created);
+  void ConfigMapWritten(const std::string& key, std::string data);
+
+ private:
+  struct Create {
+    ChildRef::Kind kind;
+    api::ReplicaType role = api::ReplicaType::kWorker;
+    int32_t index = 0;
+    Clock::time_point at;
+  };
+  struct StatusWrite {
+    std::string from_rv;
+    std::string to_rv;
+    api::TrainingJobStatus status;
+  };
+  struct Job {
+    // By kind and name: a replica's Pod and Service share a name.
+    std::map<std::pair<ChildRef::Kind, std::string>, Create> creates;
+    std::map<std::pair<ChildRef::Kind, std::string>, Clock::time_point> deletes;
+    std::optional<StatusWrite> status;
+    std::optional<std::string> rejected;
+    bool auth_secret_replaced = false;
+    // The cluster JSON the job's ConfigMap is known to hold (written or
+    // created by this process); empty: unknown, replace it when it exists.
+    std::string config_map_data;
+  };
+
+  // Constant after construction.
+  const std::chrono::seconds timeout_;
+  const std::function<Clock::time_point()> clock_;
+
+  std::mutex mu_;
+  std::map<std::string, Job> jobs_;  // guarded by mu_
+};
+
+}  // namespace kubetrain::controller

@@ -1,0 +1,42 @@
+#include "operator/controller/job_client.h"
+
+namespace kubetrain::controller {
+namespace {
+
+class KubeJobClient final : public JobClient {
+ public:
+  explicit KubeJobClient(kube::Client* client) : client_(client) {}
+
+  StatusOr<nlohmann::json> Create(const kube::ResourceRef& r, const std::string& ns,
+                                  const nlohmann::json& object) override {
+    return client_->Create(r, ns, object);
+  }
+  StatusOr<nlohmann::json> Update(const kube::ResourceRef& r, const std::string& ns,
+                                  const nlohmann::json& object) override {
+    return client_->Update(r, ns, object);
+  }
+  StatusOr<nlohmann::json> UpdateStatus(const kube::ResourceRef& r, const std::string& ns,
+                                        const nlohmann::json& object) override {
+    return client_->UpdateStatus(r, ns, object);
+  }
+  Status Delete(const kube::ResourceRef& r, const std::string& ns, const std::string& name,
+                const kube::DeleteOptions& options) override {
+    return client_->Delete(r, ns, name, options);
+  }
+  std::unique_ptr<runtime::ListerWatcher> ListWatch(const kube::ResourceRef& r,
+                                                    const std::string& ns,
+                                                    const std::string& selector) override {
+    return runtime::NewKubeListerWatcher(client_, r, ns, selector);
+  }
+
+ private:
+  kube::Client* const client_;
+};
+
+}  // namespace
+
+std::unique_ptr<JobClient> NewKubeJobClient(kube::Client* client) {
+  return std::make_unique<KubeJobClient>(client);
+}
+
+}  // namespace kubetrain::controller

@@ -1,0 +1,48 @@
+// JobClient: the API calls the JobController makes, behind a narrow interface
+// so that its reconcile logic gets a unit test with a fake apiserver
+// (job_controller_test.cc) beside the control-plane tests. KubeJobClient
+// forwards every call to a kube::Client.
+//
+// Contract: errors as kube::Client maps them (AlreadyExists, NotFound,
+// Conflict, InvalidArgument for a 422, ...). Implementations are thread-safe:
+// the controller's workers and informers call them concurrently.
+#pragma once
+
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "common/status.h"
+#include "operator/kube/client.h"
+#include "operator/runtime/reflector.h"
+
+namespace kubetrain::controller {
+
+class JobClient {
+ public:
+  virtual ~JobClient() = default;
+
+  [[nodiscard]] virtual StatusOr<nlohmann::json> Create(const kube::ResourceRef& r,
+                                                        const std::string& ns,
+                                                        const nlohmann::json& object) = 0;
+  // A full replace (the job's ConfigMap).
+  [[nodiscard]] virtual StatusOr<nlohmann::json> Update(const kube::ResourceRef& r,
+                                                        const std::string& ns,
+                                                        const nlohmann::json& object) = 0;
+  // The status subresource, conditional on object.metadata.resourceVersion.
+  [[nodiscard]] virtual StatusOr<nlohmann::json> UpdateStatus(const kube::ResourceRef& r,
+                                                              const std::string& ns,
+                                                              const nlohmann::json& object) = 0;
+  [[nodiscard]] virtual Status Delete(const kube::ResourceRef& r, const std::string& ns,
+                                      const std::string& name,
+                                      const kube::DeleteOptions& options) = 0;
+  // Lists and watches `r` in `ns` ("" = all namespaces) with a label selector.
+  virtual std::unique_ptr<runtime::ListerWatcher> ListWatch(const kube::ResourceRef& r,
+                                                            const std::string& ns,
+                                                            const std::string& selector) = 0;
+};
+
+// Forwards to `client`, which must outlive it.
+std::unique_ptr<JobClient> NewKubeJobClient(kube::Client* client);
+
+}  // namespace kubetrain::controller
