@@ -27,7 +27,10 @@ check "status.metrics has an AUC above 0.6 (got '${auc}')" \
   "$(python3 -c "import sys; print(float(sys.argv[1]) > 0.6)" "${auc:-0}" 2>/dev/null)" True
 column="$(k get tj wide-deep --no-headers -o custom-columns=X:.metadata.name | sed -n 1p)"
 check "kubectl get tj lists the job" "${column}" wide-deep
-check "kubectl get tj shows the AUC" "$(k get tj wide-deep | awk 'NR==1{for(i=1;i<=NF;i++) if($i=="AUC") c=i} NR==2{print $c}')" "${auc}"
+# The cell under the AUC header (columns such as ETA are empty once a job has finished,
+# so count characters, not whitespace-separated fields).
+auc_cell() { k get tj wide-deep | awk 'NR==1{c=index($0," AUC ")+1} NR==2{print substr($0,c)}' | awk '{print $1}'; }
+check "kubectl get tj shows the AUC" "$(auc_cell)" "${auc}"
 check "worker-0's termination message is the trainer's metrics" \
   "$(k get pod wide-deep-worker-0 -o jsonpath='{.status.containerStatuses[0].state.terminated.message}' | grep -c '"auc"')" 1
 if ((failures)); then
