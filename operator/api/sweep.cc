@@ -6,7 +6,7 @@
 #include <set>
 
 #include "operator/api/json.h"
-
+#include "operator/api/json_read.h"
 namespace kubetrain::api {
 
 using nlohmann::json;
@@ -93,85 +93,7 @@ namespace {
 
 // --- reading (strict in spec) ---
 
-std::string Join(const std::string& path, std::string_view key) {
-  return path + "." + std::string(key);
-}
-Status Error(const std::string& path, std::string_view message) {
-  return InvalidArgument(path + ": " + std::string(message));
-}
-const json* Field(const json& obj, std::string_view key) {
-  auto it = obj.find(key);
-  if (it == obj.end() || it->is_null()) return nullptr;
-  return &*it;
-}
-Status ExpectObject(const json& j, const std::string& path) {
-  return j.is_object() ? Status::Ok() : Error(path, "must be an object");
-}
-Status RejectUnknown(const json& obj, const std::string& path,
-                     std::initializer_list<std::string_view> known) {
-  for (const auto& [key, value] : obj.items()) {
-    bool found = false;
-    for (std::string_view k : known) found = found || k == key;
-    if (!found) return Error(Join(path, key), "unknown field");
-  }
-  return Status::Ok();
-}
-Status ReadString(const json& obj, const std::string& path, std::string_view key,
-                  std::string& out) {
-  const json* v = Field(obj, key);
-  if (v == nullptr) return Status::Ok();
-  if (!v->is_string()) return Error(Join(path, key), "must be a string");
-  out = v->get<std::string>();
-  return Status::Ok();
-}
-Status ReadNumber(const json& obj, const std::string& path, std::string_view key,
-                  std::optional<double>& out) {
-  const json* v = Field(obj, key);
-  if (v == nullptr) return Status::Ok();
-  if (!v->is_number()) return Error(Join(path, key), "must be a number");
-  out = v->get<double>();
-  return Status::Ok();
-}
-template <typename Int>
-Status ReadInt(const json& obj, const std::string& path, std::string_view key, Int& out) {
-  const json* v = Field(obj, key);
-  if (v == nullptr) return Status::Ok();
-  if (!v->is_number_integer()) return Error(Join(path, key), "must be an integer");
-  if (v->is_number_unsigned() &&
-      v->get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<Int>::max())) {
-    return Error(Join(path, key), "is out of range");
-  }
-  const int64_t i = v->get<int64_t>();
-  if (!v->is_number_unsigned() &&
-      (i < std::numeric_limits<Int>::min() || i > std::numeric_limits<Int>::max())) {
-    return Error(Join(path, key), "is out of range");
-  }
-  out = static_cast<Int>(i);
-  return Status::Ok();
-}
-Status ReadBool(const json& obj, const std::string& path, std::string_view key, bool& out) {
-  const json* v = Field(obj, key);
-  if (v == nullptr) return Status::Ok();
-  if (!v->is_boolean()) return Error(Join(path, key), "must be a boolean");
-  out = v->get<bool>();
-  return Status::Ok();
-}
-template <typename E>
-Status ReadEnum(const json& obj, const std::string& path, std::string_view key,
-                std::initializer_list<E> values, E& out) {
-  std::string text;
-  if (Field(obj, key) == nullptr) return Status::Ok();
-  KT_RETURN_IF_ERROR(ReadString(obj, path, key, text));
-  std::string allowed;
-  for (E e : values) {
-    if (Name(e) == text) {
-      out = e;
-      return Status::Ok();
-    }
-    allowed += (allowed.empty() ? "" : ", ") + std::string(Name(e));
-  }
-  return Error(Join(path, key), "unsupported value \"" + text + "\" (want one of " + allowed + ")");
-}
+using namespace json_read;  // NOLINT: the shared field readers
 
 Status ParseParameter(const json& j, const std::string& path, Parameter& p) {
   KT_RETURN_IF_ERROR(ExpectObject(j, path));
