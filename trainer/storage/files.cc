@@ -1,10 +1,10 @@
 #include "trainer/storage/files.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -132,13 +132,18 @@ StatusOr<std::vector<std::string>> ListObjects(const std::string& dir) {
   return names;
 }
 
+StatusOr<int> CreateTempBeside(const std::string& path, std::string* tmp) {
+  std::string name = path + ".tmp.XXXXXX";
+  const int fd = ::mkostemp(name.data(), O_CLOEXEC);
+  if (fd < 0) return Internal("cannot create " + name + ": " + std::strerror(errno));
+  ::fchmod(fd, 0644);  // mkostemp makes 0600; readers in other containers may run as others
+  *tmp = std::move(name);
+  return fd;
+}
+
 Status WriteFileAtomic(const std::string& path, std::string_view data, WriteMode mode) {
-  // Unique per process and call: concurrent writers never share a temp file.
-  static std::atomic<uint64_t> counter{0};
-  const std::string tmp =
-      path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return Internal("cannot create " + tmp + ": " + std::strerror(errno));
+  std::string tmp;
+  KT_ASSIGN_OR_RETURN(const int fd, CreateTempBeside(path, &tmp));
   size_t done = 0;
   while (done < data.size()) {
     const ssize_t w = ::write(fd, data.data() + done, data.size() - done);

@@ -48,6 +48,12 @@ StatusOr<bool> ObjectExists(const std::string& path);
 // A directory or prefix that does not exist has none.
 StatusOr<std::vector<std::string>> ListObjects(const std::string& dir);
 
+// A new, empty file beside `path` ("<path>.tmp.XXXXXX", O_EXCL, mode 0644), opened for
+// writing: unique across processes and containers sharing a volume (where every writer may be
+// PID 1), and never a file or link that was already there. Returns the descriptor and sets
+// *tmp to the name. Errors: Internal with the name and errno.
+StatusOr<int> CreateTempBeside(const std::string& path, std::string* tmp);
+
 // Writes a local file atomically (see above); kCreateOnly uses link(2), so exactly one of
 // several concurrent creators wins.
 Status WriteFileAtomic(const std::string& path, std::string_view data,

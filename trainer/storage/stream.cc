@@ -1,5 +1,7 @@
 #include "trainer/storage/stream.h"
 
+#include <unistd.h>
+
 #include <condition_variable>
 #include <deque>
 #include <filesystem>
@@ -31,9 +33,16 @@ class ObjectInputStream::Buffer : public std::streambuf {
     if (!cache_path_.empty()) {
       std::error_code ec;
       fs::create_directories(fs::path(cache_path_).parent_path(), ec);
-      cache_tmp_ = cache_path_ + ".part." + std::to_string(::getpid());
-      cache_.open(cache_tmp_, std::ios::binary | std::ios::trunc);
-      if (!cache_) cache_path_.clear();  // no cache, still read
+      // A name of our own: readers in other containers sharing the cache may all be PID 1.
+      StatusOr<int> fd = CreateTempBeside(cache_path_, &cache_tmp_);
+      if (fd.ok()) {
+        ::close(*fd);
+        cache_.open(cache_tmp_, std::ios::binary | std::ios::trunc);
+      }
+      if (!cache_.is_open()) {  // no cache, still read
+        if (!cache_tmp_.empty()) fs::remove(cache_tmp_, ec);
+        cache_path_.clear();
+      }
     }
     thread_ = std::thread([this] { Fetch(); });
   }
