@@ -2,7 +2,8 @@
 //
 //   kubetrain run -f job.yaml        every replica as a local process (operator/local)
 //   kubetrain run -f sweep.yaml      a TrainingSweep's trials as local runs (operator/sweep)
-//   kubetrain render -f job.yaml     the Pods, Services and Secret the operator would create
+//   kubetrain render -f job.yaml     the Pods, Services, Secret and NetworkPolicy the operator
+//                                    would create
 //   kubetrain validate -f job.yaml   the CRD's rules, with field paths and file lines
 //
 // Exit codes: 0 success (job Succeeded, file valid); 1 job Failed or file
@@ -397,7 +398,7 @@ int Validate(const std::string& file) {
   return errors.empty() ? 0 : kExitFailed;
 }
 
-int Render(const std::string& file, const std::string& ns, bool show_secrets) {
+int Render(const std::string& file, const std::string& ns, bool show_secrets, bool network_policy) {
   std::vector<std::string> errors;
   auto jobs = LoadJobs(file, errors, ns);
   if (!jobs.ok()) {
@@ -415,6 +416,7 @@ int Render(const std::string& file, const std::string& ns, bool show_secrets) {
     controller::PlanInput input;
     input.now = std::chrono::floor<std::chrono::seconds>(std::chrono::system_clock::now());
     randombytes_buf(input.auth_key.data(), input.auth_key.size());
+    input.network_policy = network_policy;
     auto plan = controller::PlanJob(doc.job, {}, input);
     for (const controller::ChildCreate& child : plan.creates) {
       if (!first) std::cout << "---\n";
@@ -470,10 +472,17 @@ int main(int argc, char** argv) {
   std::string file, ns;
   bool show_secrets = false;
   auto* render_cmd = app.add_subcommand(
-      "render", "Print the Pods, Services and Secret the operator would create, as YAML");
+      "render",
+      "Print the Pods, Services, Secret and NetworkPolicy the operator would create, as YAML");
   render_cmd->add_option("-f,--filename", file, "job file (YAML; - for stdin)")->required();
   render_cmd->add_option("-n,--namespace", ns, "namespace (default: the job's, else none)");
   render_cmd->add_flag("--show-secrets", show_secrets, "print the Secret's key instead of \"\"");
+  bool network_policy = true;
+  render_cmd
+      ->add_option("--network-policy", network_policy,
+                   "include the job's NetworkPolicy, as the operator does unless started "
+                   "with --network-policy=false")
+      ->capture_default_str();
 
   auto* validate_cmd = app.add_subcommand(
       "validate", "Check job files against the CRD's rules (field path and line per error)");
@@ -486,7 +495,7 @@ int main(int argc, char** argv) {
     return code == 0 ? 0 : kExitUsage;
   }
   if (*run_cmd) return Run(run);
-  if (*render_cmd) return Render(file, ns, show_secrets);
+  if (*render_cmd) return Render(file, ns, show_secrets, network_policy);
   if (*validate_cmd) return Validate(file);
   std::cout << app.help();
   return 0;

@@ -304,12 +304,18 @@ render)
   [[ $(grep -c '^kind: Service$' "$KT_TEST_DIR/out") -eq 4 ]] || fail "want 4 Services"
   [[ $(grep -c '^kind: Secret$' "$KT_TEST_DIR/out") -eq 1 ]] || fail "want 1 Secret"
   [[ $(grep -c '^kind: ConfigMap$' "$KT_TEST_DIR/out") -eq 1 ]] || fail "want 1 ConfigMap (the cluster JSON)"
+  [[ $(grep -c '^kind: NetworkPolicy$' "$KT_TEST_DIR/out") -eq 1 ]] || fail "want 1 NetworkPolicy"
+  expect_out '^  name: wide-deep-training$'
   expect_out '^  namespace: team-a$'
   expect_out 'wide-deep-worker-1.team-a.svc.cluster.local:2222'
   expect_out '^  key: ""$'
   "$KUBETRAIN" render -f "$here/../../examples/wide-deep-ps.yaml" --show-secrets \
     >"$KT_TEST_DIR/out" 2>"$KT_TEST_DIR/err" || fail "render --show-secrets failed"
   grep -Eq '^  key: "?[A-Za-z0-9+/=]{88}"?$' "$KT_TEST_DIR/out" || fail "no key with --show-secrets"
+  # As the operator started with --network-policy=false.
+  "$KUBETRAIN" render -f "$here/../../examples/wide-deep-ps.yaml" --network-policy=false \
+    >"$KT_TEST_DIR/out" 2>"$KT_TEST_DIR/err" || fail "render --network-policy=false failed"
+  ! grep -q '^kind: NetworkPolicy$' "$KT_TEST_DIR/out" || fail "a NetworkPolicy with --network-policy=false"
   ;;
 render_dry_run)
   : "${KUBECONFIG:?needs the test cluster}"
