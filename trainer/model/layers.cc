@@ -182,13 +182,13 @@ void Mlp::Init(uint64_t seed, float* params) const {
   }
 }
 
-double Mlp::FlopsPerStep() const {
+double Mlp::FlopsPerStep(bool input_grad) const {
   // forward, backward-data and backward-weights: 3 GEMMs of 2*B*in*out flops each
-  // (the first layer skips backward-data).
+  // (the first layer skips backward-data unless the input's gradient is wanted).
   double flops = 0;
   for (size_t i = 0; i < layers_.size(); ++i) {
     const double gemm = 2.0 * batch_ * layers_[i]->in() * layers_[i]->out();
-    flops += (i == 0 ? 2 : 3) * gemm;
+    flops += (i == 0 && !input_grad ? 2 : 3) * gemm;
   }
   return flops;
 }

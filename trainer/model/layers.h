@@ -80,8 +80,9 @@ class Mlp {
   void Backward(const float* diff_out, float* diff_src);
   // Deterministic He-uniform weights, zero biases, from `seed` alone.
   void Init(uint64_t seed, float* params) const;
-  // Multiply-adds of one forward + backward pass, for GFLOPS figures.
-  double FlopsPerStep() const;
+  // Flops of one forward + backward pass, for GFLOPS figures; `input_grad`: Backward is
+  // given a diff_src (the first layer's backward-data pass runs too).
+  double FlopsPerStep(bool input_grad) const;
   const std::vector<std::unique_ptr<DenseLayer>>& layers() const { return layers_; }
 
  private:

@@ -49,7 +49,8 @@ class WideDeep : public Model {
   size_t NumDenseParams() const override { return params_.size(); }
   int SparseRowDim() const override { return c_.embedding_dim + 1; }
   void InitDense(uint64_t seed, float* out) const override { mlp_->Init(seed, out); }
-  double MlpFlopsPerStep() const override { return mlp_->FlopsPerStep(); }
+  // The embeddings' gradients need the first layer's backward-data pass.
+  double MlpFlopsPerStep() const override { return mlp_->FlopsPerStep(/*input_grad=*/true); }
 
   StatusOr<float> TrainStep(const Batch& b, const SparseLookup& lookup, const float* rows,
                             float* row_grads) override {
@@ -144,7 +145,7 @@ class MlpClassifier : public Model {
   size_t NumDenseParams() const override { return params_.size(); }
   int SparseRowDim() const override { return 0; }
   void InitDense(uint64_t seed, float* out) const override { mlp_->Init(seed, out); }
-  double MlpFlopsPerStep() const override { return mlp_->FlopsPerStep(); }
+  double MlpFlopsPerStep() const override { return mlp_->FlopsPerStep(/*input_grad=*/false); }
 
   StatusOr<float> TrainStep(const Batch& b, const SparseLookup&, const float*, float*) override {
     KT_RETURN_IF_ERROR(CheckBatch(b));

@@ -48,7 +48,9 @@ StatusOr<TrainResult> Train(Model& model, StripeReader& reader, ParamClient& par
   auto rate_start = start;
   int64_t rate_samples = 0, rate_steps = 0;
   Status status;
+  TrainResult::Phases& phases = result.phases;
   for (int64_t step = start_step + 1; step <= o.steps; ++step) {
+    auto t0 = Clock::now();
     auto n = reader.Next(model.batch_size(), &batch);
     if (!n.ok()) {
       status = n.status();
@@ -57,9 +59,15 @@ StatusOr<TrainResult> Train(Model& model, StripeReader& reader, ParamClient& par
     lookup.Assign(batch);
     rows.resize(lookup.ids.size() * model.SparseRowDim());
     row_grads.resize(rows.size());
+    auto t1 = Clock::now();
+    phases.read += Seconds(t1 - t0);
     status = params.Pull(lookup.ids, rows.data(), model.dense_params().data());
     if (!status.ok()) break;
+    t0 = Clock::now();
+    phases.pull += Seconds(t0 - t1);
     auto loss = model.TrainStep(batch, lookup, rows.data(), row_grads.data());
+    t1 = Clock::now();
+    phases.compute += Seconds(t1 - t0);
     if (!loss.ok()) {
       status = loss.status();
       break;
@@ -71,6 +79,7 @@ StatusOr<TrainResult> Train(Model& model, StripeReader& reader, ParamClient& par
     }
     status = params.Push(step, lookup.ids, row_grads.data(), model.dense_grads().data());
     if (!status.ok()) break;
+    phases.push += Seconds(Clock::now() - t1);
 
     result.losses.push_back(*loss);
     result.last_step = step;

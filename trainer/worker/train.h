@@ -27,6 +27,11 @@ struct TrainResult {
   double last_loss = 0;      // mean over the last min(100, steps) steps
   double samples_per_s = 0;  // over the whole run
   std::vector<float> losses;
+  // Where the run's wall-clock time went (seconds): reading and parsing batches, pulling
+  // parameters, the model's forward and backward pass, pushing gradients.
+  struct Phases {
+    double read = 0, pull = 0, compute = 0, push = 0;
+  } phases;
 };
 
 // Runs steps start_step+1 .. options.steps: read a batch, pull, forward/backward, push.

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 
 #include "trainer/data/generator.h"
@@ -52,6 +53,26 @@ class TrainTest : public ::testing::Test {
   WideDeepConfig config_;
   OptimizerConfig optimizer_;
 };
+
+TEST_F(TrainTest, PhasesAccountForTheRunsTime) {
+  auto model = CreateWideDeep(config_);
+  ASSERT_TRUE(model.ok());
+  LocalParams params(**model, 1, optimizer_);
+  StripeReader train(Reader("train.tsv", true));
+  TrainOptions o;
+  o.steps = 20;
+  o.log_every = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = Train(**model, train, params, o, 0);
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const TrainResult::Phases& p = r->phases;
+  EXPECT_GT(p.read, 0);
+  EXPECT_GT(p.pull, 0);
+  EXPECT_GT(p.compute, 0);
+  EXPECT_GT(p.push, 0);
+  EXPECT_LE(p.read + p.pull + p.compute + p.push, wall);
+}
 
 TEST_F(TrainTest, WideDeepLearnsGroundTruth) {
   auto model = CreateWideDeep(config_);
