@@ -1,6 +1,8 @@
 #include "operator/kube/config.h"
 
 #include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
 #include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -267,7 +269,8 @@ void AbsolutizePaths(YAML::Node root, const std::string& dir) {
 
 }  // namespace
 
-StatusOr<ExecCredential> RunExecPlugin(const ExecPlugin& plugin, const Config& cfg) {
+StatusOr<ExecCredential> RunExecPlugin(const ExecPlugin& plugin, const Config& cfg,
+                                       std::chrono::milliseconds timeout) {
   const std::string what = "exec plugin \"" + plugin.command + "\"";
   const std::string hint = plugin.install_hint.empty() ? "" : " (" + plugin.install_hint + ")";
   nlohmann::json info = {{"apiVersion", plugin.api_version},
@@ -316,26 +319,57 @@ StatusOr<ExecCredential> RunExecPlugin(const ExecPlugin& plugin, const Config& c
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_adddup2(&fa, out[1], 1);
   posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);  // never interactive
+  // Its own process group, so a timeout stops whatever it started too.
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attr, 0);
   pid_t pid = -1;
-  int rc = posix_spawnp(&pid, plugin.command.c_str(), &fa, nullptr, argv.data(), envp.data());
+  int rc = posix_spawnp(&pid, plugin.command.c_str(), &fa, &attr, argv.data(), envp.data());
+  posix_spawnattr_destroy(&attr);
   posix_spawn_file_actions_destroy(&fa);
   ::close(out[1]);
   if (rc != 0) {
     ::close(out[0]);
     return FailedPrecondition(what + ": cannot run it: " + std::strerror(rc) + hint);
   }
+  constexpr size_t kMaxOutput = 1 << 20;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
   std::string text;
   char buf[4096];
+  bool timed_out = false;
   for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      timed_out = true;
+      break;
+    }
+    pollfd p{out[0], POLLIN, 0};
+    const int r = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left.count(), 1000)));
+    if (r < 0 && errno == EINTR) continue;
+    if (r == 0) continue;
     ssize_t n = ::read(out[0], buf, sizeof(buf));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
     text.append(buf, static_cast<size_t>(n));
+    if (text.size() > kMaxOutput) break;
   }
   ::close(out[0]);
+  const bool too_long = text.size() > kMaxOutput;
+  if (timed_out || too_long) ::kill(-pid, SIGKILL);  // the group we made for it
   int wstatus = 0;
   while (::waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
   }
+  if (timed_out) {
+    const std::string limit = timeout >= std::chrono::seconds(1)
+                                  ? std::to_string(timeout.count() / 1000) + " s"
+                                  : std::to_string(timeout.count()) + " ms";
+    return Status(StatusCode::kDeadlineExceeded,
+                  what + " did not finish within " + limit +
+                      " (it must not wait for input: stdin is /dev/null); killed it" + hint);
+  }
+  if (too_long) return InvalidArgument(what + ": more than 1 MiB of output");
   if (!WIFEXITED(wstatus) || WEXITSTATUS(wstatus) != 0)
     return FailedPrecondition(
         what + " failed (exit status " +

@@ -97,8 +97,14 @@ struct Config {
     const std::string& sa_dir = "/var/run/secrets/kubernetes.io/serviceaccount");
 
 // Runs `plugin` for the cluster in `cfg` (server and CA, when the plugin asks
-// for cluster info). Errors name the command and quote its install hint.
-[[nodiscard]] StatusOr<ExecCredential> RunExecPlugin(const ExecPlugin& plugin, const Config& cfg);
+// for cluster info). Errors name the command and quote its install hint. A plugin
+// that has not finished within `timeout` (one waiting for a login that never comes)
+// is killed with its process group: DeadlineExceeded, so the client's requests are
+// never held up for ever. Output beyond 1 MiB is an error (InvalidArgument).
+inline constexpr std::chrono::seconds kExecPluginTimeout{30};
+[[nodiscard]] StatusOr<ExecCredential> RunExecPlugin(
+    const ExecPlugin& plugin, const Config& cfg,
+    std::chrono::milliseconds timeout = kExecPluginTimeout);
 
 // Loads a ':'-separated list of kubeconfig files merged as kubectl merges
 // $KUBECONFIG: files that do not exist are skipped; the first file to set

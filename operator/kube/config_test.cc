@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 namespace kubetrain::kube {
 namespace {
@@ -264,6 +265,51 @@ users: [{name: u, user: {auth-provider: {name: gcp}}}]
 )"));
   ASSERT_FALSE(provider.ok());
   EXPECT_NE(provider.status().message().find("auth-provider"), std::string::npos);
+}
+
+// A plugin that waits for a login that never comes (or hangs) held the client's token
+// lock, and with it every request, for ever: it is killed, with what it started, at a
+// deadline.
+bool Gone(const std::string& pid) {
+  std::ifstream stat("/proc/" + pid + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return true;
+  const size_t paren = line.rfind(')');
+  return paren != std::string::npos && line.size() > paren + 2 && line[paren + 2] == 'Z';
+}
+
+TEST_F(ConfigTest, HungExecPluginIsKilledAtItsDeadline) {
+  Write("hang.sh", R"(#!/bin/sh
+sleep 1000 &
+echo $! > "$(dirname "$0")/child.pid"
+echo $$ > "$(dirname "$0")/plugin.pid"
+exec sleep 1000
+)");
+  std::filesystem::permissions(dir_ / "hang.sh", std::filesystem::perms::owner_all);
+  ExecPlugin plugin{"client.authentication.k8s.io/v1",
+                    (dir_ / "hang.sh").string(),
+                    {},
+                    {},
+                    "run the-plugin login",
+                    false};
+  Config cfg;
+  auto cred = RunExecPlugin(plugin, cfg, std::chrono::milliseconds(300));
+  ASSERT_FALSE(cred.ok());
+  EXPECT_EQ(cred.status().code(), StatusCode::kDeadlineExceeded);
+  EXPECT_NE(cred.status().message().find("did not finish within 300 ms"), std::string::npos)
+      << cred.status().ToString();
+  EXPECT_NE(cred.status().message().find("run the-plugin login"), std::string::npos);
+  std::string plugin_pid, child_pid;
+  std::ifstream(dir_ / "plugin.pid") >> plugin_pid;
+  std::ifstream(dir_ / "child.pid") >> child_pid;
+  ASSERT_FALSE(plugin_pid.empty());
+  ASSERT_FALSE(child_pid.empty());
+  EXPECT_TRUE(Gone(plugin_pid));
+  // The background child was killed with the group; its new parent reaps it in its time.
+  for (int i = 0; i < 500 && !Gone(child_pid); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(Gone(child_pid));
 }
 
 // Issue 10, item 12: only the first KUBECONFIG entry was read.
