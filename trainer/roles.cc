@@ -332,11 +332,31 @@ int RunPs(const Flags& f, const ClusterInfo& cluster, Model& model, const Optimi
     spdlog::error("{}", s.ToString());
     return ExitCodeFor(s);
   }
+  // Each push applied once (ps/ledger.h): per worker rank, what was applied and what was
+  // a re-sent duplicate, acknowledged and not applied again.
+  const PushCounts pushes = shard.Pushes();
+  nlohmann::json by_rank = nlohmann::json::object();
+  for (const auto& [rank, c] : shard.PushesByRank()) {
+    by_rank[std::to_string(rank)] = {{"applied", c.applied}, {"duplicate", c.duplicate}};
+  }
   WriteTerminationMessage(f, {{"task", cluster.TaskName()},
                               {"embedding_rows", shard.num_rows()},
-                              {"updates", shard.updates()}});
-  spdlog::info("done: {} embedding rows, {} dense updates", shard.num_rows(), shard.updates());
+                              {"updates", shard.updates()},
+                              {"pushes_applied", pushes.applied},
+                              {"pushes_duplicate", pushes.duplicate},
+                              {"pushes_by_worker", by_rank}});
+  spdlog::info(
+      "done: {} embedding rows, {} dense updates, {} pushes applied, {} duplicates not "
+      "applied",
+      shard.num_rows(), shard.updates(), pushes.applied, pushes.duplicate);
   return 0;
+}
+
+// How many pushes this process numbered for each PS (each is applied once there).
+nlohmann::json PushesSent(const RemoteParams& params, int num_ps) {
+  nlohmann::json out = nlohmann::json::array();
+  for (int k = 0; k < num_ps; ++k) out.push_back(params.pushes_to(k));
+  return out;
 }
 
 int RunWorker(const Flags& f, const ClusterInfo& cluster, Model& model, const AuthKey& key) {
@@ -392,7 +412,8 @@ int RunWorker(const Flags& f, const ClusterInfo& cluster, Model& model, const Au
     WriteTerminationMessage(f, {{"task", cluster.TaskName()},
                                 {"steps", r->last_step},
                                 {"train_loss", r->last_loss},
-                                {"samples_per_second", r->samples_per_s}});
+                                {"samples_per_second", r->samples_per_s},
+                                {"pushes", PushesSent(**params, cluster.NumPs())}});
     spdlog::info("finished {} steps; the coordinator ends the job", r->last_step);
     return 0;
   }
@@ -417,7 +438,9 @@ int RunWorker(const Flags& f, const ClusterInfo& cluster, Model& model, const Au
     Status s = (*params)->SaveCheckpoint(f.checkpoint_dir, r->last_step);
     if (!s.ok()) spdlog::warn("final checkpoint: {}", s.ToString());
   }
-  const int code = Finish(f, model, **params, *r, {{"task", cluster.TaskName()}});
+  const int code =
+      Finish(f, model, **params, *r,
+             {{"task", cluster.TaskName()}, {"pushes", PushesSent(**params, cluster.NumPs())}});
   Status s = (*params)->ShutdownAll();
   if (!s.ok()) spdlog::warn("stopping parameter servers: {}", s.ToString());
   return code;

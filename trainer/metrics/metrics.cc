@@ -12,6 +12,10 @@ namespace {
 
 namespace names = kubetrain::progress;
 
+// Served by parameter servers; not part of what the operator reads.
+constexpr std::string_view kPushesApplied = "kubetrain_trainer_ps_pushes_applied_total";
+constexpr std::string_view kPushesDuplicate = "kubetrain_trainer_ps_pushes_duplicate_total";
+
 void Family(std::string& out, std::string_view name, std::string_view type, std::string_view help,
             double value) {
   char buf[64];
@@ -55,6 +59,10 @@ void TrainerMetrics::AddPsBytes(uint64_t sent, uint64_t received) {
   ps_received_bytes_ += received;
 }
 
+void TrainerMetrics::AddPsPushes(bool applied) {
+  (applied ? pushes_applied_ : pushes_duplicate_).fetch_add(1, std::memory_order_relaxed);
+}
+
 std::string TrainerMetrics::Render(WallClock::time_point now) const {
   std::string out;
   if (training_) {
@@ -79,6 +87,15 @@ std::string TrainerMetrics::Render(WallClock::time_point now) const {
          static_cast<double>(ps_sent_bytes_.load()));
   Family(out, names::kPsReceivedBytes, "counter", "Bytes received from parameter servers.",
          static_cast<double>(ps_received_bytes_.load()));
+  if (const uint64_t applied = pushes_applied_, duplicate = pushes_duplicate_;
+      applied + duplicate > 0) {
+    Family(out, kPushesApplied, "counter", "Pushes this parameter server applied.",
+           static_cast<double>(applied));
+    Family(out, kPushesDuplicate, "counter",
+           "Pushes re-sent after a lost connection that this parameter server had applied "
+           "already: acknowledged, not applied again.",
+           static_cast<double>(duplicate));
+  }
   return out;
 }
 

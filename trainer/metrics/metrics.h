@@ -32,6 +32,8 @@ class TrainerMetrics {
   void SetRates(double samples_per_second, double steps_per_second);
   void CheckpointCommitted(int64_t step, WallClock::time_point at);
   void AddPsBytes(uint64_t sent, uint64_t received);
+  // Parameter servers: a push applied, or a duplicate acknowledged and not applied.
+  void AddPsPushes(bool applied);
 
   // The Prometheus text exposition (0.0.4) as of `now`.
   std::string Render(WallClock::time_point now) const;
@@ -47,6 +49,8 @@ class TrainerMetrics {
   std::atomic<int64_t> checkpoint_unix_ms_{0};
   std::atomic<uint64_t> ps_sent_bytes_{0};
   std::atomic<uint64_t> ps_received_bytes_{0};
+  std::atomic<uint64_t> pushes_applied_{0};
+  std::atomic<uint64_t> pushes_duplicate_{0};
 };
 
 // GET /metrics -> metrics->Render(now); anything else 404.

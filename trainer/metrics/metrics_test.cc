@@ -39,10 +39,23 @@ TEST(TrainerMetricsTest, RendersWhatTheOperatorReads) {
   EXPECT_EQ(progress::FindValue(*samples, "kubetrain_trainer_ps_sent_bytes_total"), 1024);
   EXPECT_EQ(progress::FindValue(*samples, "kubetrain_trainer_ps_received_bytes_total"), 3000);
   EXPECT_EQ(progress::FindValue(*samples, "kubetrain_trainer_checkpoint_step"), 200);
+  // A worker has no push counters; a PS has both once it got a push.
+  EXPECT_EQ(text.find("pushes"), std::string::npos) << text;
   EXPECT_EQ(progress::FindValue(*samples, "kubetrain_trainer_checkpoint_age_seconds"), 90);
   auto s = progress::TrainerSampleFromText(text);
   ASSERT_TRUE(s.ok());
   EXPECT_EQ(s->step, 250);
+}
+
+TEST(TrainerMetricsTest, PsCountsAppliedAndDuplicatePushes) {
+  TrainerMetrics m;
+  m.AddPsPushes(true);
+  m.AddPsPushes(true);
+  m.AddPsPushes(false);
+  auto samples = progress::ParsePrometheusText(m.Render(TrainerMetrics::WallClock::now()));
+  ASSERT_TRUE(samples.ok()) << samples.status().ToString();
+  EXPECT_EQ(progress::FindValue(*samples, "kubetrain_trainer_ps_pushes_applied_total"), 2);
+  EXPECT_EQ(progress::FindValue(*samples, "kubetrain_trainer_ps_pushes_duplicate_total"), 1);
 }
 
 TEST(MetricsServerTest, ServesMetricsOverHttp) {

@@ -3,14 +3,20 @@
 // one place. Frame types are FrameType in net/transport.h; fields are
 // fixed-width little-endian (net/wire.h), arrays unaligned.
 //
-//   kHello       i32 rank, u64 dense size, i32 row dim  -> kOk i64 last applied step | kError
+//   kHello       i32 rank, u64 dense size, i32 row dim, u32 protocol version, u64 incarnation
+//                                                -> kOk i64 last applied step, u32 version | kError
 //   kPull        u32 n, u64 ids[n], u8 want_dense       -> kPullReply f32 rows[n*dim], dense slice
-//   kPush        i64 step, u32 n, u64 ids[n], f32 rows[n*dim], u8 has_dense, f32 dense slice
-//                                                       -> kOk | kError
+//   kPush        i64 step, u64 seq, u32 n, u64 ids[n], f32 rows[n*dim], u8 has_dense,
+//                f32 dense slice                        -> kOk | kError
 //   kCheckpoint  i64 step, root (the rest, optional)    -> kOk u64 bytes, 64 hex SHA-256 | kError
-//   kDone        i32 rank (-1: only ask)                -> kDoneReply i32 finished workers
+//   kDone        i32 rank (-1: only ask)   -> kDoneReply i32 n, i32 finished ranks[n]
 //   kShutdown    (empty)                                -> kOk, then the PS exits 0
 //   kError       a message, in reply to any request
+//
+// Version 2 added the version, the worker's incarnation and the push's sequence number
+// (exactly-once pushes, ps/ledger.h) and the finished ranks. A version-1 hello (no version)
+// decodes as version 1 and a version-1 hello reply (8 bytes) as version 1, so either side
+// can name the mismatch instead of failing on a misread push.
 //
 // Decoding is bounds-checked: a short or malformed payload is `false`, never a
 // crash. Hello and Done ignore trailing bytes; Pull and Push must
@@ -28,16 +34,25 @@
 
 namespace kubetrain::trainer {
 
+inline constexpr uint32_t kPsProtocolVersion = 2;
+
 struct HelloRequest {
   int32_t rank = 0;
   uint64_t total_dense = 0;  // the whole model's dense parameters
   int32_t row_dim = 0;       // floats per embedding row
+  uint32_t version = kPsProtocolVersion;
+  uint64_t incarnation = 0;  // random per worker process; names its pushes' numbering
 };
 std::string EncodeHello(const HelloRequest& hello);
 bool DecodeHello(std::string_view payload, HelloRequest* hello);
-// The reply: the last step the PS applied (a restarted synchronous worker joins there).
+// The reply: the last step the PS applied (a restarted synchronous worker joins there), and
+// the PS's protocol version.
+struct HelloReply {
+  int64_t last_step = -1;
+  uint32_t version = kPsProtocolVersion;
+};
 std::string EncodeHelloReply(int64_t last_step);
-std::optional<int64_t> DecodeHelloReply(std::string_view payload);
+std::optional<HelloReply> DecodeHelloReply(std::string_view payload);
 
 // Encodes into `buffer`, reusing its storage.
 void EncodePull(const std::vector<uint64_t>& ids, bool want_dense, std::string* buffer);
@@ -50,11 +65,14 @@ bool DecodePull(std::string_view payload, PullRequest* pull);
 
 // The push of `ids` with their gradient rows row_grads[positions[i] * row_dim ...],
 // and has_dense = 1: the caller sends the dense slice (f32) as the frame's second
-// part. Encodes into `buffer`, reusing its storage.
-void EncodePush(int64_t step, const std::vector<uint64_t>& ids, const std::vector<int>& positions,
-                const float* row_grads, int row_dim, std::string* buffer);
+// part. `seq` numbers the worker's pushes to this PS (1, 2, ...; see ps/ledger.h).
+// Encodes into `buffer`, reusing its storage.
+void EncodePush(int64_t step, uint64_t seq, const std::vector<uint64_t>& ids,
+                const std::vector<int>& positions, const float* row_grads, int row_dim,
+                std::string* buffer);
 struct PushRequest {
   int64_t step = 0;
+  uint64_t seq = 0;
   uint32_t n = 0;
   const char* ids = nullptr;    // n u64, unaligned
   const char* rows = nullptr;   // n * row_dim f32, unaligned
@@ -74,7 +92,8 @@ std::optional<ShardDigest> DecodeCheckpointReply(std::string_view payload);
 
 std::string EncodeDone(int32_t rank);
 bool DecodeDone(std::string_view payload, int32_t* rank);
-std::string EncodeDoneReply(int32_t finished);
-std::optional<int32_t> DecodeDoneReply(std::string_view payload);
+// The reply: the ranks of the workers this PS knows have finished.
+std::string EncodeDoneReply(const std::vector<int32_t>& finished);
+std::optional<std::vector<int32_t>> DecodeDoneReply(std::string_view payload);
 
 }  // namespace kubetrain::trainer

@@ -15,14 +15,29 @@ std::vector<T> Copy(const char* p, size_t n) {
 }
 
 TEST(PsProtocolTest, HelloRoundTrips) {
-  HelloRequest in{3, 1234567890123ull, 16}, out;
+  HelloRequest in{3, 1234567890123ull, 16, kPsProtocolVersion, 0xfeedface12345678ull}, out;
   ASSERT_TRUE(DecodeHello(EncodeHello(in), &out));
   EXPECT_EQ(out.rank, 3);
   EXPECT_EQ(out.total_dense, 1234567890123ull);
   EXPECT_EQ(out.row_dim, 16);
+  EXPECT_EQ(out.version, kPsProtocolVersion);
+  EXPECT_EQ(out.incarnation, 0xfeedface12345678ull);
   EXPECT_FALSE(DecodeHello(EncodeHello(in).substr(0, 15), &out));
-  EXPECT_EQ(DecodeHelloReply(EncodeHelloReply(41)), 41);
+  EXPECT_FALSE(DecodeHello(EncodeHello(in).substr(0, 20), &out));  // a cut version 2 hello
+  // A version 1 worker's hello ends after the row dim: it decodes as version 1, so the PS
+  // can say so.
+  ASSERT_TRUE(DecodeHello(EncodeHello(in).substr(0, 16), &out));
+  EXPECT_EQ(out.version, 1u);
+  EXPECT_EQ(out.incarnation, 0u);
+  auto reply = DecodeHelloReply(EncodeHelloReply(41));
+  ASSERT_TRUE(reply);
+  EXPECT_EQ(reply->last_step, 41);
+  EXPECT_EQ(reply->version, kPsProtocolVersion);
+  reply = DecodeHelloReply(EncodeHelloReply(41).substr(0, 8));  // a version 1 PS
+  ASSERT_TRUE(reply);
+  EXPECT_EQ(reply->version, 1u);
   EXPECT_EQ(DecodeHelloReply(""), std::nullopt);  // a PS that sends no step
+  EXPECT_EQ(DecodeHelloReply(EncodeHelloReply(41).substr(0, 10)), std::nullopt);
 }
 
 TEST(PsProtocolTest, PullRoundTripsReusingTheBuffer) {
@@ -47,13 +62,14 @@ TEST(PsProtocolTest, PushRoundTripsWithTheDenseSliceAsSecondPart) {
   const std::vector<uint64_t> ids = {30, 10};
   const std::vector<int> positions = {2, 0};
   std::string payload;
-  EncodePush(9, ids, positions, grads.data(), dim, &payload);
+  EncodePush(9, 77, ids, positions, grads.data(), dim, &payload);
   const std::vector<float> dense = {-1.f, -2.f, -3.f};
   payload.append(reinterpret_cast<const char*>(dense.data()), dense.size() * 4);
 
   PushRequest push;
   ASSERT_TRUE(DecodePush(payload, dim, dense.size(), &push));
   EXPECT_EQ(push.step, 9);
+  EXPECT_EQ(push.seq, 77u);
   EXPECT_EQ(Copy<uint64_t>(push.ids, push.n), ids);
   EXPECT_EQ(Copy<float>(push.rows, push.n * dim), (std::vector<float>{2.f, 2.5f, 0.f, 0.5f}));
   ASSERT_NE(push.dense, nullptr);
@@ -81,8 +97,11 @@ TEST(PsProtocolTest, CheckpointAndDoneRoundTrip) {
   ASSERT_TRUE(DecodeDone(EncodeDone(-1), &rank));
   EXPECT_EQ(rank, -1);
   EXPECT_FALSE(DecodeDone("", &rank));
-  EXPECT_EQ(DecodeDoneReply(EncodeDoneReply(4)), 4);
+  EXPECT_EQ(DecodeDoneReply(EncodeDoneReply({0, 3, 7})), (std::vector<int32_t>{0, 3, 7}));
+  EXPECT_EQ(DecodeDoneReply(EncodeDoneReply({})), std::vector<int32_t>{});
   EXPECT_EQ(DecodeDoneReply("abc"), std::nullopt);
+  EXPECT_EQ(DecodeDoneReply(EncodeDoneReply({1, 2}).substr(0, 8)), std::nullopt);  // cut
+  EXPECT_EQ(DecodeDoneReply(std::string("\xff\xff\xff\xff", 4)), std::nullopt);    // n < 0
 }
 
 }  // namespace

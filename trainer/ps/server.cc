@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "trainer/metrics/metrics.h"
 #include "trainer/ps/checkpoint.h"
 #include "trainer/ps/protocol.h"
 
@@ -202,7 +203,7 @@ void PsServer::ServePeer(Peer* peer) {
   uint8_t type;
   std::string payload;
   Scratch scratch;
-  int rank = -1;
+  Session session;
   while (true) {
     s = conn->Receive(&type, &payload);
     if (!s.ok()) {
@@ -212,7 +213,7 @@ void PsServer::ServePeer(Peer* peer) {
       break;
     }
     bool shutdown = false;
-    s = Handle(*conn, type, payload, &rank, &shutdown, scratch);
+    s = Handle(*conn, type, payload, &session, &shutdown, scratch);
     if (!s.ok()) {
       spdlog::warn("request {} from {} failed: {}", type, conn->peer(), s.ToString());
       if (!conn->Send(kError, s.ToString()).ok()) break;
@@ -231,13 +232,19 @@ void PsServer::ServePeer(Peer* peer) {
   Finish(peer);
 }
 
-Status PsServer::Handle(Connection& conn, uint8_t type, const std::string& payload, int* rank,
-                        bool* shutdown, Scratch& scratch) {
+Status PsServer::Handle(Connection& conn, uint8_t type, const std::string& payload,
+                        Session* session, bool* shutdown, Scratch& scratch) {
   const int dim = shard_->sparse_dim();
   switch (type) {
     case kHello: {
       HelloRequest hello;
       if (!DecodeHello(payload, &hello)) return InvalidArgument("bad hello");
+      if (hello.version != kPsProtocolVersion) {
+        return FailedPrecondition("worker " + std::to_string(hello.rank) +
+                                  " speaks PS protocol version " + std::to_string(hello.version) +
+                                  "; this PS speaks " + std::to_string(kPsProtocolVersion) +
+                                  " (all replicas must run the same trainer version)");
+      }
       if (hello.total_dense != o_.total_dense || hello.row_dim != dim) {
         return FailedPrecondition(
             "worker " + std::to_string(hello.rank) + " runs a model with " +
@@ -245,7 +252,9 @@ Status PsServer::Handle(Connection& conn, uint8_t type, const std::string& paylo
             std::to_string(hello.row_dim) + "; this PS has " + std::to_string(o_.total_dense) +
             " and " + std::to_string(dim) + " (are all replicas started with the same flags?)");
       }
-      *rank = hello.rank;
+      session->rank = hello.rank;
+      session->incarnation = hello.incarnation;
+      shard_->Hello(hello.rank, hello.incarnation);
       // Tell the worker the last step this PS completed, so a worker restarted in
       // synchronous mode joins the step the others are on instead of replaying old ones.
       int64_t last_step;
@@ -271,7 +280,7 @@ Status PsServer::Handle(Connection& conn, uint8_t type, const std::string& paylo
                        std::string_view(reinterpret_cast<const char*>(out.data()), out.size() * 4));
     }
     case kPush:
-      return HandlePush(conn, payload, *rank, scratch);
+      return HandlePush(conn, payload, *session, scratch);
     case kCheckpoint: {
       int64_t step;
       std::string root;
@@ -293,13 +302,9 @@ Status PsServer::Handle(Connection& conn, uint8_t type, const std::string& paylo
     case kDone: {
       int32_t done_rank;
       if (!DecodeDone(payload, &done_rank)) return InvalidArgument("bad done");
-      int32_t count;
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        if (done_rank >= 0) done_.insert(done_rank);
-        count = static_cast<int32_t>(done_.size());
-      }
-      return conn.Send(kDoneReply, EncodeDoneReply(count));
+      // Kept in the shard's ledger, so a checkpoint remembers who finished.
+      if (done_rank >= 0) shard_->MarkFinished(done_rank);
+      return conn.Send(kDoneReply, EncodeDoneReply(shard_->Finished()));
     }
     case kShutdown:
       *shutdown = true;
@@ -309,9 +314,11 @@ Status PsServer::Handle(Connection& conn, uint8_t type, const std::string& paylo
   }
 }
 
-Status PsServer::HandlePush(Connection& conn, const std::string& payload, int rank,
+Status PsServer::HandlePush(Connection& conn, const std::string& payload, const Session& session,
                             Scratch& scratch) {
   const int dim = shard_->sparse_dim();
+  const int rank = session.rank;
+  if (rank < 0) return FailedPrecondition("push before hello");
   PushRequest push;
   if (!DecodePush(payload, dim, shard_->dense_size(), &push)) return InvalidArgument("bad push");
   const int64_t step = push.step;
@@ -327,15 +334,25 @@ Status PsServer::HandlePush(Connection& conn, const std::string& payload, int ra
   dense.resize(has_dense ? shard_->dense_size() : 0);
   if (has_dense) std::memcpy(dense.data(), push.dense, dense.size() * 4);
   if (!o_.sync) {
-    shard_->Apply(has_dense ? dense.data() : nullptr, ids.data(), n, rows.data());
+    const PushLedger::Outcome outcome =
+        shard_->ApplyPush(rank, session.incarnation, push.seq, has_dense ? dense.data() : nullptr,
+                          ids.data(), n, rows.data());
+    if (outcome == PushLedger::Outcome::kUnknown) {
+      return FailedPrecondition("push from a forgotten incarnation of worker " +
+                                std::to_string(rank) + " (it restarted " +
+                                std::to_string(PushLedger::kIncarnationsPerRank) +
+                                " times since): not applied");
+    }
+    TrainerMetrics::Global().AddPsPushes(outcome == PushLedger::Outcome::kApply);
     return conn.Send(kOk, "");
   }
 
-  if (rank < 0) return FailedPrecondition("synchronous push before hello");
   std::unique_lock<std::mutex> lock(mu_);
   if (step <= applied_step_) {
     // A re-sent push for a step already applied (the reply was lost with the connection).
     lock.unlock();
+    shard_->CountPush(rank, /*applied=*/false);
+    TrainerMetrics::Global().AddPsPushes(/*applied=*/false);
     return conn.Send(kOk, "");
   }
   if (agg_count_ == 0) {
@@ -350,11 +367,15 @@ Status PsServer::HandlePush(Connection& conn, const std::string& payload, int ra
   }
   if (!agg_ranks_.insert(rank).second) {
     // Re-sent after a reconnect: already in the sum; just wait for the step.
+    shard_->CountPush(rank, /*applied=*/false);
+    TrainerMetrics::Global().AddPsPushes(/*applied=*/false);
     cv_.wait(lock, [&] { return applied_step_ >= step || stopping_; });
     if (stopping_) return Unavailable("parameter server is stopping");
     lock.unlock();
     return conn.Send(kOk, "");
   }
+  shard_->CountPush(rank, /*applied=*/true);
+  TrainerMetrics::Global().AddPsPushes(/*applied=*/true);
   for (size_t i = 0; i < dense.size(); ++i) agg_dense_[i] += dense[i];
   for (uint32_t i = 0; i < n; ++i) {
     auto& acc = agg_rows_[ids[i]];

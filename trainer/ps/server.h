@@ -1,8 +1,9 @@
 // The parameter-server process: serves one ParamShard to the workers.
 //
 // Requests (payloads in ps/protocol.h) are served by one thread per worker
-// connection. Asynchronous mode applies each push as it arrives. Synchronous mode is a
-// barrier per step:
+// connection. Asynchronous mode applies each push as it arrives, once: a push re-sent after
+// a lost connection is acknowledged but not applied again (ps/ledger.h). Synchronous mode is
+// a barrier per step:
 //   Flow: each worker pushes its gradients for step s; the PS sums them; when all
 //     num_trainers pushes for s have arrived it applies the mean once and only then
 //     answers every push of step s, so no worker pulls for s+1 before the update.
@@ -90,11 +91,16 @@ class PsServer {
     std::vector<float> rows;
     std::vector<float> dense;
   };
-  // Handles one request; sets *shutdown for a Shutdown request. `*rank` is the worker's
-  // rank once it has said hello on this connection, else -1.
-  Status Handle(Connection& conn, uint8_t type, const std::string& payload, int* rank,
+  // Who is on a connection, once it has said hello.
+  struct Session {
+    int rank = -1;
+    uint64_t incarnation = 0;
+  };
+  // Handles one request; sets *shutdown for a Shutdown request.
+  Status Handle(Connection& conn, uint8_t type, const std::string& payload, Session* session,
                 bool* shutdown, Scratch& scratch);
-  Status HandlePush(Connection& conn, const std::string& payload, int rank, Scratch& scratch);
+  Status HandlePush(Connection& conn, const std::string& payload, const Session& session,
+                    Scratch& scratch);
 
   // Constant after construction.
   ParamShard* const shard_;
@@ -105,7 +111,6 @@ class PsServer {
   std::condition_variable cv_;
   bool stopping_ = false;                   // guarded by mu_
   bool shutdown_requested_ = false;         // guarded by mu_
-  std::set<int> done_;                      // guarded by mu_
   std::list<std::unique_ptr<Peer>> peers_;  // guarded by mu_
   int handshakes_ = 0;                      // guarded by mu_; peers not yet authenticated
   // Synchronous aggregation of the current step, guarded by mu_.

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "trainer/ps/protocol.h"
 #include "trainer/worker/remote.h"
 
 namespace kubetrain::trainer {
@@ -173,6 +174,92 @@ TEST_F(PsServerTest, AsyncAppliesEveryPush) {
   EXPECT_FLOAT_EQ(pulled[0], init_[0] - 1.f);
 }
 
+// A worker's connection speaking the protocol by hand, to re-send a push as a worker does
+// after a lost reply.
+class RawWorker {
+ public:
+  RawWorker(int port, const AuthKey& key, int32_t rank, uint64_t incarnation, size_t dense) {
+    auto conn = Dial("127.0.0.1", port, std::chrono::seconds(5));
+    EXPECT_TRUE(conn.ok());
+    conn_ = std::move(*conn);
+    EXPECT_TRUE(conn_->AuthenticateAsClient(key).ok());
+    HelloRequest hello;
+    hello.rank = rank;
+    hello.total_dense = dense;
+    hello.row_dim = 0;
+    hello.incarnation = incarnation;
+    EXPECT_EQ(Call(kHello, EncodeHello(hello)), kOk);
+  }
+  uint8_t Push(uint64_t seq, const std::vector<float>& dense) {
+    std::string payload;
+    EncodePush(1, seq, {}, {}, nullptr, 0, &payload);
+    return Call(kPush, payload,
+                std::string_view(reinterpret_cast<const char*>(dense.data()), dense.size() * 4));
+  }
+  uint8_t Call(uint8_t type, std::string_view payload, std::string_view payload2 = {}) {
+    EXPECT_TRUE(conn_->Send(type, payload, payload2).ok());
+    uint8_t reply_type = 0;
+    EXPECT_TRUE(conn_->Receive(&reply_type, &reply_).ok());
+    return reply_type;
+  }
+  const std::string& reply() const { return reply_; }
+
+ private:
+  std::unique_ptr<Connection> conn_;
+  std::string reply_;
+};
+
+TEST_F(PsServerTest, AsyncPushResentAfterALostReplyIsAcknowledgedNotAppliedTwice) {
+  Start(/*sync=*/false, /*trainers=*/1);
+  const size_t n = model_->NumDenseParams();
+  const std::vector<float> g(n, 1.f);
+  RawWorker first(port_, key_, 0, /*incarnation=*/42, n);
+  ASSERT_EQ(first.Push(1, g), kOk);
+  // The reply was lost with the connection: the worker reconnects and sends push 1 again.
+  RawWorker second(port_, key_, 0, 42, n);
+  EXPECT_EQ(second.Push(1, g), kOk);
+  EXPECT_EQ(first.Push(1, g), kOk);  // and a copy still queued on the old connection
+  EXPECT_EQ(shard_->updates(), 1);
+  ASSERT_EQ(second.Push(2, g), kOk);
+  EXPECT_EQ(shard_->updates(), 2);
+  EXPECT_EQ(shard_->Pushes(), (PushCounts{2, 2}));
+  std::vector<float> now(n);
+  shard_->PullDense(now.data());
+  EXPECT_FLOAT_EQ(now[0], init_[0] - 0.5f * 2.f);
+  // A push before hello is refused, not applied.
+  auto raw = Dial("127.0.0.1", port_, std::chrono::seconds(5));
+  ASSERT_TRUE(raw.ok());
+  ASSERT_TRUE((*raw)->AuthenticateAsClient(key_).ok());
+  std::string payload;
+  EncodePush(1, 3, {}, {}, nullptr, 0, &payload);
+  ASSERT_TRUE((*raw)
+                  ->Send(kPush, payload,
+                         std::string_view(reinterpret_cast<const char*>(g.data()), g.size() * 4))
+                  .ok());
+  uint8_t type = 0;
+  std::string reply;
+  ASSERT_TRUE((*raw)->Receive(&type, &reply).ok());
+  EXPECT_EQ(type, kError);
+  EXPECT_NE(reply.find("before hello"), std::string::npos) << reply;
+  EXPECT_EQ(shard_->updates(), 2);
+}
+
+TEST_F(PsServerTest, WorkerOfAnotherProtocolVersionIsToldSo) {
+  Start(false, 1);
+  auto conn = Dial("127.0.0.1", port_, std::chrono::seconds(5));
+  ASSERT_TRUE(conn.ok());
+  ASSERT_TRUE((*conn)->AuthenticateAsClient(key_).ok());
+  HelloRequest hello;
+  hello.total_dense = model_->NumDenseParams();
+  // A version 1 worker's hello: rank, dense size and row dim only.
+  ASSERT_TRUE((*conn)->Send(kHello, EncodeHello(hello).substr(0, 16)).ok());
+  uint8_t type = 0;
+  std::string reply;
+  ASSERT_TRUE((*conn)->Receive(&type, &reply).ok());
+  EXPECT_EQ(type, kError);
+  EXPECT_NE(reply.find("protocol version 1"), std::string::npos) << reply;
+}
+
 TEST_F(PsServerTest, WorkerWithAnotherModelIsRefused) {
   Start(false, 1);
   MlpClassifierConfig other;
@@ -205,6 +292,75 @@ TEST_F(PsServerTest, DoneCountingAndShutdownEndServe) {
   ASSERT_TRUE((*a)->ShutdownAll().ok());
   serve_.join();
   EXPECT_TRUE(serve_status_.ok());
+}
+
+// One PS of a job with its own shard, serving on a thread (for tests with several PS).
+// The value, or -1 for an error.
+int Count(const StatusOr<int>& n) {
+  EXPECT_TRUE(n.ok()) << n.status().ToString();
+  return n.ok() ? *n : -1;
+}
+
+struct TestPs {
+  TestPs(const Model& model, const std::vector<float>& init, const AuthKey& key, int k, int n,
+         int listen_port = 0) {
+    OptimizerConfig opt;
+    opt.kind = OptimizerKind::kSgd;
+    const ShardConfig sc = MakeShardConfig(model, k, n, 1, opt);
+    shard = std::make_unique<ParamShard>(sc, init.data() + sc.dense_begin);
+    auto listener = Listener::Listen(listen_port);
+    EXPECT_TRUE(listener.ok()) << listener.status().ToString();
+    port = (*listener)->port();
+    PsServerOptions o;
+    o.shard_index = k;
+    o.num_shards = n;
+    o.num_trainers = 2;
+    o.key = key;
+    o.total_dense = model.NumDenseParams();
+    server = std::make_unique<PsServer>(shard.get(), std::move(*listener), o);
+    thread = std::thread([this] { (void)server->Serve(); });
+  }
+  ~TestPs() {
+    server->Stop();
+    thread.join();
+  }
+  std::unique_ptr<ParamShard> shard;
+  std::unique_ptr<PsServer> server;
+  std::thread thread;
+  int port = 0;
+};
+
+TEST_F(PsServerTest, FinishedWorkersForgottenByARestartedPsAreStillCountedAndRetold) {
+  Start(false, 2);  // for the model only
+  auto ps0 = std::make_unique<TestPs>(*model_, init_, key_, 0, 2);
+  auto ps1 = std::make_unique<TestPs>(*model_, init_, key_, 1, 2);
+  auto client = [&](int rank) {
+    RemoteOptions o;
+    o.ps_addresses = {"127.0.0.1:" + std::to_string(ps0->port),
+                      "127.0.0.1:" + std::to_string(ps1->port)};
+    o.key = key_;
+    o.rank = rank;
+    o.startup_timeout = std::chrono::seconds(10);
+    o.reconnect_timeout = std::chrono::seconds(10);
+    return RemoteParams::Connect(*model_, o);
+  };
+  auto coordinator = client(0);
+  auto worker = client(1);
+  ASSERT_TRUE(coordinator.ok() && worker.ok());
+  ASSERT_EQ(Count((*worker)->MarkDone()), 1);
+  ASSERT_EQ(Count((*coordinator)->DoneCount()), 1);
+  // Both PS restart on their ports with no memory of worker 1 (as from a checkpoint older
+  // than its finish); worker 1 has exited.
+  const int port0 = ps0->port, port1 = ps1->port;
+  ps0.reset();
+  ps1.reset();
+  ps0 = std::make_unique<TestPs>(*model_, init_, key_, 0, 2, port0);
+  ps1 = std::make_unique<TestPs>(*model_, init_, key_, 1, 2, port1);
+  // The coordinator still counts it, and tells both PS, so their next checkpoints know.
+  EXPECT_EQ(Count((*coordinator)->DoneCount()), 1);
+  EXPECT_EQ(ps0->shard->Finished(), std::vector<int32_t>{1});
+  EXPECT_EQ(ps1->shard->Finished(), std::vector<int32_t>{1});
+  EXPECT_EQ(Count((*coordinator)->MarkDone()), 2);
 }
 
 TEST_F(PsServerTest, ServeDoesNotReturnOkUnlessAShutdownWasRequested) {

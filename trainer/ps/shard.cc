@@ -16,7 +16,9 @@
 namespace kubetrain::trainer {
 namespace {
 
-constexpr char kMagic[8] = {'K', 'T', 'S', 'H', 'A', 'R', 'D', '1'};
+// Format 1 has no push ledger; format 2 has it after the header.
+constexpr char kMagicV1[8] = {'K', 'T', 'S', 'H', 'A', 'R', 'D', '1'};
+constexpr char kMagic[8] = {'K', 'T', 'S', 'H', 'A', 'R', 'D', '2'};
 
 template <typename T>
 void Put(std::string* out, const T& v) {
@@ -46,6 +48,9 @@ class Cursor {
   }
   size_t remaining() const { return s_.size() - pos_; }
   bool AtEnd() const { return pos_ == s_.size(); }
+  // The rest, for a reader of its own; Skip() past what it consumed.
+  std::string_view Rest() const { return s_.substr(pos_); }
+  void Skip(size_t n) { pos_ += n; }
 
  private:
   const std::string_view s_;
@@ -120,6 +125,50 @@ void ParamShard::PullSparse(const uint64_t* ids, size_t n, float* out) {
 void ParamShard::Apply(const float* dense_grad, const uint64_t* ids, size_t n,
                        const float* row_grads, float scale) {
   std::lock_guard<std::mutex> lock(mu_);
+  ApplyLocked(dense_grad, ids, n, row_grads, scale);
+}
+
+PushLedger::Outcome ParamShard::ApplyPush(int32_t rank, uint64_t incarnation, uint64_t seq,
+                                          const float* dense_grad, const uint64_t* ids, size_t n,
+                                          const float* row_grads) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const PushLedger::Outcome outcome = ledger_.Admit(rank, incarnation, seq);
+  if (outcome == PushLedger::Outcome::kApply) ApplyLocked(dense_grad, ids, n, row_grads, 1.f);
+  return outcome;
+}
+
+void ParamShard::Hello(int32_t rank, uint64_t incarnation) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ledger_.Hello(rank, incarnation);
+}
+
+void ParamShard::CountPush(int32_t rank, bool applied) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ledger_.Count(rank, applied);
+}
+
+int ParamShard::MarkFinished(int32_t rank) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return ledger_.MarkFinished(rank);
+}
+
+std::vector<int32_t> ParamShard::Finished() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return {ledger_.finished().begin(), ledger_.finished().end()};
+}
+
+PushCounts ParamShard::Pushes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return ledger_.total();
+}
+
+std::map<int32_t, PushCounts> ParamShard::PushesByRank() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return ledger_.by_rank();
+}
+
+void ParamShard::ApplyLocked(const float* dense_grad, const uint64_t* ids, size_t n,
+                             const float* row_grads, float scale) {
   if (dense_grad != nullptr && !dense_.empty()) {
     const float* g = dense_grad;
     if (scale != 1.f) {
@@ -162,6 +211,7 @@ StatusOr<ShardDigest> ParamShard::Save(const std::string& path) const {
     Put<int32_t>(&out, c_.sparse_dim);
     Put<int32_t>(&out, slots_);
     Put<int64_t>(&out, dense_updates_);
+    ledger_.AppendTo(&out);
     PutFloats(&out, dense_.data(), dense_.size());
     PutFloats(&out, dense_state_.data(), dense_state_.size());
     Put<uint64_t>(&out, row_of_.size());
@@ -191,7 +241,13 @@ Status ParamShard::Restore(std::string_view data, const std::string& path) {
   const auto bad = [&](const std::string& why) {
     return InvalidArgument("checkpoint shard " + path + ": " + why);
   };
-  if (!cur.Get(&magic) || std::memcmp(magic, kMagic, sizeof(kMagic)) != 0) {
+  if (!cur.Get(&magic)) return bad("not a kubetrain shard file");
+  const bool v1 = std::memcmp(magic, kMagicV1, sizeof(kMagicV1)) == 0;
+  if (!v1 && std::memcmp(magic, kMagic, sizeof(kMagic)) != 0) {
+    if (std::memcmp(magic, kMagic, 7) == 0) {
+      return bad("shard format " + std::string(1, magic[7]) +
+                 " is newer than this trainer reads (2); run the trainer version that wrote it");
+    }
     return bad("not a kubetrain shard file");
   }
   if (!cur.Get(&begin) || !cur.Get(&end) || !cur.Get(&dim) || !cur.Get(&slots) ||
@@ -204,6 +260,13 @@ Status ParamShard::Restore(std::string_view data, const std::string& path) {
                " optimizer slots; this shard has [" + std::to_string(c_.dense_begin) + ", " +
                std::to_string(c_.dense_end) + "), " + std::to_string(c_.sparse_dim) + ", " +
                std::to_string(slots_) + " (model or optimizer flags changed?)");
+  }
+  PushLedger ledger;
+  if (!v1) {
+    std::string_view rest = cur.Rest();
+    const size_t before = rest.size();
+    if (Status s = ledger.ReadFrom(&rest); !s.ok()) return bad(s.message());
+    cur.Skip(before - rest.size());
   }
   std::vector<float> dense(dense_size()), state(dense_size() * slots_);
   if (!cur.GetFloats(dense.data(), dense.size()) || !cur.GetFloats(state.data(), state.size()) ||
@@ -234,6 +297,7 @@ Status ParamShard::Restore(std::string_view data, const std::string& path) {
   dense_updates_ = updates;
   row_of_ = std::move(row_of);
   arena_ = std::move(arena);
+  ledger_ = std::move(ledger);
   return Status::Ok();
 }
 

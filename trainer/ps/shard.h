@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "trainer/ps/ledger.h"
 #include "trainer/ps/optimizer.h"
 
 namespace kubetrain::trainer {
@@ -54,17 +56,33 @@ class ParamShard {
   // are multiplied by `scale` first (1 / #workers for synchronous averaging).
   void Apply(const float* dense_grad, const uint64_t* ids, size_t n, const float* row_grads,
              float scale = 1.f);
+  // Applies push `seq` of worker (`rank`, `incarnation`) unless the ledger says it was
+  // applied already (see ps/ledger.h): the check, the update and the record are one step
+  // under the shard's lock, so two copies of a push racing on two connections apply once.
+  PushLedger::Outcome ApplyPush(int32_t rank, uint64_t incarnation, uint64_t seq,
+                                const float* dense_grad, const uint64_t* ids, size_t n,
+                                const float* row_grads);
+
+  // The push ledger (ps/ledger.h), under the shard's lock.
+  void Hello(int32_t rank, uint64_t incarnation);
+  void CountPush(int32_t rank, bool applied);  // synchronous training: counting only
+  int MarkFinished(int32_t rank);              // returns how many workers have finished
+  std::vector<int32_t> Finished() const;
+  PushCounts Pushes() const;
+  std::map<int32_t, PushCounts> PushesByRank() const;
 
   size_t num_rows() const;
   int64_t updates() const;
 
-  // Writes the shard to `path` (a local file, atomically, or an S3 object); returns the
-  // size and SHA-256 of what it wrote, for the checkpoint's MANIFEST.
+  // Writes the shard and its push ledger to `path` (a local file, atomically, or an S3
+  // object); returns the size and SHA-256 of what it wrote, for the checkpoint's MANIFEST.
+  // Format 2 (magic KTSHARD2): format 1's header, the ledger, then format 1's sections.
   StatusOr<ShardDigest> Save(const std::string& path) const;
   // Replaces this shard's contents with a file written by Save() for the same slice. With
   // `expect`, the bytes must have that size and SHA-256 first. Errors: NotFound; Internal
   // when the bytes do not match `expect`; InvalidArgument if the file is for a different
-  // configuration or malformed (nothing is allocated before its sizes are checked).
+  // configuration or malformed (nothing is allocated before its sizes are checked). Reads
+  // format 1 (written before the ledger: the ledger is then empty) and format 2.
   Status Load(const std::string& path, const ShardDigest* expect = nullptr);
   // The same from bytes already read (`name` is for messages).
   Status Restore(std::string_view data, const std::string& name);
@@ -73,6 +91,8 @@ class ParamShard {
   // Row layout in the arena: [values (dim) | state (slots x dim) | update count (1)].
   size_t RowStride() const;
   float* RowLocked(uint64_t id);
+  void ApplyLocked(const float* dense_grad, const uint64_t* ids, size_t n, const float* row_grads,
+                   float scale);
 
   // Constant after construction.
   const ShardConfig c_;
@@ -86,6 +106,7 @@ class ParamShard {
   std::vector<float> arena_;                     // guarded by mu_
   std::vector<float> scratch_;                   // guarded by mu_; a scaled dense gradient
   std::vector<float> row_scratch_;               // guarded by mu_; a scaled row gradient
+  PushLedger ledger_;                            // guarded by mu_
 };
 
 // Writes `data` to `path` atomically: a reader sees the old file or the whole new one,

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <random>
 #include <thread>
 
 #include "trainer/cluster/cluster.h"
@@ -19,10 +20,34 @@ struct RemoteParams::Channel {
   HostPort address;
   std::unique_ptr<Connection> conn;
   size_t dense_begin = 0, dense_end = 0;
+  uint64_t push_seq = 0;  // the number of the last push to this PS
 };
 
+namespace {
+
+// Random, never 0 (0 would be a worker that sent no incarnation).
+uint64_t NewIncarnation() {
+  std::random_device rd;
+  uint64_t v = 0;
+  while (v == 0) v = (static_cast<uint64_t>(rd()) << 32) ^ rd();
+  return v;
+}
+
+// Consecutive refused handshakes before a connection is taken for a wrong key: the PS
+// closes without a word on a bad proof, and so does a connection cut mid-handshake.
+constexpr int kRefusalsBeforeWrongKey = 3;
+
+}  // namespace
+
 RemoteParams::RemoteParams(RemoteOptions options, size_t total_dense, int row_dim)
-    : o_(std::move(options)), total_dense_(total_dense), row_dim_(row_dim) {}
+    : o_(std::move(options)),
+      total_dense_(total_dense),
+      row_dim_(row_dim),
+      incarnation_(NewIncarnation()) {}
+
+uint64_t RemoteParams::pushes_to(int k) const {
+  return channels_.at(k)->push_seq;
+}
 
 RemoteParams::~RemoteParams() = default;
 
@@ -51,22 +76,39 @@ Status RemoteParams::EnsureConnected(int k, Clock::time_point deadline) {
   Channel& ch = *channels_[k];
   if (ch.conn) return Status::Ok();
   auto backoff = std::chrono::milliseconds(100);
-  int attempts = 0;
+  int attempts = 0, refusals = 0;
   while (true) {
     ++attempts;
     Status s;
     auto conn = Dial(ch.address.host, ch.address.port, std::chrono::seconds(5));
     if (conn.ok()) {
       s = (*conn)->AuthenticateAsClient(o_.key);
-      if (s.code() == StatusCode::kUnauthenticated) return s;
+      if (s.code() == StatusCode::kUnauthenticated && ++refusals >= kRefusalsBeforeWrongKey) {
+        return s;
+      }
       if (s.ok()) {
-        s = (*conn)->Send(kHello, EncodeHello({o_.rank, total_dense_, row_dim_}));
+        refusals = 0;
+        HelloRequest hello;
+        hello.rank = o_.rank;
+        hello.total_dense = total_dense_;
+        hello.row_dim = row_dim_;
+        hello.incarnation = incarnation_;
+        s = (*conn)->Send(kHello, EncodeHello(hello));
         uint8_t type = 0;
         std::string reply;
         if (s.ok()) s = (*conn)->Receive(&type, &reply);
         if (s.ok() && type == kError) return FailedPrecondition(reply);
-        if (std::optional<int64_t> last = DecodeHelloReply(reply); s.ok() && last) {
-          last_ps_step_ = std::max(last_ps_step_, *last);
+        if (s.ok()) {
+          std::optional<HelloReply> r = DecodeHelloReply(reply);
+          if (!r)
+            return FailedPrecondition("ps-" + std::to_string(k) + " sent a malformed hello reply");
+          if (r->version != kPsProtocolVersion) {
+            return FailedPrecondition("ps-" + std::to_string(k) + " speaks PS protocol version " +
+                                      std::to_string(r->version) + "; this worker speaks " +
+                                      std::to_string(kPsProtocolVersion) +
+                                      " (all replicas must run the same trainer version)");
+          }
+          last_ps_step_ = std::max(last_ps_step_, r->last_step);
         }
         if (s.ok()) {
           if (attempts > 1) {
@@ -189,7 +231,9 @@ Status RemoteParams::Push(int64_t step, const std::vector<uint64_t>& ids, const 
   calls.resize(n);
   for (int k = 0; k < n; ++k) {
     const Channel& ch = *channels_[k];
-    EncodePush(step, ids_of_[k], pos_of_[k], row_grads, row_dim_, &calls[k].payload);
+    // Numbered once here; a re-send in Exchange() sends the same bytes, the same number.
+    EncodePush(step, ++channels_[k]->push_seq, ids_of_[k], pos_of_[k], row_grads, row_dim_,
+               &calls[k].payload);
     calls[k].ps = k;
     calls[k].type = kPush;
     calls[k].payload2 = std::string_view(reinterpret_cast<const char*>(dense_grad + ch.dense_begin),
@@ -234,8 +278,8 @@ StatusOr<int> RemoteParams::MarkDone() {
 }
 
 StatusOr<int> RemoteParams::DoneCount() {
-  // Ask every PS and take the largest count: a PS that restarted has forgotten which
-  // workers finished, the others have not.
+  // Ask every PS and take the union, with what earlier answers said: a PS restored from a
+  // checkpoint older than a worker's finish has forgotten it, the others (or we) have not.
   const int n = static_cast<int>(channels_.size());
   std::vector<Call> calls(n);
   for (int k = 0; k < n; ++k) {
@@ -244,28 +288,69 @@ StatusOr<int> RemoteParams::DoneCount() {
     calls[k].payload = EncodeDone(-1);
   }
   KT_RETURN_IF_ERROR(Exchange(calls));
-  int32_t best = 0;
+  std::vector<std::set<int32_t>> known(n);
   for (const Call& c : calls) {
-    std::optional<int32_t> count = DecodeDoneReply(c.reply);
-    if (c.reply_type != kDoneReply || !count) {
+    std::optional<std::vector<int32_t>> ranks = DecodeDoneReply(c.reply);
+    if (c.reply_type != kDoneReply || !ranks) {
       return Internal("ps-" + std::to_string(c.ps) + " sent a malformed done reply");
     }
-    best = std::max(best, *count);
+    known[c.ps].insert(ranks->begin(), ranks->end());
+    finished_.insert(ranks->begin(), ranks->end());
   }
-  return best;
+  // Tell a PS that does not know (restored from an older checkpoint, or it has not yet
+  // seen a worker's own Done in flight: harmless), so that its next checkpoint remembers.
+  std::vector<Call> retell;
+  for (int k = 0; k < n; ++k) {
+    for (int32_t rank : finished_) {
+      if (known[k].count(rank)) continue;
+      Call c;
+      c.ps = k;
+      c.type = kDone;
+      c.payload = EncodeDone(rank);
+      retell.push_back(std::move(c));
+    }
+  }
+  if (!retell.empty()) {
+    spdlog::info("telling parameter servers about {} finished worker(s) they did not know of",
+                 retell.size());
+    KT_RETURN_IF_ERROR(Exchange(retell));
+  }
+  return static_cast<int>(finished_.size());
 }
 
 Status RemoteParams::ShutdownAll() {
+  // A PS that got the request exits at once, so its reply may be lost and a reconnect may
+  // find nobody: after the first send, an unreachable PS counts as stopped.
+  constexpr auto kRetryFor = std::chrono::seconds(10);
   const int n = static_cast<int>(channels_.size());
   Status first;
   for (int k = 0; k < n; ++k) {
     Channel& ch = *channels_[k];
-    if (!ch.conn) continue;
-    uint8_t type;
-    std::string reply;
-    Status s = ch.conn->Send(kShutdown, "");
-    if (s.ok()) s = ch.conn->Receive(&type, &reply);
-    if (!s.ok() && first.ok()) first = s.WithContext("ps-" + std::to_string(k));
+    const auto deadline = Clock::now() + kRetryFor;
+    bool sent = false;
+    Status s;
+    while (true) {
+      if (!ch.conn) s = EnsureConnected(k, deadline);
+      if (s.ok()) {
+        uint8_t type;
+        std::string reply;
+        s = ch.conn->Send(kShutdown, "");
+        sent = sent || s.ok();
+        if (s.ok()) s = ch.conn->Receive(&type, &reply);
+        if (s.ok()) break;
+        ch.conn.reset();
+      }
+      if (s.code() == StatusCode::kUnauthenticated || s.code() == StatusCode::kFailedPrecondition ||
+          Clock::now() > deadline) {
+        break;
+      }
+    }
+    if (!s.ok() && sent) {
+      spdlog::info("ps-{} did not answer the shutdown request; it has likely exited ({})", k,
+                   s.message());
+    } else if (!s.ok() && first.ok()) {
+      first = s.WithContext("ps-" + std::to_string(k));
+    }
   }
   return first;
 }

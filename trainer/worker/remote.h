@@ -7,16 +7,18 @@
 //
 // Failures: while connecting at startup, unreachable PS are retried with backoff until
 // startup_timeout (DNS for new Services can lag), then Unavailable. A connection lost
-// later is re-established with backoff (until reconnect_timeout) and the request re-sent;
-// a re-sent push may be applied twice if the PS got it before the connection broke (one
-// extra step of an asynchronous SGD run, which tolerates far worse staleness). A wrong key
-// is Unauthenticated at once: retrying cannot fix it.
+// later is re-established with backoff (until reconnect_timeout) and the request re-sent.
+// Pushes carry this process's incarnation and a number per PS, so a re-sent push that the
+// PS got before the connection broke is acknowledged, not applied twice (ps/ledger.h). A
+// wrong key is Unauthenticated after a few refused handshakes (a connection cut during the
+// handshake looks the same once): retrying cannot fix it.
 //
 // Not thread-safe: one per worker.
 #pragma once
 
 #include <chrono>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -46,12 +48,19 @@ class RemoteParams : public ParamClient {
 
   // Tells every PS this worker has finished; returns DoneCount().
   StatusOr<int> MarkDone();
-  // How many workers have finished, as far as the parameter servers know.
+  // How many workers have finished: every rank any PS reported finished, now or in an
+  // earlier call (a PS restored from an older checkpoint may have forgotten some; this
+  // process re-tells it, so its next checkpoint has them).
   StatusOr<int> DoneCount();
   // The last synchronous step any PS reported completing when we connected (-1: none).
   int64_t last_ps_step() const { return last_ps_step_; }
-  // Asks every PS to exit.
+  // Asks every PS to exit. A lost connection is re-established and the request re-sent for
+  // a short while; a PS that cannot be reached again after the request was sent has most
+  // likely exited already.
   Status ShutdownAll();
+  // This process's incarnation (random, never 0) and how many pushes it numbered for ps-k.
+  uint64_t incarnation() const { return incarnation_; }
+  uint64_t pushes_to(int k) const;
 
  private:
   struct Channel;
@@ -75,8 +84,10 @@ class RemoteParams : public ParamClient {
   const RemoteOptions o_;
   const size_t total_dense_;
   const int row_dim_;
+  const uint64_t incarnation_;
   std::vector<std::unique_ptr<Channel>> channels_;
   int64_t last_ps_step_ = -1;
+  std::set<int32_t> finished_;  // ranks any PS reported finished
   // Per-step scratch, kept to avoid reallocating.
   std::vector<std::vector<uint64_t>> ids_of_;
   std::vector<std::vector<int>> pos_of_;
