@@ -33,8 +33,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--data-cache", f.data_cache,
                  "S3 data: keep a local copy of each object here after the first full read");
-  app.add_option("--output", f.output,
-                 "directory or s3://bucket/prefix/ for the final metrics.json and model/");
+  app.add_option(
+      "--output", f.output,
+      "directory or s3://bucket/prefix/ for the final metrics.json, model/ (a checkpoint) "
+      "and model.onnx + model.json (for serving)");
   app.add_option("--data-format", f.data_format, "criteo_tsv, criteo_csv or dense_csv")
       ->capture_default_str();
   app.add_option("--train-files", f.train_match, "training files: names containing this")
@@ -89,6 +91,13 @@ int main(int argc, char** argv) {
                  "serve Prometheus metrics (step, loss, samples/s, ...) at GET /metrics on this "
                  "port; 0: off")
       ->capture_default_str();
+  app.add_option("--predict", f.predict,
+                 "write the predictions of the model in --checkpoint-dir for the --eval-files "
+                 "examples in --data-dir (at most --eval-examples) to this file as JSON lines "
+                 "('-': stdout), then exit");
+  app.add_option("--export", f.export_dir,
+                 "write the model in --checkpoint-dir as model.onnx + model.json to this "
+                 "directory or s3://bucket/prefix/, then exit (--output does this after training)");
   CLI11_PARSE(app, argc, argv);
   return kubetrain::trainer::Run(f);
 }

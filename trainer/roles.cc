@@ -2,9 +2,11 @@
 
 #include <spdlog/spdlog.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -14,6 +16,7 @@
 #include "trainer/cluster/cluster.h"
 #include "trainer/data/generator.h"
 #include "trainer/data/reader.h"
+#include "trainer/export/export.h"
 #include "trainer/metrics/metrics.h"
 #include "trainer/model/model.h"
 #include "trainer/net/transport.h"
@@ -81,6 +84,17 @@ StatusOr<std::unique_ptr<Model>> BuildModel(const Flags& f) {
     return CreateMlpClassifier(c);
   }
   return InvalidArgument("unknown --model \"" + f.model + "\" (expected wide_deep or mlp)");
+}
+
+// The architecture as the exporter sees it (BuildModel has checked the flags).
+ModelSpec SpecFromFlags(const Flags& f) {
+  ModelSpec s;
+  s.kind = f.model;
+  s.hidden = ParseLayers(f.layers).value();
+  s.embedding_dim = f.embedding_dim;
+  s.num_features = f.num_features;
+  s.num_classes = f.num_classes;
+  return s;
 }
 
 StatusOr<OptimizerConfig> BuildOptimizer(const Flags& f) {
@@ -192,6 +206,66 @@ void WriteTerminationMessage(const Flags& f, const nlohmann::json& j) {
   if (!out) spdlog::warn("cannot write metrics to {}", f.termination_log);
 }
 
+// Reads the model in the checkpoint root `model_dir` and writes model.onnx + model.json
+// to `dir`.
+Status ExportOnnx(const Flags& f, const std::string& model_dir, const std::string& dir) {
+  const auto start = std::chrono::steady_clock::now();
+  KT_ASSIGN_OR_RETURN(const OptimizerConfig opt, BuildOptimizer(f));
+  KT_ASSIGN_OR_RETURN(const TrainedModel m, ReadTrainedModel(SpecFromFlags(f), opt, model_dir));
+  KT_RETURN_IF_ERROR(WriteOnnxExport(m, dir));
+  spdlog::info("exported the model (step {}, {} embedding rows) as ONNX to {} in {:.2f} s", m.step,
+               m.ids.size(), dir,
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  return Status::Ok();
+}
+
+// --predict / --export: one-shot tools on the model in --checkpoint-dir.
+int RunModelTool(const Flags& f, Model& model) {
+  if (f.checkpoint_dir.empty()) {
+    spdlog::error("--predict and --export read the model from --checkpoint-dir");
+    return kExitPermanent;
+  }
+  if (!f.export_dir.empty()) {
+    Status s = ExportOnnx(f, f.checkpoint_dir, f.export_dir);
+    if (!s.ok()) {
+      spdlog::error("export: {}", s.ToString());
+      return ExitCodeFor(s);
+    }
+  }
+  if (f.predict.empty()) return 0;
+  auto opt = BuildOptimizer(f);
+  if (!opt.ok()) {
+    spdlog::error("{}", opt.status().message());
+    return kExitPermanent;
+  }
+  auto m = ReadTrainedModel(SpecFromFlags(f), *opt, f.checkpoint_dir);
+  auto ro = Reader(f, f.eval_match, 0, 1, /*loop=*/false);
+  if (!m.ok() || !ro.ok()) {
+    const Status& s = !m.ok() ? m.status() : ro.status();
+    spdlog::error("predict: {}", s.ToString());
+    return ExitCodeFor(s);
+  }
+  StripeReader reader(*ro, Source(f));
+  std::ofstream file;
+  if (f.predict != "-") {
+    file.open(f.predict, std::ios::trunc);
+    if (!file) {
+      spdlog::error("predict: cannot write {}", f.predict);
+      return kExitPermanent;
+    }
+  }
+  auto n =
+      WritePredictions(model, *m, reader, f.eval_examples, f.predict == "-" ? std::cout : file);
+  if (n.ok()) file.close();
+  if (!n.ok() || (f.predict != "-" && !file)) {
+    spdlog::error("predict: {}",
+                  n.ok() ? "writing " + f.predict + " failed" : n.status().ToString());
+    return n.ok() ? kExitPermanent : ExitCodeFor(n.status());
+  }
+  spdlog::info("wrote predictions for {} examples (model step {}) to {}", *n, m->step, f.predict);
+  return 0;
+}
+
 // Evaluates (unless disabled), writes the metrics and checks the targets.
 int Finish(const Flags& f, Model& model, ParamClient& params, const TrainResult& r,
            nlohmann::json metrics) {
@@ -239,6 +313,7 @@ int Finish(const Flags& f, Model& model, ParamClient& params, const TrainResult&
     // The trained model (a checkpoint: every PS's shard, then the MANIFEST), then the metrics.
     const std::string model_dir = storage::JoinPath(f.output, "model");
     Status s = params.SaveCheckpoint(model_dir, r.last_step);
+    if (s.ok()) s = ExportOnnx(f, model_dir, f.output);
     if (s.ok()) {
       s = storage::WriteObject(storage::JoinPath(f.output, "metrics.json"), metrics.dump(2) + "\n",
                                storage::WriteMode::kReplace, "application/json");
@@ -457,6 +532,15 @@ int Run(const Flags& f) {
   }
   const std::string task = distributed ? cluster->TaskName() : "local";
   spdlog::set_pattern("[%Y-%m-%dT%H:%M:%S.%e] [%l] [" + task + "] %v");
+  if (!f.predict.empty() || !f.export_dir.empty()) {
+    SetComputeThreads(f.threads > 0 ? f.threads : DefaultThreadCount());
+    auto model = BuildModel(f);
+    if (!model.ok()) {
+      spdlog::error("{}", model.status().message());
+      return kExitPermanent;
+    }
+    return RunModelTool(f, **model);
+  }
   if (distributed && cluster->role == "evaluator") {
     spdlog::info("evaluator: the coordinator evaluates at the end of training; nothing to do");
     return 0;

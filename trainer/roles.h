@@ -52,6 +52,9 @@ struct Flags {
   std::string data_cache;
   std::string output;
   int metrics_port = 9090;
+  // One-shot tools on the model in checkpoint_dir (e.g. --output's model/), then exit:
+  std::string predict;     // write the trainer's predictions for the eval files here
+  std::string export_dir;  // write model.onnx + model.json here
 };
 
 // Runs this process's role to the end and returns its exit code.

@@ -143,6 +143,15 @@ TEST_F(TrainerS3Test, TwoPsTwoWorkersWithDataCheckpointsAndOutputInS3Finish) {
   EXPECT_EQ(metrics["steps"].get<int>(), 200);
   EXPECT_EQ(metrics["eval"]["examples"].get<int>(), 3000);
   EXPECT_GT(metrics["eval"]["auc"].get<double>(), 0.7) << metrics.dump();
+  // The model for serving, read back from the shards in S3: model.onnx (a ModelProto that
+  // starts with ir_version 8: field 1, varint 8) and model.json.
+  auto onnx = client_->Get(kBucket, Key("out/model.onnx"));
+  ASSERT_TRUE(onnx.ok()) << onnx.status().ToString();
+  EXPECT_EQ(onnx->substr(0, 2), std::string("\x08\x08"));
+  auto described = client_->Get(kBucket, Key("out/model.json"));
+  ASSERT_TRUE(described.ok()) << described.status().ToString();
+  EXPECT_EQ(nlohmann::json::parse(*described)["inputs"][1]["name"], "cat_ids");
+  EXPECT_EQ(nlohmann::json::parse(*described)["step"].get<int>(), 200);
   // Each worker streamed its own stripe of objects.
   EXPECT_EQ(nlohmann::json::parse(ReadFile(Path("worker-0.json")))["steps"].get<int>(), 200);
 }

@@ -199,6 +199,14 @@ int64_t ParamShard::updates() const {
   return dense_updates_;
 }
 
+void ParamShard::ForEachRow(const std::function<void(uint64_t, const float*, int64_t)>& fn) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [id, offset] : row_of_) {
+    const float* row = arena_.data() + offset;
+    fn(id, row, static_cast<int64_t>(row[RowStride() - 1]));
+  }
+}
+
 StatusOr<ShardDigest> ParamShard::Save(const std::string& path) const {
   std::string out;
   {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -73,6 +74,11 @@ class ParamShard {
 
   size_t num_rows() const;
   int64_t updates() const;
+
+  // Calls fn(id, values, updates) for every embedding row: its sparse_dim() values and the
+  // number of optimizer updates it received (0 for a row that was only pulled). Holds the
+  // shard's lock throughout: fn must not call back into the shard.
+  void ForEachRow(const std::function<void(uint64_t, const float*, int64_t)>& fn) const;
 
   // Writes the shard and its push ledger to `path` (a local file, atomically, or an S3
   // object); returns the size and SHA-256 of what it wrote, for the checkpoint's MANIFEST.

@@ -1,0 +1,294 @@
+#include "trainer/export/export.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <map>
+
+#include "trainer/export/protobuf.h"
+#include "trainer/ps/checkpoint.h"
+#include "trainer/ps/shard.h"
+#include "trainer/worker/params.h"
+
+namespace kubetrain::trainer {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string TempRoot() {
+  static int n = 0;
+  const fs::path p = fs::temp_directory_path() /
+                     ("kt_export_test_" + std::to_string(::getpid()) + "_" + std::to_string(n++));
+  fs::remove_all(p);
+  fs::create_directories(p);
+  return p.string();
+}
+
+// A decoded message: its fields by number, in order.
+using Message = std::multimap<int, proto::Field>;
+Message Decode(std::string_view data) {
+  Message m;
+  proto::Reader r(data);
+  while (!r.AtEnd()) {
+    auto f = r.Next();
+    EXPECT_TRUE(f.ok()) << f.status().ToString();
+    if (!f.ok()) break;
+    m.emplace(f->number, *f);
+  }
+  return m;
+}
+std::vector<std::string> Strings(const Message& m, int field) {
+  std::vector<std::string> out;
+  for (auto [it, end] = m.equal_range(field); it != end; ++it) out.emplace_back(it->second.data);
+  return out;
+}
+std::vector<Message> Messages(const Message& m, int field) {
+  std::vector<Message> out;
+  for (auto [it, end] = m.equal_range(field); it != end; ++it)
+    out.push_back(Decode(it->second.data));
+  return out;
+}
+int64_t Int(const Message& m, int field) {
+  auto it = m.find(field);
+  EXPECT_NE(it, m.end()) << "field " << field << " missing";
+  return it == m.end() ? -1 : static_cast<int64_t>(it->second.varint);
+}
+
+ModelSpec SmallWideDeep() {
+  ModelSpec s;
+  s.kind = "wide_deep";
+  s.hidden = {3};
+  s.embedding_dim = 2;
+  return s;
+}
+
+TrainedModel SmallTrainedWideDeep() {
+  TrainedModel m;
+  m.spec = SmallWideDeep();
+  m.step = 7;
+  m.dense.resize(m.spec.NumDenseParams());
+  for (size_t i = 0; i < m.dense.size(); ++i) m.dense[i] = 0.01f * static_cast<float>(i);
+  m.ids = {5, 0xfedcba9876543210ULL};  // the second is negative as int64
+  m.rows = {0.1f, 0.2f, 0.3f, -0.4f, -0.5f, 0.6f};
+  return m;
+}
+
+TEST(ModelSpec, DenseParameterCountMatchesTheTrainersModels) {
+  WideDeepConfig wd;
+  wd.batch_size = 4;
+  wd.embedding_dim = 8;
+  wd.hidden = {16, 4};
+  auto w = CreateWideDeep(wd);
+  ASSERT_TRUE(w.ok());
+  ModelSpec s;
+  s.kind = "wide_deep";
+  s.embedding_dim = 8;
+  s.hidden = {16, 4};
+  EXPECT_EQ(s.NumDenseParams(), (*w)->NumDenseParams());
+  EXPECT_EQ(s.SparseRowDim(), (*w)->SparseRowDim());
+
+  MlpClassifierConfig mc;
+  mc.batch_size = 4;
+  mc.num_features = 5;
+  mc.num_classes = 3;
+  mc.hidden = {7};
+  auto mlp = CreateMlpClassifier(mc);
+  ASSERT_TRUE(mlp.ok());
+  ModelSpec t;
+  t.kind = "mlp";
+  t.num_features = 5;
+  t.num_classes = 3;
+  t.hidden = {7};
+  EXPECT_EQ(t.NumDenseParams(), (*mlp)->NumDenseParams());
+  EXPECT_EQ(t.SparseRowDim(), 0);
+}
+
+TEST(OnnxExport, WideDeepGraphHasTheTrainersForwardPass) {
+  auto bytes = ToOnnx(SmallTrainedWideDeep());
+  ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
+  const Message model = Decode(*bytes);
+  EXPECT_EQ(Int(model, 1), kOnnxIrVersion);
+  EXPECT_EQ(Strings(model, 2), std::vector<std::string>{"kubetrain-trainer"});
+  std::map<std::string, int64_t> opsets;
+  for (const Message& o : Messages(model, 8)) {
+    const auto domain = Strings(o, 1);
+    opsets[domain.empty() ? "" : domain[0]] = Int(o, 2);
+  }
+  EXPECT_EQ(opsets,
+            (std::map<std::string, int64_t>{{"", kOnnxOpset}, {"ai.onnx.ml", kOnnxMlOpset}}));
+
+  const auto graphs = Messages(model, 7);
+  ASSERT_EQ(graphs.size(), 1u);
+  const Message& g = graphs[0];
+  std::vector<std::string> ops;
+  const Message* label_encoder = nullptr;
+  const auto nodes = Messages(g, 1);
+  for (const Message& n : nodes) {
+    ops.push_back(Strings(n, 4).at(0));
+    if (ops.back() == "LabelEncoder") label_encoder = &n;
+  }
+  EXPECT_EQ(ops,
+            (std::vector<std::string>{"LabelEncoder", "Gather", "Reshape", "Concat", "Gemm", "Relu",
+                                      "Gemm", "Gather", "ReduceSum", "Add", "Sigmoid"}));
+  ASSERT_NE(label_encoder, nullptr);
+  EXPECT_EQ(Strings(*label_encoder, 7), std::vector<std::string>{"ai.onnx.ml"});
+  std::map<std::string, std::vector<int64_t>> ints;
+  for (const Message& a : Messages(*label_encoder, 5)) {
+    auto& v = ints[Strings(a, 1).at(0)];
+    for (auto [it, end] = a.equal_range(8); it != end; ++it) {
+      v.push_back(static_cast<int64_t>(it->second.varint));
+    }
+    if (a.count(3)) v.push_back(Int(a, 3));
+  }
+  EXPECT_EQ(ints["keys_int64s"],
+            (std::vector<int64_t>{5, static_cast<int64_t>(0xfedcba9876543210ULL)}));
+  EXPECT_EQ(ints["values_int64s"], (std::vector<int64_t>{1, 2}));
+  EXPECT_EQ(ints["default_int64"], (std::vector<int64_t>{0}));
+
+  // Initializers: the tables have the zero row first, then the rows in id order.
+  std::map<std::string, std::pair<std::vector<int64_t>, std::string>> init;
+  for (const Message& t : Messages(g, 5)) {
+    std::vector<int64_t> dims;
+    for (auto [it, end] = t.equal_range(1); it != end; ++it) dims.push_back(it->second.varint);
+    init[Strings(t, 8).at(0)] = {dims, Strings(t, 9).at(0)};
+  }
+  ASSERT_TRUE(init.count("embedding"));
+  EXPECT_EQ(init["embedding"].first, (std::vector<int64_t>{3, 2}));
+  std::vector<float> emb(6);
+  std::memcpy(emb.data(), init["embedding"].second.data(), 24);
+  EXPECT_EQ(emb, (std::vector<float>{0, 0, 0.1f, 0.2f, -0.4f, -0.5f}));
+  std::vector<float> wide(3);
+  ASSERT_EQ(init["wide_weight"].second.size(), 12u);
+  std::memcpy(wide.data(), init["wide_weight"].second.data(), 12);
+  EXPECT_EQ(wide, (std::vector<float>{0, 0.3f, 0.6f}));
+  // fc0: [3 x (13 + 26 * 2)] then its bias; fc1: [1 x 3].
+  EXPECT_EQ(init["fc0.weight"].first, (std::vector<int64_t>{3, 65}));
+  EXPECT_EQ(init["fc0.bias"].first, (std::vector<int64_t>{3}));
+  EXPECT_EQ(init["fc1.weight"].first, (std::vector<int64_t>{1, 3}));
+  float w;
+  std::memcpy(&w, init["fc1.weight"].second.data(), 4);
+  EXPECT_EQ(w, 0.01f * static_cast<float>(3 * 65 + 3));
+
+  std::vector<std::string> inputs, outputs;
+  for (const Message& v : Messages(g, 11)) inputs.push_back(Strings(v, 1).at(0));
+  for (const Message& v : Messages(g, 12)) outputs.push_back(Strings(v, 1).at(0));
+  EXPECT_EQ(inputs, (std::vector<std::string>{"dense", "cat_ids"}));
+  EXPECT_EQ(outputs, std::vector<std::string>{"probability"});
+}
+
+TEST(OnnxExport, MlpGraphEndsInSoftmax) {
+  TrainedModel m;
+  m.spec.kind = "mlp";
+  m.spec.num_features = 4;
+  m.spec.num_classes = 3;
+  m.spec.hidden = {5, 6};
+  m.dense.assign(m.spec.NumDenseParams(), 0.5f);
+  auto bytes = ToOnnx(m);
+  ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
+  const Message model = Decode(*bytes);
+  EXPECT_EQ(Messages(model, 8).size(), 1u);  // no ai.onnx.ml
+  const Message g = Messages(model, 7).at(0);
+  std::vector<std::string> ops;
+  for (const Message& n : Messages(g, 1)) ops.push_back(Strings(n, 4).at(0));
+  EXPECT_EQ(ops, (std::vector<std::string>{"Gemm", "Relu", "Gemm", "Relu", "Gemm", "Softmax"}));
+  const auto json = DescribeInputs(m);
+  EXPECT_EQ(json["inputs"][0]["name"], "features");
+  EXPECT_EQ(json["outputs"][0]["shape"], nlohmann::json({-1, 3}));
+}
+
+TEST(OnnxExport, RefusesParametersThatDoNotFitTheArchitecture) {
+  TrainedModel m = SmallTrainedWideDeep();
+  m.dense.pop_back();
+  EXPECT_EQ(ToOnnx(m).status().code(), StatusCode::kInvalidArgument);
+  m = SmallTrainedWideDeep();
+  m.ids.clear();
+  m.rows.clear();
+  EXPECT_EQ(ToOnnx(m).status().code(), StatusCode::kFailedPrecondition);
+}
+
+TEST(ReadTrainedModel, KeepsTrainedRowsOnlyFromEveryShard) {
+  const std::string root = TempRoot();
+  const ModelSpec spec = SmallWideDeep();
+  OptimizerConfig opt;
+  opt.kind = OptimizerKind::kSgd;
+  opt.lr = 1.f;
+  const int n = 2, dim = spec.SparseRowDim();
+  std::vector<float> dense(spec.NumDenseParams());
+  for (size_t i = 0; i < dense.size(); ++i) dense[i] = static_cast<float>(i);
+  // Ids spread over both shards; every other one is updated, the rest only pulled.
+  std::vector<uint64_t> ids;
+  for (uint64_t id = 1; ids.size() < 12; id = id * 7919 + 13) ids.push_back(id);
+  std::map<uint64_t, std::vector<float>> trained;
+  std::vector<ShardDigest> digests;
+  ASSERT_TRUE(PrepareCheckpointDir(root, 3).ok());
+  for (int k = 0; k < n; ++k) {
+    ShardConfig c;
+    std::tie(c.dense_begin, c.dense_end) = DenseRange(dense.size(), k, n);
+    c.sparse_dim = dim;
+    c.optimizer = opt;
+    ParamShard shard(c, dense.data() + c.dense_begin);
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (ShardOfId(ids[i], n) != k) continue;
+      std::vector<float> row(dim);
+      shard.PullSparse(&ids[i], 1, row.data());
+      if (i % 2 == 0) {
+        std::vector<float> grad(dim, -1.f);  // SGD with lr 1: row + 1
+        shard.Apply(nullptr, &ids[i], 1, grad.data());
+        for (float& v : row) v += 1.f;
+        trained[ids[i]] = row;
+      }
+    }
+    auto d = shard.Save(ShardPath(root, 3, k, n));
+    ASSERT_TRUE(d.ok()) << d.status().ToString();
+    digests.push_back(*d);
+  }
+  ASSERT_TRUE(WriteManifest(root, 3, digests).ok());
+
+  auto m = ReadTrainedModel(spec, opt, root);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(m->step, 3);
+  EXPECT_EQ(m->dense, dense);
+  ASSERT_EQ(m->ids.size(), trained.size());
+  size_t r = 0;
+  for (const auto& [id, row] : trained) {  // std::map: ascending ids, as exported
+    EXPECT_EQ(m->ids[r], id);
+    ASSERT_NE(m->Row(id), nullptr);
+    EXPECT_EQ(std::vector<float>(m->Row(id), m->Row(id) + dim), row);
+    ++r;
+  }
+  for (size_t i = 1; i < ids.size(); i += 2) EXPECT_EQ(m->Row(ids[i]), nullptr);
+  fs::remove_all(root);
+}
+
+TEST(ReadTrainedModel, ErrorsWithoutACheckpointOrForAnotherArchitecture) {
+  const std::string root = TempRoot();
+  OptimizerConfig opt;
+  EXPECT_EQ(ReadTrainedModel(SmallWideDeep(), opt, root).status().code(), StatusCode::kNotFound);
+
+  // A checkpoint of a single-process MLP, read as a model with other hidden layers.
+  MlpClassifierConfig mc;
+  mc.batch_size = 2;
+  mc.num_features = 3;
+  mc.hidden = {4};
+  auto model = CreateMlpClassifier(mc);
+  ASSERT_TRUE(model.ok());
+  LocalParams params(**model, 1, opt);
+  ASSERT_TRUE(params.SaveCheckpoint(root, 1).ok());
+  ModelSpec spec;
+  spec.kind = "mlp";
+  spec.num_features = 3;
+  spec.hidden = {4};
+  auto ok = ReadTrainedModel(spec, opt, root);
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  std::vector<float> expect((*model)->NumDenseParams());
+  (*model)->InitDense(1, expect.data());
+  EXPECT_EQ(ok->dense, expect);
+  spec.hidden = {5};
+  EXPECT_EQ(ReadTrainedModel(spec, opt, root).status().code(), StatusCode::kInvalidArgument);
+  fs::remove_all(root);
+}
+
+}  // namespace
+}  // namespace kubetrain::trainer
