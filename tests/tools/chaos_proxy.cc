@@ -1,7 +1,7 @@
 // chaos_proxy: a TCP proxy between trainer workers and parameter servers that cuts
 // connections at seeded random moments, for the exactly-once push test.
 //
-// Usage: chaos_proxy SEED MAX_FRAMES PORTS_FILE HOST:PORT [HOST:PORT ...]
+// Usage: chaos_proxy SEED|script:CUTS MAX_FRAMES PORTS_FILE HOST:PORT [HOST:PORT ...]
 //   One route per HOST:PORT: a listener on a free 127.0.0.1 port forwarding to it. The
 //   listening ports, one per line in route order, are written to PORTS_FILE (atomically)
 //   once every listener is up. Runs until killed.
@@ -17,6 +17,11 @@
 // A worker reconnects only after its connection died, so each route sees its connections
 // one after another and the cuts do not depend on timing. Every cut is logged to stderr as
 // "cut route R connection C: <direction> frame N <how>".
+//
+// script:CUTS instead of a seed names the cuts: CUTS is a comma-separated list of
+// DIRECTION/FRAME/HOW (direction 0 = worker -> PS, 1 = PS -> worker; how = lost, torn or
+// after), the first for every route's first connection, and so on; later connections are
+// not cut. For tests that need one particular cut.
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -164,24 +169,31 @@ void NoDelay(int fd) {
 }
 
 void Serve(int route, int listen_fd, std::string host, std::string port, uint64_t seed,
-           uint64_t max_frames) {
+           uint64_t max_frames, std::vector<Cut> script, bool scripted) {
   std::mt19937_64 rng(seed * 1000003u + static_cast<uint64_t>(route));
-  for (int conn_no = 1;; ++conn_no) {
+  // Numbered (and drawn for) only once the PS side answered: a connection refused because
+  // the PS is not up yet changes nothing, so the cuts do not depend on start-up order.
+  for (int conn_no = 1;;) {
     const int client = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
     if (client < 0) {
       if (errno == EINTR || errno == ECONNABORTED) continue;
       std::perror("accept");
       return;
     }
+    const int upstream = Connect(host, port);
+    if (upstream < 0) {
+      ::close(client);
+      continue;
+    }
     Cut cut;
     cut.direction = static_cast<int>(rng() % 2);
     cut.frame = 1 + rng() % max_frames;
     cut.how = static_cast<How>(rng() % 3);
     cut.inside = std::uniform_real_distribution<double>(0, 1)(rng);
-    const int upstream = Connect(host, port);
-    if (upstream < 0) {
-      ::close(client);
-      continue;
+    if (scripted) {
+      const bool planned = static_cast<size_t>(conn_no) <= script.size();
+      if (planned) cut = script[conn_no - 1];
+      cut.frame = planned ? cut.frame : UINT64_MAX;  // never
     }
     NoDelay(client);
     NoDelay(upstream);
@@ -207,6 +219,7 @@ void Serve(int route, int listen_fd, std::string host, std::string port, uint64_
                    cut.direction == 0 ? "worker->ps" : "ps->worker",
                    static_cast<unsigned long long>(cut.frame), HowName(cut.how));
     }
+    ++conn_no;
   }
 }
 
@@ -218,7 +231,38 @@ int main(int argc, char** argv) {
     return 2;
   }
   ::signal(SIGPIPE, SIG_IGN);
-  const uint64_t seed = std::strtoull(argv[1], nullptr, 10);
+  const std::string first = argv[1];
+  const bool scripted = first.rfind("script:", 0) == 0;
+  std::vector<Cut> script;
+  if (scripted) {
+    std::string rest = first.substr(7) + ",";
+    for (size_t at = 0, comma; (comma = rest.find(',', at)) != std::string::npos; at = comma + 1) {
+      const std::string item = rest.substr(at, comma - at);
+      if (item.empty()) continue;
+      Cut c;
+      char how[16] = {};
+      unsigned long long frame = 0;
+      if (std::sscanf(item.c_str(), "%d/%llu/%15s", &c.direction, &frame, how) != 3 ||
+          (c.direction != 0 && c.direction != 1) || frame == 0) {
+        std::fprintf(stderr, "bad cut %s (want DIRECTION/FRAME/lost|torn|after)\n", item.c_str());
+        return 2;
+      }
+      c.frame = frame;
+      const std::string h = how;
+      if (h == "lost") {
+        c.how = How::kBefore;
+      } else if (h == "torn") {
+        c.how = How::kInside;
+      } else if (h == "after") {
+        c.how = How::kAfter;
+      } else {
+        std::fprintf(stderr, "bad cut %s (want DIRECTION/FRAME/lost|torn|after)\n", item.c_str());
+        return 2;
+      }
+      script.push_back(c);
+    }
+  }
+  const uint64_t seed = scripted ? 0 : std::strtoull(argv[1], nullptr, 10);
   const uint64_t max_frames = std::max<uint64_t>(1, std::strtoull(argv[2], nullptr, 10));
   const std::string ports_file = argv[3];
   std::vector<std::thread> routes;
@@ -242,7 +286,7 @@ int main(int argc, char** argv) {
     }
     ports += std::to_string(ntohs(a.sin_port)) + "\n";
     routes.emplace_back(Serve, i - 4, fd, target.substr(0, colon), target.substr(colon + 1), seed,
-                        max_frames);
+                        max_frames, script, scripted);
   }
   {
     std::ofstream out(ports_file + ".tmp", std::ios::trunc);

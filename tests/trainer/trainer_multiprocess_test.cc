@@ -213,6 +213,22 @@ class TrainerProcessTest : public ::testing::Test {
     return {{"CLUSTER_CONFIG", cluster}, {"POD_NAME", pod}, {"KUBETRAIN_AUTH_KEY", key}};
   }
 
+  // Starts tests/tools/chaos_proxy with `cuts` (a seed or script:...) and one route per
+  // target port; `routes` gets the proxy's port for each, in order.
+  void StartProxy(const std::string& cuts, const std::vector<int>& targets,
+                  std::unique_ptr<kubetrain::testing::Process>* proxy, std::vector<int>* routes) {
+    std::vector<std::string> args = {cuts, "120", Path("proxy.ports")};
+    for (int t : targets) args.push_back("127.0.0.1:" + std::to_string(t));
+    *proxy = std::make_unique<kubetrain::testing::Process>(
+        KT_CHAOS_PROXY_BIN, args, std::map<std::string, std::string>{}, Path("proxy.log"));
+    ASSERT_TRUE(
+        PollUntil([&] { return fs::exists(Path("proxy.ports")); }, std::chrono::seconds(30)))
+        << (*proxy)->Log();
+    std::istringstream ports(ReadFile(Path("proxy.ports")));
+    for (int p; ports >> p;) routes->push_back(p);
+    ASSERT_EQ(routes->size(), targets.size());
+  }
+
   static inline std::string data_;
   static inline double oracle_auc_ = 0;
   std::string dir_;
@@ -556,17 +572,12 @@ TEST_F(TrainerProcessTest, ConnectionsCutAtRandomStillApplyEveryPushExactlyOnce)
   for (int w = 0; w < kWorkers; ++w) worker_ports.push_back(FreePort());
   // One proxy route per (worker, PS), so each route's connections come one after another
   // and the cuts are the same on every run.
-  std::vector<std::string> proxy_args = {"15", "120", Path("proxy.ports")};
-  for (int w = 0; w < kWorkers; ++w) {
-    for (int k = 0; k < kPs; ++k) proxy_args.push_back("127.0.0.1:" + std::to_string(ps_ports[k]));
-  }
-  kubetrain::testing::Process proxy(KT_CHAOS_PROXY_BIN, proxy_args, {}, Path("proxy.log"));
-  ASSERT_TRUE(PollUntil([&] { return fs::exists(Path("proxy.ports")); }, std::chrono::seconds(30)))
-      << proxy.Log();
+  std::vector<int> targets;
+  for (int w = 0; w < kWorkers; ++w)
+    targets.insert(targets.end(), ps_ports.begin(), ps_ports.end());
+  std::unique_ptr<kubetrain::testing::Process> proxy;
   std::vector<int> routes;
-  std::istringstream ports(ReadFile(Path("proxy.ports")));
-  for (int p; ports >> p;) routes.push_back(p);
-  ASSERT_EQ(routes.size(), static_cast<size_t>(kWorkers * kPs));
+  ASSERT_NO_FATAL_FAILURE(StartProxy("15", targets, &proxy, &routes));
 
   auto flags = [&](const std::string& name) {
     return Flags({"--steps", std::to_string(kSteps), "--eval-examples", "1000", "--log-every",
@@ -592,8 +603,8 @@ TEST_F(TrainerProcessTest, ConnectionsCutAtRandomStillApplyEveryPushExactlyOnce)
   for (int k = 0; k < kPs; ++k) {
     ASSERT_EQ(ps[k]->Wait(kRunTimeout), 0) << "ps-" << k << "\n" << ps[k]->Log();
   }
-  const std::string cuts = proxy.Log();
-  proxy.Kill();
+  const std::string cuts = proxy->Log();
+  proxy->Kill();
   int cut_count = 0;
   for (size_t at = cuts.find("cut route"); at != std::string::npos;
        at = cuts.find("cut route", at + 1)) {
@@ -607,6 +618,7 @@ TEST_F(TrainerProcessTest, ConnectionsCutAtRandomStillApplyEveryPushExactlyOnce)
   for (int k = 0; k < kPs; ++k) {
     const auto m = nlohmann::json::parse(ReadFile(Path("ps-" + std::to_string(k) + ".json")));
     EXPECT_EQ(m["updates"].get<int>(), kWorkers * kSteps) << "ps-" << k << " " << m.dump();
+    ASSERT_TRUE(m.contains("pushes_applied")) << m.dump();
     EXPECT_EQ(m["pushes_applied"].get<int>(), kWorkers * kSteps) << "ps-" << k << " " << m.dump();
     for (int w = 0; w < kWorkers; ++w) {
       const auto wm =
@@ -623,6 +635,52 @@ TEST_F(TrainerProcessTest, ConnectionsCutAtRandomStillApplyEveryPushExactlyOnce)
   EXPECT_GT(duplicates, 0u);
   const auto metrics = nlohmann::json::parse(ReadFile(Path("worker-0.json")));
   EXPECT_GT(metrics["eval"]["auc"].get<double>(), 0.75) << metrics.dump();
+}
+
+// The PS closes without a word on a wrong proof, so a connection cut in the handshake looks
+// like a refusal; it used to end the worker at once with "wrong KUBETRAIN_AUTH_KEY?".
+TEST_F(TrainerProcessTest, HandshakeCutIsRetriedNotTakenForAWrongKey) {
+  const int ps_port = FreePort();
+  std::unique_ptr<kubetrain::testing::Process> proxy;
+  std::vector<int> routes;
+  // Twice in a row, the PS's ACCEPT (its second frame) is lost.
+  ASSERT_NO_FATAL_FAILURE(StartProxy("script:1/2/lost,1/2/torn", {ps_port}, &proxy, &routes));
+  auto flags = [&](const std::string& name) {
+    return Flags({"--steps", "20", "--no-eval", "--termination-log", Path(name + ".json")});
+  };
+  const int worker_port = FreePort();
+  Process ps(flags("ps-0"), Env(ClusterConfig({ps_port}, {worker_port}), "ps-0"), Path("ps.log"));
+  Process worker(flags("worker-0"), Env(ClusterConfig({routes[0]}, {worker_port}), "worker-0"),
+                 Path("worker.log"));
+  ASSERT_EQ(worker.Wait(kRunTimeout), 0) << worker.Log();
+  EXPECT_EQ(ps.Wait(kRunTimeout), 0) << ps.Log();
+  EXPECT_NE(proxy->Log().find("connection 1: ps->worker frame 2 lost"), std::string::npos)
+      << proxy->Log();
+  EXPECT_NE(proxy->Log().find("connection 2: ps->worker frame 2 torn"), std::string::npos)
+      << proxy->Log();
+}
+
+// The coordinator's shutdown request used to be sent once: lost with its connection, it left
+// the PS running after the job ended.
+TEST_F(TrainerProcessTest, LostShutdownRequestIsSentAgain) {
+  const int ps_port = FreePort();
+  std::unique_ptr<kubetrain::testing::Process> proxy;
+  std::vector<int> routes;
+  // The worker's frames: the handshake response (1), hello (2), a pull and a push per step
+  // (3..42 for 20 steps), its Done (43), the done count (44), then Shutdown (45): lost.
+  ASSERT_NO_FATAL_FAILURE(StartProxy("script:0/45/lost", {ps_port}, &proxy, &routes));
+  auto flags = [&](const std::string& name) {
+    return Flags({"--steps", "20", "--no-eval", "--termination-log", Path(name + ".json")});
+  };
+  const int worker_port = FreePort();
+  Process ps(flags("ps-0"), Env(ClusterConfig({ps_port}, {worker_port}), "ps-0"), Path("ps.log"));
+  Process worker(flags("worker-0"), Env(ClusterConfig({routes[0]}, {worker_port}), "worker-0"),
+                 Path("worker.log"));
+  EXPECT_EQ(worker.Wait(kRunTimeout), 0) << worker.Log();
+  EXPECT_NE(proxy->Log().find("connection 1: worker->ps frame 45 lost"), std::string::npos)
+      << proxy->Log();
+  // The PS got the request again and ended with the job (it never exits 0 otherwise).
+  EXPECT_EQ(ps.Wait(std::chrono::seconds(60)), 0) << ps.Log();
 }
 
 }  // namespace
