@@ -207,12 +207,19 @@ void WriteTerminationMessage(const Flags& f, const nlohmann::json& j) {
 }
 
 // Reads the model in the checkpoint root `model_dir` and writes model.onnx + model.json
-// to `dir`.
-Status ExportOnnx(const Flags& f, const std::string& model_dir, const std::string& dir) {
+// to `dir`. A model that ONNX cannot hold (past 2 GiB) is not an error here: its reason
+// goes to `*unexportable` (the checkpoint stays the trained model).
+Status ExportOnnx(const Flags& f, const std::string& model_dir, const std::string& dir,
+                  std::string* unexportable) {
   const auto start = std::chrono::steady_clock::now();
   KT_ASSIGN_OR_RETURN(const OptimizerConfig opt, BuildOptimizer(f));
   KT_ASSIGN_OR_RETURN(const TrainedModel m, ReadTrainedModel(SpecFromFlags(f), opt, model_dir));
-  KT_RETURN_IF_ERROR(WriteOnnxExport(m, dir));
+  auto bytes = ToOnnx(m);
+  if (!bytes.ok()) {
+    *unexportable = bytes.status().message();
+    return Status::Ok();
+  }
+  KT_RETURN_IF_ERROR(WriteOnnxExport(m, *bytes, dir));
   spdlog::info("exported the model (step {}, {} embedding rows) as ONNX to {} in {:.2f} s", m.step,
                m.ids.size(), dir,
                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
@@ -226,7 +233,9 @@ int RunModelTool(const Flags& f, Model& model) {
     return kExitPermanent;
   }
   if (!f.export_dir.empty()) {
-    Status s = ExportOnnx(f, f.checkpoint_dir, f.export_dir);
+    std::string unexportable;
+    Status s = ExportOnnx(f, f.checkpoint_dir, f.export_dir, &unexportable);
+    if (s.ok() && !unexportable.empty()) s = InvalidArgument(unexportable);
     if (!s.ok()) {
       spdlog::error("export: {}", s.ToString());
       return ExitCodeFor(s);
@@ -313,7 +322,13 @@ int Finish(const Flags& f, Model& model, ParamClient& params, const TrainResult&
     // The trained model (a checkpoint: every PS's shard, then the MANIFEST), then the metrics.
     const std::string model_dir = storage::JoinPath(f.output, "model");
     Status s = params.SaveCheckpoint(model_dir, r.last_step);
-    if (s.ok()) s = ExportOnnx(f, model_dir, f.output);
+    std::string unexportable;
+    if (s.ok()) s = ExportOnnx(f, model_dir, f.output, &unexportable);
+    if (!unexportable.empty()) {
+      // Training succeeded and model/ holds the result: the job does not fail for this.
+      spdlog::error("no model.onnx: {}", unexportable);
+      metrics["onnx_export_error"] = unexportable;
+    }
     if (s.ok()) {
       s = storage::WriteObject(storage::JoinPath(f.output, "metrics.json"), metrics.dump(2) + "\n",
                                storage::WriteMode::kReplace, "application/json");

@@ -104,6 +104,12 @@ void BuildWideDeep(const TrainedModel& m, onnx::Graph* g) {
     keys[i] = static_cast<int64_t>(m.ids[i]);  // the same 64 bits, two's complement
     values[i] = static_cast<int64_t>(i) + 1;
   }
+  if (keys.empty()) {
+    // No trained rows (e.g. --steps 0): every id is unknown. LabelEncoder needs a key;
+    // this one maps to the zero row like the default.
+    keys.push_back(0);
+    values.push_back(0);
+  }
   std::vector<float> embedding(static_cast<size_t>(rows + 1) * dim, 0.f);
   std::vector<float> wide(static_cast<size_t>(rows + 1), 0.f);
   for (int64_t r = 0; r < rows; ++r) {
@@ -220,7 +226,7 @@ StatusOr<TrainedModel> ReadTrainedModel(const ModelSpec& spec, const OptimizerCo
   return m;
 }
 
-StatusOr<std::string> ToOnnx(const TrainedModel& m) {
+StatusOr<std::string> ToOnnx(const TrainedModel& m, uint64_t limit) {
   if (m.dense.size() != m.spec.NumDenseParams()) {
     return InvalidArgument("the model has " + std::to_string(m.dense.size()) +
                            " dense parameters; its architecture needs " +
@@ -234,15 +240,12 @@ StatusOr<std::string> ToOnnx(const TrainedModel& m) {
   model.graph.name = m.spec.kind;
   model.metadata = {{"kubetrain.model", m.spec.kind}, {"kubetrain.step", std::to_string(m.step)}};
   if (m.spec.kind == "wide_deep") {
-    if (m.ids.empty()) {
-      return FailedPrecondition("the Wide & Deep model has no trained embedding rows to export");
-    }
     model.opsets.emplace_back("ai.onnx.ml", kOnnxMlOpset);
     BuildWideDeep(m, &model.graph);
   } else {
     BuildMlp(m, &model.graph);
   }
-  return onnx::Serialize(model);
+  return onnx::Serialize(model, limit);
 }
 
 nlohmann::json DescribeInputs(const TrainedModel& m) {
@@ -299,8 +302,7 @@ nlohmann::json DescribeInputs(const TrainedModel& m) {
   return j;
 }
 
-Status WriteOnnxExport(const TrainedModel& m, const std::string& dir) {
-  KT_ASSIGN_OR_RETURN(std::string bytes, ToOnnx(m));
+Status WriteOnnxExport(const TrainedModel& m, std::string_view bytes, const std::string& dir) {
   if (!storage::IsS3Path(dir)) {
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);

@@ -25,10 +25,12 @@
 #include <iosfwd>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/status.h"
 #include "trainer/data/reader.h"
+#include "trainer/export/onnx.h"
 #include "trainer/model/model.h"
 #include "trainer/ps/optimizer.h"
 
@@ -76,14 +78,14 @@ inline constexpr int64_t kOnnxIrVersion = 8;  // ONNX 1.10+
 inline constexpr int64_t kOnnxOpset = 17;     // ai.onnx (ONNX 1.12+, onnxruntime 1.12+)
 inline constexpr int64_t kOnnxMlOpset = 3;    // ai.onnx.ml (LabelEncoder-2)
 
-// The ONNX ModelProto bytes. Errors: FailedPrecondition for a Wide & Deep model without
-// embedding rows; InvalidArgument past the 2 GiB limit of one ONNX file.
-StatusOr<std::string> ToOnnx(const TrainedModel& m);
+// The ONNX ModelProto bytes. Errors: InvalidArgument for parameters that do not fit the
+// architecture, or past `limit` (the 2 GiB of one ONNX file; smaller in tests).
+StatusOr<std::string> ToOnnx(const TrainedModel& m, uint64_t limit = onnx::kMaxModelBytes);
 // model.json: inputs (names, dtypes, shapes, preprocessing), outputs, opsets.
 nlohmann::json DescribeInputs(const TrainedModel& m);
-// Writes <dir>/model.onnx and then <dir>/model.json (a local directory, created if
-// needed, or an s3:// prefix).
-Status WriteOnnxExport(const TrainedModel& m, const std::string& dir);
+// Writes `onnx_bytes` (ToOnnx(m)) to <dir>/model.onnx and then <dir>/model.json (a local
+// directory, created if needed, or an s3:// prefix).
+Status WriteOnnxExport(const TrainedModel& m, std::string_view onnx_bytes, const std::string& dir);
 
 // Writes one JSON line per example of `reader` (at most max_examples; 0: all):
 //   {"dense":[...],"cat_ids":[...],"label":y,"probs":[...]}

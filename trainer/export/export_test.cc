@@ -202,10 +202,34 @@ TEST(OnnxExport, RefusesParametersThatDoNotFitTheArchitecture) {
   TrainedModel m = SmallTrainedWideDeep();
   m.dense.pop_back();
   EXPECT_EQ(ToOnnx(m).status().code(), StatusCode::kInvalidArgument);
-  m = SmallTrainedWideDeep();
+  // Past the size limit (2 GiB; 100 bytes here).
+  EXPECT_TRUE(ToOnnx(SmallTrainedWideDeep(), 1 << 20).ok());
+  EXPECT_EQ(ToOnnx(SmallTrainedWideDeep(), 100).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(OnnxExport, WideDeepWithoutTrainedRowsMapsEveryIdToTheZeroRow) {
+  TrainedModel m = SmallTrainedWideDeep();
   m.ids.clear();
   m.rows.clear();
-  EXPECT_EQ(ToOnnx(m).status().code(), StatusCode::kFailedPrecondition);
+  auto bytes = ToOnnx(m);
+  ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
+  const Message g = Messages(Decode(*bytes), 7).at(0);
+  const Message encoder = Messages(g, 1).at(0);
+  ASSERT_EQ(Strings(encoder, 4).at(0), "LabelEncoder");
+  for (const Message& a : Messages(encoder, 5)) {
+    const std::string name = Strings(a, 1).at(0);
+    if (name == "keys_int64s" || name == "values_int64s") {
+      EXPECT_EQ(a.count(8), 1u) << name;
+    }
+    if (name == "values_int64s" || name == "default_int64") {
+      EXPECT_EQ(name == "default_int64" ? Int(a, 3) : Int(a, 8), 0) << name;
+    }
+  }
+  for (const Message& t : Messages(g, 5)) {
+    if (Strings(t, 8).at(0) == "embedding") {
+      EXPECT_EQ(Strings(t, 9).at(0), std::string(2 * sizeof(float), '\0'));  // one zero row
+    }
+  }
 }
 
 TEST(ReadTrainedModel, KeepsTrainedRowsOnlyFromEveryShard) {

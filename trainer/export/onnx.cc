@@ -123,14 +123,13 @@ Tensor Int64Tensor(std::string name, std::vector<int64_t> dims, const int64_t* d
   return t;
 }
 
-StatusOr<std::string> Serialize(const Model& m) {
-  // Protobuf's limit is 2 GiB - 1 per message (signed 32-bit sizes in every implementation).
-  constexpr uint64_t kLimit = (uint64_t{1} << 31) - 1;
+StatusOr<std::string> Serialize(const Model& m, uint64_t limit) {
   uint64_t payload = 0;
   for (const auto& t : m.graph.initializers) payload += t.raw.size();
-  if (payload > kLimit) {
+  if (payload > limit) {
     return InvalidArgument("the model's parameters take " + std::to_string(payload) +
-                           " bytes, more than one ONNX file can hold (2 GiB)");
+                           " bytes, more than one ONNX file can hold (" + std::to_string(limit) +
+                           ")");
   }
   proto::Writer graph;
   for (const auto& n : m.graph.nodes) graph.Message(graph_f::kNode, EncodeNode(n));
@@ -141,9 +140,10 @@ StatusOr<std::string> Serialize(const Model& m) {
   if (!m.graph.doc.empty()) graph.Bytes(graph_f::kDoc, m.graph.doc);
   for (const auto& v : m.graph.inputs) graph.Message(graph_f::kInput, EncodeValueInfo(v));
   for (const auto& v : m.graph.outputs) graph.Message(graph_f::kOutput, EncodeValueInfo(v));
-  if (graph.size() > kLimit) {
+  if (graph.size() > limit) {
     return InvalidArgument("the model takes " + std::to_string(graph.size()) +
-                           " bytes, more than one ONNX file can hold (2 GiB)");
+                           " bytes, more than one ONNX file can hold (" + std::to_string(limit) +
+                           ")");
   }
 
   proto::Writer w;

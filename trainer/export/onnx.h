@@ -71,8 +71,11 @@ struct Model {
   Graph graph;
 };
 
-// The ModelProto bytes. Errors: InvalidArgument when the result would pass protobuf's
-// 2 GiB message limit, which readers (onnxruntime, onnx) refuse.
-StatusOr<std::string> Serialize(const Model& model);
+// Protobuf's limit: 2 GiB - 1 per message (signed 32-bit sizes in every implementation).
+inline constexpr uint64_t kMaxModelBytes = (uint64_t{1} << 31) - 1;
+
+// The ModelProto bytes. Errors: InvalidArgument when the result would pass `limit` (by
+// default protobuf's message limit, which readers such as onnxruntime and onnx refuse).
+StatusOr<std::string> Serialize(const Model& model, uint64_t limit = kMaxModelBytes);
 
 }  // namespace kubetrain::trainer::onnx
