@@ -73,6 +73,11 @@ int main(int argc, char** argv) {
   app.add_option("--target-auc", f.target_auc, "exit 3 if the final AUC is lower");
   app.add_option("--target-accuracy", f.target_accuracy, "exit 3 if the final accuracy is lower");
   app.add_option("--threads", f.threads, "compute threads (0: the container's CPU limit)");
+  app.add_option(
+         "--precision", f.precision,
+         "fp32, or bf16: BF16 inner products with FP32 weights and optimizer (needs AVX-512 "
+         "BF16 or AMX; FP32 with a warning where the CPU has neither)")
+      ->capture_default_str();
   app.add_option("--log-every", f.log_every, "steps between progress lines")->capture_default_str();
   app.add_option("--loss-curve", f.loss_curve, "append step,loss lines to this file");
   app.add_option("--max-bad-lines", f.max_bad_lines, "malformed lines tolerated")

@@ -62,7 +62,7 @@ StatusOr<std::vector<int>> ParseLayers(const std::string& text) {
   return out;
 }
 
-StatusOr<std::unique_ptr<Model>> BuildModel(const Flags& f) {
+StatusOr<std::unique_ptr<Model>> BuildModel(const Flags& f, Precision precision) {
   KT_ASSIGN_OR_RETURN(std::vector<int> hidden, ParseLayers(f.layers));
   if (f.model == "wide_deep") {
     if (f.data_format == "dense_csv") return InvalidArgument("wide_deep needs Criteo data");
@@ -70,6 +70,7 @@ StatusOr<std::unique_ptr<Model>> BuildModel(const Flags& f) {
     c.batch_size = f.batch_size;
     c.embedding_dim = f.embedding_dim;
     c.hidden = hidden;
+    c.precision = precision;
     return CreateWideDeep(c);
   }
   if (f.model == "mlp") {
@@ -81,6 +82,7 @@ StatusOr<std::unique_ptr<Model>> BuildModel(const Flags& f) {
     c.num_features = f.num_features;
     c.num_classes = f.num_classes;
     c.hidden = hidden;
+    c.precision = precision;
     return CreateMlpClassifier(c);
   }
   return InvalidArgument("unknown --model \"" + f.model + "\" (expected wide_deep or mlp)");
@@ -549,7 +551,7 @@ int Run(const Flags& f) {
   spdlog::set_pattern("[%Y-%m-%dT%H:%M:%S.%e] [%l] [" + task + "] %v");
   if (!f.predict.empty() || !f.export_dir.empty()) {
     SetComputeThreads(f.threads > 0 ? f.threads : DefaultThreadCount());
-    auto model = BuildModel(f);
+    auto model = BuildModel(f, Precision::kFp32);
     if (!model.ok()) {
       spdlog::error("{}", model.status().message());
       return kExitPermanent;
@@ -562,10 +564,20 @@ int Run(const Flags& f) {
   }
   const int threads = f.threads > 0 ? f.threads : DefaultThreadCount();
   SetComputeThreads(threads);
-  spdlog::info("kubetrain-trainer {} ({}), {} compute threads", kVersion,
-               distributed ? "parameter-server mode" : "single process", threads);
+  auto wanted = ParsePrecision(f.precision);
+  if (!wanted.ok()) {
+    spdlog::error("--precision: {}", wanted.status().message());
+    return kExitPermanent;
+  }
+  // A PS only stores and updates FP32 parameters: the precision is the trainers' concern.
+  const bool computes = !distributed || cluster->role != "ps";
+  const PrecisionChoice precision = ResolvePrecision(computes ? *wanted : Precision::kFp32);
+  if (!precision.fallback.empty()) spdlog::warn("{}", precision.fallback);
+  spdlog::info("kubetrain-trainer {} ({}), {} compute threads{}", kVersion,
+               distributed ? "parameter-server mode" : "single process", threads,
+               precision.precision == Precision::kBf16 ? ", BF16 inner products" : "");
 
-  auto model = BuildModel(f);
+  auto model = BuildModel(f, precision.precision);
   if (!model.ok()) {
     spdlog::error("{}", model.status().message());
     return kExitPermanent;

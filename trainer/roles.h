@@ -42,6 +42,7 @@ struct Flags {
   double target_auc = 0;
   double target_accuracy = 0;
   int threads = 0;
+  std::string precision = "fp32";
   int log_every = 100;
   std::string loss_curve;
   int64_t max_bad_lines = 1000;

@@ -9,6 +9,7 @@
 //   2. Wide & Deep samples/s in one process (LocalParams) and with 1 PS + 1 worker over
 //      loopback TCP (the PS runs in a thread of this process, behind a real socket, with
 //      authentication on), and where each step's time goes (read, pull, compute, push).
+//   Both in FP32 and, where the CPU has BF16 (AVX-512 BF16 or AMX), with --precision bf16.
 // The last line is the figure the benchmark exists for, with its units.
 #include <oneapi/dnnl/dnnl.h>
 #include <spdlog/spdlog.h>
@@ -98,39 +99,57 @@ int Main(int argc, char** argv) {
       wd.batch_size, wd.embedding_dim, threads, reps, steps);
 
   // 1. MLP GFLOPS: TrainStep on one fixed batch (embedding/loss work is small next to it),
-  // alternating with a 1024^3 SGEMM.
+  // FP32, BF16 and a 1024^3 SGEMM in turn.
+  const bool bf16 = CpuHasNativeBf16();
+  if (!bf16) std::printf("%s\n", ResolvePrecision(Precision::kBf16).fallback.c_str());
   {
-    auto model = CreateWideDeep(wd);
-    if (!model.ok()) return 1;
-    Model& m = **model;
-    m.InitDense(1, m.dense_params().data());
+    WideDeepConfig wd16 = wd;
+    wd16.precision = Precision::kBf16;
+    auto m32 = CreateWideDeep(wd);
+    auto m16 = CreateWideDeep(bf16 ? wd16 : wd);
+    if (!m32.ok() || !m16.ok()) return 1;
+    (*m32)->InitDense(1, (*m32)->dense_params().data());
+    (*m16)->InitDense(1, (*m16)->dense_params().data());
     StripeReader reader(ro);
     Batch b;
     if (!reader.Next(wd.batch_size, &b).ok()) return 1;
     const SparseLookup lookup = SparseLookup::Build(b);
-    std::vector<float> rows(lookup.ids.size() * m.SparseRowDim(), 0.01f), grads(rows.size());
-    (void)m.TrainStep(b, lookup, rows.data(), grads.data());  // warm-up
-    (void)SgemmGflops(1024, 1);
-    std::vector<double> gflops, sgemm, ratio;
-    for (int r = 0; r < reps; ++r) {
+    std::vector<float> rows(lookup.ids.size() * (*m32)->SparseRowDim(), 0.01f), grads(rows.size());
+    auto run = [&](Model& m) {
       const auto t0 = Clock::now();
       for (int s = 0; s < steps; ++s) (void)m.TrainStep(b, lookup, rows.data(), grads.data());
-      gflops.push_back(m.MlpFlopsPerStep() * steps / SecondsSince(t0) / 1e9);
+      return m.MlpFlopsPerStep() * steps / SecondsSince(t0) / 1e9;
+    };
+    (void)(*m32)->TrainStep(b, lookup, rows.data(), grads.data());  // warm-up
+    (void)(*m16)->TrainStep(b, lookup, rows.data(), grads.data());
+    (void)SgemmGflops(1024, 1);
+    std::vector<double> g32, g16, sgemm, ratio, speedup;
+    for (int r = 0; r < reps; ++r) {
+      g32.push_back(run(**m32));
+      if (bf16) g16.push_back(run(**m16));
       sgemm.push_back(SgemmGflops(1024, 4));
-      ratio.push_back(gflops.back() / sgemm.back());
+      ratio.push_back(g32.back() / sgemm.back());
+      if (bf16) speedup.push_back(g16.back() / g32.back());
     }
     std::printf(
-        "MLP layers forward+backward: %.1f GFLOPS (%.0f%% of a 1024^3 oneDNN SGEMM on the same "
-        "threads: %.1f GFLOPS)\n",
-        Median(gflops), 100 * Median(ratio), Median(sgemm));
+        "MLP layers forward+backward, FP32: %.1f GFLOPS (%.0f%% of a 1024^3 oneDNN SGEMM on the "
+        "same threads: %.1f GFLOPS)\n",
+        Median(g32), 100 * Median(ratio), Median(sgemm));
+    if (bf16) {
+      std::printf("MLP layers forward+backward, BF16: %.1f GFLOPS (%.2fx FP32)\n", Median(g16),
+                  Median(speedup));
+    }
   }
 
   // 2. One process and 1 PS + 1 worker over loopback, alternating.
+  WideDeepConfig wd16 = wd;
+  wd16.precision = Precision::kBf16;
   auto local_model = CreateWideDeep(wd);
+  auto bf16_model = CreateWideDeep(bf16 ? wd16 : wd);
   auto remote_model = CreateWideDeep(wd);
-  if (!local_model.ok() || !remote_model.ok()) return 1;
-  LocalParams local(**local_model, 1, opt);
-  StripeReader local_reader(ro), remote_reader(ro);
+  if (!local_model.ok() || !bf16_model.ok() || !remote_model.ok()) return 1;
+  LocalParams local(**local_model, 1, opt), local16(**bf16_model, 1, opt);
+  StripeReader local_reader(ro), bf16_reader(ro), remote_reader(ro);
 
   AuthKey key;
   key.fill(7);
@@ -160,25 +179,39 @@ int Main(int argc, char** argv) {
   t.log_every = 0;
   t.steps = 2;  // warm-up
   if (!Train(**local_model, local_reader, local, t, 0).ok()) return 1;
+  if (bf16 && !Train(**bf16_model, bf16_reader, local16, t, 0).ok()) return 1;
   if (!Train(**remote_model, remote_reader, **remote, t, 0).ok()) return 1;
-  std::vector<double> local_sps, remote_sps, ratio;
-  PhaseMs local_ms, remote_ms;
+  std::vector<double> local_sps, bf16_sps, remote_sps, ratio, bf16_ratio;
+  PhaseMs local_ms, bf16_ms, remote_ms;
   for (int r = 0; r < reps; ++r) {
     const int64_t done = 2 + static_cast<int64_t>(r) * steps;
     t.steps = done + steps;
     auto a = Train(**local_model, local_reader, local, t, done);
-    auto b = Train(**remote_model, remote_reader, **remote, t, done);
-    if (!a.ok() || !b.ok()) return 1;
+    if (!a.ok()) return 1;
     local_sps.push_back(a->samples_per_s);
+    local_ms.Add(*a, steps);
+    if (bf16) {
+      auto c = Train(**bf16_model, bf16_reader, local16, t, done);
+      if (!c.ok()) return 1;
+      bf16_sps.push_back(c->samples_per_s);
+      bf16_ratio.push_back(c->samples_per_s / a->samples_per_s);
+      bf16_ms.Add(*c, steps);
+    }
+    auto b = Train(**remote_model, remote_reader, **remote, t, done);
+    if (!b.ok()) return 1;
     remote_sps.push_back(b->samples_per_s);
     ratio.push_back(b->samples_per_s / a->samples_per_s);
-    local_ms.Add(*a, steps);
     remote_ms.Add(*b, steps);
   }
   (void)(*remote)->ShutdownAll();
   ps.join();
   std::printf("one process: %.0f samples/s\n", Median(local_sps));
   local_ms.Print("one process");
+  if (bf16) {
+    std::printf("one process, --precision bf16: %.0f samples/s (%.2fx FP32)\n", Median(bf16_sps),
+                Median(bf16_ratio));
+    bf16_ms.Print("one process, bf16");
+  }
   std::printf("1 PS + 1 worker over loopback: %.0f samples/s (%.2fx one process)\n",
               Median(remote_sps), Median(ratio));
   remote_ms.Print("1 PS + 1 worker");

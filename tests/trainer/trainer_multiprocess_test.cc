@@ -398,6 +398,52 @@ TEST_F(TrainerProcessTest, CorruptLatestCheckpointFallsBackToThePreviousOne) {
   EXPECT_NE(second.Log().find("resumed from checkpoint 10"), std::string::npos) << second.Log();
 }
 
+TEST_F(TrainerProcessTest, Bf16ReachesTheFp32AucOrSaysWhyItRunsFp32) {
+  // --precision bf16: BF16 inner products, FP32 weights and optimizer. Same data and steps
+  // as FP32; the eval AUCs (4000 examples) agree within 0.01.
+  auto run = [&](const std::string& precision) {
+    Process p(Flags({"--steps", "300", "--precision", precision, "--target-auc", "0.80",
+                     "--termination-log", Path(precision + ".json")}),
+              {}, Path(precision + ".log"));
+    EXPECT_EQ(p.Wait(kRunTimeout), 0) << p.Log();
+    return std::make_pair(nlohmann::json::parse(ReadFile(Path(precision + ".json"))), p.Log());
+  };
+  const auto [fp32, fp32_log] = run("fp32");
+  const auto [bf16, bf16_log] = run("bf16");
+  const bool fell_back = bf16_log.find("no BF16 instructions") != std::string::npos;
+  EXPECT_NE(bf16_log.find(fell_back ? "training runs in FP32" : "BF16 inner products"),
+            std::string::npos)
+      << bf16_log;
+  EXPECT_EQ(fp32_log.find("BF16"), std::string::npos) << fp32_log;
+  const double a32 = fp32["eval"]["auc"].get<double>(), a16 = bf16["eval"]["auc"].get<double>();
+  std::cout << "eval AUC fp32 " << a32 << ", bf16 " << a16 << (fell_back ? " (fell back)" : "")
+            << "\n";
+  EXPECT_NEAR(a16, a32, 0.01);
+  if (!fell_back) {
+    EXPECT_NE(a16, a32) << "the BF16 run computed in FP32";
+  }
+}
+
+TEST_F(TrainerProcessTest, Bf16OnACpuWithoutBf16RunsFp32WithAWarning) {
+  // oneDNN's own cap on the ISA it uses makes this CPU one without AVX-512 BF16 and AMX.
+  Process p(Flags({"--steps", "5", "--no-eval", "--precision", "bf16", "--termination-log",
+                   Path("m.json")}),
+            {{"DNNL_MAX_CPU_ISA", "AVX512_CORE"}}, Path("fallback.log"));
+  EXPECT_EQ(p.Wait(kRunTimeout), 0) << p.Log();
+  EXPECT_NE(p.Log().find("--precision bf16: this CPU has no BF16 instructions oneDNN can use"),
+            std::string::npos)
+      << p.Log();
+  EXPECT_NE(p.Log().find("so training runs in FP32"), std::string::npos) << p.Log();
+  EXPECT_EQ(p.Log().find("BF16 inner products"), std::string::npos) << p.Log();
+}
+
+TEST_F(TrainerProcessTest, UnknownPrecisionIsPermanentError) {
+  Process p(Flags({"--steps", "5", "--precision", "fp8", "--termination-log", Path("m.json")}), {},
+            Path("bad.log"));
+  EXPECT_EQ(p.Wait(kRunTimeout), 1) << p.Log();
+  EXPECT_NE(p.Log().find("expected fp32 or bf16"), std::string::npos) << p.Log();
+}
+
 TEST_F(TrainerProcessTest, MissedTargetAucExitsPermanentFailure) {
   Process single(
       Flags({"--steps", "5", "--target-auc", "0.999", "--termination-log", Path("m.json")}), {},

@@ -9,16 +9,85 @@ using dnnl::memory;
 using tag = memory::format_tag;
 using dt = memory::data_type;
 
-DenseLayer::DenseLayer(DnnlContext* ctx, int batch, int in, int out, bool relu)
-    : ctx_(ctx), batch_(batch), in_(in), out_(out), relu_(relu) {}
+namespace {
+
+// A buffer for `md`'s data, as floats so it is aligned for any data type.
+std::vector<float> BufferFor(const memory::desc& md) {
+  return std::vector<float>((md.get_size() + sizeof(float) - 1) / sizeof(float));
+}
+
+const char* IsaName(dnnl::cpu_isa isa) {
+  switch (isa) {
+    case dnnl::cpu_isa::sse41:
+      return "SSE4.1";
+    case dnnl::cpu_isa::avx:
+      return "AVX";
+    case dnnl::cpu_isa::avx2:
+      return "AVX2";
+    case dnnl::cpu_isa::avx2_vnni:
+      return "AVX2 VNNI";
+    case dnnl::cpu_isa::avx512_core:
+      return "AVX-512";
+    case dnnl::cpu_isa::avx512_core_vnni:
+      return "AVX-512 VNNI";
+    case dnnl::cpu_isa::avx512_core_bf16:
+      return "AVX-512 BF16";
+    case dnnl::cpu_isa::avx512_core_amx:
+      return "AMX";
+    default:
+      return "baseline x86-64";
+  }
+}
+
+}  // namespace
+
+StatusOr<Precision> ParsePrecision(std::string_view name) {
+  if (name == "fp32") return Precision::kFp32;
+  if (name == "bf16") return Precision::kBf16;
+  return InvalidArgument("unknown precision \"" + std::string(name) + "\" (expected fp32 or bf16)");
+}
+
+const char* PrecisionName(Precision p) {
+  return p == Precision::kBf16 ? "bf16" : "fp32";
+}
+
+bool CpuHasNativeBf16() {
+  // cpu_isa values are bit sets: each ISA includes the bits of those it extends, and AMX
+  // includes AVX-512 BF16.
+  const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+  const auto bf16 = static_cast<unsigned>(dnnl::cpu_isa::avx512_core_bf16);
+  return (isa & bf16) == bf16;
+}
+
+PrecisionChoice ResolvePrecision(Precision wanted) {
+  PrecisionChoice c;
+  c.precision = wanted;
+  if (wanted == Precision::kBf16 && !CpuHasNativeBf16()) {
+    c.precision = Precision::kFp32;
+    c.fallback =
+        std::string("--precision bf16: this CPU has no BF16 instructions oneDNN can use ") +
+        "(it runs " + IsaName(dnnl::get_effective_cpu_isa()) +
+        "; BF16 needs AVX-512 BF16 or AMX), so training runs in FP32";
+  }
+  return c;
+}
+
+DenseLayer::DenseLayer(DnnlContext* ctx, int batch, int in, int out, bool relu, LayerTypes types)
+    : ctx_(ctx),
+      batch_(batch),
+      in_(in),
+      out_(out),
+      relu_(relu),
+      types_(types),
+      low_precision_(types.src != dt::f32) {}
 
 StatusOr<std::unique_ptr<DenseLayer>> DenseLayer::Create(DnnlContext* ctx, int batch, int in,
-                                                         int out, bool relu) {
+                                                         int out, bool relu, LayerTypes types) {
   if (batch <= 0 || in <= 0 || out <= 0) {
     return InvalidArgument("dense layer sizes must be positive (batch " + std::to_string(batch) +
                            ", in " + std::to_string(in) + ", out " + std::to_string(out) + ")");
   }
-  std::unique_ptr<DenseLayer> layer(new DenseLayer(ctx, batch, in, out, relu));
+  std::unique_ptr<DenseLayer> layer(new DenseLayer(ctx, batch, in, out, relu, types));
   try {
     layer->Build();
   } catch (const dnnl::error& e) {
@@ -31,13 +100,20 @@ void DenseLayer::Build() {
   const dnnl::engine& eng = ctx_->engine;
   // Memory descriptors: plain row-major layouts, so parameters can be shipped as flat
   // arrays without reorders; oneDNN's GEMM-based inner product handles these directly.
-  const memory::desc src_md({batch_, in_}, dt::f32, tag::nc);
+  // FP32 parameters and gradients (w_md, b_md); under low precision the primitives read a
+  // converted copy of the weights (low_w_md) and the activations are of the layer's types.
+  const memory::desc src_md({batch_, in_}, types_.src, tag::nc);
   const memory::desc w_md({out_, in_}, dt::f32, tag::oi);
+  const memory::desc low_w_md({out_, in_}, types_.src, tag::oi);
+  const memory::desc& mul_w_md = low_precision_ ? low_w_md : w_md;
   const memory::desc b_md({out_}, dt::f32, tag::x);
-  const memory::desc dst_md({batch_, out_}, dt::f32, tag::nc);
+  const memory::desc dst_md({batch_, out_}, types_.dst, tag::nc);
+  // The gradient flowing back into this layer has the type of its input (BF16 under BF16).
+  const memory::desc diff_dst_md({batch_, out_}, types_.src, tag::nc);
+  const memory::desc diff_src_md({batch_, in_}, types_.diff_src, tag::nc);
 
-  out_buf_.resize(static_cast<size_t>(batch_) * out_);
-  if (relu_) diff_pre_.resize(out_buf_.size());
+  out_buf_ = BufferFor(dst_md);
+  if (relu_) diff_pre_ = BufferFor(diff_dst_md);
 
   // Primitive descriptors. ReLU runs as a post-op of the inner product, in the same pass over the
   // output, and its backward pass reads that output (relu'(x) = [x > 0] = [relu(x) > 0]), so the
@@ -48,15 +124,15 @@ void DenseLayer::Build() {
     ops.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
     fwd_attr.set_post_ops(ops);
   }
-  const dnnl::inner_product_forward::desc fwd_desc(dnnl::prop_kind::forward_training, src_md, w_md,
-                                                   b_md, dst_md);
+  const dnnl::inner_product_forward::desc fwd_desc(dnnl::prop_kind::forward_training, src_md,
+                                                   mul_w_md, b_md, dst_md);
   const dnnl::inner_product_forward::primitive_desc fwd_pd(fwd_desc, fwd_attr, eng);
   // The backward primitives' hint is the forward without post-ops, as oneDNN expects.
   const dnnl::inner_product_forward::primitive_desc hint_pd(fwd_desc, eng);
   const dnnl::inner_product_backward_data::primitive_desc bwd_data_pd(
-      dnnl::inner_product_backward_data::desc(src_md, w_md, dst_md), eng, hint_pd);
+      dnnl::inner_product_backward_data::desc(diff_src_md, mul_w_md, diff_dst_md), eng, hint_pd);
   const dnnl::inner_product_backward_weights::primitive_desc bwd_w_pd(
-      dnnl::inner_product_backward_weights::desc(src_md, w_md, b_md, dst_md), eng, hint_pd);
+      dnnl::inner_product_backward_weights::desc(src_md, w_md, b_md, diff_dst_md), eng, hint_pd);
 
   // Primitives, created once.
   fwd_ = dnnl::inner_product_forward(fwd_pd);
@@ -69,10 +145,15 @@ void DenseLayer::Build() {
   b_m_ = memory(b_md, eng, DNNL_MEMORY_NONE);
   diff_w_m_ = memory(w_md, eng, DNNL_MEMORY_NONE);
   diff_b_m_ = memory(b_md, eng, DNNL_MEMORY_NONE);
-  diff_src_m_ = memory(src_md, eng, DNNL_MEMORY_NONE);
+  diff_src_m_ = memory(diff_src_md, eng, DNNL_MEMORY_NONE);
   out_m_ = memory(dst_md, eng, out_buf_.data());
-  diff_pre_m_ = memory(dst_md, eng, relu_ ? diff_pre_.data() : DNNL_MEMORY_NONE);
-  diff_act_m_ = memory(dst_md, eng, DNNL_MEMORY_NONE);
+  diff_pre_m_ = memory(diff_dst_md, eng, relu_ ? diff_pre_.data() : DNNL_MEMORY_NONE);
+  diff_act_m_ = memory(diff_dst_md, eng, DNNL_MEMORY_NONE);
+  if (low_precision_) {
+    w_low_ = BufferFor(low_w_md);
+    w_low_m_ = memory(low_w_md, eng, w_low_.data());
+    to_low_w_ = dnnl::reorder(w_m_, w_low_m_);
+  }
 
   if (relu_) {
     const dnnl::eltwise_forward::primitive_desc relu_hint_pd(
@@ -81,8 +162,8 @@ void DenseLayer::Build() {
                                     0.f),
         eng);
     const dnnl::eltwise_backward::primitive_desc relu_bwd_pd(
-        dnnl::eltwise_backward::desc(dnnl::algorithm::eltwise_relu_use_dst_for_bwd, dst_md, dst_md,
-                                     0.f, 0.f),
+        dnnl::eltwise_backward::desc(dnnl::algorithm::eltwise_relu_use_dst_for_bwd, diff_dst_md,
+                                     dst_md, 0.f, 0.f),
         eng, relu_hint_pd);
     relu_bwd_ = dnnl::eltwise_backward(relu_bwd_pd);
   }
@@ -90,8 +171,9 @@ void DenseLayer::Build() {
   // Argument maps, built once: they hold handles to the memories above, so the data
   // handles set later are seen through them.
   dnnl::memory& diff_pre = relu_ ? diff_pre_m_ : diff_act_m_;
+  dnnl::memory& mul_w = low_precision_ ? w_low_m_ : w_m_;
   fwd_args_ = {{DNNL_ARG_SRC, src_m_},
-               {DNNL_ARG_WEIGHTS, w_m_},
+               {DNNL_ARG_WEIGHTS, mul_w},
                {DNNL_ARG_BIAS, b_m_},
                {DNNL_ARG_DST, out_m_}};
   relu_bwd_args_ = {
@@ -101,7 +183,7 @@ void DenseLayer::Build() {
                        {DNNL_ARG_DIFF_WEIGHTS, diff_w_m_},
                        {DNNL_ARG_DIFF_BIAS, diff_b_m_}};
   bwd_data_args_ = {
-      {DNNL_ARG_DIFF_DST, diff_pre}, {DNNL_ARG_WEIGHTS, w_m_}, {DNNL_ARG_DIFF_SRC, diff_src_m_}};
+      {DNNL_ARG_DIFF_DST, diff_pre}, {DNNL_ARG_WEIGHTS, mul_w}, {DNNL_ARG_DIFF_SRC, diff_src_m_}};
 }
 
 void DenseLayer::Bind(float* params, float* grads) {
@@ -112,15 +194,17 @@ void DenseLayer::Bind(float* params, float* grads) {
   diff_b_m_.set_data_handle(grads + nw);
 }
 
-void DenseLayer::Forward(const float* src) {
+void DenseLayer::Forward(const void* src) {
+  // The weights may have changed since the last step (a pull, an update): convert them.
+  if (low_precision_) to_low_w_.execute(ctx_->stream, w_m_, w_low_m_);
   // oneDNN takes non-const handles; the forward pass only reads src.
-  src_m_.set_data_handle(const_cast<float*>(src));
+  src_m_.set_data_handle(const_cast<void*>(src));
   fwd_.execute(ctx_->stream, fwd_args_);
   ctx_->stream.wait();
 }
 
-void DenseLayer::Backward(const float* diff_dst, float* diff_src) {
-  diff_act_m_.set_data_handle(const_cast<float*>(diff_dst));
+void DenseLayer::Backward(const void* diff_dst, void* diff_src) {
+  diff_act_m_.set_data_handle(const_cast<void*>(diff_dst));
   if (relu_) relu_bwd_.execute(ctx_->stream, relu_bwd_args_);
   bwd_weights_.execute(ctx_->stream, bwd_weights_args_);
   if (diff_src != nullptr) {
@@ -131,17 +215,45 @@ void DenseLayer::Backward(const float* diff_dst, float* diff_src) {
 }
 
 StatusOr<std::unique_ptr<Mlp>> Mlp::Create(DnnlContext* ctx, int batch,
-                                           const std::vector<int>& sizes) {
+                                           const std::vector<int>& sizes, Precision precision) {
   if (sizes.size() < 2) return InvalidArgument("an MLP needs an input and an output size");
+  if (batch <= 0) return InvalidArgument("the batch size must be positive");
   auto mlp = std::make_unique<Mlp>();
   mlp->batch_ = batch;
+  mlp->precision_ = precision;
+  mlp->ctx_ = ctx;
+  const dt low = precision == Precision::kBf16 ? dt::bf16 : dt::f32;
   for (size_t i = 0; i + 1 < sizes.size(); ++i) {
     const bool last = i + 2 == sizes.size();
-    KT_ASSIGN_OR_RETURN(auto layer,
-                        DenseLayer::Create(ctx, batch, sizes[i], sizes[i + 1], /*relu=*/!last));
+    // Between layers everything is in the low type; the output and the input's gradient
+    // are FP32.
+    LayerTypes types{low, last ? dt::f32 : low, i == 0 ? dt::f32 : low};
+    KT_ASSIGN_OR_RETURN(
+        auto layer, DenseLayer::Create(ctx, batch, sizes[i], sizes[i + 1], /*relu=*/!last, types));
     mlp->num_params_ += layer->NumParams();
-    if (!last) mlp->diff_buf_.emplace_back(static_cast<size_t>(batch) * sizes[i + 1]);
+    if (!last) {
+      mlp->diff_buf_.push_back(BufferFor(memory::desc({batch, sizes[i + 1]}, low, tag::nc)));
+    }
     mlp->layers_.push_back(std::move(layer));
+  }
+  if (low != dt::f32) {
+    try {
+      const dnnl::engine& eng = ctx->engine;
+      const memory::desc in_md({batch, sizes.front()}, dt::f32, tag::nc);
+      const memory::desc in_low_md({batch, sizes.front()}, low, tag::nc);
+      const memory::desc out_md({batch, sizes.back()}, dt::f32, tag::nc);
+      const memory::desc out_low_md({batch, sizes.back()}, low, tag::nc);
+      mlp->in_low_ = BufferFor(in_low_md);
+      mlp->diff_out_low_ = BufferFor(out_low_md);
+      mlp->in_f32_m_ = memory(in_md, eng, DNNL_MEMORY_NONE);
+      mlp->in_low_m_ = memory(in_low_md, eng, mlp->in_low_.data());
+      mlp->diff_out_f32_m_ = memory(out_md, eng, DNNL_MEMORY_NONE);
+      mlp->diff_out_low_m_ = memory(out_low_md, eng, mlp->diff_out_low_.data());
+      mlp->to_low_in_ = dnnl::reorder(mlp->in_f32_m_, mlp->in_low_m_);
+      mlp->to_low_diff_out_ = dnnl::reorder(mlp->diff_out_f32_m_, mlp->diff_out_low_m_);
+    } catch (const dnnl::error& e) {
+      return Internal(std::string("oneDNN refused the BF16 conversions: ") + e.what());
+    }
   }
   return mlp;
 }
@@ -155,18 +267,31 @@ void Mlp::Bind(float* params, float* grads) {
 }
 
 const float* Mlp::Forward(const float* src) {
-  for (auto& layer : layers_) {
-    layer->Forward(src);
-    src = layer->output();
+  const void* x = src;
+  if (precision_ != Precision::kFp32) {
+    in_f32_m_.set_data_handle(const_cast<float*>(src));
+    to_low_in_.execute(ctx_->stream, in_f32_m_, in_low_m_);
+    x = in_low_.data();
   }
-  return src;
+  for (auto& layer : layers_) {
+    layer->Forward(x);
+    x = layer->output_data();
+  }
+  return layers_.back()->output();  // FP32 in every precision
 }
 
 void Mlp::Backward(const float* diff_out, float* diff_src) {
+  const void* d = diff_out;
+  if (precision_ != Precision::kFp32) {
+    diff_out_f32_m_.set_data_handle(const_cast<float*>(diff_out));
+    to_low_diff_out_.execute(ctx_->stream, diff_out_f32_m_, diff_out_low_m_);
+    ctx_->stream.wait();
+    d = diff_out_low_.data();
+  }
   for (size_t i = layers_.size(); i-- > 0;) {
-    float* diff_in = i == 0 ? diff_src : diff_buf_[i - 1].data();
-    layers_[i]->Backward(diff_out, diff_in);
-    diff_out = diff_in;
+    void* diff_in = i == 0 ? static_cast<void*>(diff_src) : diff_buf_[i - 1].data();
+    layers_[i]->Backward(d, diff_in);
+    d = diff_in;
   }
 }
 

@@ -11,6 +11,8 @@
 
 #include <memory>
 #include <oneapi/dnnl/dnnl.hpp>
+#include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -18,10 +20,39 @@
 
 namespace kubetrain::trainer {
 
+// The arithmetic of the inner products. Parameters, their gradients and the optimizer stay
+// FP32 everywhere (the PS keeps FP32 master weights); under kBf16 the layers multiply BF16
+// copies of the weights and activations and accumulate in FP32, which CPUs with AVX-512
+// BF16 or AMX do at twice the FP32 rate or more.
+enum class Precision { kFp32, kBf16 };
+StatusOr<Precision> ParsePrecision(std::string_view name);  // "fp32" | "bf16"
+const char* PrecisionName(Precision p);
+
+// Whether oneDNN can run BF16 inner products on this CPU natively (AVX-512 BF16 or AMX), at
+// the ISA oneDNN uses (DNNL_MAX_CPU_ISA or dnnl::set_max_cpu_isa can lower it). Without
+// them oneDNN would emulate BF16, slower than FP32.
+bool CpuHasNativeBf16();
+
+struct PrecisionChoice {
+  Precision precision = Precision::kFp32;
+  std::string fallback;  // non-empty: why the wanted precision is not used
+};
+// The precision to train in when `wanted` is asked for: kBf16 falls back to kFp32, with
+// the reason, where the CPU has no native BF16.
+PrecisionChoice ResolvePrecision(Precision wanted);
+
 // The CPU engine and an in-order stream shared by all layers of a model.
 struct DnnlContext {
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
   dnnl::stream stream{engine};
+};
+
+// The data types of a layer's activations. Weights are multiplied in `src`'s type (a BF16
+// copy of the FP32 weights is made in each Forward); weight and bias gradients are FP32.
+struct LayerTypes {
+  dnnl::memory::data_type src = dnnl::memory::data_type::f32;       // and diff_dst
+  dnnl::memory::data_type dst = dnnl::memory::data_type::f32;       // output()
+  dnnl::memory::data_type diff_src = dnnl::memory::data_type::f32;  // Backward's diff_src
 };
 
 class DenseLayer {
@@ -29,7 +60,7 @@ class DenseLayer {
   // in -> out, with ReLU after the affine map when `relu`. Errors: InvalidArgument for
   // non-positive sizes, Internal when oneDNN refuses the configuration.
   static StatusOr<std::unique_ptr<DenseLayer>> Create(DnnlContext* ctx, int batch, int in, int out,
-                                                      bool relu);
+                                                      bool relu, LayerTypes types = {});
 
   int in() const { return in_; }
   int out() const { return out_; }
@@ -39,27 +70,34 @@ class DenseLayer {
   // Points the layer at its slice of the model's parameters and gradients.
   void Bind(float* params, float* grads);
 
-  // src [batch x in] must stay valid until Backward. Result in output().
-  void Forward(const float* src);
-  // The layer's output: after ReLU when `relu` (the pre-activation is not kept).
+  // src [batch x in] (of types.src) must stay valid until Backward. Result in output().
+  void Forward(const void* src);
+  // The layer's output (of types.dst): after ReLU when `relu` (the pre-activation is not
+  // kept). output() is for FP32 outputs.
+  const void* output_data() const { return out_buf_.data(); }
   const float* output() const { return out_buf_.data(); }
 
-  // diff_dst [batch x out]. Overwrites the weight/bias gradients; writes diff_src
-  // [batch x in] unless it is null (the first layer needs no input gradient).
-  void Backward(const float* diff_dst, float* diff_src);
+  // diff_dst [batch x out] (of types.src). Overwrites the weight/bias gradients; writes
+  // diff_src [batch x in] (of types.diff_src) unless it is null (the first layer needs no
+  // input gradient).
+  void Backward(const void* diff_dst, void* diff_src);
 
  private:
-  DenseLayer(DnnlContext* ctx, int batch, int in, int out, bool relu);
+  DenseLayer(DnnlContext* ctx, int batch, int in, int out, bool relu, LayerTypes types);
   void Build();
 
   // Constant after construction.
   DnnlContext* ctx_;
   const int batch_, in_, out_;
   const bool relu_;
+  const LayerTypes types_;
+  const bool low_precision_;  // types_.src is not f32: weights are converted per Forward
 
-  std::vector<float> out_buf_, diff_pre_;
+  // Buffers of any data type, as floats for alignment.
+  std::vector<float> out_buf_, diff_pre_, w_low_;
   dnnl::memory src_m_, w_m_, b_m_, out_m_, diff_w_m_, diff_b_m_, diff_act_m_, diff_pre_m_,
-      diff_src_m_;
+      diff_src_m_, w_low_m_;
+  dnnl::reorder to_low_w_;           // FP32 weights -> w_low_, when low_precision_
   dnnl::inner_product_forward fwd_;  // with ReLU as a post-op when relu_
   dnnl::inner_product_backward_data bwd_data_;
   dnnl::inner_product_backward_weights bwd_weights_;
@@ -70,10 +108,14 @@ class DenseLayer {
 
 // A stack of DenseLayers: ReLU on every layer except the last. Parameters of all layers
 // are laid out one after the other in the order of the layers.
+//
+// Under Precision::kBf16 the activations between layers and their gradients are BF16; the
+// MLP's input, output and input gradient stay FP32 (converted at the edges).
 class Mlp {
  public:
   static StatusOr<std::unique_ptr<Mlp>> Create(DnnlContext* ctx, int batch,
-                                               const std::vector<int>& sizes);
+                                               const std::vector<int>& sizes,
+                                               Precision precision = Precision::kFp32);
   size_t NumParams() const { return num_params_; }
   void Bind(float* params, float* grads);
   const float* Forward(const float* src);
@@ -90,6 +132,12 @@ class Mlp {
   std::vector<std::vector<float>> diff_buf_;  // gradient w.r.t. each hidden activation
   size_t num_params_ = 0;
   int batch_ = 0;
+  Precision precision_ = Precision::kFp32;
+  // kBf16: the input and the output's gradient converted to BF16.
+  DnnlContext* ctx_ = nullptr;
+  std::vector<float> in_low_, diff_out_low_;
+  dnnl::memory in_f32_m_, in_low_m_, diff_out_f32_m_, diff_out_low_m_;
+  dnnl::reorder to_low_in_, to_low_diff_out_;
 };
 
 // splitmix64: a tiny, portable, seedable generator so that parameter initialisation is

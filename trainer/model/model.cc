@@ -18,12 +18,12 @@ namespace {
 // resized to its parameter count and zeroed.
 StatusOr<std::unique_ptr<Mlp>> CreateBoundMlp(DnnlContext* ctx, int batch, int in,
                                               const std::vector<int>& hidden, int out,
-                                              std::vector<float>& params,
+                                              Precision precision, std::vector<float>& params,
                                               std::vector<float>& grads) {
   std::vector<int> sizes = {in};
   sizes.insert(sizes.end(), hidden.begin(), hidden.end());
   sizes.push_back(out);
-  KT_ASSIGN_OR_RETURN(std::unique_ptr<Mlp> mlp, Mlp::Create(ctx, batch, sizes));
+  KT_ASSIGN_OR_RETURN(std::unique_ptr<Mlp> mlp, Mlp::Create(ctx, batch, sizes, precision));
   params.assign(mlp->NumParams(), 0.f);
   grads.assign(mlp->NumParams(), 0.f);
   mlp->Bind(params.data(), grads.data());
@@ -35,8 +35,8 @@ class WideDeep : public Model {
   explicit WideDeep(const WideDeepConfig& c) : c_(c) {}
 
   Status Build() {
-    KT_ASSIGN_OR_RETURN(
-        mlp_, CreateBoundMlp(&ctx_, c_.batch_size, InputWidth(), c_.hidden, 1, params_, grads_));
+    KT_ASSIGN_OR_RETURN(mlp_, CreateBoundMlp(&ctx_, c_.batch_size, InputWidth(), c_.hidden, 1,
+                                             c_.precision, params_, grads_));
     input_.resize(static_cast<size_t>(c_.batch_size) * InputWidth());
     diff_input_.resize(input_.size());
     logits_.resize(c_.batch_size);
@@ -135,7 +135,7 @@ class MlpClassifier : public Model {
   Status Build() {
     if (c_.num_classes < 2) return InvalidArgument("an MLP classifier needs at least 2 classes");
     KT_ASSIGN_OR_RETURN(mlp_, CreateBoundMlp(&ctx_, c_.batch_size, c_.num_features, c_.hidden,
-                                             c_.num_classes, params_, grads_));
+                                             c_.num_classes, c_.precision, params_, grads_));
     diff_logits_.resize(static_cast<size_t>(c_.batch_size) * c_.num_classes);
     return Status::Ok();
   }

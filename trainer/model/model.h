@@ -57,6 +57,7 @@ struct WideDeepConfig {
   int num_cat = 26;
   int embedding_dim = 16;
   std::vector<int> hidden = {1024, 512, 256};
+  Precision precision = Precision::kFp32;  // of the MLP's inner products (see layers.h)
 };
 
 // Wide & Deep for Criteo-format data.
@@ -73,6 +74,7 @@ struct MlpClassifierConfig {
   int num_features = 0;
   int num_classes = 2;
   std::vector<int> hidden = {64};
+  Precision precision = Precision::kFp32;
 };
 
 // A plain MLP classifier over dense features with softmax cross-entropy.
