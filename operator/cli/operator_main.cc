@@ -52,6 +52,7 @@ struct Flags {
   int retry_period_s = 2;
   std::string cluster_domain = "cluster.local";
   bool network_policy = true;
+  bool kueue = false;
   std::string metrics_addr = "0.0.0.0:8080";
   std::string health_addr = "0.0.0.0:8081";
   std::string log_format = "text";
@@ -150,6 +151,9 @@ int main(int argc, char** argv) {
   app.add_option("--network-policy", f.network_policy,
                  "create a NetworkPolicy per job: only its own pods reach its training port")
       ->capture_default_str();
+  app.add_flag("--kueue", f.kueue,
+               "queue jobs labelled kueue.x-k8s.io/queue-name through Kueue's Workloads "
+               "(off if the Workload CRD is not installed)");
   app.add_option("--metrics-addr", f.metrics_addr, "host:port for /metrics (port 0: off)");
   app.add_option("--health-addr", f.health_addr, "host:port for /healthz and /readyz (0: off)");
   app.add_option("--log-format", f.log_format, "text or json")
@@ -218,6 +222,23 @@ int main(int argc, char** argv) {
   opts.namespaces = f.namespaces;
   opts.cluster_domain = f.cluster_domain;
   opts.network_policy = f.network_policy;
+  opts.kueue = f.kueue;
+  if (opts.kueue) {
+    // Kueue's API must be served, or the workloads cache would never sync.
+    auto found = (*client)->Do("GET", "/apis/kueue.x-k8s.io/v1beta1");
+    const bool served = found.ok() && found->status == 200 &&
+                        found->body.find("\"workloads\"") != std::string::npos;
+    if (!served) {
+      spdlog::warn(
+          "--kueue: kueue.x-k8s.io/v1beta1 workloads are not served ({}); the Kueue "
+          "integration is off and jobs asking for a queue run unqueued, with a warning "
+          "event",
+          found.ok() ? "HTTP " + std::to_string(found->status) : found.status().ToString());
+      opts.kueue = false;
+    } else {
+      spdlog::info("--kueue: jobs labelled kueue.x-k8s.io/queue-name are admitted by Kueue");
+    }
+  }
   opts.workers = f.workers;
   opts.read_progress = f.progress_qps > 0;
   {

@@ -11,6 +11,10 @@ class KubeJobClient final : public JobClient {
                                   const nlohmann::json& object) override {
     return client_->Create(r, ns, object);
   }
+  StatusOr<nlohmann::json> GetObject(const kube::ResourceRef& r, const std::string& ns,
+                                     const std::string& name) override {
+    return client_->Get(r, ns, name);
+  }
   StatusOr<nlohmann::json> Update(const kube::ResourceRef& r, const std::string& ns,
                                   const nlohmann::json& object) override {
     return client_->Update(r, ns, object);

@@ -10,6 +10,7 @@
 
 #include "operator/api/json.h"
 #include "operator/controller/expectations.h"
+#include "operator/controller/kueue_integration.h"
 #include "operator/controller/observe_pod.h"
 #include "operator/planner/planner.h"
 #include "operator/progress/endpoint.h"
@@ -98,8 +99,16 @@ class JobController::Impl {
       });
       caches->pods->AddHandlers(ChildHandlers<CachedPod>());
       caches->services->AddHandlers(ChildHandlers<CachedChild>());
+      if (options_.kueue) {
+        // Workloads made by a job integration carry the job-uid label.
+        caches->workloads = std::make_unique<runtime::Informer<runtime::GenericObject>>(
+            client_->ListWatch(kWorkloads, ns, std::string(kueue::kJobUidLabel)),
+            runtime::ToGenericObject, runtime::ReflectorOptions{.name = "workloads"});
+        caches->workloads->AddHandlers(ChildHandlers<runtime::GenericObject>());
+      }
       caches_[ns] = std::move(caches);
     }
+    if (options_.kueue) kueue_ = std::make_unique<KueueIntegration>(client_, recorder_);
     if (options_.read_progress) {
       progress_ = std::make_unique<progress::ProgressReader>(
           options_.progress, [this](const std::string& key) { queue_.Add(key); },
@@ -149,34 +158,42 @@ class JobController::Impl {
     std::unique_ptr<runtime::Informer<runtime::GenericObject>> jobs;
     std::unique_ptr<runtime::Informer<CachedPod>> pods;
     std::unique_ptr<runtime::Informer<CachedChild>> services;
+    std::unique_ptr<runtime::Informer<runtime::GenericObject>> workloads;  // with --kueue only
     // No Secret informer: the operator may not read Secrets (least privilege).
     // It creates the job's Secret before any pod, and AlreadyExists says it is there.
     void Start() {
       jobs->Start();
       pods->Start();
       services->Start();
+      if (workloads) workloads->Start();
     }
     void Stop() {
       jobs->Stop();
       pods->Stop();
       services->Stop();
+      if (workloads) workloads->Stop();
     }
     bool WaitForSync(std::chrono::milliseconds t, std::stop_token stop) {
       return jobs->WaitForSync(t, stop) && pods->WaitForSync(t, stop) &&
-             services->WaitForSync(t, stop);
+             services->WaitForSync(t, stop) && (!workloads || workloads->WaitForSync(t, stop));
     }
     // The first error a cache that has not synced saw, described.
     std::string Cause() const {
       const std::pair<const char*, Status> seen[] = {
           {"trainingjobs", jobs->HasSynced() ? Status::Ok() : jobs->LastError()},
           {"pods", pods->HasSynced() ? Status::Ok() : pods->LastError()},
-          {"services", services->HasSynced() ? Status::Ok() : services->LastError()}};
+          {"services", services->HasSynced() ? Status::Ok() : services->LastError()},
+          {"workloads",
+           !workloads || workloads->HasSynced() ? Status::Ok() : workloads->LastError()}};
       for (const auto& [resource, error] : seen) {
         if (!error.ok()) return runtime::DescribeListError(resource, error);
       }
       return "no list failed, the apiserver was slow (raise --cache-sync-timeout)";
     }
-    bool Synced() const { return jobs->HasSynced() && pods->HasSynced() && services->HasSynced(); }
+    bool Synced() const {
+      return jobs->HasSynced() && pods->HasSynced() && services->HasSynced() &&
+             (!workloads || workloads->HasSynced());
+    }
   };
 
   template <typename T>
@@ -262,6 +279,9 @@ class JobController::Impl {
     Caches* c = CachesFor(ns);
     if (c == nullptr) return runtime::ReconcileResult{};
     auto cached = c->jobs->store().Get(key);
+    if (kueue_) {
+      KT_RETURN_IF_ERROR(ReleaseOrphanWorkloads(*c, ns, name, cached ? cached->meta.uid : ""));
+    }
     if (!cached) {
       ForgetJob(key);
       return runtime::ReconcileResult{};  // deleted; the garbage collector takes the children
@@ -292,7 +312,34 @@ class JobController::Impl {
     if (progress_) input.progress = progress_->Latest(key);
     input.network_policy = options_.network_policy;
     expectations_.FillPlanInput(key, input);
+    std::shared_ptr<const runtime::GenericObject> workload;
+    if (auto queue = kueue::QueueName(job); queue && !job.metadata.deletion_timestamp) {
+      if (kueue_) {
+        workload = c->workloads->store().Get(ns + "/" + kueue::WorkloadName(job));
+        KT_ASSIGN_OR_RETURN(input.hold,
+                            kueue_->Sync(job, *queue, workload.get(), PodsActive(observed), now));
+      } else if (!was_created) {
+        recorder_->Record(
+            {std::string(api::kApiVersion), std::string(api::kKind), ns, name, job.metadata.uid},
+            "Warning", "KueueIntegrationDisabled", "Reconcile",
+            "the job asks for Kueue queue " + *queue +
+                " but the operator runs without --kueue (or Kueue's Workload CRD "
+                "is not installed): it runs without being queued");
+      }
+    }
     Plan plan = PlanJob(job, observed, input);
+    if (workload && !input.hold) {
+      const Status merged = kueue_->DecoratePods(workload->object, plan.creates);
+      if (merged.code() == StatusCode::kFailedPrecondition) {
+        // The admission cannot be applied to the pods (a template's node
+        // selector says otherwise): retrying cannot help; the job fails.
+        expectations_.ChildRejected(key, "Kueue's admission: " + merged.message());
+        runtime::ReconcileResult again;
+        again.requeue_after = std::chrono::milliseconds(1);
+        return again;
+      }
+      KT_RETURN_IF_ERROR(merged);
+    }
     UpdateProgressTarget(key, *c, job, plan.status);
 
     // 1. Status first: it records which failures were counted before their pods go.
@@ -464,6 +511,31 @@ class JobController::Impl {
     return Status::Ok();
   }
 
+  // Workloads of job `name` in `ns` not owned by `live_uid` (the job was
+  // deleted, or replaced by one of the same name) lose their finalizer once
+  // the garbage collector deletes them.
+  Status ReleaseOrphanWorkloads(Caches& c, const std::string& ns, const std::string& name,
+                                const std::string& live_uid) {
+    for (const auto& wl : c.workloads->store().List()) {
+      const auto& owner = wl->meta.controller;
+      if (wl->meta.ns != ns || !owner || owner->kind != api::kKind || owner->name != name ||
+          owner->uid == live_uid) {
+        continue;
+      }
+      KT_RETURN_IF_ERROR(kueue_->ReleaseOrphan(*wl));
+    }
+    return Status::Ok();
+  }
+
+  // Kueue's IsActive: a pod not terminated, also one being deleted (it still
+  // holds its node's resources).
+  static bool PodsActive(const ObservedChildren& observed) {
+    for (const ObservedPod& p : observed.pods) {
+      if (p.phase != PodPhase::kSucceeded && p.phase != PodPhase::kFailed) return true;
+    }
+    return false;
+  }
+
   static bool HasLivePods(const ObservedChildren& observed) {
     for (const ObservedPod& p : observed.pods) {
       if (!p.deletion_timestamp && p.phase != PodPhase::kSucceeded &&
@@ -486,6 +558,7 @@ class JobController::Impl {
   runtime::WorkQueue queue_{runtime::WorkQueueOptions{.name = "trainingjobs"}};
   Expectations expectations_{options_.expectation_timeout};
   std::unique_ptr<progress::ProgressReader> progress_;  // null when not reading progress
+  std::unique_ptr<KueueIntegration> kueue_;             // null without options.kueue
 };
 
 JobController::JobController(kube::Client* client, runtime::EventRecorder* recorder,

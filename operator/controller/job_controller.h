@@ -54,6 +54,10 @@ struct JobControllerOptions {
   // (operator/progress/reader.h). Off: status.progress is left as it is.
   bool read_progress = true;
   progress::ReaderOptions progress;
+  // Kueue (--kueue; operator/kueue, kueue_integration.h): a job labelled
+  // kueue.x-k8s.io/queue-name runs only while its Workload is admitted. Needs
+  // the Workload CRD. Off: such a job runs at once, with a Warning event.
+  bool kueue = false;
 };
 
 class JobController {

@@ -91,7 +91,7 @@ class Planner {
   void CleanUpFinished();
   void ScheduleTtl();
   void DeletePod(const ObservedPod& pod);
-  void Suspend();
+  void Suspend(const std::string& reason, const std::string& message);
   // Whether the job succeeded per its successPolicy: the condition's message,
   // and the pod whose termination message holds the job's final metrics.
   struct Success {
@@ -237,14 +237,14 @@ void Planner::Finish(bool succeeded, std::string reason, std::string message) {
   ScheduleTtl();
 }
 
-void Planner::Suspend() {
+void Planner::Suspend(const std::string& reason, const std::string& message) {
   for (const ObservedPod& pod : observed_.pods) DeletePod(pod);
   for (auto& [type, rs] : status_.replica_statuses) rs.backoff.clear();
-  if (!status_.IsTrue(ConditionType::kSuspended)) {
-    const std::string message = "the job is suspended; its pods are deleted";
-    SetCondition(ConditionType::kRunning, false, "TrainingJobSuspended", message);
-    SetCondition(ConditionType::kRestarting, false, "TrainingJobSuspended", message);
-    SetCondition(ConditionType::kSuspended, true, "TrainingJobSuspended", message);
+  const api::Condition* now = status_.Find(ConditionType::kSuspended);
+  if (now == nullptr || !now->status || now->reason != reason || now->message != message) {
+    SetCondition(ConditionType::kRunning, false, reason, message);
+    SetCondition(ConditionType::kRestarting, false, reason, message);
+    SetCondition(ConditionType::kSuspended, true, reason, message);
     AddEvent(EventType::kNormal, "Suspended", message);
   }
 }
@@ -583,7 +583,9 @@ Plan Planner::Run() {
     if (!valid.ok()) {
       Finish(false, "InvalidSpec", valid.message());
     } else if (job_.spec.run_policy.suspend) {
-      Suspend();
+      Suspend("TrainingJobSuspended", "the job is suspended; its pods are deleted");
+    } else if (input_.hold) {
+      Suspend(input_.hold->reason, input_.hold->message);
     } else {
       if (status_.IsTrue(ConditionType::kSuspended)) {
         SetCondition(ConditionType::kSuspended, false, "TrainingJobResumed", "the job is resumed");

@@ -107,6 +107,14 @@ struct PlanInput {
   // kept. Once the job is finished the planner clears the ETA, and a success
   // shows every step done.
   std::optional<api::Progress> progress;
+  // Set while a queue (Kueue, operator/kueue) holds the job: it is suspended
+  // as with spec.runPolicy.suspend (every pod deleted, condition Suspended,
+  // no restart counted) with this reason and message, its spec untouched.
+  struct Hold {
+    std::string reason;
+    std::string message;
+  };
+  std::optional<Hold> hold;
 };
 
 // Crash-loop backoff (like the Job controller's pod failure backoff): a replica
@@ -185,6 +193,7 @@ struct Plan {
 //    job with reason InvalidSpec; being finished, it is not retried.
 //  - suspend: every pod is deleted, condition Suspended. Resuming sets
 //    startTime = now, which restarts the activeDeadlineSeconds clock.
+//    input.hold (a queue holds the job) suspends the same way, with its reason.
 //  - activeDeadlineSeconds after startTime: Failed/DeadlineExceeded; before it,
 //    requeue_after is the time left.
 //  - Success per successPolicy (checked before failures): ChiefOrWorker0 = the

@@ -1341,6 +1341,40 @@ TEST(PlannerSuspendTest, ResumeRecreatesPodsAndRestartsTheDeadlineClock) {
   EXPECT_EQ(plan.events[0].reason, "Resumed");
 }
 
+TEST(PlannerSuspendTest, AQueueHoldSuspendsWithItsReasonAndCountsNoRestart) {
+  api::TrainingJob job = Job(RestartPolicy::kOnFailure);
+  job.spec.run_policy.backoff_limit = 0;
+  PlanInput in = Input();
+  in.hold = PlanInput::Hold{"Evicted", "Kueue evicted Workload w (Preempted)"};
+  ObservedChildren o = All(PodPhase::kRunning);
+  Find(o, "tj-worker-1").phase = PodPhase::kFailed;  // not a failure to count: the job is held
+  Plan plan = PlanJob(job, o, in);
+  EXPECT_EQ(DeletedPods(plan).size(), 4u);
+  EXPECT_TRUE(plan.creates.empty());
+  EXPECT_FALSE(plan.status.Finished()) << "eviction spends no restart budget";
+  EXPECT_EQ(plan.status.state, "Suspended");
+  ASSERT_NE(Cond(plan, ConditionType::kSuspended), nullptr);
+  EXPECT_EQ(Cond(plan, ConditionType::kSuspended)->reason, "Evicted");
+  EXPECT_EQ(Cond(plan, ConditionType::kSuspended)->message, in.hold->message);
+  EXPECT_FALSE(job.spec.run_policy.suspend);
+  // A new reason is recorded; the same one again changes nothing.
+  PlanInput waiting = Input();
+  waiting.hold = PlanInput::Hold{"WaitingForAdmission", "waiting for Kueue"};
+  Plan again = PlanJob(After(job, plan), {}, waiting);
+  EXPECT_EQ(Cond(again, ConditionType::kSuspended)->reason, "WaitingForAdmission");
+  EXPECT_EQ(again.events.size(), 1u);
+  Plan same = PlanJob(After(After(job, plan), again), {}, waiting);
+  EXPECT_FALSE(same.status_changed);
+  EXPECT_TRUE(same.events.empty());
+  // Admitted: the hold is lifted and the pods are created.
+  Plan run = PlanJob(After(After(job, plan), again), {}, Input());
+  size_t pods = 0;
+  for (const ChildCreate& c : run.creates) pods += c.ref.kind == ChildRef::Kind::kPod ? 1 : 0;
+  EXPECT_EQ(pods, 4u);
+  EXPECT_FALSE(run.status.IsTrue(ConditionType::kSuspended));
+  EXPECT_EQ(run.status.replica_statuses[ReplicaType::kWorker].restarts, 0);
+}
+
 // ---- Bad input -------------------------------------------------------------------
 
 TEST(PlannerInvalidTest, TemplateWithoutContainersFailsWithInvalidSpecOnce) {

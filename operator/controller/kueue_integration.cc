@@ -1,0 +1,147 @@
+#include "operator/controller/kueue_integration.h"
+
+#include <map>
+
+namespace kubetrain::controller {
+
+using json = nlohmann::json;
+using Action = kueue::Decision::Action;
+
+KueueIntegration::KueueIntegration(JobClient* client, runtime::EventRecorder* recorder)
+    : client_(client), recorder_(recorder) {}
+
+void KueueIntegration::Event(const api::TrainingJob& job, const std::string& type,
+                             const std::string& reason, const std::string& message) {
+  recorder_->Record({std::string(api::kApiVersion), std::string(api::kKind),
+                     job.metadata.namespace_, job.metadata.name, job.metadata.uid},
+                    type, reason, "Kueue", message);
+}
+
+StatusOr<std::optional<kueue::Priority>> KueueIntegration::PriorityOf(const api::TrainingJob& job) {
+  auto it = job.metadata.labels.find(std::string(kueue::kPriorityClassLabel));
+  if (it == job.metadata.labels.end() || it->second.empty())
+    return std::optional<kueue::Priority>();
+  auto wpc = client_->GetObject(kWorkloadPriorityClasses, "", it->second);
+  if (!wpc.ok()) {
+    return wpc.status().WithContext("WorkloadPriorityClass " + it->second + " (label " +
+                                    std::string(kueue::kPriorityClassLabel) + ")");
+  }
+  const json& v = (*wpc)["value"];
+  return std::optional<kueue::Priority>(
+      kueue::Priority{it->second, v.is_number_integer() ? v.get<int32_t>() : 0});
+}
+
+StatusOr<std::optional<PlanInput::Hold>> KueueIntegration::Sync(
+    const api::TrainingJob& job, const std::string& queue, const runtime::GenericObject* workload,
+    bool pods_active, api::Time now) {
+  const json* wl = workload != nullptr ? &workload->object : nullptr;
+  const kueue::Decision d = kueue::Decide(job, queue, wl, pods_active);
+  const std::string& ns = job.metadata.namespace_;
+  switch (d.action) {
+    case Action::kNone:
+      break;
+    case Action::kCreateWorkload: {
+      auto priority = PriorityOf(job);
+      if (!priority.ok()) {
+        Event(job, "Warning", "WorkloadNotCreated", priority.status().message());
+        return priority.status();
+      }
+      const json obj = kueue::BuildWorkload(job, queue, *priority);
+      auto created = client_->Create(kWorkloads, ns, obj);
+      if (created.ok()) {
+        Event(job, "Normal", "CreatedWorkload",
+              "created Workload " + obj["metadata"]["name"].get<std::string>() + " in queue " +
+                  queue);
+      } else if (created.status().code() != StatusCode::kAlreadyExists) {
+        if (created.status().code() == StatusCode::kInvalidArgument ||
+            created.status().code() == StatusCode::kPermissionDenied) {
+          Event(job, "Warning", "WorkloadNotCreated", created.status().message());
+        }
+        return created.status().WithContext("create Workload");
+      }
+      break;
+    }
+    case Action::kDeleteWorkload: {
+      kube::DeleteOptions opts;
+      opts.precondition_uid = workload->meta.uid;
+      const Status s = client_->Delete(kWorkloads, ns, workload->meta.name, opts);
+      if (!s.ok() && s.code() != StatusCode::kNotFound) return s.WithContext("delete Workload");
+      Event(job, "Normal", "DeletedWorkload",
+            "deleted Workload " + workload->meta.name + ": its pod sets no longer match the job");
+      break;
+    }
+    case Action::kClearAdmission:
+      KT_RETURN_IF_ERROR(WriteStatus(*workload, kueue::ClearedAdmissionStatus(*wl, now)));
+      break;
+    case Action::kFinishWorkload: {
+      const bool succeeded = job.status.IsTrue(api::ConditionType::kSucceeded);
+      const api::Condition* c =
+          job.status.Find(succeeded ? api::ConditionType::kSucceeded : api::ConditionType::kFailed);
+      KT_RETURN_IF_ERROR(WriteStatus(
+          *workload, kueue::FinishedStatus(*wl, succeeded, c != nullptr ? c->message : "", now)));
+      break;
+    }
+    case Action::kRemoveFinalizer:
+      KT_RETURN_IF_ERROR(RemoveFinalizer(*workload));
+      break;
+  }
+  if (!d.hold) return std::optional<PlanInput::Hold>();
+  return std::optional<PlanInput::Hold>(PlanInput::Hold{d.hold->reason, d.hold->message});
+}
+
+Status KueueIntegration::DecoratePods(const json& workload, std::vector<ChildCreate>& creates) {
+  bool any_pod = false;
+  for (const ChildCreate& c : creates) any_pod = any_pod || c.ref.kind == ChildRef::Kind::kPod;
+  if (!any_pod) return Status::Ok();
+  // The flavors are read only when pods are about to be created: once per
+  // admission and role in practice.
+  std::map<std::string, kueue::PodSetInfo> infos;
+  std::map<std::string, json> flavors;
+  for (const kueue::PodSetAssignment& a : kueue::Assignments(workload)) {
+    for (const std::string& f : a.flavors) {
+      if (flavors.contains(f)) continue;
+      auto got = client_->GetObject(kResourceFlavors, "", f);
+      if (!got.ok()) return got.status().WithContext("ResourceFlavor " + f);
+      flavors[f] = std::move(*got);
+    }
+    KT_ASSIGN_OR_RETURN(infos[a.name], kueue::InfoFromFlavors(a, flavors));
+  }
+  for (ChildCreate& c : creates) {
+    if (c.ref.kind != ChildRef::Kind::kPod || !c.ref.role) continue;
+    const std::string role(api::Role(*c.ref.role).lower);
+    auto it = infos.find(role);
+    if (it == infos.end()) {
+      return Status(StatusCode::kFailedPrecondition,
+                    "the Workload's admission has no pod set " + role);
+    }
+    KT_RETURN_IF_ERROR(kueue::ApplyPodSetInfo(c.object, it->second)
+                           .WithContext("pod " + c.ref.name + ", pod set " + role));
+  }
+  return Status::Ok();
+}
+
+Status KueueIntegration::ReleaseOrphan(const runtime::GenericObject& workload) {
+  if (workload.meta.deletion_timestamp.empty() || !kueue::HasOurFinalizer(workload.object))
+    return Status::Ok();
+  return RemoveFinalizer(workload);
+}
+
+Status KueueIntegration::RemoveFinalizer(const runtime::GenericObject& workload) {
+  json obj = workload.object;
+  obj["metadata"]["finalizers"] = kueue::FinalizersWithoutOurs(workload.object);
+  auto updated = client_->Update(kWorkloads, workload.meta.ns, obj);
+  if (!updated.ok() && updated.status().code() != StatusCode::kNotFound)
+    return updated.status().WithContext("remove the finalizer of Workload " + workload.meta.name);
+  return Status::Ok();
+}
+
+Status KueueIntegration::WriteStatus(const runtime::GenericObject& workload, json status) {
+  json obj = workload.object;
+  obj["status"] = std::move(status);
+  auto written = client_->UpdateStatus(kWorkloads, workload.meta.ns, obj);
+  if (!written.ok() && written.status().code() != StatusCode::kNotFound)
+    return written.status().WithContext("update status of Workload " + workload.meta.name);
+  return Status::Ok();
+}
+
+}  // namespace kubetrain::controller

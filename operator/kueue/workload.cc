@@ -1,0 +1,336 @@
+#include "operator/kueue/workload.h"
+
+#include <openssl/evp.h>
+
+#include <algorithm>
+#include <array>
+
+namespace kubetrain::kueue {
+namespace {
+
+using json = nlohmann::json;
+
+const json* FindCondition(const json& workload, std::string_view type) {
+  const json* status = workload.contains("status") ? &workload["status"] : nullptr;
+  if (status == nullptr || !status->is_object() || !status->contains("conditions")) return nullptr;
+  const json& conds = (*status)["conditions"];
+  if (!conds.is_array()) return nullptr;
+  for (const json& c : conds) {
+    if (c.is_object() && c.value("type", std::string()) == type) return &c;
+  }
+  return nullptr;
+}
+
+bool IsTrue(const json& workload, std::string_view type) {
+  const json* c = FindCondition(workload, type);
+  return c != nullptr && c->value("status", std::string()) == "True";
+}
+
+std::string ConditionString(const json* c, const char* field) {
+  if (c == nullptr) return "";
+  return c->value(field, std::string());
+}
+
+int64_t Generation(const json& workload) {
+  const json& m = workload.value("metadata", json::object());
+  auto it = m.find("generation");
+  return it != m.end() && it->is_number_integer() ? it->get<int64_t>() : 0;
+}
+
+// metav1.Condition semantics (apimeta.SetStatusCondition): the transition time
+// changes only with the status.
+void SetCondition(json& status, std::string_view type, bool value, std::string_view reason,
+                  std::string_view message, int64_t generation, api::Time now) {
+  if (!status.contains("conditions") || !status["conditions"].is_array())
+    status["conditions"] = json::array();
+  const std::string s = value ? "True" : "False";
+  for (json& c : status["conditions"]) {
+    if (!c.is_object() || c.value("type", std::string()) != type) continue;
+    if (c.value("status", std::string()) != s) c["lastTransitionTime"] = api::FormatTime(now);
+    c["status"] = s;
+    c["reason"] = reason;
+    c["message"] = message;
+    c["observedGeneration"] = generation;
+    return;
+  }
+  status["conditions"].push_back({{"type", type},
+                                  {"status", s},
+                                  {"reason", reason},
+                                  {"message", message},
+                                  {"observedGeneration", generation},
+                                  {"lastTransitionTime", api::FormatTime(now)}});
+}
+
+void UnsetQuotaReservation(json& status, std::string_view reason, std::string_view message,
+                           std::string_view admitted_reason, std::string_view admitted_message,
+                           int64_t generation, api::Time now) {
+  SetCondition(status, "QuotaReserved", false, reason, message, generation, now);
+  status.erase("admission");
+  SetCondition(status, "Admitted", false, admitted_reason, admitted_message, generation, now);
+}
+
+json Requests(const json& tmpl) {
+  json out = json::array();
+  const json& spec = tmpl.value("spec", json::object());
+  for (const char* list : {"initContainers", "containers"}) {
+    auto it = spec.find(list);
+    if (it == spec.end() || !it->is_array()) continue;
+    for (const json& c : *it) {
+      json r = c.is_object() ? c.value("resources", json::object()) : json::object();
+      out.push_back(r.is_object() ? r.value("requests", json::object()) : json::object());
+    }
+  }
+  return out;
+}
+
+std::string Sha1Hex(std::string_view data) {
+  std::array<unsigned char, EVP_MAX_MD_SIZE> md{};
+  unsigned int len = 0;
+  EVP_Digest(data.data(), data.size(), md.data(), &len, EVP_sha1(), nullptr);
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned int i = 0; i < len; ++i) {
+    out.push_back(kDigits[md[i] >> 4]);
+    out.push_back(kDigits[md[i] & 15]);
+  }
+  return out;
+}
+
+// Merges `from` into the object at `to` (created if absent); a key present
+// with another value is a conflict.
+Status MergeMap(json& to, const std::map<std::string, std::string>& from, std::string_view what) {
+  if (from.empty()) return Status::Ok();
+  if (!to.is_object()) to = json::object();
+  for (const auto& [k, v] : from) {
+    auto it = to.find(k);
+    if (it != to.end() && !(it->is_string() && it->get<std::string>() == v)) {
+      return Status(StatusCode::kFailedPrecondition,
+                    "the admission's " + std::string(what) + " " + k + "=" + v +
+                        " conflicts with the pod template's " + k + "=" + it->dump());
+    }
+    to[k] = v;
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+std::optional<std::string> QueueName(const api::TrainingJob& job) {
+  auto it = job.metadata.labels.find(std::string(kQueueNameLabel));
+  if (it == job.metadata.labels.end() || it->second.empty()) return std::nullopt;
+  return it->second;
+}
+
+std::string WorkloadName(const api::TrainingJob& job) {
+  std::string kind(api::kKind);
+  std::transform(kind.begin(), kind.end(), kind.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  const std::string hash = Sha1Hex(std::string(api::kKind) + "\n" + std::string(api::kGroup) +
+                                   "\n" + job.metadata.name + "\n" + job.metadata.uid);
+  std::string prefix = kind + "-" + job.metadata.name;
+  constexpr size_t kMaxPrefix = 252 - 5;
+  if (prefix.size() > kMaxPrefix) prefix.resize(kMaxPrefix);
+  return prefix + "-" + hash.substr(0, 5);
+}
+
+json BuildWorkload(const api::TrainingJob& job, const std::string& queue,
+                   const std::optional<Priority>& priority) {
+  json pod_sets = json::array();
+  for (const api::RoleInfo& role : api::kRoles) {
+    auto it = job.spec.replica_specs.find(role.type);
+    if (it == job.spec.replica_specs.end() || it->second.replicas <= 0) continue;
+    pod_sets.push_back({{"name", role.lower},
+                        {"count", it->second.replicas},
+                        {"template", it->second.pod_template}});
+  }
+  json meta = {{"name", WorkloadName(job)},
+               {"namespace", job.metadata.namespace_},
+               {"labels", {{kJobUidLabel, job.metadata.uid}}},
+               {"finalizers", json::array({kResourceInUseFinalizer})},
+               {"ownerReferences", json::array({{{"apiVersion", api::kApiVersion},
+                                                 {"kind", api::kKind},
+                                                 {"name", job.metadata.name},
+                                                 {"uid", job.metadata.uid},
+                                                 {"controller", true},
+                                                 {"blockOwnerDeletion", true}}})}};
+  json spec = {{"queueName", queue}, {"podSets", std::move(pod_sets)}};
+  if (priority) {
+    spec["priorityClassName"] = priority->class_name;
+    spec["priority"] = priority->value;
+    spec["priorityClassSource"] = kWorkloadPriorityClassSource;
+  }
+  return {{"apiVersion", kApiVersion},
+          {"kind", "Workload"},
+          {"metadata", std::move(meta)},
+          {"spec", std::move(spec)}};
+}
+
+bool PodSetsMatch(const json& workload, const api::TrainingJob& job) {
+  const json want = BuildWorkload(job, "", std::nullopt)["spec"]["podSets"];
+  const json& spec = workload.value("spec", json::object());
+  const json have = spec.value("podSets", json::array());
+  if (!have.is_array() || have.size() != want.size()) return false;
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (!have[i].is_object() || have[i].value("name", std::string()) != want[i]["name"] ||
+        have[i].value("count", int64_t{-1}) != want[i]["count"].get<int64_t>()) {
+      return false;
+    }
+    if (Requests(have[i].value("template", json::object())) != Requests(want[i]["template"]))
+      return false;
+  }
+  return true;
+}
+
+std::vector<PodSetAssignment> Assignments(const json& workload) {
+  std::vector<PodSetAssignment> out;
+  const json& status = workload.value("status", json::object());
+  auto adm = status.find("admission");
+  if (adm == status.end() || !adm->is_object()) return out;
+  for (const json& a : adm->value("podSetAssignments", json::array())) {
+    if (!a.is_object()) continue;
+    PodSetAssignment p;
+    p.name = a.value("name", std::string());
+    const json flavors = a.value("flavors", json::object());
+    for (const auto& [resource, flavor] : flavors.items()) {
+      if (!flavor.is_string()) continue;
+      const std::string f = flavor.get<std::string>();
+      if (std::find(p.flavors.begin(), p.flavors.end(), f) == p.flavors.end())
+        p.flavors.push_back(f);
+    }
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+StatusOr<PodSetInfo> InfoFromFlavors(const PodSetAssignment& assignment,
+                                     const std::map<std::string, json>& flavors) {
+  PodSetInfo info;
+  info.labels[std::string(kPodSetLabel)] = assignment.name;
+  for (const std::string& name : assignment.flavors) {
+    auto it = flavors.find(name);
+    if (it == flavors.end())
+      return Status(StatusCode::kNotFound, "ResourceFlavor " + name + " not found");
+    const json& spec = it->second.value("spec", json::object());
+    const json node_labels = spec.value("nodeLabels", json::object());
+    for (const auto& [k, v] : node_labels.items()) {
+      if (v.is_string()) info.node_selector[k] = v.get<std::string>();
+    }
+    for (const json& t : spec.value("tolerations", json::array())) info.tolerations.push_back(t);
+  }
+  return info;
+}
+
+Status ApplyPodSetInfo(json& pod, const PodSetInfo& info) {
+  json& meta = pod["metadata"];
+  if (!info.labels.empty()) KT_RETURN_IF_ERROR(MergeMap(meta["labels"], info.labels, "label"));
+  if (!info.annotations.empty())
+    KT_RETURN_IF_ERROR(MergeMap(meta["annotations"], info.annotations, "annotation"));
+  json& spec = pod["spec"];
+  if (!info.node_selector.empty())
+    KT_RETURN_IF_ERROR(MergeMap(spec["nodeSelector"], info.node_selector, "node selector"));
+  if (!info.tolerations.empty()) {
+    json& tol = spec["tolerations"];
+    if (!tol.is_array()) tol = json::array();
+    for (const json& t : info.tolerations) {
+      if (std::find(tol.begin(), tol.end(), t) == tol.end()) tol.push_back(t);
+    }
+  }
+  return Status::Ok();
+}
+
+Decision Decide(const api::TrainingJob& job, const std::string& queue, const json* workload,
+                bool pods_active) {
+  Decision d;
+  const std::string wl_name = WorkloadName(job);
+  if (job.status.Finished()) {
+    if (workload == nullptr) return d;
+    if (!IsTrue(*workload, "Finished")) {
+      d.action = Decision::Action::kFinishWorkload;
+    } else if (HasOurFinalizer(*workload)) {
+      d.action = Decision::Action::kRemoveFinalizer;
+    }
+    return d;
+  }
+  auto hold = [&](std::string_view reason, std::string message) {
+    d.hold = Hold{std::string(reason), std::move(message)};
+  };
+  if (workload == nullptr) {
+    hold(kReasonWaitingForAdmission,
+         "waiting for Kueue to admit Workload " + wl_name + " in queue " + queue);
+    if (!pods_active) d.action = Decision::Action::kCreateWorkload;
+    return d;
+  }
+  const json& meta = workload->value("metadata", json::object());
+  if (meta.contains("deletionTimestamp") && !meta["deletionTimestamp"].is_null()) {
+    hold(kReasonWaitingForAdmission,
+         "Workload " + wl_name + " is being deleted; a new one follows once it is gone");
+    if (!pods_active && HasOurFinalizer(*workload)) d.action = Decision::Action::kRemoveFinalizer;
+    return d;
+  }
+  if (!PodSetsMatch(*workload, job)) {
+    hold(kReasonWaitingForAdmission,
+         "the job's roles changed; Workload " + wl_name + " is replaced and queued again");
+    d.action = Decision::Action::kDeleteWorkload;
+    return d;
+  }
+  if (IsTrue(*workload, "Evicted")) {
+    const json* ev = FindCondition(*workload, "Evicted");
+    hold(kReasonEvicted, "Kueue evicted Workload " + wl_name + " (" +
+                             ConditionString(ev, "reason") +
+                             "): " + ConditionString(ev, "message") +
+                             "; its pods are deleted and it waits to be admitted again");
+    if (IsTrue(*workload, "QuotaReserved") && !pods_active)
+      d.action = Decision::Action::kClearAdmission;
+    return d;
+  }
+  if (IsTrue(*workload, "Admitted")) return d;  // run
+  const json* qr = FindCondition(*workload, "QuotaReserved");
+  std::string message = "waiting for Kueue to admit Workload " + wl_name + " in queue " + queue;
+  const std::string why = ConditionString(qr, "message");
+  if (!why.empty()) message += ": " + why;
+  hold(kReasonWaitingForAdmission, std::move(message));
+  return d;
+}
+
+json ClearedAdmissionStatus(const json& workload, api::Time now) {
+  json status = workload.value("status", json::object());
+  const int64_t gen = Generation(workload);
+  const json* ev = FindCondition(workload, "Evicted");
+  const std::string reason = ConditionString(ev, "reason");
+  const std::string message = ConditionString(ev, "message");
+  const bool requeued = reason == "Preempted" || reason == "NodeFailures";
+  SetCondition(status, "Requeued", requeued, reason.empty() ? "Evicted" : reason, message, gen,
+               now);
+  UnsetQuotaReservation(status, "Pending", message, "NoReservation",
+                        "The workload has no reservation", gen, now);
+  return status;
+}
+
+json FinishedStatus(const json& workload, bool succeeded, const std::string& message,
+                    api::Time now) {
+  json status = workload.value("status", json::object());
+  const int64_t gen = Generation(workload);
+  SetCondition(status, "Finished", true, succeeded ? "Succeeded" : "Failed", message, gen, now);
+  UnsetQuotaReservation(status, "Finished", "Workload has finished", "Finished",
+                        "Workload has finished", gen, now);
+  return status;
+}
+
+json FinalizersWithoutOurs(const json& workload) {
+  json out = json::array();
+  const json& meta = workload.value("metadata", json::object());
+  for (const json& f : meta.value("finalizers", json::array())) {
+    if (!(f.is_string() && f.get<std::string>() == kResourceInUseFinalizer)) out.push_back(f);
+  }
+  return out;
+}
+
+bool HasOurFinalizer(const json& workload) {
+  const json& meta = workload.value("metadata", json::object());
+  for (const json& f : meta.value("finalizers", json::array())) {
+    if (f.is_string() && f.get<std::string>() == kResourceInUseFinalizer) return true;
+  }
+  return false;
+}
+
+}  // namespace kubetrain::kueue

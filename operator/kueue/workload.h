@@ -1,0 +1,170 @@
+// Kueue's Workload protocol for the TrainingJob, as pure functions.
+//
+// Kueue (sigs.k8s.io/kueue) admits jobs through Workload objects. For a job
+// kind Kueue does not know (an "external framework", configured in Kueue as
+// integrations.externalFrameworks: "TrainingJob.v1alpha1.kubetrain.io"), the
+// job's own controller plays the part of Kueue's jobframework reconciler. This
+// module decides what that part is, following jobframework.ReconcileGenericJob
+// (Kueue v0.15) and its GenericJob semantics:
+//   Suspend            -> Decision.hold: the job runs no pods (the planner
+//                         deletes them) and its Suspended condition says why;
+//                         the spec is not changed.
+//   RunWithPodSetsInfo -> Decision.run: the pods are created with the
+//                         admission's pod-set info merged in (ApplyPodSetInfo).
+//   RestorePodSetsInfo -> nothing to do: the info is merged into pods only,
+//                         never into the job's templates, and evicted pods are
+//                         deleted, so the next admission starts from the spec.
+//   PodSets            -> BuildWorkload: one pod set per role (name = the
+//                         role's lower-case name, count = replicas, template
+//                         = the role's pod template).
+//   Finished           -> kFinishWorkload with the job's success and message.
+//   IsActive           -> `pods_active` in Decide: a pod not yet terminated.
+//
+// Flow (Decide), in Kueue's order:
+//   job finished          -> mark the Workload Finished (Succeeded/Failed), then
+//                            drop its resource-in-use finalizer.
+//   no Workload           -> hold; create it once no pod is active.
+//   Workload being deleted-> hold; drop its finalizer once no pod is active.
+//   pod sets differ       -> hold; delete the Workload (a new one follows).
+//   Evicted=True          -> hold (reason Evicted, Kueue's message); once no pod
+//                            is active, clear the admission (QuotaReserved
+//                            False/Pending, Requeued, admission removed) so
+//                            Kueue can queue it again. Eviction does not spend
+//                            the job's restart budget: suspending is not failing.
+//   Admitted=True         -> run.
+//   otherwise             -> hold (reason WaitingForAdmission, with the message
+//                            of Kueue's QuotaReserved condition when it has one).
+//
+// Assumptions: the Workload is kueue.x-k8s.io/v1beta1 (Kueue's stored version);
+// Kueue writes status.admission and the QuotaReserved/Admitted/Evicted
+// conditions; this module writes only what jobframework writes (Finished, and
+// the admission clearing after an eviction).
+#pragma once
+
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+#include "operator/api/types.h"
+
+namespace kubetrain::kueue {
+
+inline constexpr std::string_view kGroup = "kueue.x-k8s.io";
+inline constexpr std::string_view kApiVersion = "kueue.x-k8s.io/v1beta1";
+inline constexpr std::string_view kQueueNameLabel = "kueue.x-k8s.io/queue-name";
+inline constexpr std::string_view kPriorityClassLabel = "kueue.x-k8s.io/priority-class";
+inline constexpr std::string_view kJobUidLabel = "kueue.x-k8s.io/job-uid";
+inline constexpr std::string_view kPodSetLabel = "kueue.x-k8s.io/podset";
+inline constexpr std::string_view kResourceInUseFinalizer = "kueue.x-k8s.io/resource-in-use";
+inline constexpr std::string_view kWorkloadPriorityClassSource =
+    "kueue.x-k8s.io/workloadpriorityclass";
+
+// Reasons of the job's Suspended condition while Kueue holds it.
+inline constexpr std::string_view kReasonWaitingForAdmission = "WaitingForAdmission";
+inline constexpr std::string_view kReasonEvicted = "Evicted";
+inline constexpr std::string_view kReasonKueueDisabled = "KueueIntegrationDisabled";
+
+// The queue the job asks for (its kueue.x-k8s.io/queue-name label), if any.
+std::optional<std::string> QueueName(const api::TrainingJob& job);
+
+// Kueue's name for the Workload of an owner ("trainingjob-<name>-<hash>", the
+// hash being the first 5 hex digits of SHA-1 over kind, group, name and UID;
+// jobframework.GetWorkloadNameForOwnerWithGVK), so the name is the same
+// whichever of the two would make it.
+std::string WorkloadName(const api::TrainingJob& job);
+
+struct Priority {
+  std::string class_name;  // a WorkloadPriorityClass
+  int32_t value = 0;
+};
+
+// The Workload to create for `job` in `queue`: owned (controller) by the job,
+// labelled with its UID, carrying the resource-in-use finalizer, one pod set
+// per role in kRoles order.
+nlohmann::json BuildWorkload(const api::TrainingJob& job, const std::string& queue,
+                             const std::optional<Priority>& priority);
+
+// Whether the Workload still describes the job: the same pod sets (names and
+// counts, in order) with the same container resource requests. Other template
+// fields are not compared: the apiserver defaults the stored template.
+bool PodSetsMatch(const nlohmann::json& workload, const api::TrainingJob& job);
+
+// One pod set of an admission: the flavor each resource was assigned.
+struct PodSetAssignment {
+  std::string name;
+  std::vector<std::string> flavors;  // distinct flavor names, in resource order
+};
+
+// What a pod of a role gets on admission (podset.PodSetInfo).
+struct PodSetInfo {
+  std::map<std::string, std::string> labels;
+  std::map<std::string, std::string> annotations;
+  std::map<std::string, std::string> node_selector;
+  nlohmann::json tolerations = nlohmann::json::array();
+};
+
+// The pod-set assignments of an admitted Workload (empty when not admitted).
+std::vector<PodSetAssignment> Assignments(const nlohmann::json& workload);
+
+// The info for one assignment from its ResourceFlavors (kueue.x-k8s.io
+// ResourceFlavor objects, by name): their spec.nodeLabels become node
+// selectors and their spec.tolerations tolerations; the pod also gets the
+// kueue.x-k8s.io/podset label. A missing flavor is an error (NotFound).
+StatusOr<PodSetInfo> InfoFromFlavors(const PodSetAssignment& assignment,
+                                     const std::map<std::string, nlohmann::json>& flavors);
+
+// Merges `info` into a Pod object (metadata.labels/annotations, spec.nodeSelector,
+// spec.tolerations), like podset.Merge: a key the pod already has with another
+// value is a conflict (FailedPrecondition, naming it); tolerations are added
+// unless present.
+Status ApplyPodSetInfo(nlohmann::json& pod, const PodSetInfo& info);
+
+struct Hold {
+  std::string reason;
+  std::string message;
+
+  friend bool operator==(const Hold&, const Hold&) = default;
+};
+
+struct Decision {
+  // Hold the job suspended (no pods) with this reason; unset: let it run (or
+  // finish) as its spec says.
+  std::optional<Hold> hold;
+  enum class Action {
+    kNone,
+    kCreateWorkload,
+    kDeleteWorkload,   // stale pod sets: a new one is created after
+    kClearAdmission,   // after an eviction, once no pod is active
+    kFinishWorkload,   // the job finished
+    kRemoveFinalizer,  // Workload finished or being deleted, no pod active
+  };
+  Action action = Action::kNone;
+};
+
+// What to do for a job that asks for `queue` (see the Flow above). `workload`
+// is the job's Workload from the cache (null: none); `pods_active` whether any
+// of the job's pods is not yet terminated.
+Decision Decide(const api::TrainingJob& job, const std::string& queue,
+                const nlohmann::json* workload, bool pods_active);
+
+// The Workload's status after an eviction's admission is cleared
+// (UnsetQuotaReservationWithCondition + SetRequeuedCondition): QuotaReserved
+// False (Pending), Admitted False (NoReservation), Requeued True when evicted
+// by preemption or node failure (else False), status.admission removed.
+nlohmann::json ClearedAdmissionStatus(const nlohmann::json& workload, api::Time now);
+
+// The Workload's status once the job finished (setFinish): Finished True
+// (Succeeded or Failed, with `message`), QuotaReserved False (Finished),
+// Admitted False (Finished), status.admission removed.
+nlohmann::json FinishedStatus(const nlohmann::json& workload, bool succeeded,
+                              const std::string& message, api::Time now);
+
+// The Workload's finalizers without kResourceInUseFinalizer.
+nlohmann::json FinalizersWithoutOurs(const nlohmann::json& workload);
+bool HasOurFinalizer(const nlohmann::json& workload);
+
+}  // namespace kubetrain::kueue

@@ -1,0 +1,280 @@
+#!/usr/bin/env bash
+# TrainingJobs queued by a real Kueue (the ctest `kueue-cluster` fixture:
+# tests/cluster/up with KUBETRAIN_KUEUE=1) through the Workload protocol, with
+# the operator run with --kueue by this script (stopped by PID).
+# Usage: kueue_test.sh OPERATOR_BINARY
+# Each case has its own namespace, ClusterQueue and LocalQueue. Pods run on
+# kwok nodes only because the ResourceFlavor's node labels and tolerations
+# reach them through the admission: the templates have neither.
+set -uo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(cd "${here}/../.." && pwd)"
+operator="${1:?usage: kueue_test.sh OPERATOR_BINARY}"
+export PATH="$("${root}/tests/cluster/build"):${PATH}"
+: "${KUBECONFIG:?KUBECONFIG must point at the test cluster}"
+work="$(mktemp -d)"
+op_pid=""
+NS_PREFIX=kq
+T=90
+WAIT_SECONDS=${T}
+source "${root}/tests/tools/testlib.sh"
+cluster_objects=()
+
+start_operator() {
+  "${operator}" --kubeconfig "${work}/operator-kubeconfig" --metrics-addr "127.0.0.1:$(free_port)" \
+    --health-addr "127.0.0.1:$(free_port)" --workers 4 --progress-qps 0 "$@" \
+    >>"${work}/operator.log" 2>&1 &
+  op_pid=$!
+}
+stop_operator() {
+  [[ -n "${op_pid}" ]] || return 0
+  kill -TERM "${op_pid}" 2>/dev/null
+  wait "${op_pid}" 2>/dev/null
+  op_pid=""
+}
+cleanup() {
+  stop_operator
+  delete_namespaces
+  local o
+  for o in "${cluster_objects[@]}"; do kubectl delete "${o}" --wait=false >/dev/null 2>&1; done
+  if ((failures)); then echo "---- operator log (last 60 lines)"; tail -n 60 "${work}/operator.log"; fi
+  rm -rf "${work}"
+}
+trap cleanup EXIT
+
+# queue NAME CPU: a ClusterQueue NAME-<ns> with CPU cores of quota (preempting
+# lower priorities within it) and a LocalQueue NAME in the current namespace.
+queue() {
+  local cq="$1-${ns}"
+  cluster_objects+=("clusterqueue/${cq}")
+  cat <<Q | kubectl apply -f - >/dev/null || fail "creating queue $1"
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ClusterQueue
+metadata: {name: ${cq}}
+spec:
+  namespaceSelector: {}
+  preemption: {withinClusterQueue: LowerPriority}
+  resourceGroups:
+  - coveredResources: [cpu]
+    flavors:
+    - name: kwok
+      resources: [{name: cpu, nominalQuota: "$2"}]
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: LocalQueue
+metadata: {name: $1, namespace: ${ns}}
+spec: {clusterQueue: ${cq}}
+Q
+  wait_until "ClusterQueue ${cq} active" \
+    bash -c "[[ \$(kubectl get clusterqueue ${cq} -o jsonpath='{.status.conditions[?(@.type==\"Active\")].status}') == True ]]"
+}
+
+# job NAME LABELS-YAML [RUN-POLICY-YAML]: 1 PS + 4 workers, 1 CPU each; no
+# node selector or toleration.
+job() {
+  cat <<JOB | k apply -f - >/dev/null || fail "creating job $1"
+apiVersion: kubetrain.io/v1alpha1
+kind: TrainingJob
+metadata:
+  name: $1
+  labels: {$2}
+spec:
+  runPolicy: {${3:-}}
+  replicaSpecs:
+    PS:
+      replicas: 1
+      template:
+        spec:
+          containers: [{name: trainer, image: kubetrain-trainer, resources: {requests: {cpu: "1"}}}]
+    Worker:
+      replicas: 4
+      template:
+        spec:
+          containers: [{name: trainer, image: kubetrain-trainer, resources: {requests: {cpu: "1"}}}]
+JOB
+}
+pods() { k get pods -l "kubetrain.io/job-name=$1" -o name 2>/dev/null | wc -l; }
+running_pods() {
+  k get pods -l "kubetrain.io/job-name=$1" --field-selector=status.phase=Running -o name 2>/dev/null | wc -l
+}
+has_running() { [[ "$(running_pods "$1")" == "$2" ]]; }
+has_pods() { [[ "$(pods "$1")" == "$2" ]]; }
+suspended_reason() { jpath "tj/$1" '{.status.conditions[?(@.type=="Suspended")].reason}'; }
+is_suspended_for() {
+  [[ "$(jpath "tj/$1" '{.status.conditions[?(@.type=="Suspended")].status}')" == True &&
+     "$(suspended_reason "$1")" == "$2" ]]
+}
+state() { jpath "tj/$1" '{.status.state}'; }
+is_state() { [[ "$(state "$1")" == "$2" ]]; }
+workload_of() {  # the Workload owned by job $1
+  k get workloads -o json | python3 -c '
+import json, sys
+for w in json.load(sys.stdin)["items"]:
+    if any(o["kind"] == "TrainingJob" and o["name"] == sys.argv[1] for o in w["metadata"].get("ownerReferences", [])):
+        print(w["metadata"]["name"])' "$1"
+}
+wl_cond() { k get workload "$1" -o "jsonpath={.status.conditions[?(@.type==\"$2\")].status}" 2>/dev/null; }
+wl_is() { [[ "$(wl_cond "$1" "$2")" == "$3" ]]; }
+finish() { k annotate pod "$1-worker-0" kubetrain.io/test-exit-code=0 >/dev/null || fail "finishing $1"; }
+
+setup_flavor() {
+  cluster_objects+=("resourceflavor/kwok")
+  cat <<RF | kubectl apply -f - >/dev/null || fail "creating the ResourceFlavor"
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ResourceFlavor
+metadata: {name: kwok}
+spec:
+  nodeLabels: {type: kwok}
+  tolerations: [{key: kwok.x-k8s.io/node, operator: Exists, effect: NoSchedule}]
+RF
+  cluster_objects+=("workloadpriorityclass/kq-low" "workloadpriorityclass/kq-high")
+  cat <<PC | kubectl apply -f - >/dev/null || fail "creating the WorkloadPriorityClasses"
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: WorkloadPriorityClass
+metadata: {name: kq-low}
+value: 100
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: WorkloadPriorityClass
+metadata: {name: kq-high}
+value: 1000
+PC
+}
+
+# Quota for one 5-pod job: the second waits, suspended and saying so, until
+# the first finishes; then it runs. The admission's flavor reaches the pods.
+case_second_job_waits_for_the_first() {
+  new_ns fifo
+  queue q 5
+  job a "kueue.x-k8s.io/queue-name: q"
+  wait_until "a's 5 pods run" has_running a 5 || return
+  job b "kueue.x-k8s.io/queue-name: q"
+  wait_until "b waits for admission" is_suspended_for b WaitingForAdmission || return
+  local wa wb
+  wa="$(workload_of a)"; wb="$(workload_of b)"
+  check "a's Workload is admitted" "$(wl_cond "${wa}" Admitted)" True
+  check "b's Workload is not" "$(wl_cond "${wb}" Admitted)" ""
+  check "b's Workload has a pod set per role" \
+    "$(k get workload "${wb}" -o 'jsonpath={.spec.podSets[*].name}={.spec.podSets[*].count}')" "ps worker=1 4"
+  check "b's Workload is owned by b (controller)" \
+    "$(k get workload "${wb}" -o 'jsonpath={.metadata.ownerReferences[0].controller}')" true
+  check "b has no pods" "$(pods b)" 0
+  check "b's state" "$(state b)" Suspended
+  local msg
+  msg="$(jpath tj/b '{.status.conditions[?(@.type=="Suspended")].message}')"
+  [[ "${msg}" == *"queue q"* ]] || fail "b's Suspended message names no queue: ${msg}"
+  check "a's pods got the flavor's node selector" \
+    "$(k get pod a-worker-0 -o 'jsonpath={.spec.nodeSelector.type}')" kwok
+  check "a's pods got the flavor's toleration" \
+    "$(k get pod a-worker-0 -o 'jsonpath={.spec.tolerations[?(@.key=="kwok.x-k8s.io/node")].operator}')" Exists
+  check "a's pods carry their pod set" \
+    "$(k get pod a-ps-0 -o 'jsonpath={.metadata.labels.kueue\.x-k8s\.io/podset}')" ps
+  finish a
+  wait_until "a succeeds" is_state a Succeeded || return
+  wait_until "a's Workload is Finished" wl_is "${wa}" Finished True || return
+  wait_until "b's 5 pods run" has_running b 5 || return
+  check "b is no longer suspended" "$(jpath tj/b '{.status.conditions[?(@.type=="Suspended")].status}')" False
+  finish b
+  wait_until "b succeeds" is_state b Succeeded || return
+  wait_until "b's Workload is Finished" wl_is "${wb}" Finished True
+}
+
+# A higher-priority job preempts a running lower one: the low job's pods are
+# deleted, it waits (Evicted), and once the high job is done it runs again and
+# completes, its restart budget (backoffLimit 0) untouched.
+case_higher_priority_preempts_and_the_lower_resumes() {
+  new_ns prio
+  queue q 5
+  job low "kueue.x-k8s.io/queue-name: q, kueue.x-k8s.io/priority-class: kq-low" "backoffLimit: 0"
+  wait_until "low's 5 pods run" has_running low 5 || return
+  local wl
+  wl="$(workload_of low)"
+  check "low's Workload has the class's priority" "$(k get workload "${wl}" -o 'jsonpath={.spec.priority}')" 100
+  job high "kueue.x-k8s.io/queue-name: q, kueue.x-k8s.io/priority-class: kq-high"
+  wait_until "low is evicted" is_suspended_for low Evicted || return
+  wait_until "high's 5 pods run" has_running high 5 || return
+  check "low has no pods" "$(pods low)" 0
+  check "low's Workload was requeued" "$(wl_cond "${wl}" Requeued)" True
+  check "low's Workload holds no quota" "$(wl_cond "${wl}" QuotaReserved)" False
+  finish high
+  wait_until "high succeeds" is_state high Succeeded || return
+  wait_until "low runs again" has_running low 5 || return
+  check "low counted no restart" "$(jpath tj/low '{.status.restarts}')" 0
+  finish low
+  wait_until "low succeeds" is_state low Succeeded
+}
+
+# A job without the queue label is not Kueue's: it runs at once, no Workload.
+case_unlabelled_job_is_untouched() {
+  new_ns free
+  queue q 5
+  job busy "kueue.x-k8s.io/queue-name: q"
+  wait_until "busy's 5 pods run" has_running busy 5 || return
+  cat <<JOB | k apply -f - >/dev/null
+apiVersion: kubetrain.io/v1alpha1
+kind: TrainingJob
+metadata: {name: free}
+spec:
+  replicaSpecs:
+    Worker:
+      replicas: 2
+      template:
+        spec:
+          nodeSelector: {type: kwok}
+          tolerations: [{key: kwok.x-k8s.io/node, operator: Exists, effect: NoSchedule}]
+          containers: [{name: trainer, image: kubetrain-trainer, resources: {requests: {cpu: "1"}}}]
+JOB
+  wait_until "free's pods run although the queue is full" has_running free 2 || return
+  check "free has no Workload" "$(workload_of free)" ""
+  check "free's pods carry no pod set label" \
+    "$(k get pod free-worker-0 -o 'jsonpath={.metadata.labels.kueue\.x-k8s\.io/podset}')" ""
+}
+
+# The Workload RBAC and --kueue come only with the feature: Helm's
+# kueue.enabled, kustomize's components/kueue.
+case_packaging_only_when_on() {
+  local chart="${root}/deploy/helm/kubetrain" helm off on
+  helm="$("${root}/tests/cluster/build-helm")/helm"
+  off="$("${helm}" template kt "${chart}")"
+  on="$("${helm}" template kt "${chart}" --set kueue.enabled=true)"
+  check "helm: no --kueue by default" "$(grep -c -- '- --kueue' <<<"${off}")" 0
+  check "helm: no Workload RBAC by default" "$(grep -c 'workloads/status' <<<"${off}")" 0
+  check "helm: --kueue when enabled" "$(grep -c -- '- --kueue' <<<"${on}")" 1
+  check "helm: Workload RBAC when enabled" "$(grep -c 'workloads/status' <<<"${on}")" 1
+  mkdir -p "${work}/overlay"
+  local rel
+  rel="$(realpath --relative-to="${work}/overlay" "${root}/deploy/kustomize")"
+  printf 'resources: [%s/base]
+components: [%s/components/kueue]
+' "${rel}" "${rel}" \
+    >"${work}/overlay/kustomization.yaml"
+  local k
+  k="$(kubectl kustomize "${work}/overlay")" || { fail "the kueue component does not render"; return; }
+  check "kustomize component: --kueue" "$(grep -c -- '- --kueue' <<<"${k}")" 1
+  check "kustomize component: Workload RBAC" "$(grep -c 'workloads/status' <<<"${k}")" 1
+  check "kustomize base alone: no Workload RBAC" \
+    "$(kubectl kustomize "${root}/deploy/kustomize/base" | grep -c 'kueue.x-k8s.io')" 0
+}
+
+# The CRD, and the operator as its ServiceAccount with the base RBAC plus the
+# Kueue component's: the test proves those rules are enough.
+kubectl apply -k "${root}/crds" >/dev/null || { echo "CRDs rejected"; exit 1; }
+kubectl apply -k "${root}/deploy/kustomize/rbac" >/dev/null || { echo "RBAC rejected"; exit 1; }
+kubectl apply -f "${root}/deploy/kustomize/components/kueue/rbac.yaml" >/dev/null \
+  || { echo "Kueue RBAC rejected"; exit 1; }
+kubectl wait --for=condition=Established --timeout=60s crd/trainingjobs.kubetrain.io >/dev/null
+token="$(kubectl create token kubetrain-operator -n kubetrain-system --duration=2h)" || exit 1
+server="$(kubectl config view --raw -o jsonpath='{.clusters[0].cluster.server}')"
+ca="$(kubectl config view --raw -o jsonpath='{.clusters[0].cluster.certificate-authority-data}')"
+cat >"${work}/operator-kubeconfig" <<KC
+apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "${server}", certificate-authority-data: "${ca}"}}]
+users: [{name: operator, user: {token: "${token}"}}]
+contexts: [{name: c, context: {cluster: c, user: operator}}]
+current-context: c
+KC
+setup_flavor
+start_operator --kueue
+run_cases case_packaging_only_when_on case_second_job_waits_for_the_first case_higher_priority_preempts_and_the_lower_resumes \
+  case_unlabelled_job_is_untouched
