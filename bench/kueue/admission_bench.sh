@@ -33,8 +33,10 @@ export KUBECONFIG="${dir}/kubeconfig"
 kubectl apply -k "${root}/crds" >/dev/null
 kubectl wait --for=condition=Established --timeout=60s crd/trainingjobs.kubetrain.io >/dev/null
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+metrics_port="$(free_port)"
+health_port="$(free_port)"
 "${operator}" --kubeconfig "${KUBECONFIG}" --kueue --workers 4 --progress-qps 0 \
-  --metrics-addr "127.0.0.1:$(free_port)" --health-addr "127.0.0.1:$(free_port)" \
+  --metrics-addr "127.0.0.1:${metrics_port}" --health-addr "127.0.0.1:${health_port}" \
   >"${work}/operator.log" 2>&1 &
 op_pid=$!
 

@@ -313,11 +313,13 @@ class JobController::Impl {
     input.network_policy = options_.network_policy;
     expectations_.FillPlanInput(key, input);
     std::shared_ptr<const runtime::GenericObject> workload;
+    KueueIntegration::SyncResult kueue_sync;
     if (auto queue = kueue::QueueName(job); queue && !job.metadata.deletion_timestamp) {
       if (kueue_) {
         workload = c->workloads->store().Get(ns + "/" + kueue::WorkloadName(job));
-        KT_ASSIGN_OR_RETURN(input.hold,
+        KT_ASSIGN_OR_RETURN(kueue_sync,
                             kueue_->Sync(job, *queue, workload.get(), PodsActive(observed), now));
+        input.hold = kueue_sync.hold;
       } else if (!was_created) {
         recorder_->Record(
             {std::string(api::kApiVersion), std::string(api::kKind), ns, name, job.metadata.uid},
@@ -456,6 +458,10 @@ class JobController::Impl {
     }
     runtime::ReconcileResult result;
     if (plan.requeue_after) result.requeue_after = *plan.requeue_after;
+    if (kueue_sync.retry_after &&
+        (result.requeue_after.count() == 0 || *kueue_sync.retry_after < result.requeue_after)) {
+      result.requeue_after = *kueue_sync.retry_after;
+    }
     return result;
   }
 

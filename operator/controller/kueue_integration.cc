@@ -31,34 +31,44 @@ StatusOr<std::optional<kueue::Priority>> KueueIntegration::PriorityOf(const api:
       kueue::Priority{it->second, v.is_number_integer() ? v.get<int32_t>() : 0});
 }
 
-StatusOr<std::optional<PlanInput::Hold>> KueueIntegration::Sync(
+StatusOr<KueueIntegration::SyncResult> KueueIntegration::Sync(
     const api::TrainingJob& job, const std::string& queue, const runtime::GenericObject* workload,
     bool pods_active, api::Time now) {
   const json* wl = workload != nullptr ? &workload->object : nullptr;
   const kueue::Decision d = kueue::Decide(job, queue, wl, pods_active);
   const std::string& ns = job.metadata.namespace_;
+  SyncResult out;
+  if (d.hold) out.hold = PlanInput::Hold{d.hold->reason, d.hold->message};
   switch (d.action) {
     case Action::kNone:
       break;
     case Action::kCreateWorkload: {
+      Status made = Status::Ok();
       auto priority = PriorityOf(job);
       if (!priority.ok()) {
-        Event(job, "Warning", "WorkloadNotCreated", priority.status().message());
-        return priority.status();
-      }
-      const json obj = kueue::BuildWorkload(job, queue, *priority);
-      auto created = client_->Create(kWorkloads, ns, obj);
-      if (created.ok()) {
-        Event(job, "Normal", "CreatedWorkload",
-              "created Workload " + obj["metadata"]["name"].get<std::string>() + " in queue " +
-                  queue);
-      } else if (created.status().code() != StatusCode::kAlreadyExists) {
-        if (created.status().code() == StatusCode::kInvalidArgument ||
-            created.status().code() == StatusCode::kPermissionDenied) {
-          Event(job, "Warning", "WorkloadNotCreated", created.status().message());
+        made = priority.status();
+      } else {
+        const json obj = kueue::BuildWorkload(job, queue, *priority);
+        auto created = client_->Create(kWorkloads, ns, obj);
+        if (created.ok()) {
+          Event(job, "Normal", "CreatedWorkload",
+                "created Workload " + obj["metadata"]["name"].get<std::string>() + " in queue " +
+                    queue);
+        } else if (created.status().code() != StatusCode::kAlreadyExists) {
+          made = created.status().WithContext("create Workload");
         }
-        return created.status().WithContext("create Workload");
       }
+      if (made.ok()) break;
+      const StatusCode code = made.code();
+      if (code != StatusCode::kNotFound && code != StatusCode::kInvalidArgument &&
+          code != StatusCode::kPermissionDenied && code != StatusCode::kFailedPrecondition) {
+        return made;  // transient: the reconcile retries with backoff
+      }
+      // Lasting until someone acts: say so in the job's status, and look again.
+      const std::string message = "cannot queue the job in " + queue + ": " + made.message();
+      Event(job, "Warning", "WorkloadNotCreated", message);
+      out.hold = PlanInput::Hold{"WorkloadNotCreated", message};
+      out.retry_after = std::chrono::seconds(10);
       break;
     }
     case Action::kDeleteWorkload: {
@@ -85,8 +95,7 @@ StatusOr<std::optional<PlanInput::Hold>> KueueIntegration::Sync(
       KT_RETURN_IF_ERROR(RemoveFinalizer(*workload));
       break;
   }
-  if (!d.hold) return std::optional<PlanInput::Hold>();
-  return std::optional<PlanInput::Hold>(PlanInput::Hold{d.hold->reason, d.hold->message});
+  return out;
 }
 
 Status KueueIntegration::DecoratePods(const json& workload, std::vector<ChildCreate>& creates) {

@@ -12,6 +12,7 @@
 // be merged into is FailedPrecondition (permanent).
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -39,12 +40,19 @@ class KueueIntegration {
  public:
   KueueIntegration(JobClient* client, runtime::EventRecorder* recorder);
 
+  struct SyncResult {
+    std::optional<PlanInput::Hold> hold;  // unset: the job may run
+    // Set when the Workload could not be made for a reason a retry may
+    // outlive (a WorkloadPriorityClass not yet created, RBAC): plan again then.
+    std::optional<std::chrono::seconds> retry_after;
+  };
   // Decides (kueue::Decide) and carries out the decision's Workload action for
   // `job`, which asks for `queue`. `workload`: the job's Workload from the cache
-  // (null: none). Returns the hold to plan with (unset: the job may run).
-  [[nodiscard]] StatusOr<std::optional<PlanInput::Hold>> Sync(
-      const api::TrainingJob& job, const std::string& queue, const runtime::GenericObject* workload,
-      bool pods_active, api::Time now);
+  // (null: none). A Workload that cannot be created for a lasting reason holds
+  // the job with reason WorkloadNotCreated and the error (a Warning event too).
+  [[nodiscard]] StatusOr<SyncResult> Sync(const api::TrainingJob& job, const std::string& queue,
+                                          const runtime::GenericObject* workload, bool pods_active,
+                                          api::Time now);
 
   // Merges the admission of `workload` into every Pod in `creates`.
   [[nodiscard]] Status DecoratePods(const nlohmann::json& workload,

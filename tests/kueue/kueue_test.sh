@@ -20,9 +20,13 @@ WAIT_SECONDS=${T}
 source "${root}/tests/tools/testlib.sh"
 cluster_objects=()
 
+# The ports are picked before the fork: a background subshell still running
+# $(free_port) when killed would run this script's EXIT trap.
+metrics_port="$(free_port)"
+health_port="$(free_port)"
 start_operator() {
-  "${operator}" --kubeconfig "${work}/operator-kubeconfig" --metrics-addr "127.0.0.1:$(free_port)" \
-    --health-addr "127.0.0.1:$(free_port)" --workers 4 --progress-qps 0 "$@" \
+  "${operator}" --kubeconfig "${work}/operator-kubeconfig" --metrics-addr "127.0.0.1:${metrics_port}" \
+    --health-addr "127.0.0.1:${health_port}" --workers 4 --progress-qps 0 "$@" \
     >>"${work}/operator.log" 2>&1 &
   op_pid=$!
 }
@@ -274,7 +278,40 @@ users: [{name: operator, user: {token: "${token}"}}]
 contexts: [{name: c, context: {cluster: c, user: operator}}]
 current-context: c
 KC
+# A WorkloadPriorityClass that does not exist: the job says so in its status
+# and is queued once the class is created.
+case_missing_priority_class_says_so_then_queues() {
+  new_ns wpc
+  queue q 5
+  local class="kq-later-${ns##*-}"
+  job j "kueue.x-k8s.io/queue-name: q, kueue.x-k8s.io/priority-class: ${class}"
+  wait_until "j says its Workload cannot be made" is_suspended_for j WorkloadNotCreated || return
+  check "j has no pods" "$(pods j)" 0
+  cluster_objects+=("workloadpriorityclass/${class}")
+  printf 'apiVersion: kueue.x-k8s.io/v1beta1\nkind: WorkloadPriorityClass\nmetadata: {name: %s}\nvalue: 10\n' \
+    "${class}" | kubectl apply -f - >/dev/null
+  wait_until "j runs once the class exists" has_running j 5
+}
+
+# Last (it restarts the operator without --kueue): a job asking for a queue
+# runs unqueued, and an event says why.
+case_without_kueue_flag_the_job_runs_with_a_warning() {
+  stop_operator
+  start_operator
+  new_ns off
+  queue q 5
+  job busy "kueue.x-k8s.io/queue-name: q"
+  # (Its pods stay Pending: without an admission nothing tolerates the kwok taint.)
+  wait_until "the labelled job's pods are created at once" has_pods busy 5 || return
+  check "no Workload" "$(workload_of busy)" ""
+  wait_until "a KueueIntegrationDisabled warning" \
+    bash -c "kubectl -n ${ns} get events.events.k8s.io -o jsonpath='{.items[*].reason}' | grep -q KueueIntegrationDisabled"
+}
+
 setup_flavor
 start_operator --kueue
-run_cases case_packaging_only_when_on case_second_job_waits_for_the_first case_higher_priority_preempts_and_the_lower_resumes \
-  case_unlabelled_job_is_untouched
+cases=(case_packaging_only_when_on case_second_job_waits_for_the_first
+  case_higher_priority_preempts_and_the_lower_resumes case_unlabelled_job_is_untouched
+  case_missing_priority_class_says_so_then_queues case_without_kueue_flag_the_job_runs_with_a_warning)
+[[ $# -gt 1 ]] && cases=("${@:2}")
+run_cases "${cases[@]}"
