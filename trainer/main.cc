@@ -62,6 +62,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--seed", f.seed, "parameter initialisation seed")->capture_default_str();
   app.add_flag("--sync", f.sync, "synchronous training (default asynchronous)");
+  app.add_flag("--no-pipeline", f.no_pipeline,
+               "asynchronous workers: pull and push in step, not one step behind the compute "
+               "(pipelining overlaps communication with compute; its pulls lack the worker's own "
+               "last push)");
   app.add_option("--checkpoint-dir", f.checkpoint_dir,
                  "checkpoint directory shared by all replicas, or s3://bucket/prefix/");
   app.add_option("--checkpoint-every", f.checkpoint_every,

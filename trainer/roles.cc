@@ -472,6 +472,7 @@ int RunWorker(const Flags& f, const ClusterInfo& cluster, Model& model, const Au
   ro.rank = rank;
   ro.startup_timeout = std::chrono::seconds(f.startup_timeout_s);
   ro.reconnect_timeout = std::chrono::seconds(f.reconnect_timeout_s);
+  ro.pipeline = !f.sync && !f.no_pipeline;
   auto params = RemoteParams::Connect(model, ro);
   if (!params.ok()) {
     spdlog::error("{}", params.status().ToString());

@@ -34,6 +34,7 @@ struct Flags {
   float adagrad_initial = 0.1f;
   uint64_t seed = 1;
   bool sync = false;
+  bool no_pipeline = false;
   std::string checkpoint_dir;
   int64_t checkpoint_every = 0;
   int64_t eval_examples = 0;

@@ -8,7 +8,8 @@
 //      between CPUs with the same flags, e.g. AMD Zen 4 runs AVX-512 on 256-bit units.)
 //   2. Wide & Deep samples/s in one process (LocalParams) and with 1 PS + 1 worker over
 //      loopback TCP (the PS runs in a thread of this process, behind a real socket, with
-//      authentication on), and where each step's time goes (read, pull, compute, push).
+//      authentication on), without and with pipelining (RemoteOptions::pipeline), and
+//      where each step's time goes (read, pull, compute, push).
 //   Both in FP32 and, where the CPU has BF16 (AVX-512 BF16 or AMX), with --precision bf16.
 // The last line is the figure the benchmark exists for, with its units.
 #include <oneapi/dnnl/dnnl.h>
@@ -168,6 +169,13 @@ int Main(int argc, char** argv) {
   rop.ps_addresses = {"127.0.0.1:" + std::to_string(port)};
   rop.key = key;
   auto remote = RemoteParams::Connect(**remote_model, rop);
+  // The same, pipelined (the trainer's asynchronous default): a second worker of the PS.
+  auto piped_model = CreateWideDeep(wd);
+  if (!piped_model.ok()) return 1;
+  rop.pipeline = true;
+  rop.rank = 1;
+  auto piped = RemoteParams::Connect(**piped_model, rop);
+  if (remote.ok() && !piped.ok()) remote = piped.status();
   if (!remote.ok()) {
     std::fprintf(stderr, "%s\n", remote.status().ToString().c_str());
     server.Stop();
@@ -181,8 +189,10 @@ int Main(int argc, char** argv) {
   if (!Train(**local_model, local_reader, local, t, 0).ok()) return 1;
   if (bf16 && !Train(**bf16_model, bf16_reader, local16, t, 0).ok()) return 1;
   if (!Train(**remote_model, remote_reader, **remote, t, 0).ok()) return 1;
-  std::vector<double> local_sps, bf16_sps, remote_sps, ratio, bf16_ratio;
-  PhaseMs local_ms, bf16_ms, remote_ms;
+  StripeReader piped_reader(ro);
+  if (!Train(**piped_model, piped_reader, **piped, t, 0).ok()) return 1;
+  std::vector<double> local_sps, bf16_sps, remote_sps, ratio, bf16_ratio, piped_sps, piped_ratio;
+  PhaseMs local_ms, bf16_ms, remote_ms, piped_ms;
   for (int r = 0; r < reps; ++r) {
     const int64_t done = 2 + static_cast<int64_t>(r) * steps;
     t.steps = done + steps;
@@ -202,7 +212,13 @@ int Main(int argc, char** argv) {
     remote_sps.push_back(b->samples_per_s);
     ratio.push_back(b->samples_per_s / a->samples_per_s);
     remote_ms.Add(*b, steps);
+    auto d = Train(**piped_model, piped_reader, **piped, t, done);
+    if (!d.ok()) return 1;
+    piped_sps.push_back(d->samples_per_s);
+    piped_ratio.push_back(d->samples_per_s / a->samples_per_s);
+    piped_ms.Add(*d, steps);
   }
+  (void)(*piped)->DoneCount();  // waits for its last push
   (void)(*remote)->ShutdownAll();
   ps.join();
   std::printf("one process: %.0f samples/s\n", Median(local_sps));
@@ -212,9 +228,12 @@ int Main(int argc, char** argv) {
                 Median(bf16_ratio));
     bf16_ms.Print("one process, bf16");
   }
-  std::printf("1 PS + 1 worker over loopback: %.0f samples/s (%.2fx one process)\n",
+  std::printf("1 PS + 1 worker over loopback, --no-pipeline: %.0f samples/s (%.2fx one process)\n",
               Median(remote_sps), Median(ratio));
-  remote_ms.Print("1 PS + 1 worker");
+  remote_ms.Print("1 PS + 1 worker, --no-pipeline");
+  std::printf("1 PS + 1 worker over loopback, pipelined: %.0f samples/s (%.2fx one process)\n",
+              Median(piped_sps), Median(piped_ratio));
+  piped_ms.Print("1 PS + 1 worker, pipelined");
   std::filesystem::remove_all(dir);
   std::printf("Wide & Deep training throughput, one process: %.0f samples/s\n", Median(local_sps));
   return 0;

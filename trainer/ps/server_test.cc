@@ -90,8 +90,10 @@ class PsServerTest : public ::testing::Test {
     if (server_) server_->Stop();
     if (serve_.joinable()) serve_.join();
   }
-  StatusOr<std::unique_ptr<RemoteParams>> Client(int rank, const Model& model) {
+  StatusOr<std::unique_ptr<RemoteParams>> Client(int rank, const Model& model,
+                                                 bool pipeline = false) {
     RemoteOptions o;
+    o.pipeline = pipeline;
     o.ps_addresses = {"127.0.0.1:" + std::to_string(port_)};
     o.key = key_;
     o.rank = rank;
@@ -172,6 +174,52 @@ TEST_F(PsServerTest, AsyncAppliesEveryPush) {
   std::vector<float> pulled(model_->NumDenseParams());
   ASSERT_TRUE((*c)->Pull({}, nullptr, pulled.data()).ok());
   EXPECT_FLOAT_EQ(pulled[0], init_[0] - 1.f);
+}
+
+TEST_F(PsServerTest, PipelinedPushesAreAppliedOnceInOrderAndPrefetchesAreOneStepBehind) {
+  Start(/*sync=*/false, /*trainers=*/1);
+  auto c = Client(0, *model_, /*pipeline=*/true);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  const size_t n = model_->NumDenseParams();
+  std::vector<float> g(n, 1.f), dense(n);
+  // Step 1: nothing prefetched, a plain pull.
+  ASSERT_TRUE((*c)->Pull({}, nullptr, dense.data()).ok());
+  EXPECT_FLOAT_EQ(dense[0], init_[0]);
+  (*c)->Prefetch({});
+  ASSERT_TRUE((*c)->Push(1, {}, nullptr, g.data()).ok());
+  std::fill(g.begin(), g.end(), 100.f);  // the caller's next step overwrites its gradients
+  // Step 2 gets the prefetch, queued before push 1: without it.
+  ASSERT_TRUE((*c)->Pull({}, nullptr, dense.data()).ok());
+  EXPECT_FLOAT_EQ(dense[0], init_[0]);
+  (*c)->Prefetch({});
+  std::fill(g.begin(), g.end(), 1.f);
+  ASSERT_TRUE((*c)->Push(2, {}, nullptr, g.data()).ok());
+  // Step 3's prefetch was queued after push 1 and before push 2.
+  ASSERT_TRUE((*c)->Pull({}, nullptr, dense.data()).ok());
+  EXPECT_FLOAT_EQ(dense[0], init_[0] - 0.5f);
+  // DoneCount waits for every queued push: both applied once, with the gradients as they
+  // were when pushed (lr 0.5 x 1, twice).
+  ASSERT_TRUE((*c)->DoneCount().ok());
+  EXPECT_EQ(shard_->updates(), 2);
+  EXPECT_EQ((*c)->pushes_to(0), 2u);
+  ASSERT_TRUE((*c)->Pull({}, nullptr, dense.data()).ok());  // no prefetch: fresh
+  EXPECT_FLOAT_EQ(dense[0], init_[0] - 1.f);
+}
+
+TEST_F(PsServerTest, PipelinedCheckpointHoldsTheLastPush) {
+  const std::string dir =
+      (std::filesystem::temp_directory_path() / ("kt_pipe_ckpt_" + std::to_string(::getpid())))
+          .string();
+  PsServerOptions po;
+  po.checkpoint_dir = dir;
+  Start(/*sync=*/false, /*trainers=*/1, po);
+  auto c = Client(0, *model_, /*pipeline=*/true);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  std::vector<float> g(model_->NumDenseParams(), 1.f);
+  for (int step = 1; step <= 5; ++step) ASSERT_TRUE((*c)->Push(step, {}, nullptr, g.data()).ok());
+  ASSERT_TRUE((*c)->SaveCheckpoint(dir, 5).ok());
+  EXPECT_EQ(shard_->updates(), 5);  // the checkpoint was taken after every queued push
+  std::filesystem::remove_all(dir);
 }
 
 // A worker's connection speaking the protocol by hand, to re-send a push as a worker does

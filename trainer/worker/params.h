@@ -20,6 +20,11 @@ class ParamClient {
   virtual ~ParamClient() = default;
   // Fills `rows` (ids.size() x row dim) and the whole dense vector.
   virtual Status Pull(const std::vector<uint64_t>& ids, float* rows, float* dense) = 0;
+  // The ids the next Pull will ask for, given before the current step's Push. An
+  // implementation may fetch them now, while the caller computes, and answer that Pull
+  // with these values (then they lack the current step's own update: one step stale). The
+  // default does nothing: the next Pull reads after the Push, as without the hint.
+  virtual void Prefetch(const std::vector<uint64_t>& ids) { (void)ids; }
   // Sends this step's gradients. In synchronous mode it returns once every worker's
   // gradients for `step` are applied.
   virtual Status Push(int64_t step, const std::vector<uint64_t>& ids, const float* row_grads,

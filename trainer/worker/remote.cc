@@ -3,7 +3,10 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <condition_variable>
 #include <cstring>
+#include <deque>
+#include <functional>
 #include <random>
 #include <thread>
 
@@ -39,6 +42,77 @@ constexpr int kRefusalsBeforeWrongKey = 3;
 
 }  // namespace
 
+// The background thread of a pipelined RemoteParams: runs queued requests in order.
+class RemoteParams::Pipeline {
+ public:
+  Pipeline() {
+    thread_ = std::thread([this] { Run(); });
+  }
+  // Stops after the request in progress; requests still queued are dropped.
+  ~Pipeline() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  // Queues `task`; returns its ticket (1, 2, ...).
+  uint64_t Enqueue(std::function<Status()> task) {
+    std::lock_guard<std::mutex> lock(mu_);
+    tasks_.push_back(std::move(task));
+    cv_.notify_all();
+    return ++queued_;
+  }
+  // Waits until the task with `ticket` has run, or any task failed; the first error.
+  Status WaitFor(uint64_t ticket) {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return done_ >= ticket || !error_.ok(); });
+    return error_;
+  }
+  Status WaitAll() {
+    uint64_t last;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      last = queued_;
+    }
+    return WaitFor(last);
+  }
+  // The first error so far, without waiting.
+  Status error() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return error_;
+  }
+
+ private:
+  void Run() {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (true) {
+      cv_.wait(lock, [&] { return stop_ || !tasks_.empty(); });
+      if (stop_) return;
+      std::function<Status()> task = std::move(tasks_.front());
+      tasks_.pop_front();
+      lock.unlock();
+      Status s = task();
+      lock.lock();
+      if (!s.ok() && error_.ok()) {
+        error_ = s;
+        tasks_.clear();  // what follows a failed request is not sent
+      }
+      ++done_;
+      cv_.notify_all();
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<Status()>> tasks_;  // guarded by mu_
+  uint64_t queued_ = 0, done_ = 0;             // guarded by mu_
+  Status error_;                               // guarded by mu_
+  bool stop_ = false;                          // guarded by mu_
+  std::thread thread_;
+};
+
 RemoteParams::RemoteParams(RemoteOptions options, size_t total_dense, int row_dim)
     : o_(std::move(options)),
       total_dense_(total_dense),
@@ -49,7 +123,9 @@ uint64_t RemoteParams::pushes_to(int k) const {
   return channels_.at(k)->push_seq;
 }
 
-RemoteParams::~RemoteParams() = default;
+RemoteParams::~RemoteParams() {
+  pipe_.reset();  // first: its thread may be using the members below
+}
 
 StatusOr<std::unique_ptr<RemoteParams>> RemoteParams::Connect(const Model& model,
                                                               RemoteOptions options) {
@@ -69,6 +145,7 @@ StatusOr<std::unique_ptr<RemoteParams>> RemoteParams::Connect(const Model& model
   p->pos_of_.resize(n);
   const auto deadline = Clock::now() + p->o_.startup_timeout;
   for (int k = 0; k < n; ++k) KT_RETURN_IF_ERROR(p->EnsureConnected(k, deadline));
+  if (p->o_.pipeline) p->pipe_ = std::make_unique<Pipeline>();
   return p;
 }
 
@@ -180,41 +257,55 @@ Status RemoteParams::Exchange(std::vector<Call>& calls) {
   return Status::Ok();
 }
 
-void RemoteParams::GroupByShard(const std::vector<uint64_t>& ids) {
+void RemoteParams::GroupByShard(const std::vector<uint64_t>& ids,
+                                std::vector<std::vector<uint64_t>>& ids_of,
+                                std::vector<std::vector<int>>& pos_of) const {
   const int n = static_cast<int>(channels_.size());
+  ids_of.resize(n);
+  pos_of.resize(n);
   for (int k = 0; k < n; ++k) {
-    ids_of_[k].clear();
-    pos_of_[k].clear();
+    ids_of[k].clear();
+    pos_of[k].clear();
   }
   for (size_t i = 0; i < ids.size(); ++i) {
     const int k = ShardOfId(ids[i], n);
-    ids_of_[k].push_back(ids[i]);
-    pos_of_[k].push_back(static_cast<int>(i));
+    ids_of[k].push_back(ids[i]);
+    pos_of[k].push_back(static_cast<int>(i));
   }
 }
 
-Status RemoteParams::Pull(const std::vector<uint64_t>& ids, float* rows, float* dense) {
+Status RemoteParams::Drain() {
+  return pipe_ ? pipe_->WaitAll() : Status::Ok();
+}
+
+Status RemoteParams::RunPull(PullJob& job) {
   const int n = static_cast<int>(channels_.size());
-  GroupByShard(ids);
-  std::vector<Call>& calls = step_calls_;
-  calls.resize(n);
+  GroupByShard(job.ids, job.ids_of, job.pos_of);
+  job.calls.resize(n);
   for (int k = 0; k < n; ++k) {
-    EncodePull(ids_of_[k], /*want_dense=*/true, &calls[k].payload);
-    calls[k].ps = k;
-    calls[k].type = kPull;
-    calls[k].payload2 = {};
+    EncodePull(job.ids_of[k], /*want_dense=*/true, &job.calls[k].payload);
+    job.calls[k].ps = k;
+    job.calls[k].type = kPull;
+    job.calls[k].payload2 = {};
   }
-  KT_RETURN_IF_ERROR(Exchange(calls));
+  KT_RETURN_IF_ERROR(Exchange(job.calls));
   for (int k = 0; k < n; ++k) {
     const Channel& ch = *channels_[k];
-    const size_t nrows = ids_of_[k].size();
-    const size_t expect = (nrows * row_dim_ + (ch.dense_end - ch.dense_begin)) * 4;
-    if (calls[k].reply_type != kPullReply || calls[k].reply.size() != expect) {
+    const size_t expect = (job.ids_of[k].size() * row_dim_ + (ch.dense_end - ch.dense_begin)) * 4;
+    if (job.calls[k].reply_type != kPullReply || job.calls[k].reply.size() != expect) {
       return Internal("ps-" + std::to_string(k) + " sent a malformed pull reply");
     }
-    const char* p = calls[k].reply.data();
+  }
+  return Status::Ok();
+}
+
+Status RemoteParams::Unpack(const PullJob& job, float* rows, float* dense) const {
+  for (size_t k = 0; k < channels_.size(); ++k) {
+    const Channel& ch = *channels_[k];
+    const size_t nrows = job.ids_of[k].size();
+    const char* p = job.calls[k].reply.data();
     for (size_t r = 0; r < nrows; ++r) {
-      std::memcpy(rows + static_cast<size_t>(pos_of_[k][r]) * row_dim_, p + r * row_dim_ * 4,
+      std::memcpy(rows + static_cast<size_t>(job.pos_of[k][r]) * row_dim_, p + r * row_dim_ * 4,
                   row_dim_ * 4);
     }
     std::memcpy(dense + ch.dense_begin, p + nrows * row_dim_ * 4,
@@ -223,26 +314,81 @@ Status RemoteParams::Pull(const std::vector<uint64_t>& ids, float* rows, float* 
   return Status::Ok();
 }
 
+Status RemoteParams::Pull(const std::vector<uint64_t>& ids, float* rows, float* dense) {
+  if (prefetch_ticket_ != 0) {
+    const uint64_t ticket = std::exchange(prefetch_ticket_, 0);
+    KT_RETURN_IF_ERROR(pipe_->WaitFor(ticket));
+    if (prefetch_.ids == ids) return Unpack(prefetch_, rows, dense);
+  }
+  KT_RETURN_IF_ERROR(Drain());
+  pull_job_.ids = ids;
+  KT_RETURN_IF_ERROR(RunPull(pull_job_));
+  return Unpack(pull_job_, rows, dense);
+}
+
+void RemoteParams::Prefetch(const std::vector<uint64_t>& ids) {
+  if (!pipe_) return;
+  // A prefetch nobody pulled is dropped (its job is reused once the thread is done with it).
+  if (prefetch_ticket_ != 0) (void)pipe_->WaitFor(std::exchange(prefetch_ticket_, 0));
+  prefetch_.ids = ids;
+  prefetch_ticket_ = pipe_->Enqueue([this] { return RunPull(prefetch_); });
+}
+
 Status RemoteParams::Push(int64_t step, const std::vector<uint64_t>& ids, const float* row_grads,
                           const float* dense_grad) {
   const int n = static_cast<int>(channels_.size());
   GroupByShard(ids);
-  std::vector<Call>& calls = step_calls_;
-  calls.resize(n);
+  if (!pipe_) {
+    std::vector<Call>& calls = step_calls_;
+    calls.resize(n);
+    for (int k = 0; k < n; ++k) {
+      const Channel& ch = *channels_[k];
+      // Numbered once here; a re-send in Exchange() sends the same bytes, the same number.
+      EncodePush(step, ++channels_[k]->push_seq, ids_of_[k], pos_of_[k], row_grads, row_dim_,
+                 &calls[k].payload);
+      calls[k].ps = k;
+      calls[k].type = kPush;
+      calls[k].payload2 =
+          std::string_view(reinterpret_cast<const char*>(dense_grad + ch.dense_begin),
+                           (ch.dense_end - ch.dense_begin) * 4);
+    }
+    return Exchange(calls);
+  }
+  KT_RETURN_IF_ERROR(pipe_->error());
+  // Pipelined: the caller overwrites its gradients in the next step, so the job keeps a
+  // copy. Numbered now, in the caller's order, which is the order the thread sends them.
+  std::shared_ptr<PushJob> job;
+  {
+    std::lock_guard<std::mutex> lock(pool_mu_);
+    if (!push_pool_.empty()) {
+      job = std::move(push_pool_.back());
+      push_pool_.pop_back();
+    }
+  }
+  if (!job) job = std::make_shared<PushJob>();
+  job->dense.assign(dense_grad, dense_grad + total_dense_);
+  job->calls.resize(n);
   for (int k = 0; k < n; ++k) {
     const Channel& ch = *channels_[k];
-    // Numbered once here; a re-send in Exchange() sends the same bytes, the same number.
     EncodePush(step, ++channels_[k]->push_seq, ids_of_[k], pos_of_[k], row_grads, row_dim_,
-               &calls[k].payload);
-    calls[k].ps = k;
-    calls[k].type = kPush;
-    calls[k].payload2 = std::string_view(reinterpret_cast<const char*>(dense_grad + ch.dense_begin),
-                                         (ch.dense_end - ch.dense_begin) * 4);
+               &job->calls[k].payload);
+    job->calls[k].ps = k;
+    job->calls[k].type = kPush;
+    job->calls[k].payload2 =
+        std::string_view(reinterpret_cast<const char*>(job->dense.data() + ch.dense_begin),
+                         (ch.dense_end - ch.dense_begin) * 4);
   }
-  return Exchange(calls);
+  pipe_->Enqueue([this, job]() mutable {
+    Status s = Exchange(job->calls);
+    std::lock_guard<std::mutex> lock(pool_mu_);
+    push_pool_.push_back(std::move(job));
+    return s;
+  });
+  return Status::Ok();
 }
 
 Status RemoteParams::SaveCheckpoint(const std::string& dir, int64_t step) {
+  KT_RETURN_IF_ERROR(Drain());  // the checkpoint of step `step` holds its push
   const int n = static_cast<int>(channels_.size());
   std::vector<Call> calls(n);
   for (int k = 0; k < n; ++k) {
@@ -266,6 +412,7 @@ Status RemoteParams::SaveCheckpoint(const std::string& dir, int64_t step) {
 }
 
 StatusOr<int> RemoteParams::MarkDone() {
+  KT_RETURN_IF_ERROR(Drain());  // every push is applied before the PS hears we are done
   const int n = static_cast<int>(channels_.size());
   std::vector<Call> calls(n);
   for (int k = 0; k < n; ++k) {
@@ -278,6 +425,7 @@ StatusOr<int> RemoteParams::MarkDone() {
 }
 
 StatusOr<int> RemoteParams::DoneCount() {
+  KT_RETURN_IF_ERROR(Drain());
   // Ask every PS and take the union, with what earlier answers said: a PS restored from a
   // checkpoint older than a worker's finish has forgotten it, the others (or we) have not.
   const int n = static_cast<int>(channels_.size());
@@ -319,6 +467,7 @@ StatusOr<int> RemoteParams::DoneCount() {
 }
 
 Status RemoteParams::ShutdownAll() {
+  KT_RETURN_IF_ERROR(Drain());
   // A PS that got the request exits at once, so its reply may be lost and a reconnect may
   // find nobody: after the first send, an unreachable PS counts as stopped.
   constexpr auto kRetryFor = std::chrono::seconds(10);

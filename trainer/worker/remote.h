@@ -13,11 +13,25 @@
 // wrong key is Unauthenticated after a few refused handshakes (a connection cut during the
 // handshake looks the same once): retrying cannot fix it.
 //
+// Pipelining (options.pipeline, asynchronous training): one background thread does the
+// PS requests in the order they were made, so communication overlaps the caller's compute.
+//   Flow per step t: Pull(t) takes the rows and dense values prefetched during step t-1;
+//     Prefetch(t+1) queues their pull, Push(t) copies the gradients and queues the push;
+//     the thread sends push(t-1), then pull(t+1), while the caller computes step t.
+//   Guarantees: pushes are numbered in the caller's order when queued (the same numbers a
+//     re-send carries), so each is applied once, in order; a pulled step sees every push
+//     up to t-1 of this worker (one step stale; other workers' are asynchronous anyway).
+//     SaveCheckpoint, MarkDone, DoneCount, ShutdownAll and a Pull without a matching
+//     Prefetch first wait until every queued request is done, so a checkpoint of step t
+//     holds push t. An error in the thread is returned by the next call and stops it.
+//   Assumptions: one caller thread.
+//
 // Not thread-safe: one per worker.
 #pragma once
 
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <string>
 #include <vector>
@@ -33,6 +47,9 @@ struct RemoteOptions {
   int rank = 0;
   std::chrono::milliseconds startup_timeout{std::chrono::minutes(5)};
   std::chrono::milliseconds reconnect_timeout{std::chrono::minutes(5)};
+  // Overlap communication with compute (see above); for asynchronous training only, where
+  // one step of staleness is within what async SGD already tolerates.
+  bool pipeline = false;
 };
 
 class RemoteParams : public ParamClient {
@@ -41,6 +58,7 @@ class RemoteParams : public ParamClient {
   ~RemoteParams() override;
 
   Status Pull(const std::vector<uint64_t>& ids, float* rows, float* dense) override;
+  void Prefetch(const std::vector<uint64_t>& ids) override;
   Status Push(int64_t step, const std::vector<uint64_t>& ids, const float* row_grads,
               const float* dense_grad) override;
   // Asks every PS to save its shard, then commits the manifest (see ps/checkpoint.h).
@@ -64,6 +82,7 @@ class RemoteParams : public ParamClient {
 
  private:
   struct Channel;
+  class Pipeline;
   struct Call {
     int ps;
     uint8_t type;
@@ -72,14 +91,33 @@ class RemoteParams : public ParamClient {
     uint8_t reply_type = 0;
     std::string reply;
   };
+  // A pull's requests, one per PS, and where each PS's rows go.
+  struct PullJob {
+    std::vector<uint64_t> ids;
+    std::vector<std::vector<uint64_t>> ids_of;
+    std::vector<std::vector<int>> pos_of;
+    std::vector<Call> calls;
+  };
+  // A queued push: its requests and its own copy of the dense gradient.
+  struct PushJob {
+    std::vector<Call> calls;
+    std::vector<float> dense;
+  };
   RemoteParams(RemoteOptions options, size_t total_dense, int row_dim);
   // Connects (or reconnects) channel `k`, retrying until `deadline`.
   Status EnsureConnected(int k, std::chrono::steady_clock::time_point deadline);
   // Sends all calls, then reads all replies; failed exchanges are retried one by one
   // after reconnecting. A kError reply becomes an error Status.
   Status Exchange(std::vector<Call>& calls);
-  // Fills ids_of_[k] / pos_of_[k] with the ids owned by ps-k and their positions in `ids`.
-  void GroupByShard(const std::vector<uint64_t>& ids);
+  // Fills ids_of[k] / pos_of[k] with the ids owned by ps-k and their positions in `ids`.
+  void GroupByShard(const std::vector<uint64_t>& ids, std::vector<std::vector<uint64_t>>& ids_of,
+                    std::vector<std::vector<int>>& pos_of) const;
+  void GroupByShard(const std::vector<uint64_t>& ids) { GroupByShard(ids, ids_of_, pos_of_); }
+  // Sends a pull of job.ids and checks the replies; Unpack copies them out.
+  Status RunPull(PullJob& job);
+  Status Unpack(const PullJob& job, float* rows, float* dense) const;
+  // Waits until the pipeline has done every queued request (OK without a pipeline).
+  Status Drain();
 
   const RemoteOptions o_;
   const size_t total_dense_;
@@ -92,6 +130,15 @@ class RemoteParams : public ParamClient {
   std::vector<std::vector<uint64_t>> ids_of_;
   std::vector<std::vector<int>> pos_of_;
   std::vector<Call> step_calls_;  // Pull's and Push's, one per PS; buffers reused
+  PullJob pull_job_;              // Pull's, on the caller's thread
+
+  // Pipelining (null without it). The prefetch job is the thread's from Prefetch until the
+  // caller waited for its ticket; push jobs go back to the pool once sent.
+  std::unique_ptr<Pipeline> pipe_;
+  PullJob prefetch_;
+  uint64_t prefetch_ticket_ = 0;  // 0: no prefetch queued
+  std::mutex pool_mu_;
+  std::vector<std::shared_ptr<PushJob>> push_pool_;  // guarded by pool_mu_
 };
 
 }  // namespace kubetrain::trainer

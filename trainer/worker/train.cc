@@ -35,8 +35,13 @@ StatusOr<TrainResult> Train(Model& model, StripeReader& reader, ParamClient& par
     if (curve == nullptr)
       return InvalidArgument("cannot open loss curve file " + o.loss_curve_path);
   }
-  Batch batch;
-  SparseLookup lookup;
+  // This step's batch and the next one, read ahead so that its ids can be given to
+  // params.Prefetch before this step's push (a pipelined client fetches them meanwhile).
+  Batch batches[2];
+  SparseLookup lookups[2];
+  int cur = 0;
+  Status next_status;  // of reading the next batch ahead; reported at its step
+  bool have_next = false;
   std::vector<float> rows, row_grads;
   std::deque<float> recent;
   double recent_sum = 0;
@@ -51,12 +56,19 @@ StatusOr<TrainResult> Train(Model& model, StripeReader& reader, ParamClient& par
   TrainResult::Phases& phases = result.phases;
   for (int64_t step = start_step + 1; step <= o.steps; ++step) {
     auto t0 = Clock::now();
-    auto n = reader.Next(model.batch_size(), &batch);
-    if (!n.ok()) {
-      status = n.status();
+    if (!have_next) {
+      auto n = reader.Next(model.batch_size(), &batches[cur]);
+      if (!n.ok()) {
+        status = n.status();
+        break;
+      }
+      lookups[cur].Assign(batches[cur]);
+    } else if (!next_status.ok()) {
+      status = next_status;
       break;
     }
-    lookup.Assign(batch);
+    const Batch& batch = batches[cur];
+    const SparseLookup& lookup = lookups[cur];
     rows.resize(lookup.ids.size() * model.SparseRowDim());
     row_grads.resize(rows.size());
     auto t1 = Clock::now();
@@ -65,6 +77,18 @@ StatusOr<TrainResult> Train(Model& model, StripeReader& reader, ParamClient& par
     if (!status.ok()) break;
     t0 = Clock::now();
     phases.pull += Seconds(t0 - t1);
+    have_next = step < o.steps;
+    if (have_next) {
+      auto n = reader.Next(model.batch_size(), &batches[1 - cur]);
+      next_status = n.status();
+      if (n.ok()) {
+        lookups[1 - cur].Assign(batches[1 - cur]);
+        params.Prefetch(lookups[1 - cur].ids);
+      }
+      t1 = Clock::now();
+      phases.read += Seconds(t1 - t0);
+      t0 = t1;
+    }
     auto loss = model.TrainStep(batch, lookup, rows.data(), row_grads.data());
     t1 = Clock::now();
     phases.compute += Seconds(t1 - t0);
@@ -80,6 +104,7 @@ StatusOr<TrainResult> Train(Model& model, StripeReader& reader, ParamClient& par
     status = params.Push(step, lookup.ids, row_grads.data(), model.dense_grads().data());
     if (!status.ok()) break;
     phases.push += Seconds(Clock::now() - t1);
+    cur = 1 - cur;
 
     result.losses.push_back(*loss);
     result.last_step = step;
