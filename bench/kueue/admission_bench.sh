@@ -48,23 +48,28 @@ metadata: {name: kwok}
 spec:
   nodeLabels: {type: kwok}
   tolerations: [{key: kwok.x-k8s.io/node, operator: Exists, effect: NoSchedule}]
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: ClusterQueue
-metadata: {name: bench}
-spec:
-  namespaceSelector: {}
-  resourceGroups:
-  - coveredResources: [cpu]
-    flavors: [{name: kwok, resources: [{name: cpu, nominalQuota: "${cpu}"}]}]
 Q
 
 for ((r = 1; r <= runs; r++)); do
   ns="kueue-bench-${r}"
   kubectl create namespace "${ns}" >/dev/null
   until kubectl -n "${ns}" get sa default >/dev/null 2>&1; do sleep 0.2; done
-  printf 'apiVersion: kueue.x-k8s.io/v1beta1\nkind: LocalQueue\nmetadata: {name: q, namespace: %s}\nspec: {clusterQueue: bench}\n' \
-    "${ns}" | kubectl apply -f - >/dev/null
+  # A ClusterQueue per run: no quota is held by the previous run's jobs.
+  cat <<Q | kubectl apply -f - >/dev/null
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ClusterQueue
+metadata: {name: bench-${r}}
+spec:
+  namespaceSelector: {}
+  resourceGroups:
+  - coveredResources: [cpu]
+    flavors: [{name: kwok, resources: [{name: cpu, nominalQuota: "${cpu}"}]}]
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: LocalQueue
+metadata: {name: q, namespace: ${ns}}
+spec: {clusterQueue: bench-${r}}
+Q
   for ((i = 0; i < jobs; i++)); do
     cat <<JOB
 apiVersion: kubetrain.io/v1alpha1
@@ -134,7 +139,8 @@ print(f"{statistics.median(lat):.3f} {p99:.3f}")
 PY
   read -r med p99 < <(tail -n 1 "${work}/runs.txt")
   echo "run ${r}: ${jobs} jobs, admission to all pods created: median ${med} s, p99 ${p99} s" >&2
-  kubectl delete namespace "${ns}" --wait=false >/dev/null
+  # The next run starts on an idle operator: this run's jobs are gone first.
+  kubectl delete namespace "${ns}" --timeout=600s >/dev/null
 done
 python3 - "${work}/runs.txt" "${jobs}" "${runs}" <<'PY'
 import statistics, sys
