@@ -70,12 +70,14 @@ Status ParseReplicaSpec(const json& j, const std::string& path, ReplicaSpec& r) 
 
 Status ParseSchedulingPolicy(const json& j, const std::string& path, SchedulingPolicy& s) {
   KT_RETURN_IF_ERROR(ExpectObject(j, path));
-  KT_RETURN_IF_ERROR(
-      RejectUnknown(j, path, {"minAvailable", "queue", "priorityClassName", "schedulerName"}));
+  KT_RETURN_IF_ERROR(RejectUnknown(
+      j, path,
+      {"minAvailable", "queue", "priorityClassName", "schedulerName", "scheduleTimeoutSeconds"}));
   KT_RETURN_IF_ERROR(ReadInt(j, path, "minAvailable", s.min_available));
   KT_RETURN_IF_ERROR(ReadString(j, path, "queue", s.queue));
   KT_RETURN_IF_ERROR(ReadString(j, path, "priorityClassName", s.priority_class_name));
   KT_RETURN_IF_ERROR(ReadString(j, path, "schedulerName", s.scheduler_name));
+  KT_RETURN_IF_ERROR(ReadInt(j, path, "scheduleTimeoutSeconds", s.schedule_timeout_seconds));
   return Status::Ok();
 }
 
@@ -302,6 +304,7 @@ json SpecToJson(const TrainingJobSpec& spec) {
     PutOptional(sp, "queue", rp.scheduling_policy->queue);
     PutOptional(sp, "priorityClassName", rp.scheduling_policy->priority_class_name);
     PutOptional(sp, "schedulerName", rp.scheduling_policy->scheduler_name);
+    PutOptional(sp, "scheduleTimeoutSeconds", rp.scheduling_policy->schedule_timeout_seconds);
     run["schedulingPolicy"] = std::move(sp);
   }
   json out = {{"replicaSpecs", std::move(replicas)},

@@ -135,13 +135,14 @@ std::string_view Name(SuccessPolicy p) {
 }
 
 namespace {
-constexpr std::array<std::pair<ConditionType, std::string_view>, 6> kConditionNames = {{
+constexpr std::array<std::pair<ConditionType, std::string_view>, 7> kConditionNames = {{
     {ConditionType::kCreated, "Created"},
     {ConditionType::kRunning, "Running"},
     {ConditionType::kRestarting, "Restarting"},
     {ConditionType::kSucceeded, "Succeeded"},
     {ConditionType::kFailed, "Failed"},
     {ConditionType::kSuspended, "Suspended"},
+    {ConditionType::kUnschedulable, "Unschedulable"},
 }};
 }  // namespace
 

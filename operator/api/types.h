@@ -90,6 +90,9 @@ struct SchedulingPolicy {
   std::optional<std::string> queue;
   std::optional<std::string> priority_class_name;
   std::optional<std::string> scheduler_name;
+  // Gang scheduling: how long the scheduler waits for the whole gang (the
+  // PodGroup's scheduleTimeoutSeconds); unset: the scheduler's default.
+  std::optional<int32_t> schedule_timeout_seconds;
 
   friend bool operator==(const SchedulingPolicy&, const SchedulingPolicy&) = default;
 };
@@ -133,7 +136,17 @@ struct ObjectMeta {
   friend bool operator==(const ObjectMeta&, const ObjectMeta&) = default;
 };
 
-enum class ConditionType { kCreated, kRunning, kRestarting, kSucceeded, kFailed, kSuspended };
+// kUnschedulable: some pods cannot be scheduled (the scheduler's reason in the
+// message); False again once every pod is.
+enum class ConditionType {
+  kCreated,
+  kRunning,
+  kRestarting,
+  kSucceeded,
+  kFailed,
+  kSuspended,
+  kUnschedulable
+};
 std::string_view Name(ConditionType t);
 std::optional<ConditionType> ConditionTypeFromName(std::string_view name);
 

@@ -133,6 +133,9 @@ std::vector<FieldError> Validate(const TrainingJob& job) {
     CheckMaxLength(sp.queue, spath + "queue", errors);
     CheckMaxLength(sp.priority_class_name, spath + "priorityClassName", errors);
     CheckMaxLength(sp.scheduler_name, spath + "schedulerName", errors);
+    if (sp.schedule_timeout_seconds && *sp.schedule_timeout_seconds < 1) {
+      errors.push_back({spath + "scheduleTimeoutSeconds", "should be greater than or equal to 1"});
+    }
   }
   if (spec.port < 1) errors.push_back({"spec.port", "should be greater than or equal to 1"});
   if (spec.port > 65535) errors.push_back({"spec.port", "should be less than or equal to 65535"});

@@ -53,6 +53,7 @@ struct Flags {
   std::string cluster_domain = "cluster.local";
   bool network_policy = true;
   bool kueue = false;
+  std::string gang_scheduler_name;
   std::string metrics_addr = "0.0.0.0:8080";
   std::string health_addr = "0.0.0.0:8081";
   std::string log_format = "text";
@@ -154,6 +155,10 @@ int main(int argc, char** argv) {
   app.add_flag("--kueue", f.kueue,
                "queue jobs labelled kueue.x-k8s.io/queue-name through Kueue's Workloads "
                "(off if the Workload CRD is not installed)");
+  app.add_option("--gang-scheduler-name", f.gang_scheduler_name,
+                 "gang-schedule every job: a PodGroup per job (scheduling.x-k8s.io/v1alpha1) and "
+                 "its pods sent to this scheduler (one with the Coscheduling plugin); empty: only "
+                 "jobs that set schedulingPolicy.schedulerName and minAvailable");
   app.add_option("--metrics-addr", f.metrics_addr, "host:port for /metrics (port 0: off)");
   app.add_option("--health-addr", f.health_addr, "host:port for /healthz and /readyz (0: off)");
   app.add_option("--log-format", f.log_format, "text or json")
@@ -239,6 +244,7 @@ int main(int argc, char** argv) {
       spdlog::info("--kueue: jobs labelled kueue.x-k8s.io/queue-name are admitted by Kueue");
     }
   }
+  opts.gang_scheduler_name = f.gang_scheduler_name;
   opts.workers = f.workers;
   opts.read_progress = f.progress_qps > 0;
   {

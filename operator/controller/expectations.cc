@@ -56,6 +56,7 @@ void Expectations::Adjust(const std::string& key, ObservedChildren& observed, ap
       case ChildRef::Kind::kSecret:
       case ChildRef::Kind::kConfigMap:
       case ChildRef::Kind::kNetworkPolicy:
+      case ChildRef::Kind::kPodGroup:
         seen = true;  // created or AlreadyExists: nothing to wait for
         break;
     }
@@ -117,12 +118,18 @@ void Expectations::AuthSecretReplaced(const std::string& key) {
   jobs_[key].auth_secret_replaced = true;
 }
 
+void Expectations::GangUnavailable(const std::string& key, std::string message) {
+  std::lock_guard lock(mu_);
+  jobs_[key].gang_unavailable = std::move(message);
+}
+
 void Expectations::FillPlanInput(const std::string& key, PlanInput& input) {
   std::lock_guard lock(mu_);
   auto it = jobs_.find(key);
   if (it == jobs_.end()) return;
   input.rejected_child = it->second.rejected;
   input.auth_secret_replaced = it->second.auth_secret_replaced;
+  input.gang_unavailable = it->second.gang_unavailable;
 }
 
 void Expectations::FailureRecorded(const std::string& key) {
@@ -130,6 +137,7 @@ void Expectations::FailureRecorded(const std::string& key) {
   Job& job = jobs_[key];
   job.rejected.reset();
   job.auth_secret_replaced = false;
+  job.gang_unavailable.reset();
 }
 
 bool Expectations::ConfigMapHolds(const std::string& key, const std::string& data, bool created) {
@@ -142,6 +150,22 @@ bool Expectations::ConfigMapHolds(const std::string& key, const std::string& dat
 void Expectations::ConfigMapWritten(const std::string& key, std::string data) {
   std::lock_guard lock(mu_);
   jobs_[key].config_map_data = std::move(data);
+}
+
+}  // namespace kubetrain::controller
+
+namespace kubetrain::controller {
+
+bool Expectations::PodGroupHolds(const std::string& key, const std::string& spec, bool created) {
+  std::lock_guard lock(mu_);
+  std::string& known = jobs_[key].pod_group_spec;
+  if (created) known = spec;
+  return known == spec;
+}
+
+void Expectations::PodGroupWritten(const std::string& key, std::string spec) {
+  std::lock_guard lock(mu_);
+  jobs_[key].pod_group_spec = std::move(spec);
 }
 
 }  // namespace kubetrain::controller

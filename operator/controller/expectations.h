@@ -11,9 +11,10 @@
 // after all, or the object went away) and is dropped, so the job is planned
 // from the caches again.
 //
-// Also kept per job: an apiserver rejection of a child (422) and an auth
-// Secret replaced under live pods, until the planner has recorded them in the
-// status, and the ConfigMap content this process knows is written.
+// Also kept per job: an apiserver rejection of a child (422), an auth Secret
+// replaced under live pods and a PodGroup that cannot be created, until the
+// planner has recorded them in the status, and the ConfigMap content and
+// PodGroup spec this process knows are written.
 //
 // Thread-safe: every method takes the object's own lock.
 #pragma once
@@ -71,15 +72,21 @@ class Expectations {
   void ChildRejected(const std::string& key, std::string message);
   // The auth Secret had to be created while pods built with an earlier one lived.
   void AuthSecretReplaced(const std::string& key);
-  // Sets input.rejected_child and input.auth_secret_replaced from the above.
+  // The job's PodGroup cannot be created (no PodGroup API, no RBAC), with why.
+  void GangUnavailable(const std::string& key, std::string message);
+  // Sets input.rejected_child, input.auth_secret_replaced and
+  // input.gang_unavailable from the above.
   void FillPlanInput(const std::string& key, PlanInput& input);
-  // The status recording them is written: forget both.
+  // The status recording them is written: forget them.
   void FailureRecorded(const std::string& key);
 
   // Whether this process knows the job's ConfigMap holds `data`; `created`:
   // it just created it with `data`.
   bool ConfigMapHolds(const std::string& key, const std::string& data, bool created);
   void ConfigMapWritten(const std::string& key, std::string data);
+  // The same for the job's PodGroup and its spec (compact JSON).
+  bool PodGroupHolds(const std::string& key, const std::string& spec, bool created);
+  void PodGroupWritten(const std::string& key, std::string spec);
 
  private:
   struct Create {
@@ -100,9 +107,11 @@ class Expectations {
     std::optional<StatusWrite> status;
     std::optional<std::string> rejected;
     bool auth_secret_replaced = false;
+    std::optional<std::string> gang_unavailable;
     // The cluster JSON the job's ConfigMap is known to hold (written or
     // created by this process); empty: unknown, replace it when it exists.
     std::string config_map_data;
+    std::string pod_group_spec;  // likewise for the PodGroup's spec
   };
 
   // Constant after construction.

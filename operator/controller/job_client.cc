@@ -23,6 +23,11 @@ class KubeJobClient final : public JobClient {
                                         const nlohmann::json& object) override {
     return client_->UpdateStatus(r, ns, object);
   }
+  StatusOr<nlohmann::json> Patch(const kube::ResourceRef& r, const std::string& ns,
+                                 const std::string& name, kube::PatchType type,
+                                 const nlohmann::json& patch) override {
+    return client_->Patch(r, ns, name, type, patch);
+  }
   Status Delete(const kube::ResourceRef& r, const std::string& ns, const std::string& name,
                 const kube::DeleteOptions& options) override {
     return client_->Delete(r, ns, name, options);

@@ -41,6 +41,12 @@ class JobClient {
   [[nodiscard]] virtual StatusOr<nlohmann::json> UpdateStatus(const kube::ResourceRef& r,
                                                               const std::string& ns,
                                                               const nlohmann::json& object) = 0;
+  // A patch of `type` (the job's PodGroup: a JSON patch replacing its spec).
+  [[nodiscard]] virtual StatusOr<nlohmann::json> Patch(const kube::ResourceRef& r,
+                                                       const std::string& ns,
+                                                       const std::string& name,
+                                                       kube::PatchType type,
+                                                       const nlohmann::json& patch) = 0;
   [[nodiscard]] virtual Status Delete(const kube::ResourceRef& r, const std::string& ns,
                                       const std::string& name,
                                       const kube::DeleteOptions& options) = 0;

@@ -53,12 +53,13 @@ struct ChildKindInfo {
   std::string_view name;  // in messages
   const kube::ResourceRef* resource;
 };
-constexpr std::array<ChildKindInfo, 5> kChildKinds = {{
+constexpr std::array<ChildKindInfo, 6> kChildKinds = {{
     {ChildRef::Kind::kPod, "pod", &kube::kPods},
     {ChildRef::Kind::kService, "service", &kube::kServices},
     {ChildRef::Kind::kSecret, "secret", &kube::kSecrets},
     {ChildRef::Kind::kConfigMap, "configmap", &kube::kConfigMaps},
     {ChildRef::Kind::kNetworkPolicy, "networkpolicy", &kube::kNetworkPolicies},
+    {ChildRef::Kind::kPodGroup, "podgroup", &kube::kPodGroups},
 }};
 
 const ChildKindInfo& Info(ChildRef::Kind kind) {
@@ -311,6 +312,7 @@ class JobController::Impl {
     input.max_pod_creates = kMaxPodCreatesPerPlan;  // a huge job is created in batches
     if (progress_) input.progress = progress_->Latest(key);
     input.network_policy = options_.network_policy;
+    input.gang_scheduler_name = options_.gang_scheduler_name;
     expectations_.FillPlanInput(key, input);
     std::shared_ptr<const runtime::GenericObject> workload;
     KueueIntegration::SyncResult kueue_sync;
@@ -347,7 +349,8 @@ class JobController::Impl {
     // 1. Status first: it records which failures were counted before their pods go.
     if (plan.status_changed) {
       KT_RETURN_IF_ERROR(WriteStatus(key, *cached, rv, plan.status));
-      if ((input.rejected_child || input.auth_secret_replaced) && plan.status.Finished()) {
+      if ((input.rejected_child || input.auth_secret_replaced || input.gang_unavailable) &&
+          plan.status.Finished()) {
         expectations_.FailureRecorded(key);  // recorded in the status now
       }
       if (!was_created && plan.status.IsTrue(api::ConditionType::kCreated)) {
@@ -394,8 +397,36 @@ class JobController::Impl {
         if (first_error.ok()) first_error = ensured.WithContext("update " + child);
         break;
       }
+      if (kind.kind == ChildRef::Kind::kPodGroup &&
+          (s.ok() || s.code() == StatusCode::kAlreadyExists)) {
+        // An existing PodGroup may hold an earlier spec's gang: bring it up to
+        // date before any pod of the new spec is scheduled against it.
+        const Status ensured = EnsurePodGroup(key, ns, obj, s.ok());
+        if (ensured.ok()) continue;
+        if (first_error.ok()) first_error = ensured.WithContext("update " + child);
+        break;
+      }
       if (s.ok() || s.code() == StatusCode::kAlreadyExists) continue;
       expectations_.ForgetCreate(key, create.ref);
+      if (kind.kind == ChildRef::Kind::kPodGroup &&
+          (s.code() == StatusCode::kNotFound || s.code() == StatusCode::kPermissionDenied)) {
+        // No PodGroup API or no right to use it: gang members created without
+        // their group would be scheduled one by one (or never, by a scheduler
+        // that is not there). Plan again at once; the planner fails the job.
+        expectations_.GangUnavailable(
+            key, s.code() == StatusCode::kNotFound
+                     ? "cannot create PodGroup " + child +
+                           ": the PodGroup API (scheduling.x-k8s.io/v1alpha1 podgroups) is not "
+                           "installed; install scheduler-plugins' PodGroup CRD and its "
+                           "Coscheduling scheduler, or run the job without gang scheduling"
+                     : "cannot create PodGroup " + child + ": " + s.message() +
+                           " (grant create and patch on scheduling.x-k8s.io podgroups: the Helm "
+                           "value gangScheduling.enabled or the kustomize component "
+                           "gang-scheduling)");
+        runtime::ReconcileResult again;
+        again.requeue_after = std::chrono::milliseconds(1);
+        return again;
+      }
       if (kind.kind == ChildRef::Kind::kNetworkPolicy &&
           (s.code() == StatusCode::kPermissionDenied || s.code() == StatusCode::kInvalidArgument ||
            s.code() == StatusCode::kNotFound)) {
@@ -424,9 +455,9 @@ class JobController::Impl {
       // No pod without its Secret: a pod created first would look, once the
       // Secret is created, like one holding a key from a deleted Secret. Nor
       // without its ConfigMap.
-      // Nor before its NetworkPolicy.
+      // Nor before its NetworkPolicy, nor a gang member before its PodGroup.
       if (kind.kind == ChildRef::Kind::kSecret || kind.kind == ChildRef::Kind::kConfigMap ||
-          kind.kind == ChildRef::Kind::kNetworkPolicy) {
+          kind.kind == ChildRef::Kind::kNetworkPolicy || kind.kind == ChildRef::Kind::kPodGroup) {
         break;
       }
     }
@@ -540,6 +571,23 @@ class JobController::Impl {
       if (p.phase != PodPhase::kSucceeded && p.phase != PodPhase::kFailed) return true;
     }
     return false;
+  }
+
+  // The PodGroup `obj` was created (`created`) or already existed: make sure
+  // its spec is obj's, replacing it (a JSON patch of /spec) when this process
+  // has not written that spec yet.
+  Status EnsurePodGroup(const std::string& key, const std::string& ns, const json& obj,
+                        bool created) {
+    const std::string spec = obj["spec"].dump();
+    if (expectations_.PodGroupHolds(key, spec, created)) return Status::Ok();
+    const json patch =
+        json::array({{{"op", "replace"}, {"path", "/spec"}, {"value", obj["spec"]}}});
+    auto patched = client_->Patch(kube::kPodGroups, ns, obj["metadata"].value("name", ""),
+                                  kube::PatchType::kJson, patch);
+    metrics_->CountRequest("patch", StatusCodeName(patched.status().code()));
+    if (!patched.ok()) return patched.status();
+    expectations_.PodGroupWritten(key, spec);
+    return Status::Ok();
   }
 
   static bool HasLivePods(const ObservedChildren& observed) {

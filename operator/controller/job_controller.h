@@ -46,6 +46,9 @@ struct JobControllerOptions {
   std::string cluster_domain = "cluster.local";
   // Create a NetworkPolicy per job (PlanInput::network_policy).
   bool network_policy = true;
+  // The gang scheduler for every job (PlanInput::gang_scheduler_name); empty:
+  // only jobs that name one themselves are gang-scheduled.
+  std::string gang_scheduler_name;
   int workers = 4;
   // How long a create or delete may stay unseen in the cache before it is
   // assumed lost and planned again.

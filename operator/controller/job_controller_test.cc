@@ -102,6 +102,22 @@ class FakeApi final : public JobClient {
     (void)Log("update_status", r, name, Status::Ok());
     return Store(r, std::move(obj), kube::WatchEventType::kModified);
   }
+  // JSON patches only (what the controller sends).
+  StatusOr<json> Patch(const kube::ResourceRef& r, const std::string& ns, const std::string& name,
+                       kube::PatchType type, const json& patch) override {
+    std::lock_guard lock(mu_);
+    if (Status s = Injected("patch", r, name); !s.ok()) return s;
+    auto it = objects_[r.resource].find(ns + "/" + name);
+    if (it == objects_[r.resource].end()) {
+      return Log("patch", r, name, Status(StatusCode::kNotFound, "NotFound (404)"));
+    }
+    if (type != kube::PatchType::kJson) {
+      return Log("patch", r, name, Status(StatusCode::kInvalidArgument, "unsupported patch"));
+    }
+    json obj = it->second.patch(patch);
+    (void)Log("patch", r, name, Status::Ok());
+    return Store(r, std::move(obj), kube::WatchEventType::kModified);
+  }
   Status Delete(const kube::ResourceRef& r, const std::string& ns, const std::string& name,
                 const kube::DeleteOptions&) override {
     std::lock_guard lock(mu_);
@@ -411,6 +427,101 @@ TEST(JobControllerTest, StatusConflictIsRetried) {
   // Nothing was created before the status that the first plan needed was written.
   EXPECT_EQ(calls.front().verb, "update_status");
   EXPECT_EQ(calls.front().code, StatusCode::kConflict);
+}
+
+// ---- Gang scheduling: the PodGroup ------------------------------------------------
+
+json GangJob() {
+  json job = Job();
+  job["spec"]["runPolicy"] = {
+      {"schedulingPolicy", {{"schedulerName", "gang"}, {"minAvailable", 2}}}};
+  return job;
+}
+
+std::string CallLog(const std::vector<FakeApi::Call>& calls) {
+  std::string log;
+  for (const auto& c : calls) {
+    log +=
+        c.verb + " " + c.resource + "/" + c.name + " " + std::string(StatusCodeName(c.code)) + "\n";
+  }
+  return log;
+}
+
+TEST(JobControllerGangTest, CreatesThePodGroupBeforeAnyPod) {
+  FakeApi api;
+  api.Seed(kTrainingJobs, GangJob());
+  Running controller(&api);
+  ASSERT_TRUE(
+      Eventually([&] { return Count(api.calls(), "create", "pods", StatusCode::kOk) == 2; }));
+  const auto calls = api.calls();
+  size_t group = calls.size(), first_pod = calls.size();
+  for (size_t i = 0; i < calls.size(); ++i) {
+    if (calls[i].verb == "create" && calls[i].resource == "podgroups") group = i;
+    if (calls[i].verb == "create" && calls[i].resource == "pods" && first_pod == calls.size())
+      first_pod = i;
+  }
+  EXPECT_LT(group, first_pod) << CallLog(calls);
+  const auto pg = api.Get(kube::kPodGroups, "ml", "tj");
+  ASSERT_TRUE(pg.has_value());
+  EXPECT_EQ((*pg)["spec"]["minMember"], 2);
+  EXPECT_EQ((*pg)["metadata"]["ownerReferences"][0]["uid"], "job-uid");
+  EXPECT_EQ((*api.Get(kube::kPods, "ml", "tj-worker-0"))["spec"]["schedulerName"], "gang");
+}
+
+TEST(JobControllerGangTest, AnOutdatedPodGroupIsReplacedBeforeThePods) {
+  FakeApi api;
+  api.Seed(kTrainingJobs, GangJob());
+  api.Seed(kube::kPodGroups, {{"apiVersion", "scheduling.x-k8s.io/v1alpha1"},
+                              {"kind", "PodGroup"},
+                              {"metadata", {{"name", "tj"}, {"namespace", "ml"}}},
+                              {"spec", {{"minMember", 5}, {"minResources", {{"cpu", "9"}}}}}});
+  Running controller(&api);
+  ASSERT_TRUE(
+      Eventually([&] { return Count(api.calls(), "create", "pods", StatusCode::kOk) == 2; }));
+  EXPECT_EQ(Count(api.calls(), "patch", "podgroups", StatusCode::kOk), 1u) << CallLog(api.calls());
+  // The whole spec is replaced: minResources (no requests now) is gone too.
+  EXPECT_EQ((*api.Get(kube::kPodGroups, "ml", "tj"))["spec"], json({{"minMember", 2}}));
+}
+
+TEST(JobControllerGangTest, NoPodGroupApiFailsTheJobAndCreatesNoPod) {
+  FakeApi api;
+  api.Seed(kTrainingJobs, GangJob());
+  api.FailNext("create", "podgroups", Status(StatusCode::kNotFound, "NotFound (404)"));
+  Running controller(&api);
+  ASSERT_TRUE(Eventually([&] {
+    return Reason(*api.Get(kTrainingJobs, "ml", "tj"), "Failed") == "GangSchedulingUnavailable";
+  }));
+  const json job = *api.Get(kTrainingJobs, "ml", "tj");
+  std::string message;
+  for (const json& c : job["status"]["conditions"]) {
+    if (c["type"] == "Failed") message = c.value("message", "");
+  }
+  EXPECT_NE(message.find("PodGroup API (scheduling.x-k8s.io/v1alpha1 podgroups) is not installed"),
+            std::string::npos)
+      << message;
+  std::this_thread::sleep_for(milliseconds(300));  // lets a wrong retry happen; not synchronisation
+  EXPECT_EQ(Count(api.calls(), "create", "pods", StatusCode::kOk), 0u) << CallLog(api.calls());
+  EXPECT_EQ(Count(api.calls(), "create", "podgroups", StatusCode::kNotFound), 1u);
+}
+
+TEST(JobControllerGangTest, NoRightToCreatePodGroupsSaysWhichGrantIsMissing) {
+  FakeApi api;
+  api.Seed(kTrainingJobs, GangJob());
+  api.FailNext("create", "podgroups",
+               Status(StatusCode::kPermissionDenied, "Forbidden (403): podgroups"));
+  Running controller(&api);
+  ASSERT_TRUE(Eventually([&] {
+    return Reason(*api.Get(kTrainingJobs, "ml", "tj"), "Failed") == "GangSchedulingUnavailable";
+  }));
+  const json job = *api.Get(kTrainingJobs, "ml", "tj");
+  std::string message;
+  for (const json& c : job["status"]["conditions"]) {
+    if (c["type"] == "Failed") message = c.value("message", "");
+  }
+  EXPECT_NE(message.find("grant create and patch on scheduling.x-k8s.io podgroups"),
+            std::string::npos)
+      << message;
+  EXPECT_EQ(Count(api.calls(), "create", "pods", StatusCode::kOk), 0u);
 }
 
 }  // namespace

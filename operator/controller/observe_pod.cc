@@ -1,5 +1,6 @@
 #include "operator/controller/observe_pod.h"
 
+#include "common/utf8.h"
 #include "operator/api/json.h"
 #include "operator/progress/endpoint.h"
 
@@ -66,6 +67,18 @@ StatusOr<ObservedPod> ObservePodUnsafe(const json& pod) {
         }
         out.reason = api::StringField(t, "reason");
         out.message = api::StringField(t, "message");
+      }
+    }
+  }
+  const json conditions = status.value("conditions", json::array());
+  if (conditions.is_array()) {
+    for (const json& c : conditions) {
+      if (c.is_object() && api::StringField(c, "type") == "PodScheduled" &&
+          api::StringField(c, "status") == "False" &&
+          api::StringField(c, "reason") == "Unschedulable") {
+        // Cut: the cache keeps it for every pending pod.
+        out.unschedulable = TruncateUtf8(api::StringField(c, "message"), 1024);
+        if (out.unschedulable.empty()) out.unschedulable = "Unschedulable";
       }
     }
   }

@@ -35,6 +35,30 @@ TEST(ObservePodTest, ReadsTheMainContainersTermination) {
   EXPECT_EQ(p->spec_hash, "0123456789abcdef");
 }
 
+TEST(ObservePodTest, ReadsWhyTheSchedulerCannotPlaceIt) {
+  json pod = json::parse(R"({
+    "metadata": {"name": "tj-ps-0", "labels": {"kubetrain.io/replica-type": "ps",
+                                               "kubetrain.io/replica-index": "0"}},
+    "status": {"phase": "Pending", "conditions": [
+      {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+       "message": "0/2 nodes are available: 2 Insufficient cpu."}]}})");
+  StatusOr<ObservedPod> p = ObservePod(pod);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(p->unschedulable, "0/2 nodes are available: 2 Insufficient cpu.");
+  // Scheduled, or gated (not the scheduler's verdict): nothing.
+  pod["status"]["conditions"][0]["status"] = "True";
+  EXPECT_EQ(ObservePod(pod)->unschedulable, "");
+  pod["status"]["conditions"][0] = {
+      {"type", "PodScheduled"}, {"status", "False"}, {"reason", "SchedulingGated"}};
+  EXPECT_EQ(ObservePod(pod)->unschedulable, "");
+  // A huge message is cut in the cache.
+  pod["status"]["conditions"][0] = {{"type", "PodScheduled"},
+                                    {"status", "False"},
+                                    {"reason", "Unschedulable"},
+                                    {"message", std::string(100'000, 'x')}};
+  EXPECT_LE(ObservePod(pod)->unschedulable.size(), 1024u);
+}
+
 TEST(ObservePodTest, EvictedPodTakesThePodsReason) {
   json pod = json::parse(R"({
     "metadata": {"name": "tj-ps-0", "labels": {"kubetrain.io/replica-type": "ps",

@@ -40,6 +40,8 @@ inline const ResourceRef kServices{"", "v1", "services", true};
 inline const ResourceRef kSecrets{"", "v1", "secrets", true};
 inline const ResourceRef kConfigMaps{"", "v1", "configmaps", true};
 inline const ResourceRef kNetworkPolicies{"networking.k8s.io", "v1", "networkpolicies", true};
+// scheduler-plugins' PodGroup (gang scheduling); a CRD, present only where installed.
+inline const ResourceRef kPodGroups{"scheduling.x-k8s.io", "v1alpha1", "podgroups", true};
 inline const ResourceRef kNamespaces{"", "v1", "namespaces", false};
 inline const ResourceRef kNodes{"", "v1", "nodes", false};
 inline const ResourceRef kLeases{"coordination.k8s.io", "v1", "leases", true};

@@ -233,6 +233,7 @@ void Runner::Apply(const controller::Plan& plan) {
         break;
       case controller::ChildRef::Kind::kConfigMap:
       case controller::ChildRef::Kind::kNetworkPolicy:
+      case controller::ChildRef::Kind::kPodGroup:
         break;
     }
   }
@@ -253,6 +254,8 @@ void Runner::Apply(const controller::Plan& plan) {
         break;
       case controller::ChildRef::Kind::kNetworkPolicy:
         break;  // local processes: no network to police
+      case controller::ChildRef::Kind::kPodGroup:
+        break;  // local processes all start: no scheduler to gang
     }
   }
 }

@@ -125,6 +125,7 @@ StatusOr<json> ChildBuilder::Pod(ReplicaType type, int32_t index, const api::Rep
   json labels = meta.value("labels", json::object());
   if (!labels.is_object()) return InvalidArgument(path + ".metadata.labels: must be an object");
   labels.update(Labels(type, index));  // ours win: the controller selects on them
+  if (gang_ != nullptr) labels[std::string(kPodGroupLabel)] = gang_->group_name;
   json pod_meta = ChildMetadata(api::ChildName(job_.metadata.name, type, index), labels);
   json annotations = meta.value("annotations", json::object());
   if (!annotations.is_object()) {
@@ -207,6 +208,7 @@ StatusOr<json> ChildBuilder::Pod(ReplicaType type, int32_t index, const api::Rep
     if (sp->scheduler_name) spec["schedulerName"] = *sp->scheduler_name;
     if (sp->priority_class_name) spec["priorityClassName"] = *sp->priority_class_name;
   }
+  if (gang_ != nullptr) spec["schedulerName"] = gang_->scheduler_name;
   return json{{"apiVersion", "v1"},
               {"kind", "Pod"},
               {"metadata", std::move(pod_meta)},
@@ -257,6 +259,23 @@ json ChildBuilder::NetworkPolicy() const {
   return json{{"apiVersion", "networking.k8s.io/v1"},
               {"kind", "NetworkPolicy"},
               {"metadata", ChildMetadata(NetworkPolicyName(job_.metadata.name), labels)},
+              {"spec", std::move(spec)}};
+}
+
+json ChildBuilder::PodGroup() const {
+  json spec = {{"minMember", gang_->min_member}};
+  if (!gang_->min_resources.empty()) {
+    json resources = json::object();
+    for (const auto& [name, q] : gang_->min_resources) resources[name] = FormatQuantity(q);
+    spec["minResources"] = std::move(resources);
+  }
+  if (gang_->schedule_timeout_seconds) {
+    spec["scheduleTimeoutSeconds"] = *gang_->schedule_timeout_seconds;
+  }
+  json labels = {{kJobNameLabel, job_.metadata.name}};
+  return json{{"apiVersion", kPodGroupApiVersion},
+              {"kind", "PodGroup"},
+              {"metadata", ChildMetadata(gang_->group_name, labels)},
               {"spec", std::move(spec)}};
 }
 

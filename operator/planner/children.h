@@ -12,6 +12,7 @@
 #include "common/status.h"
 #include "operator/api/types.h"
 #include "operator/planner/env_contract.h"
+#include "operator/planner/gang.h"
 
 namespace kubetrain::controller {
 
@@ -26,11 +27,15 @@ std::string SpecHash(const api::ReplicaSpec& spec, std::string_view cluster_conf
 // ownerReference to it (a job that never went through an apiserver has none).
 class ChildBuilder {
  public:
-  explicit ChildBuilder(const api::TrainingJob& job) : job_(job) {}
+  // `gang`: the job is gang-scheduled (gang.h); null when it is not. Both
+  // outlive the builder.
+  explicit ChildBuilder(const api::TrainingJob& job, const GangSpec* gang = nullptr)
+      : job_(job), gang_(gang) {}
 
   // The replica's Pod: its template with our labels, the spec-hash annotation,
   // the env contract (our variables replace the template's), the job's port,
-  // restartPolicy Never and the scheduling policy. InvalidArgument, naming the
+  // restartPolicy Never and the scheduling policy (a gang-scheduled job's pods:
+  // kPodGroupLabel and the gang's schedulerName). InvalidArgument, naming the
   // field, for a template the CRD could not check.
   StatusOr<nlohmann::json> Pod(api::ReplicaType type, int32_t index, const api::ReplicaSpec& spec,
                                std::string_view spec_hash) const;
@@ -45,6 +50,9 @@ class ChildBuilder {
   // admits only pods of the same job (same namespace); every other port (TCP around
   // it, all UDP and SCTP) stays open to anyone, so metrics ports and probes work.
   nlohmann::json NetworkPolicy() const;
+  // The gang-scheduled job's PodGroup (scheduling.x-k8s.io/v1alpha1): minMember,
+  // minResources and scheduleTimeoutSeconds from the GangSpec. Only with a gang.
+  nlohmann::json PodGroup() const;
 
  private:
   nlohmann::json OwnerReferences() const;
@@ -52,6 +60,7 @@ class ChildBuilder {
   nlohmann::json ChildMetadata(const std::string& name, const nlohmann::json& labels) const;
 
   const api::TrainingJob& job_;
+  const GangSpec* gang_;
 };
 
 }  // namespace kubetrain::controller

@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <set>
 
+#include "common/utf8.h"
 #include "operator/api/json.h"
 #include "operator/api/validation.h"
 #include "operator/planner/children.h"
+#include "operator/planner/gang.h"
 
 namespace kubetrain::controller {
 
@@ -54,6 +56,17 @@ std::optional<json> MetricsFromMessage(std::string_view message) {
   }
 }
 
+// The job's gang (gang.h), nullopt when it is not gang-scheduled.
+StatusOr<std::optional<GangSpec>> JobGang(const api::TrainingJob& job, const PlanInput& input) {
+  std::optional<std::string> scheduler = GangSchedulerName(job, input.gang_scheduler_name);
+  if (!scheduler) return std::optional<GangSpec>();
+  KT_ASSIGN_OR_RETURN(GangSpec gang, PlanGang(job, std::move(*scheduler)));
+  return std::optional<GangSpec>(std::move(gang));
+}
+
+// At most this much of a scheduler's message goes into the job's condition.
+constexpr size_t kMaxSchedulerMessageBytes = 1024;
+
 // One replica: its deterministic name and the pod observed under it, if any.
 struct Slot {
   ReplicaType type;
@@ -67,7 +80,11 @@ struct Slot {
 class Planner {
  public:
   Planner(const api::TrainingJob& job, const ObservedChildren& observed, const PlanInput& input)
-      : job_(job), observed_(observed), input_(input) {}
+      : job_(job),
+        observed_(observed),
+        input_(input),
+        gang_(JobGang(job, input)),
+        builder_(job_, gang_.ok() && gang_->has_value() ? &**gang_ : nullptr) {}
 
   Plan Run();
 
@@ -106,6 +123,9 @@ class Planner {
                                                                       bool& restarted);
   void CreateMissing();
   void UpdateRunning(bool restarted);
+  // The Unschedulable condition from the pods' PodScheduled conditions;
+  // `active`: the job runs (not finished, suspended or being deleted).
+  void UpdateSchedulable(bool active);
   // The job is admitted, not suspended, not finished: deadline, success,
   // failures and restarts, then what is missing.
   void RunActive();
@@ -130,7 +150,8 @@ class Planner {
   const api::TrainingJob& job_;
   const ObservedChildren& observed_;
   const PlanInput& input_;
-  const ChildBuilder builder_{job_};
+  const StatusOr<std::optional<GangSpec>> gang_;  // an error fails the job (InvalidSpec)
+  const ChildBuilder builder_;
   std::vector<Slot> slots_;
   std::vector<const ObservedPod*> orphan_pods_;
 
@@ -412,6 +433,10 @@ void Planner::CreateMissing() {
       }
       first.push_back(Child(ChildRef::Kind::kConfigMap, ClusterConfigMapName(job),
                             builder_.ConfigMap(cluster_config_)));
+      if (gang_.ok() && gang_->has_value()) {
+        first.push_back(
+            Child(ChildRef::Kind::kPodGroup, (*gang_)->group_name, builder_.PodGroup()));
+      }
       plan_.creates.insert(plan_.creates.begin(), std::make_move_iterator(first.begin()),
                            std::make_move_iterator(first.end()));
     }
@@ -460,6 +485,37 @@ void Planner::UpdateRunning(bool restarted) {
   }
 }
 
+void Planner::UpdateSchedulable(bool active) {
+  int32_t waiting = 0;
+  const ObservedPod* first = nullptr;
+  for (const Slot& slot : slots_) {
+    const ObservedPod* pod = slot.pod;
+    if (!active || pod == nullptr || pod->deletion_timestamp || pod->phase != PodPhase::kPending ||
+        pod->unschedulable.empty()) {
+      continue;
+    }
+    ++waiting;
+    if (first == nullptr) first = pod;
+  }
+  if (waiting > 0) {
+    std::string message = std::to_string(waiting) + " of " + std::to_string(slots_.size()) +
+                          " pods cannot be scheduled";
+    if (gang_.ok() && gang_->has_value()) {
+      message += " (gang of " + std::to_string((*gang_)->min_member) + " for scheduler " +
+                 (*gang_)->scheduler_name + ": no pod is placed until all can be)";
+    }
+    message +=
+        "; " + first->name + ": " + TruncateUtf8(first->unschedulable, kMaxSchedulerMessageBytes);
+    if (!status_.IsTrue(ConditionType::kUnschedulable)) {
+      AddEvent(EventType::kWarning, "Unschedulable", message);
+    }
+    SetCondition(ConditionType::kUnschedulable, true, "Unschedulable", std::move(message));
+  } else if (status_.IsTrue(ConditionType::kUnschedulable)) {
+    SetCondition(ConditionType::kUnschedulable, false, active ? "PodsScheduled" : "NotRunning",
+                 active ? "no pod is waiting to be scheduled" : "the job is not running");
+  }
+}
+
 void Planner::RunActive() {
   if (const auto& limit = job_.spec.run_policy.active_deadline_seconds) {
     const api::Time deadline = *status_.start_time + std::chrono::seconds(*limit);
@@ -485,6 +541,10 @@ void Planner::RunActive() {
                " holding the job's auth key was deleted while the job ran: its live pods "
                "hold the old key, a recreated replica would get a new one and be refused. "
                "Delete and re-create the job");
+    return;
+  }
+  if (input_.gang_unavailable) {
+    Finish(false, "GangSchedulingUnavailable", *input_.gang_unavailable);
     return;
   }
   PruneBackoff();
@@ -574,6 +634,7 @@ Plan Planner::Run() {
     for (const auto& [type, spec] : job_.spec.replica_specs)
       spec_hashes_[type] = SpecHash(spec, cluster_config_);
     Status valid = api::ToStatus(api::Validate(job_));
+    if (valid.ok() && !gang_.ok()) valid = gang_.status();
     if (valid.ok()) valid = CheckTemplates();
     if (valid.ok() && input_.rejected_child) valid = InvalidArgument(*input_.rejected_child);
     if (!status_.IsTrue(ConditionType::kCreated)) {
@@ -596,6 +657,8 @@ Plan Planner::Run() {
       RunActive();
     }
   }
+  UpdateSchedulable(!status_.Finished() && !job_.metadata.deletion_timestamp &&
+                    !job_.spec.run_policy.suspend);
   RecountReplicas();
   UpdateState();
   Summarize();

@@ -61,6 +61,9 @@ struct ObservedPod {
   std::optional<api::Time> deletion_timestamp;
   std::optional<api::Time> creation_timestamp;
   std::string spec_hash;  // the kubetrain.io/spec-hash annotation; empty: unknown, keep
+  // The scheduler's reason while the pod cannot be scheduled (its PodScheduled
+  // condition False with reason Unschedulable); empty otherwise.
+  std::string unschedulable;
 };
 
 struct ObservedService {
@@ -96,9 +99,17 @@ struct PlanInput {
   // job's back: those pods hold a key no new replica gets). The job fails with
   // reason AuthSecretDeleted instead of failing later for a misleading reason.
   bool auth_secret_replaced = false;
+  // Set when the executor cannot create the job's PodGroup (the PodGroup API
+  // is not installed, or the operator may not create PodGroups): an active job
+  // fails with reason GangSchedulingUnavailable and this message, rather than
+  // waiting for a group that never comes.
+  std::optional<std::string> gang_unavailable;
   // Create the job's NetworkPolicy (ChildBuilder::NetworkPolicy) with its pods
   // (the operator's --network-policy; the local runner has no network to police).
   bool network_policy = false;
+  // The operator's gang scheduler (--gang-scheduler-name); empty: only jobs
+  // that name a scheduler and set minAvailable are gang-scheduled (gang.h).
+  std::string gang_scheduler_name;
   // When > 0, at most this many pods per plan; the rest follow in the next
   // plans (requeue_after 1 s). 0: all of them (render, the local runner).
   size_t max_pod_creates = 0;
@@ -139,7 +150,7 @@ struct Event {
 // A child of the job, as the planner knows it: an executor acts on these
 // fields and never parses them back out of the object.
 struct ChildRef {
-  enum class Kind { kPod, kService, kSecret, kConfigMap, kNetworkPolicy };
+  enum class Kind { kPod, kService, kSecret, kConfigMap, kNetworkPolicy, kPodGroup };
   Kind kind = Kind::kPod;
   std::string name;
   // The replica a Pod or Service stands for. None for the Secret and the
@@ -162,8 +173,12 @@ struct ChildCreate {
 struct Plan {
   // Children to create, each with the complete object ready to POST to
   // /api/v1/namespaces/<ns>/<kind>s, in this
-  // order: the Secret, the NetworkPolicy, the ConfigMap, Services, Pods (so a pod's
-  // secretKeyRef and configMapKeyRef resolve, and no pod runs before its policy).
+  // order: the Secret, the NetworkPolicy, the ConfigMap, the PodGroup, Services,
+  // Pods (so a pod's secretKeyRef and configMapKeyRef resolve, no pod runs
+  // before its policy, and no gang member is scheduled before its group exists).
+  // A gang-scheduled job's PodGroup is in every plan that creates pods, like
+  // the ConfigMap: an existing one must be updated to this spec (it changes
+  // when the spec was reshaped or minAvailable changed).
   // The NetworkPolicy (with input.network_policy) is in every plan that creates
   // pods; AlreadyExists means it is there. The Secret is in the plan only when pods are
   // (and observed.secret_exists is false): an executor that cannot observe
@@ -212,6 +227,12 @@ struct Plan {
 //    status.replicaStatuses.<Role>.backoff, a timed requeue, and the delay in
 //    the RestartingReplica event).
 //  - input.auth_secret_replaced fails an active job with AuthSecretDeleted.
+//  - Gang scheduling (gang.h): a PodGroup before the pods, each pod labelled
+//    with it and sent to the gang scheduler; a gang that cannot be formed
+//    (minAvailable above the replicas) is InvalidSpec.
+//  - Pods the scheduler cannot place: condition Unschedulable True with the
+//    count and the first such pod's reason (and a Warning event when it turns
+//    True); False once every pod is placed, or when the job stops running.
 //  - Pods and Services of roles or indexes no longer in the spec are deleted, and
 //    live pods built from an older spec (kSpecHashAnnotation) are recreated;
 //    neither counts as a restart.
