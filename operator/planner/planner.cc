@@ -658,7 +658,7 @@ Plan Planner::Run() {
     }
   }
   UpdateSchedulable(!status_.Finished() && !job_.metadata.deletion_timestamp &&
-                    !job_.spec.run_policy.suspend);
+                    !job_.spec.run_policy.suspend && !input_.hold);
   RecountReplicas();
   UpdateState();
   Summarize();
