@@ -72,6 +72,15 @@ int main(int argc, char** argv) {
                  "steps between checkpoints (0: only at the end)");
   app.add_option("--eval-examples", f.eval_examples, "evaluate on at most N examples (0: all)");
   app.add_flag("--no-eval", f.no_eval, "skip evaluation");
+  app.add_option("--eval-data", f.eval_data,
+                 "evaluation data directory or s3:// prefix (default: --data-dir)");
+  app.add_option("--eval-poll", f.eval_poll_s,
+                 "evaluator: seconds between looks at --checkpoint-dir")
+      ->capture_default_str();
+  app.add_option("--eval-timeout", f.eval_timeout_s,
+                 "evaluator: seconds to wait for the first checkpoint, and then for each next "
+                 "one or the end of training, before failing")
+      ->capture_default_str();
   app.add_option("--termination-log", f.termination_log, "where the final metrics JSON goes")
       ->capture_default_str();
   app.add_option("--target-auc", f.target_auc, "exit 3 if the final AUC is lower");

@@ -23,6 +23,7 @@
 #include "trainer/ps/checkpoint.h"
 #include "trainer/ps/server.h"
 #include "trainer/storage/files.h"
+#include "trainer/worker/evaluator.h"
 #include "trainer/worker/params.h"
 #include "trainer/worker/remote.h"
 #include "trainer/worker/train.h"
@@ -141,10 +142,10 @@ Status MaybeGenerateData(const Flags& f) {
   return Status::Ok();
 }
 
-StatusOr<ReaderOptions> Reader(const Flags& f, const std::string& match, int stripe, int stripes,
-                               bool loop) {
+StatusOr<ReaderOptions> Reader(const Flags& f, const std::string& dir, const std::string& match,
+                               int stripe, int stripes, bool loop) {
   KT_ASSIGN_OR_RETURN(auto format, ParseDataFormat(f.data_format));
-  KT_ASSIGN_OR_RETURN(auto files, ListDataFiles(f.data_dir, match));
+  KT_ASSIGN_OR_RETURN(auto files, ListDataFiles(dir, match));
   ReaderOptions o;
   o.files = std::move(files);
   o.format = format;
@@ -156,10 +157,15 @@ StatusOr<ReaderOptions> Reader(const Flags& f, const std::string& match, int str
   return o;
 }
 
+// The evaluation files: --eval-data, else --data-dir (those matching --eval-files).
+const std::string& EvalDir(const Flags& f) {
+  return f.eval_data.empty() ? f.data_dir : f.eval_data;
+}
+
 // S3 data: each worker streams whole objects of its own (see StripeReader).
-SourceOptions Source(const Flags& f) {
+SourceOptions Source(const Flags& f, const std::string& dir) {
   SourceOptions s;
-  s.stripe_by_file = storage::IsS3Path(f.data_dir);
+  s.stripe_by_file = storage::IsS3Path(dir);
   s.stream.cache_dir = f.data_cache;
   return s;
 }
@@ -180,8 +186,9 @@ Status SkipConsumed(StripeReader& reader, int batch_size, int64_t steps) {
 // batches it already trained on.
 StatusOr<std::unique_ptr<StripeReader>> OpenTrainingData(const Flags& f, int stripe, int stripes,
                                                          int batch_size, int64_t start) {
-  KT_ASSIGN_OR_RETURN(ReaderOptions o, Reader(f, f.train_match, stripe, stripes, /*loop=*/true));
-  auto reader = std::make_unique<StripeReader>(o, Source(f));
+  KT_ASSIGN_OR_RETURN(ReaderOptions o,
+                      Reader(f, f.data_dir, f.train_match, stripe, stripes, /*loop=*/true));
+  auto reader = std::make_unique<StripeReader>(o, Source(f, f.data_dir));
   KT_RETURN_IF_ERROR(SkipConsumed(*reader, batch_size, start));
   return reader;
 }
@@ -250,13 +257,13 @@ int RunModelTool(const Flags& f, Model& model) {
     return kExitPermanent;
   }
   auto m = ReadTrainedModel(SpecFromFlags(f), *opt, f.checkpoint_dir);
-  auto ro = Reader(f, f.eval_match, 0, 1, /*loop=*/false);
+  auto ro = Reader(f, EvalDir(f), f.eval_match, 0, 1, /*loop=*/false);
   if (!m.ok() || !ro.ok()) {
     const Status& s = !m.ok() ? m.status() : ro.status();
     spdlog::error("predict: {}", s.ToString());
     return ExitCodeFor(s);
   }
-  StripeReader reader(*ro, Source(f));
+  StripeReader reader(*ro, Source(f, EvalDir(f)));
   std::ofstream file;
   if (f.predict != "-") {
     file.open(f.predict, std::ios::trunc);
@@ -285,12 +292,12 @@ int Finish(const Flags& f, Model& model, ParamClient& params, const TrainResult&
   metrics["samples_per_second"] = r.samples_per_s;
   bool target_ok = true;
   if (!f.no_eval) {
-    auto ro = Reader(f, f.eval_match, 0, 1, /*loop=*/false);
+    auto ro = Reader(f, EvalDir(f), f.eval_match, 0, 1, /*loop=*/false);
     if (!ro.ok()) {
       spdlog::error("evaluation data: {}", ro.status().ToString());
       return ExitCodeFor(ro.status());
     }
-    StripeReader eval(*ro, Source(f));
+    StripeReader eval(*ro, Source(f, EvalDir(f)));
     auto m = Evaluate(model, eval, params, f.eval_examples);
     if (!m.ok()) {
       spdlog::error("evaluation failed: {}", m.status().ToString());
@@ -458,12 +465,14 @@ int RunWorker(const Flags& f, const ClusterInfo& cluster, Model& model, const Au
     return kExitPermanent;
   }
   int64_t start = 0;
+  std::optional<int64_t> restored;  // the committed checkpoint this run starts from
   if (!f.checkpoint_dir.empty()) {
     auto latest = LatestCheckpoint(f.checkpoint_dir, cluster.NumPs());
     if (!latest.ok()) {
       spdlog::error("{}", latest.status().ToString());
       return ExitCodeFor(latest.status());
     }
+    restored = *latest;
     if (latest->has_value()) start = **latest;
   }
   RemoteOptions ro;
@@ -527,9 +536,22 @@ int RunWorker(const Flags& f, const ClusterInfo& cluster, Model& model, const Au
     count = *c;
   }
   spdlog::info("all {} workers finished", trainers);
-  if (!f.checkpoint_dir.empty() && r->last_step > start) {
-    Status s = (*params)->SaveCheckpoint(f.checkpoint_dir, r->last_step);
-    if (!s.ok()) spdlog::warn("final checkpoint: {}", s.ToString());
+  if (!f.checkpoint_dir.empty()) {
+    // The last checkpoint (unless the run resumed from it), then FINAL, which tells an
+    // evaluator that this checkpoint is the end of training.
+    Status s;
+    if (r->last_step > start) {
+      s = (*params)->SaveCheckpoint(f.checkpoint_dir, r->last_step);
+    } else if (restored != r->last_step) {
+      s = FailedPrecondition("no committed checkpoint at step " + std::to_string(r->last_step));
+    }
+    if (s.ok()) s = WriteFinalMarker(f.checkpoint_dir, r->last_step);
+    if (s.ok()) {
+      spdlog::info("checkpoint {} is the final one ({}/FINAL)", r->last_step, f.checkpoint_dir);
+    } else {
+      spdlog::warn("final checkpoint: {} (an evaluator will not see the end of training)",
+                   s.ToString());
+    }
   }
   const int code =
       Finish(f, model, **params, *r,
@@ -537,6 +559,102 @@ int RunWorker(const Flags& f, const ClusterInfo& cluster, Model& model, const Au
   Status s = (*params)->ShutdownAll();
   if (!s.ok()) spdlog::warn("stopping parameter servers: {}", s.ToString());
   return code;
+}
+
+// The side-car evaluator: evaluates every checkpoint the coordinator commits to
+// --checkpoint-dir, keeps each one's metrics (<--output or --checkpoint-dir>/<task>/
+// ckpt-<step>.json, final.json for the last), and exits 0 after the final checkpoint
+// (trainer/worker/evaluator.h). It talks to no parameter server.
+int RunEvaluator(const Flags& f, const ClusterInfo& cluster, Model& model,
+                 const OptimizerConfig& opt) {
+  if (f.checkpoint_dir.empty()) {
+    spdlog::error(
+        "the evaluator evaluates the checkpoints in --checkpoint-dir: give it the "
+        "--checkpoint-dir of the chief (or worker 0), on storage both reach (a shared volume or "
+        "s3://)");
+    return kExitPermanent;
+  }
+  const int num_shards = cluster.NumPs();
+  if (num_shards == 0) {
+    spdlog::error("the cluster has no parameter servers: there are no checkpoints to evaluate");
+    return kExitPermanent;
+  }
+  if (f.no_eval) spdlog::warn("--no-eval is ignored by an evaluator");
+  auto ro = Reader(f, EvalDir(f), f.eval_match, 0, 1, /*loop=*/false);
+  if (!ro.ok()) {
+    spdlog::error("evaluation data: {}", ro.status().ToString());
+    return ExitCodeFor(ro.status());
+  }
+  const std::string out =
+      storage::JoinPath(f.output.empty() ? f.checkpoint_dir : f.output, cluster.TaskName());
+  const bool binary = model.num_outputs() == 1;
+  double last_rate = 0;     // examples/s of the last evaluation, for its report
+  int64_t gauge_step = -1;  // the step /metrics shows
+  WatchOptions w;
+  w.checkpoint_dir = f.checkpoint_dir;
+  w.num_shards = num_shards;
+  w.final_step_at_least = f.steps;
+  w.poll_interval = std::chrono::milliseconds(static_cast<int64_t>(f.eval_poll_s * 1000));
+  w.wait_timeout = std::chrono::seconds(f.eval_timeout_s);
+  WatchCallbacks cb;
+  cb.load = [&](const Checkpoint& c) -> StatusOr<std::unique_ptr<ParamClient>> {
+    KT_ASSIGN_OR_RETURN(
+        auto p, CheckpointParams::Load(model, f.seed, opt, f.checkpoint_dir, c, num_shards));
+    return std::unique_ptr<ParamClient>(std::move(p));
+  };
+  cb.evaluate = [&](ParamClient& params) -> StatusOr<EvalMetrics> {
+    StripeReader eval(*ro, Source(f, EvalDir(f)));
+    const auto started = std::chrono::steady_clock::now();
+    auto m = Evaluate(model, eval, params, f.eval_examples);
+    const double s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    if (m.ok()) last_rate = m->examples / std::max(s, 1e-9);
+    return m;
+  };
+  cb.report = [&](int64_t step, const EvalMetrics& m, bool final) -> Status {
+    nlohmann::json j = {{"task", cluster.TaskName()},
+                        {"step", step},
+                        {"final", final},
+                        {"checkpoint", CheckpointDir(f.checkpoint_dir, step)},
+                        {"examples", m.examples},
+                        {"log_loss", m.log_loss},
+                        {"accuracy", m.accuracy},
+                        {"examples_per_second", last_rate}};
+    if (binary) j["auc"] = m.auc;
+    if (step != gauge_step) {
+      TrainerMetrics::Global().CheckpointEvaluated(step, binary ? m.auc : 0, m.log_loss, m.accuracy,
+                                                   last_rate);
+      gauge_step = step;
+    }
+    // ckpt-<step>.json for every checkpoint; the final one also as final.json.
+    const std::string text = j.dump(2) + "\n";
+    KT_RETURN_IF_ERROR(
+        storage::WriteObject(storage::JoinPath(out, "ckpt-" + std::to_string(step) + ".json"), text,
+                             storage::WriteMode::kReplace, "application/json"));
+    if (!final) return Status::Ok();
+    return storage::WriteObject(storage::JoinPath(out, "final.json"), text,
+                                storage::WriteMode::kReplace, "application/json");
+  };
+  spdlog::info("evaluating every checkpoint in {} ({} shards) until the final one; metrics to {}",
+               f.checkpoint_dir, num_shards, out);
+  auto r = WatchCheckpoints(w, cb);
+  if (!r.ok()) {
+    spdlog::error("{}", r.status().ToString());
+    return ExitCodeFor(r.status());
+  }
+  nlohmann::json metrics = {{"task", cluster.TaskName()},
+                            {"step", r->final_step},
+                            {"checkpoints_evaluated", r->evaluated},
+                            {"checkpoints_corrupt", r->corrupt},
+                            {"eval",
+                             {{"examples", r->final_metrics.examples},
+                              {"log_loss", r->final_metrics.log_loss},
+                              {"accuracy", r->final_metrics.accuracy}}}};
+  if (binary) metrics["eval"]["auc"] = r->final_metrics.auc;
+  WriteTerminationMessage(f, metrics);
+  spdlog::info("evaluated {} checkpoints; the final one (step {}) is in {}", r->evaluated,
+               r->final_step, storage::JoinPath(out, "final.json"));
+  return 0;
 }
 
 }  // namespace
@@ -558,10 +676,6 @@ int Run(const Flags& f) {
       return kExitPermanent;
     }
     return RunModelTool(f, **model);
-  }
-  if (distributed && cluster->role == "evaluator") {
-    spdlog::info("evaluator: the coordinator evaluates at the end of training; nothing to do");
-    return 0;
   }
   const int threads = f.threads > 0 ? f.threads : DefaultThreadCount();
   SetComputeThreads(threads);
@@ -615,6 +729,7 @@ int Run(const Flags& f) {
     }
   }
   if (!distributed) return RunSingleProcess(f, **model, *opt);
+  if (cluster->role == "evaluator") return RunEvaluator(f, *cluster, **model, *opt);
 
   const char* key_text = std::getenv("KUBETRAIN_AUTH_KEY");
   if (key_text == nullptr || *key_text == '\0') {

@@ -57,6 +57,10 @@ struct Flags {
   // One-shot tools on the model in checkpoint_dir (e.g. --output's model/), then exit:
   std::string predict;     // write the trainer's predictions for the eval files here
   std::string export_dir;  // write model.onnx + model.json here
+  // Evaluation data (default --data-dir), and the evaluator's watch of --checkpoint-dir.
+  std::string eval_data;
+  double eval_poll_s = 2;
+  int eval_timeout_s = 3600;
 };
 
 // Runs this process's role to the end and returns its exit code.

@@ -231,6 +231,10 @@ std::string MetricsLine(const std::string& replica, const std::string& message) 
                 static_cast<long long>(e.value("examples", int64_t{0})));
   out += buf;
   if (m.contains("steps")) out += ", " + m["steps"].dump() + " steps";
+  // An evaluator's: the checkpoint its final metrics are of.
+  if (m.contains("step") && m["step"].is_number_integer()) {
+    out += ", checkpoint " + m["step"].dump();
+  }
   return out;
 }
 

@@ -595,7 +595,15 @@ void Runner::AnnounceStatus(const api::TrainingJobStatus& before,
   if (after.progress && before.progress != after.progress) {
     Say("progress: " + DescribeProgress(*after.progress));
   }
-  if (before.state != after.state) {
+  // The reason of the condition behind the state: a job can stay Running for a new
+  // reason (WaitingForEvaluator), which is worth a line.
+  auto reason = [](const api::TrainingJobStatus& s) {
+    for (const auto& c : s.conditions) {
+      if (c.status && Name(c.type) == s.state) return c.reason;
+    }
+    return std::string();
+  };
+  if (before.state != after.state || reason(before) != reason(after)) {
     std::string msg = "job " + job_.metadata.name + ": " + after.state;
     for (const auto& c : after.conditions) {
       if (c.status && Name(c.type) == after.state && !c.message.empty()) {

@@ -121,11 +121,16 @@ class Planner {
   // message that fail the job, if it must.
   std::optional<std::pair<std::string, std::string>> HandleTerminated(const Slot& slot,
                                                                       bool& restarted);
-  void CreateMissing();
+  // Creates the missing Services and Pods (of `only` this role, if set).
+  void CreateMissing(std::optional<ReplicaType> only = std::nullopt);
   void UpdateRunning(bool restarted);
   // The Unschedulable condition from the pods' PodScheduled conditions;
   // `active`: the job runs (not finished, suspended or being deleted).
   void UpdateSchedulable(bool active);
+  // Training succeeded (`success`, unless its pods are gone since) and the job has
+  // evaluators: they alone run on, and the job succeeds once every one has exited 0.
+  void RunEvaluatorsAfterTraining(const std::optional<Success>& success);
+  bool WaitingForEvaluators() const;
   // The job is admitted, not suspended, not finished: deadline, success,
   // failures and restarts, then what is missing.
   void RunActive();
@@ -234,9 +239,16 @@ void Planner::DeletePod(const ObservedPod& pod) {
 
 void Planner::CleanUpFinished() {
   const api::CleanPodPolicy policy = job_.spec.run_policy.clean_pod_policy;
-  if (policy == api::CleanPodPolicy::kNone) return;
+  const bool failed = status_.IsTrue(ConditionType::kFailed);
   for (const ObservedPod& pod : observed_.pods) {
-    if (policy == api::CleanPodPolicy::kAll || !Terminated(pod.phase)) DeletePod(pod);
+    // A failed job's evaluator would wait for a final checkpoint that never comes:
+    // it is stopped whatever the policy.
+    if (failed && pod.role == ReplicaType::kEvaluator && !Terminated(pod.phase)) {
+      DeletePod(pod);
+    } else if (policy == api::CleanPodPolicy::kAll ||
+               (policy == api::CleanPodPolicy::kRunning && !Terminated(pod.phase))) {
+      DeletePod(pod);
+    }
   }
 }
 
@@ -401,10 +413,11 @@ bool Planner::InBackoff(const Slot& slot) {
   return false;
 }
 
-void Planner::CreateMissing() {
+void Planner::CreateMissing(std::optional<ReplicaType> only) {
   std::set<std::string> services;
   for (const ObservedService& s : observed_.services) services.insert(s.name);
   for (const Slot& slot : slots_) {
+    if (only && slot.type != *only) continue;
     if (!services.count(slot.name)) {
       plan_.creates.push_back(Child(ChildRef::Kind::kService, slot.name,
                                     builder_.Service(slot.type, slot.index), slot.type,
@@ -414,7 +427,7 @@ void Planner::CreateMissing() {
   std::set<ReplicaType> warned, env_warned;
   size_t pods_created = 0;
   for (const Slot& slot : slots_) {
-    if (slot.pod != nullptr || InBackoff(slot)) continue;
+    if ((only && slot.type != *only) || slot.pod != nullptr || InBackoff(slot)) continue;
     if (input_.max_pod_creates > 0 && pods_created == input_.max_pod_creates) {
       Requeue(std::chrono::seconds(1));  // the rest in the next plan
       break;
@@ -527,7 +540,12 @@ void Planner::RunActive() {
     }
     Requeue(deadline - input_.now);
   }
-  if (std::optional<Success> success = DecideSuccess()) {
+  const std::optional<Success> success = DecideSuccess();
+  if (job_.spec.Replicas(ReplicaType::kEvaluator) > 0 && (success || WaitingForEvaluators())) {
+    RunEvaluatorsAfterTraining(success);
+    return;
+  }
+  if (success) {
     // Set once here; a finished job's status keeps it after the pods are gone.
     if (auto metrics = MetricsFromMessage(success->reporter->message))
       status_.metrics = std::move(*metrics);
@@ -580,6 +598,77 @@ void Planner::RunActive() {
   }
   CreateMissing();
   UpdateRunning(restarted);
+}
+
+bool Planner::WaitingForEvaluators() const {
+  const api::Condition* running = status_.Find(ConditionType::kRunning);
+  return running != nullptr && running->status && running->reason == kWaitingForEvaluator;
+}
+
+void Planner::RunEvaluatorsAfterTraining(const std::optional<Success>& success) {
+  if (success) {
+    if (auto metrics = MetricsFromMessage(success->reporter->message))
+      status_.metrics = std::move(*metrics);
+  }
+  // Training is over: its replicas are neither restarted nor recreated, and the ones
+  // still running are cleaned up as when a job finishes (cleanPodPolicy). Finished ones
+  // stay until the job finishes: the coordinator's pod is the record of the success.
+  const bool clean = job_.spec.run_policy.clean_pod_policy != api::CleanPodPolicy::kNone;
+  for (const ObservedPod& pod : observed_.pods) {
+    if (pod.role != ReplicaType::kEvaluator && clean && !Terminated(pod.phase)) DeletePod(pod);
+  }
+  for (const ObservedPod* pod : orphan_pods_) DeletePod(*pod);
+  PruneBackoff();
+  bool restarted = false;
+  int32_t done = 0;
+  const ObservedPod* reporter = nullptr;  // evaluator 0, once it exited 0
+  for (const Slot& slot : slots_) {
+    if (slot.type != ReplicaType::kEvaluator || slot.pod == nullptr ||
+        slot.pod->deletion_timestamp) {
+      continue;
+    }
+    if (slot.pod->phase == PodPhase::kSucceeded) {
+      // Done, whatever its restartPolicy: it evaluated the final checkpoint.
+      ++done;
+      if (slot.index == 0) reporter = slot.pod;
+    } else if (slot.pod->phase == PodPhase::kFailed) {
+      if (auto failure = HandleTerminated(slot, restarted)) {
+        Finish(false, failure->first, failure->second);
+        return;
+      }
+    }
+  }
+  const int32_t evaluators = job_.spec.Replicas(ReplicaType::kEvaluator);
+  const std::string trained =
+      "training succeeded" + (success ? " (" + success->message + ")" : std::string());
+  if (done == evaluators) {
+    // The evaluator's final metrics join the coordinator's, if they fit.
+    if (reporter != nullptr) {
+      if (auto em = MetricsFromMessage(reporter->message)) {
+        json merged = status_.metrics.value_or(json::object());
+        merged["evaluator"] = std::move(*em);
+        if (merged.dump().size() <= api::kMaxMetricsBytes) status_.metrics = std::move(merged);
+      }
+    }
+    Finish(true, "TrainingJobSucceeded",
+           trained + " and " +
+               (evaluators == 1 ? std::string("the evaluator")
+                                : "all " + std::to_string(evaluators) + " evaluators") +
+               " evaluated the final checkpoint");
+    return;
+  }
+  CreateMissing(ReplicaType::kEvaluator);
+  const std::string message = trained + "; waiting for " + std::to_string(evaluators - done) +
+                              " of " + std::to_string(evaluators) +
+                              " evaluators to evaluate the final checkpoint and exit 0" +
+                              (restarted ? " (restarting a failed evaluator)" : "");
+  SetCondition(ConditionType::kRunning, true, std::string(kWaitingForEvaluator), message);
+  if (restarted) {
+    SetCondition(ConditionType::kRestarting, true, "ReplicaRestarting",
+                 "a failed evaluator is being recreated");
+  } else {
+    SetCondition(ConditionType::kRestarting, false, std::string(kWaitingForEvaluator), message);
+  }
 }
 
 Plan Planner::Run() {

@@ -128,6 +128,10 @@ struct PlanInput {
   std::optional<Hold> hold;
 };
 
+// The reason of the Running condition while a job whose training succeeded waits
+// for its evaluators (see PlanJob).
+inline constexpr std::string_view kWaitingForEvaluator = "WaitingForEvaluator";
+
 // Crash-loop backoff (like the Job controller's pod failure backoff): a replica
 // restarted after a failure gets its next pod kRestartBackoffBase after the
 // failure, doubling with every failure in a row up to kRestartBackoffMax. A
@@ -217,6 +221,18 @@ struct Plan {
 //    coordinator (the chief, else worker 0) becomes status.metrics if it is a
 //    JSON object of at most api::kMaxMetricsBytes; anything else is ignored.
 //    Once set, status.metrics is kept.
+//  - With Evaluator replicas, success of the training is not yet the job's: the
+//    job stays Running (condition reason kWaitingForEvaluator, which also records
+//    that training succeeded) until every evaluator has exited 0, having
+//    evaluated the final checkpoint. Meanwhile only evaluators run: a failed one
+//    is restarted per its restartPolicy and the backoffLimit (a permanent
+//    failure fails the job), a missing one is created, an exit 0 is final even
+//    under Always; training replicas are neither restarted nor recreated, and
+//    the running ones are deleted per cleanPodPolicy. Evaluator 0's termination
+//    message, if a JSON object, joins status.metrics as "evaluator" when the
+//    whole fits api::kMaxMetricsBytes. activeDeadlineSeconds still applies.
+//  - A failed job's running evaluators are deleted whatever the cleanPodPolicy:
+//    they would wait for a final checkpoint that never comes.
 //  - A failed pod (not one being deleted: deletion is not failure) under Never
 //    fails the job (ReplicaFailed); under ExitCode too when its exit code is
 //    1-127; otherwise (OnFailure, Always, ExitCode with 128-255 or no exit code)

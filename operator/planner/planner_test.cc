@@ -1115,6 +1115,174 @@ TEST(PlannerSuccessTest, FinishedJobKeepsCleaningUpPodsThatStillRun) {
   EXPECT_TRUE(again.events.empty());
 }
 
+// ---- Evaluators: the job succeeds after the final evaluation -------------------
+
+// tj with one Evaluator (restartPolicy as given) besides its 2 PS + 2 workers.
+api::TrainingJob JobWithEvaluator(RestartPolicy policy = RestartPolicy::kOnFailure,
+                                  int32_t evaluators = 1) {
+  api::TrainingJob job = Job();
+  api::ReplicaSpec& e = job.spec.replica_specs[ReplicaType::kEvaluator];
+  e.replicas = evaluators;
+  e.restart_policy = policy;
+  e.pod_template = Template();
+  return job;
+}
+
+// Every pod running, an evaluator's too; worker 0 has succeeded with its metrics.
+ObservedChildren TrainedWithEvaluator(int32_t evaluators = 1) {
+  ObservedChildren o = All(PodPhase::kRunning);
+  for (int32_t i = 0; i < evaluators; ++i) {
+    o.pods.push_back(Pod(ReplicaType::kEvaluator, i, PodPhase::kRunning));
+    o.services.push_back({api::ChildName("tj", ReplicaType::kEvaluator, i), std::nullopt});
+  }
+  Find(o, "tj-worker-0") = Pod(ReplicaType::kWorker, 0, PodPhase::kSucceeded, 0);
+  Find(o, "tj-worker-0").message = R"({"task":"worker-0","steps":400})";
+  return o;
+}
+
+TEST(PlannerEvaluatorTest, TrainingSuccessWaitsForTheEvaluatorAndSaysSo) {
+  api::TrainingJob job = JobWithEvaluator();
+  Plan plan = PlanJob(job, TrainedWithEvaluator(), Input());
+  EXPECT_FALSE(plan.status.Finished());
+  EXPECT_EQ(plan.status.state, "Running");
+  const api::Condition* running = Cond(plan, ConditionType::kRunning);
+  ASSERT_NE(running, nullptr);
+  EXPECT_TRUE(running->status);
+  EXPECT_EQ(running->reason, "WaitingForEvaluator");
+  EXPECT_EQ(running->message,
+            "training succeeded (Worker 0 succeeded); waiting for 1 of 1 evaluators to evaluate "
+            "the final checkpoint and exit 0");
+  // The evaluator is not killed; the training pods still running are cleaned up.
+  EXPECT_EQ(DeletedPods(plan), (std::vector<std::string>{"tj-ps-0", "tj-ps-1", "tj-worker-1"}));
+  EXPECT_TRUE(plan.creates.empty());
+  EXPECT_EQ(plan.status.metrics, json({{"task", "worker-0"}, {"steps", 400}}));
+  // Nothing changes while the evaluator runs: the status is stable.
+  Plan again = PlanJob(After(job, plan), TrainedWithEvaluator(), Input(kNow + seconds(30)));
+  EXPECT_FALSE(again.status_changed);
+}
+
+TEST(PlannerEvaluatorTest, TheJobSucceedsOnceTheEvaluatorExitsZeroWithItsMetrics) {
+  api::TrainingJob job = JobWithEvaluator();
+  ObservedChildren o = TrainedWithEvaluator();
+  Plan waiting = PlanJob(job, o, Input());
+  Find(o, "tj-evaluator-0") = Pod(ReplicaType::kEvaluator, 0, PodPhase::kSucceeded, 0);
+  Find(o, "tj-evaluator-0").message = R"({"task":"evaluator-0","step":400,"eval":{"auc":0.8}})";
+  Plan plan = PlanJob(After(job, waiting), o, Input(kNow + seconds(60)));
+  ASSERT_TRUE(plan.status.IsTrue(ConditionType::kSucceeded));
+  EXPECT_EQ(Cond(plan, ConditionType::kSucceeded)->message,
+            "training succeeded (Worker 0 succeeded) and the evaluator evaluated the final "
+            "checkpoint");
+  EXPECT_EQ(plan.status.completion_time, kNow + seconds(60));
+  EXPECT_FALSE(plan.status.IsTrue(ConditionType::kRunning));
+  EXPECT_EQ(plan.status.metrics, json::parse(R"({"task":"worker-0","steps":400,
+                            "evaluator":{"task":"evaluator-0","step":400,"eval":{"auc":0.8}}})"));
+}
+
+TEST(PlannerEvaluatorTest, AnEvaluatorThatExitedZeroEarlierLetsTheJobSucceedAtOnce) {
+  ObservedChildren o = TrainedWithEvaluator();
+  Find(o, "tj-evaluator-0").phase = PodPhase::kSucceeded;
+  Plan plan = PlanJob(JobWithEvaluator(), o, Input());
+  EXPECT_TRUE(plan.status.IsTrue(ConditionType::kSucceeded));
+}
+
+TEST(PlannerEvaluatorTest, WhileTrainingRunsTheEvaluatorDoesNotDecide) {
+  ObservedChildren o = TrainedWithEvaluator();
+  Find(o, "tj-worker-0").phase = PodPhase::kRunning;
+  Find(o, "tj-evaluator-0").phase = PodPhase::kSucceeded;
+  Plan plan = PlanJob(JobWithEvaluator(), o, Input());
+  EXPECT_FALSE(plan.status.Finished());
+  EXPECT_EQ(Cond(plan, ConditionType::kRunning)->reason, "TrainingJobRunning");
+  EXPECT_TRUE(plan.deletes.empty());
+}
+
+TEST(PlannerEvaluatorTest, AFailedEvaluatorIsRestartedAfterTrainingAndNothingElseIs) {
+  api::TrainingJob job = JobWithEvaluator();
+  ObservedChildren o = TrainedWithEvaluator();
+  Find(o, "tj-evaluator-0") = Pod(ReplicaType::kEvaluator, 0, PodPhase::kFailed, 1);
+  Plan plan = PlanJob(job, o, Input());
+  EXPECT_FALSE(plan.status.Finished());
+  EXPECT_EQ(plan.status.replica_statuses.at(ReplicaType::kEvaluator).restarts, 1);
+  EXPECT_EQ(plan.status.state, "Restarting");
+  EXPECT_EQ(Cond(plan, ConditionType::kRunning)->reason, "WaitingForEvaluator");
+  EXPECT_EQ(DeletedPods(plan),
+            (std::vector<std::string>{"tj-ps-0", "tj-ps-1", "tj-worker-1", "tj-evaluator-0"}));
+  // Every pod but the coordinator's is gone; after the backoff only the evaluator
+  // comes back.
+  ObservedChildren gone = o;
+  std::erase_if(gone.pods, [](const ObservedPod& p) { return p.name != "tj-worker-0"; });
+  Plan later = PlanJob(After(job, plan), gone, Input(kNow + kRestartBackoffBase));
+  EXPECT_EQ(CreatedNames(later), (std::vector<std::string>{"Pod/tj-evaluator-0"}));
+  EXPECT_EQ(later.status.state, "Running");
+  EXPECT_EQ(Cond(later, ConditionType::kRunning)->reason, "WaitingForEvaluator");
+}
+
+TEST(PlannerEvaluatorTest, WaitingIsRememberedWhenTheCoordinatorsPodIsGone) {
+  api::TrainingJob job = JobWithEvaluator();
+  Plan waiting = PlanJob(job, TrainedWithEvaluator(), Input());
+  ObservedChildren o = TrainedWithEvaluator();
+  std::erase_if(o.pods, [](const ObservedPod& p) { return p.role != ReplicaType::kEvaluator; });
+  Plan plan = PlanJob(After(job, waiting), o, Input(kNow + seconds(5)));
+  EXPECT_FALSE(plan.status.Finished());
+  EXPECT_TRUE(plan.creates.empty()) << CreatedNames(plan).size();
+  EXPECT_EQ(Cond(plan, ConditionType::kRunning)->reason, "WaitingForEvaluator");
+  Find(o, "tj-evaluator-0").phase = PodPhase::kSucceeded;
+  plan = PlanJob(After(job, plan), o, Input(kNow + seconds(6)));
+  EXPECT_TRUE(plan.status.IsTrue(ConditionType::kSucceeded));
+}
+
+TEST(PlannerEvaluatorTest, AnEvaluatorExitingZeroUnderAlwaysIsDoneOnceTrainingSucceeded) {
+  ObservedChildren o = TrainedWithEvaluator();
+  Find(o, "tj-evaluator-0") = Pod(ReplicaType::kEvaluator, 0, PodPhase::kSucceeded, 0);
+  Plan plan = PlanJob(JobWithEvaluator(RestartPolicy::kAlways), o, Input());
+  EXPECT_TRUE(plan.status.IsTrue(ConditionType::kSucceeded));
+  EXPECT_EQ(plan.status.replica_statuses.at(ReplicaType::kEvaluator).restarts, 0);
+}
+
+TEST(PlannerEvaluatorTest, AnEvaluatorFailingUnderNeverFailsTheJob) {
+  ObservedChildren o = TrainedWithEvaluator();
+  Find(o, "tj-evaluator-0") = Pod(ReplicaType::kEvaluator, 0, PodPhase::kFailed, 1);
+  Plan plan = PlanJob(JobWithEvaluator(RestartPolicy::kNever), o, Input());
+  ASSERT_TRUE(plan.status.IsTrue(ConditionType::kFailed));
+  EXPECT_EQ(Cond(plan, ConditionType::kFailed)->reason, "ReplicaFailed");
+  EXPECT_NE(Cond(plan, ConditionType::kFailed)->message.find("Evaluator 0"), std::string::npos);
+}
+
+TEST(PlannerEvaluatorTest, EveryEvaluatorMustSucceed) {
+  api::TrainingJob job = JobWithEvaluator(RestartPolicy::kOnFailure, 2);
+  ObservedChildren o = TrainedWithEvaluator(2);
+  Find(o, "tj-evaluator-1").phase = PodPhase::kSucceeded;
+  Plan plan = PlanJob(job, o, Input());
+  EXPECT_FALSE(plan.status.Finished());
+  EXPECT_NE(Cond(plan, ConditionType::kRunning)->message.find("waiting for 1 of 2 evaluators"),
+            std::string::npos);
+  Find(o, "tj-evaluator-0").phase = PodPhase::kSucceeded;
+  plan = PlanJob(After(job, plan), o, Input());
+  EXPECT_TRUE(plan.status.IsTrue(ConditionType::kSucceeded));
+  EXPECT_NE(Cond(plan, ConditionType::kSucceeded)->message.find("all 2 evaluators"),
+            std::string::npos);
+}
+
+TEST(PlannerEvaluatorTest, TheDeadlineStillAppliesWhileWaiting) {
+  api::TrainingJob job = JobWithEvaluator();
+  job.spec.run_policy.active_deadline_seconds = 100;
+  Plan waiting = PlanJob(job, TrainedWithEvaluator(), Input());
+  ASSERT_FALSE(waiting.status.Finished());
+  Plan plan = PlanJob(After(job, waiting), TrainedWithEvaluator(), Input(kNow + seconds(100)));
+  EXPECT_EQ(Cond(plan, ConditionType::kFailed)->reason, "DeadlineExceeded");
+  EXPECT_EQ(DeletedPods(plan).back(), "tj-evaluator-0");
+}
+
+TEST(PlannerEvaluatorTest, FailedTrainingStopsTheEvaluatorEvenUnderCleanPodPolicyNone) {
+  api::TrainingJob job = JobWithEvaluator(RestartPolicy::kNever);
+  job.spec.replica_specs[ReplicaType::kWorker].restart_policy = RestartPolicy::kNever;
+  job.spec.run_policy.clean_pod_policy = api::CleanPodPolicy::kNone;
+  ObservedChildren o = TrainedWithEvaluator();
+  Find(o, "tj-worker-0") = Pod(ReplicaType::kWorker, 0, PodPhase::kFailed, 1);
+  Plan plan = PlanJob(job, o, Input());
+  ASSERT_TRUE(plan.status.IsTrue(ConditionType::kFailed));
+  EXPECT_EQ(DeletedPods(plan), (std::vector<std::string>{"tj-evaluator-0"}));
+}
+
 // ---- status.metrics ---------------------------------------------------------------
 
 // What the trainer's coordinator writes to its termination message.

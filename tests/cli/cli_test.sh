@@ -109,7 +109,7 @@ wide_deep)
   ;;
 examples)
   # The MLP example: init containers write data into an emptyDir (a directory
-  # per pod locally), AllWorkers success, an evaluator outside the cluster.
+  # per pod locally), AllWorkers success.
   run_job "$here/../../examples/mlp.yaml"
   [[ $rc -eq 0 ]] || fail "mlp: exit code $rc, want 0"
   expect_out 'worker-0 init container generate-data exited with code 0'
@@ -126,6 +126,59 @@ examples)
   expect_out '^worker-0 +\| CLUSTER_CONFIG=\{"ps":\["127.0.0.1:[0-9]+"\],"worker":\["127.0.0.1:[0-9]+","127.0.0.1:[0-9]+"\]\}$'
   expect_out '^worker-0 +\| TF_CONFIG=.*"task":\{"index":0,"type":"worker"\}'
   expect_out 'KUBETRAIN_AUTH_KEY is 64 hex characters'
+  expect_all_gone
+  ;;
+evaluator)
+  # examples/evaluator.yaml, its checkpoint directory (a hostPath) made this
+  # run's own: the side-car evaluator evaluates every checkpoint and the final
+  # one, and the job succeeds only after it exited 0 (issue 15 part 1).
+  ckpt=$KT_TEST_DIR/checkpoints
+  sed "s|path: /tmp/kubetrain-evaluator,|path: $ckpt,|" "$here/../../examples/evaluator.yaml" \
+    >"$KT_TEST_DIR/evaluator.yaml"
+  grep -q "path: $ckpt," "$KT_TEST_DIR/evaluator.yaml" || fail "the example's hostPath changed"
+  run_job "$KT_TEST_DIR/evaluator.yaml"
+  [[ $rc -eq 0 ]] || fail "exit code $rc, want 0"
+  expect_out '^result: Succeeded'
+  # The evaluator is never stopped: it exits 0 on its own, after the final
+  # checkpoint (whether that comes before or after worker 0's exit is a race;
+  # evaluator_waits tests the wait itself).
+  expect_out 'evaluator-0 exited with code 0'
+  ! grep -q 'stopping evaluator-0' "$KT_TEST_DIR/out" || fail "the evaluator was stopped"
+  expect_out 'Succeeded .*training succeeded \(Worker 0 succeeded\) and the evaluator evaluated the final checkpoint'
+  # Its metrics, per checkpoint and final, next to the checkpoints.
+  for step in 100 200 300 400; do
+    [[ -f $ckpt/evaluator-0/ckpt-$step.json ]] || fail "no metrics for checkpoint $step"
+  done
+  [[ -f $ckpt/FINAL ]] || fail "no FINAL marker"
+  auc=$(sed -nE 's/^ *"auc": ([0-9.]+),?$/\1/p' "$ckpt/evaluator-0/final.json")
+  grep -Eq '"step": 400' "$ckpt/evaluator-0/final.json" || fail "final.json is not step 400"
+  awk -v a="$auc" 'BEGIN { exit !(a >= 0.7 && a <= 1) }' || fail "final AUC '$auc' not in [0.7, 1]"
+  expect_out '^metrics evaluator-0: AUC [0-9.]+, .* checkpoint 400$'
+  expect_out '^    evaluator:$'
+  echo "evaluator final AUC $auc"
+  expect_all_gone
+  ;;
+evaluator_waits)
+  # Training succeeded, the evaluator still runs: the job stays Running with
+  # the reason WaitingForEvaluator until it exits 0; the PS is stopped.
+  "$KUBETRAIN" run -f "$jobs/evaluator-waits.yaml" >"$KT_TEST_DIR/out" 2>"$KT_TEST_DIR/err" &
+  runner_pid=$!
+  wait_for 60 grep -q 'WaitingForEvaluator' "$KT_TEST_DIR/out" || fail "no WaitingForEvaluator"
+  expect_out 'job waits: Running \(WaitingForEvaluator: training succeeded \(Worker 0 succeeded\); waiting for 1 of 1 evaluators'
+  wait_for 60 grep -q 'ps-0 killed by signal' "$KT_TEST_DIR/out" || fail "the PS was not stopped"
+  eval_pid=$(sed -nE 's/.*started evaluator-0 \(pid ([0-9]+)\).*/\1/p' "$KT_TEST_DIR/out")
+  [[ -n $eval_pid ]] && alive "$eval_pid" || fail "the evaluator is not running"
+  kill -0 "$runner_pid" 2>/dev/null || fail "the runner ended before the evaluator"
+  ! grep -q '^result:' "$KT_TEST_DIR/out" || fail "the job finished before the evaluator"
+  touch "$KT_TEST_DIR/release"
+  wait_for 60 bash -c '! kill -0 "$0" 2>/dev/null' "$runner_pid" || fail "runner did not exit"
+  wait "$runner_pid"
+  rc=$?
+  runner_pid=
+  [[ $rc -eq 0 ]] || fail "exit code $rc, want 0"
+  expect_out 'evaluator-0 +\| evaluated'
+  expect_out 'evaluator-0 exited with code 0'
+  expect_out '^result: Succeeded'
   expect_all_gone
   ;;
 exit_130_restarts)

@@ -568,6 +568,81 @@ TEST_F(TrainerProcessTest, KilledPsRestartsFromCheckpointAndJobFinishes) {
   EXPECT_TRUE(fs::exists(ckpt + "/ckpt-3000/MANIFEST"));
 }
 
+// The side-car evaluator (issue 15 part 1): it evaluates every checkpoint the coordinator
+// commits, keeps each one's metrics, and exits 0 only after the final one. It used to exit
+// 0 at once without evaluating anything.
+TEST_F(TrainerProcessTest, EvaluatorEvaluatesEveryCheckpointAndTheFinalOne) {
+  const std::string cluster = ClusterConfig({FreePort(), FreePort()}, {FreePort(), FreePort()});
+  const std::string ckpt = Path("ckpt"), out = Path("out");
+  auto flags = [&](const std::string& name) {
+    return Flags({"--steps", "200", "--checkpoint-dir", ckpt, "--checkpoint-every", "50",
+                  "--output", out, "--termination-log", Path(name + ".json"), "--eval-poll", "0.2",
+                  "--metrics-port", "0"});
+  };
+  // The evaluator starts first: it waits for the first checkpoint.
+  Process eval(flags("evaluator-0"), Env(cluster, "evaluator-0", ""), Path("evaluator-0.log"));
+  Process ps0(flags("ps-0"), Env(cluster, "ps-0"), Path("ps-0.log"));
+  Process ps1(flags("ps-1"), Env(cluster, "ps-1"), Path("ps-1.log"));
+  Process w0(flags("worker-0"), Env(cluster, "worker-0"), Path("worker-0.log"));
+  Process w1(flags("worker-1"), Env(cluster, "worker-1"), Path("worker-1.log"));
+  ASSERT_EQ(w0.Wait(kRunTimeout), 0) << w0.Log();
+  EXPECT_EQ(w1.Wait(kRunTimeout), 0) << w1.Log();
+  EXPECT_EQ(ps0.Wait(kRunTimeout), 0) << ps0.Log();
+  EXPECT_EQ(ps1.Wait(kRunTimeout), 0) << ps1.Log();
+  ASSERT_EQ(eval.Wait(kRunTimeout), 0) << eval.Log();
+  EXPECT_TRUE(fs::exists(ckpt + "/FINAL"));
+
+  // One metrics file per checkpoint, each sane; AUC far above chance by the end.
+  std::map<int, nlohmann::json> per_step;
+  for (int step : {50, 100, 150, 200}) {
+    const std::string file = out + "/evaluator-0/ckpt-" + std::to_string(step) + ".json";
+    ASSERT_TRUE(fs::exists(file)) << file << "\n" << eval.Log();
+    const auto m = nlohmann::json::parse(ReadFile(file));
+    EXPECT_EQ(m["step"].get<int>(), step);
+    EXPECT_EQ(m["examples"].get<int>(), 4000);
+    EXPECT_GT(m["auc"].get<double>(), 0.5) << m.dump();
+    EXPECT_LT(m["auc"].get<double>(), oracle_auc_ + 0.02) << m.dump();
+    EXPECT_TRUE(std::isfinite(m["log_loss"].get<double>())) << m.dump();
+    EXPECT_GT(m["examples_per_second"].get<double>(), 0) << m.dump();
+    per_step[step] = m;
+  }
+  EXPECT_FALSE(per_step[150]["final"].get<bool>());
+  const auto final_m = nlohmann::json::parse(ReadFile(out + "/evaluator-0/final.json"));
+  EXPECT_EQ(final_m["step"].get<int>(), 200);
+  EXPECT_TRUE(final_m["final"].get<bool>());
+  EXPECT_GT(final_m["auc"].get<double>(), 0.75) << final_m.dump();
+  EXPECT_GT(final_m["auc"].get<double>(), per_step[50]["auc"].get<double>()) << "it learned";
+  // The final checkpoint is what the coordinator evaluated through the parameter servers:
+  // the evaluator, loading both shards itself, gets the same numbers.
+  const auto coordinator = nlohmann::json::parse(ReadFile(Path("worker-0.json")));
+  EXPECT_NEAR(final_m["auc"].get<double>(), coordinator["eval"]["auc"].get<double>(), 1e-6)
+      << coordinator.dump();
+  EXPECT_NEAR(final_m["log_loss"].get<double>(), coordinator["eval"]["log_loss"].get<double>(),
+              1e-6);
+  const auto term = nlohmann::json::parse(ReadFile(Path("evaluator-0.json")));
+  EXPECT_EQ(term["step"].get<int>(), 200);
+  EXPECT_EQ(term["checkpoints_evaluated"].get<int>(), 4);
+  EXPECT_EQ(term["eval"]["auc"], final_m["auc"]);
+  std::cout << "evaluator: AUC by step:";
+  for (const auto& [step, m] : per_step) std::cout << " " << step << ": " << m["auc"];
+  std::cout << "\n";
+}
+
+TEST_F(TrainerProcessTest, EvaluatorFailsClearlyWhenNoCheckpointAppears) {
+  const std::string cluster = ClusterConfig({FreePort()}, {FreePort()});
+  Process eval(Flags({"--checkpoint-dir", Path("ckpt"), "--eval-timeout", "1", "--eval-poll", "0.2",
+                      "--metrics-port", "0"}),
+               Env(cluster, "evaluator-0", ""), Path("evaluator-0.log"));
+  EXPECT_EQ(eval.Wait(kRunTimeout), 1) << eval.Log();
+  EXPECT_NE(eval.Log().find("no checkpoint appeared in " + Path("ckpt") + " within 1s"),
+            std::string::npos)
+      << eval.Log();
+  Process no_dir(Flags({"--metrics-port", "0"}), Env(cluster, "evaluator-0", ""),
+                 Path("no-dir.log"));
+  EXPECT_EQ(no_dir.Wait(kRunTimeout), 1) << no_dir.Log();
+  EXPECT_NE(no_dir.Log().find("--checkpoint-dir"), std::string::npos) << no_dir.Log();
+}
+
 // Anyone who can reach a PS used to be able to end it: failed handshakes kept their
 // descriptor and thread, at the descriptor limit accept() failed and Serve() returned OK,
 // and the PS exited 0 in the middle of the job.

@@ -63,6 +63,16 @@ void TrainerMetrics::AddPsPushes(bool applied) {
   (applied ? pushes_applied_ : pushes_duplicate_).fetch_add(1, std::memory_order_relaxed);
 }
 
+void TrainerMetrics::CheckpointEvaluated(int64_t step, double auc, double log_loss, double accuracy,
+                                         double examples_per_second) {
+  eval_auc_ = auc;
+  eval_log_loss_ = log_loss;
+  eval_accuracy_ = accuracy;
+  eval_examples_per_second_ = examples_per_second;
+  ++eval_checkpoints_;
+  eval_step_ = step;
+}
+
 std::string TrainerMetrics::Render(WallClock::time_point now) const {
   std::string out;
   if (training_) {
@@ -82,6 +92,20 @@ std::string TrainerMetrics::Render(WallClock::time_point now) const {
            "Step of the last checkpoint this process committed.", static_cast<double>(step));
     Family(out, names::kCheckpointAge, "gauge", "Seconds since that checkpoint was committed.",
            std::max(0.0, std::chrono::duration<double>(now - at).count()));
+  }
+  if (const int64_t step = eval_step_; step >= 0) {
+    Family(out, names::kEvalStep, "gauge", "Step of the last checkpoint evaluated.",
+           static_cast<double>(step));
+    Family(out, names::kEvalAuc, "gauge", "AUC on the evaluation data at that checkpoint.",
+           eval_auc_);
+    Family(out, names::kEvalLogLoss, "gauge", "Log loss on the evaluation data there.",
+           eval_log_loss_);
+    Family(out, names::kEvalAccuracy, "gauge", "Accuracy on the evaluation data there.",
+           eval_accuracy_);
+    Family(out, names::kEvalExamplesPerSecond, "gauge",
+           "Evaluation examples per second on that checkpoint.", eval_examples_per_second_);
+    Family(out, names::kEvalCheckpoints, "counter", "Checkpoints evaluated.",
+           static_cast<double>(eval_checkpoints_.load()));
   }
   Family(out, names::kPsSentBytes, "counter", "Bytes sent to parameter servers.",
          static_cast<double>(ps_sent_bytes_.load()));

@@ -34,6 +34,9 @@ class TrainerMetrics {
   void AddPsBytes(uint64_t sent, uint64_t received);
   // Parameter servers: a push applied, or a duplicate acknowledged and not applied.
   void AddPsPushes(bool applied);
+  // Evaluator: one checkpoint evaluated.
+  void CheckpointEvaluated(int64_t step, double auc, double log_loss, double accuracy,
+                           double examples_per_second);
 
   // The Prometheus text exposition (0.0.4) as of `now`.
   std::string Render(WallClock::time_point now) const;
@@ -51,6 +54,12 @@ class TrainerMetrics {
   std::atomic<uint64_t> ps_received_bytes_{0};
   std::atomic<uint64_t> pushes_applied_{0};
   std::atomic<uint64_t> pushes_duplicate_{0};
+  std::atomic<int64_t> eval_step_{-1};
+  std::atomic<double> eval_auc_{0};
+  std::atomic<double> eval_log_loss_{0};
+  std::atomic<double> eval_accuracy_{0};
+  std::atomic<double> eval_examples_per_second_{0};
+  std::atomic<uint64_t> eval_checkpoints_{0};
 };
 
 // GET /metrics -> metrics->Render(now); anything else 404.

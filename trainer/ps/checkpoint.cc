@@ -76,12 +76,10 @@ Status WriteManifest(const std::string& root, int64_t step,
   return s;
 }
 
-StatusOr<std::optional<Checkpoint>> FindCheckpoint(const std::string& root, int num_shards) {
+StatusOr<CheckpointList> ListCheckpoints(const std::string& root, int num_shards) {
   auto names = storage::ListObjects(root);
   if (!names.ok()) return names.status().WithContext("cannot list checkpoints in " + root);
-  // Every committed checkpoint, newest first; a MANIFEST that does not parse is corrupt.
-  std::vector<Checkpoint> found;
-  std::vector<std::string> corrupt;  // "<dir>: why", newest first among the unparsable
+  CheckpointList list;
   for (const std::string& name : *names) {
     // ckpt-<step>/MANIFEST only: a checkpoint without one is incomplete and never loaded.
     if (name.rfind("ckpt-", 0) != 0) continue;
@@ -107,7 +105,7 @@ StatusOr<std::optional<Checkpoint>> FindCheckpoint(const std::string& root, int 
       }
     } catch (const std::exception& e) {  // nlohmann::json::exception or the above
       spdlog::warn("checkpoint manifest {} is corrupt ({}); skipping it", path, e.what());
-      corrupt.push_back(path + ": " + e.what());
+      list.corrupt.push_back(path + ": " + e.what());
       continue;
     }
     if (n != num_shards) {
@@ -115,10 +113,19 @@ StatusOr<std::optional<Checkpoint>> FindCheckpoint(const std::string& root, int 
                              std::to_string(n) + " shards but the job has " +
                              std::to_string(num_shards) + " parameter servers");
     }
-    found.push_back(std::move(c));
+    list.committed.push_back(std::move(c));
   }
-  std::sort(found.begin(), found.end(),
-            [](const Checkpoint& a, const Checkpoint& b) { return a.step > b.step; });
+  std::sort(list.committed.begin(), list.committed.end(),
+            [](const Checkpoint& a, const Checkpoint& b) { return a.step < b.step; });
+  return list;
+}
+
+StatusOr<std::optional<Checkpoint>> FindCheckpoint(const std::string& root, int num_shards) {
+  KT_ASSIGN_OR_RETURN(CheckpointList list, ListCheckpoints(root, num_shards));
+  // Every committed checkpoint, newest first; a MANIFEST that does not parse is corrupt.
+  std::vector<Checkpoint> found(std::make_move_iterator(list.committed.rbegin()),
+                                std::make_move_iterator(list.committed.rend()));
+  std::vector<std::string> corrupt = std::move(list.corrupt);
   for (size_t i = 0; i < found.size(); ++i) {
     auto why = CorruptionOf(root, found[i], num_shards);
     if (!why.ok()) return why.status();
@@ -154,6 +161,24 @@ Status LoadShard(ParamShard& shard, const std::string& root, const Checkpoint& c
   const std::string path = ShardPath(root, checkpoint.step, k, num_shards);
   if (checkpoint.shards.empty()) return shard.Load(path);  // a MANIFEST from before checksums
   return shard.Load(path, &checkpoint.shards.at(k));
+}
+
+Status WriteFinalMarker(const std::string& root, int64_t step) {
+  const nlohmann::json m = {{"step", step}};
+  return storage::WriteObject(storage::JoinPath(root, "FINAL"), m.dump() + "\n",
+                              storage::WriteMode::kReplace, "application/json");
+}
+
+StatusOr<std::optional<int64_t>> ReadFinalMarker(const std::string& root) {
+  const std::string path = storage::JoinPath(root, "FINAL");
+  auto text = storage::ReadObject(path);
+  if (text.status().code() == StatusCode::kNotFound) return std::optional<int64_t>();
+  if (!text.ok()) return text.status();
+  const nlohmann::json m = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  if (!m.is_object() || !m.contains("step") || !m["step"].is_number_integer()) {
+    return InvalidArgument(path + " is not {\"step\": <n>}: " + text->substr(0, 200));
+  }
+  return std::optional<int64_t>(m["step"].get<int64_t>());
 }
 
 }  // namespace kubetrain::trainer

@@ -17,6 +17,10 @@
 //   written with If-None-Match: * so it is created once and never replaced; S3 is strongly
 //   consistent, so a listed MANIFEST's shards are readable). See trainer/storage/files.h.
 //   A MANIFEST written before checksums (no "shards") is trusted as it is.
+// The end of a run: once the coordinator has committed the run's last checkpoint it writes
+//   <dir>/FINAL ({"step": N}), so an evaluator knows checkpoint N is the final one. A later
+//   run in the same directory (more --steps) replaces FINAL when it ends; until then FINAL
+//   names an older step, which a reader compares with the steps it expects.
 #pragma once
 
 #include <cstdint>
@@ -43,6 +47,15 @@ struct Checkpoint {
   std::vector<ShardDigest> shards;  // empty for a MANIFEST from before checksums
 };
 
+// Every committed checkpoint (a MANIFEST that parses) in step order, shards not checked,
+// and the MANIFESTs that do not parse ("<path>: why"). Errors: InvalidArgument for a
+// checkpoint written with a different number of shards; I/O errors as they come.
+struct CheckpointList {
+  std::vector<Checkpoint> committed;
+  std::vector<std::string> corrupt;
+};
+StatusOr<CheckpointList> ListCheckpoints(const std::string& root, int num_shards);
+
 // The newest complete checkpoint for `num_shards` shards whose shards all match their
 // MANIFEST, or nullopt when there is no checkpoint. Corrupt ones (a MANIFEST that does not
 // parse, a shard missing, of the wrong size or checksum) are skipped with a warning. Errors:
@@ -57,5 +70,11 @@ StatusOr<std::optional<int64_t>> LatestCheckpoint(const std::string& root, int n
 // is read again).
 Status LoadShard(ParamShard& shard, const std::string& root, const Checkpoint& checkpoint, int k,
                  int num_shards);
+
+// Marks checkpoint `step` (committed) as the run's last one: <root>/FINAL.
+Status WriteFinalMarker(const std::string& root, int64_t step);
+// The step <root>/FINAL names, or nullopt when there is none. Errors: InvalidArgument for a
+// FINAL that is not {"step": <n>}; I/O errors as they come.
+StatusOr<std::optional<int64_t>> ReadFinalMarker(const std::string& root);
 
 }  // namespace kubetrain::trainer

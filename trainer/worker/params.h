@@ -11,6 +11,7 @@
 
 #include "common/status.h"
 #include "trainer/model/model.h"
+#include "trainer/ps/checkpoint.h"
 #include "trainer/ps/shard.h"
 
 namespace kubetrain::trainer {
@@ -52,6 +53,35 @@ class LocalParams : public ParamClient {
 
  private:
   std::unique_ptr<ParamShard> shard_;
+};
+
+// Every parameter of one committed checkpoint, loaded into this process (the evaluator):
+// one shard per parameter server, embedding rows routed to shards as the servers route
+// them, so Pull returns what the servers held at that step. Read-only: Push and
+// SaveCheckpoint fail with FailedPrecondition. Not thread-safe beyond ParamShard's lock.
+class CheckpointParams : public ParamClient {
+ public:
+  // Loads `checkpoint` (num_shards shards) under `root` with LoadShard, which checks each
+  // shard against its MANIFEST. The model, seed and optimizer must be the job's (a shard
+  // of another configuration is refused with InvalidArgument).
+  static StatusOr<std::unique_ptr<CheckpointParams>> Load(const Model& model, uint64_t seed,
+                                                          const OptimizerConfig& optimizer,
+                                                          const std::string& root,
+                                                          const Checkpoint& checkpoint,
+                                                          int num_shards);
+
+  Status Pull(const std::vector<uint64_t>& ids, float* rows, float* dense) override;
+  Status Push(int64_t step, const std::vector<uint64_t>& ids, const float* row_grads,
+              const float* dense_grad) override;
+  Status SaveCheckpoint(const std::string& dir, int64_t step) override;
+
+ private:
+  CheckpointParams() = default;
+
+  std::vector<std::unique_ptr<ParamShard>> shards_;
+  int row_dim_ = 0;
+  std::vector<float> rows_;  // one shard's rows, before they are put in place
+  std::vector<uint64_t> ids_;
 };
 
 }  // namespace kubetrain::trainer
