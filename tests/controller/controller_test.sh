@@ -128,6 +128,54 @@ case_success_cleans_ps() {
   check "succeeded reason" "$(jpath tj/j '{.status.conditions[?(@.type=="Succeeded")].reason}')" TrainingJobSucceeded
 }
 
+case_evaluator_keeps_the_job_running() {
+  new_ns evaluator
+  # Worker 0 decides; the evaluator is still evaluating the final checkpoint when it
+  # succeeds: the job must wait for it (issue 15 part 1), without killing it.
+  cat <<JOB | k apply -f - >/dev/null
+apiVersion: kubetrain.io/v1alpha1
+kind: TrainingJob
+metadata: {name: j}
+spec:
+  replicaSpecs:
+    PS:
+      replicas: 1
+      restartPolicy: Never
+$(template)
+    Worker:
+      replicas: 1
+      restartPolicy: Never
+$(template)
+    Evaluator:
+      replicas: 1
+      restartPolicy: OnFailure
+$(template)
+JOB
+  wait_until "all pods running" bash -c "[[ \$(kubectl -n ${ns} get pods --field-selector=status.phase=Running -o name | wc -l) == 3 ]]"
+  k annotate pod j-worker-0 kubetrain.io/test-exit-code=0 >/dev/null
+  wait_until "waiting for the evaluator" bash -c "[[ \$(kubectl -n ${ns} get tj j -o jsonpath='{.status.conditions[?(@.type==\"Running\")].reason}') == WaitingForEvaluator ]]"
+  check "the job is still Running" "$(jpath tj/j '{.status.state}')" Running
+  check "the status says why" "$(jpath tj/j '{.status.conditions[?(@.type=="Running")].message}')" \
+    "training succeeded (Worker 0 succeeded); waiting for 1 of 1 evaluators to evaluate the final checkpoint and exit 0"
+  ps_gone() { [[ -z "$(k get pods -l kubetrain.io/replica-type=ps -o name)" ]]; }
+  wait_until "the PS deleted (cleanPodPolicy Running)" ps_gone
+  check "the evaluator still runs" "$(jpath pod/j-evaluator-0 '{.status.phase}/{.metadata.deletionTimestamp}')" "Running/"
+  check "not succeeded yet" "$(jpath tj/j '{.status.conditions[?(@.type=="Succeeded")].status}')" ""
+  # A failed evaluator is restarted, training is not.
+  local uid; uid="$(jpath pod/j-evaluator-0 '{.metadata.uid}')"
+  k annotate pod j-evaluator-0 kubetrain.io/test-exit-code=137 >/dev/null
+  wait_until "evaluator recreated" bash -c "u=\$(kubectl -n ${ns} get pod j-evaluator-0 -o jsonpath='{.metadata.uid}' 2>/dev/null); [[ -n \$u && \$u != ${uid} ]]"
+  check "evaluator restart counted" "$(jpath tj/j '{.status.replicaStatuses.Evaluator.restarts}')" 1
+  check "no PS recreated" "$(k get pods -l kubetrain.io/replica-type=ps -o name | wc -l)" 0
+  wait_until "new evaluator running" bash -c "[[ \$(kubectl -n ${ns} get pod j-evaluator-0 -o jsonpath='{.status.phase}') == Running ]]"
+  k annotate pod j-evaluator-0 kubetrain.io/test-exit-code=0 \
+    kubetrain.io/test-termination-message='{"task":"evaluator-0","step":400,"eval":{"auc":0.8}}' >/dev/null
+  wait_cond j Succeeded
+  check "success message" "$(jpath tj/j '{.status.conditions[?(@.type=="Succeeded")].message}')" \
+    "training succeeded (Worker 0 succeeded) and the evaluator evaluated the final checkpoint"
+  check "the evaluator's metrics in the status" "$(jpath tj/j '{.status.metrics.evaluator.step}')" 400
+}
+
 case_exit_code_restart() {
   new_ns restart
   # Every pod the apiserver ever held, by name and UID, to count creates.
@@ -453,7 +501,8 @@ contexts: [{name: c, context: {cluster: c, user: operator}}]
 current-context: c
 KC
 start_operator
-cases=(case_env_contract case_success_cleans_ps case_exit_code_restart case_never_fails_the_job
+cases=(case_env_contract case_success_cleans_ps case_evaluator_keeps_the_job_running
+  case_exit_code_restart case_never_fails_the_job
   case_backoff_limit case_deadline case_ttl case_suspend_resume case_finished_job_gets_no_new_pods
   case_clean_pod_policy_all case_restart_policy_override_event case_invalid_spec
   case_operator_restart_mid_creation case_utf8_termination_messages case_crash_loop_backoff
