@@ -1,0 +1,290 @@
+#!/usr/bin/env bash
+# kubetrain's operator side by side with Kubeflow training-operator v1.9.3
+# (issue 16). Each run gives every contender a fresh control plane
+# (tests/cluster/up, 10 kwok nodes, an apiserver audit log of every write)
+# and the same JOBS jobs of 1 PS + 4 workers, created at once with one
+# `kubectl create`; the contenders alternate within a run (their order flips
+# every run) so both see the same machine noise. Per contender and run:
+#   - job creates: first job create to last job create (admission cost, e.g.
+#     CEL), and the apiserver's CPU seconds over it;
+#   - the operator's last pod create, from the first job create (audit log);
+#   - all pods Running, from the first job create (polled once a second);
+#   - operator CPU seconds and peak RSS (VmHWM) once every job reports Running;
+#   - writes per job by user agent from the audit log (the operator's, and the
+#     controller-manager's Endpoints + EndpointSlices that its Services cause).
+# Prints the runs, then the medians as the issue's table, last.
+#
+# Usage: bench/controller/compare_training_operator.sh OPERATOR_BINARY [JOBS=500] [RUNS=3]
+# Environment:
+#   BENCH_MODE=unthrottled (default): ours --qps 500 --burst 1000 --workers 8,
+#     the peer --kube-api-qps 500 --kube-api-burst 1000 --controller-threads 8;
+#   BENCH_MODE=default: both at their default client limits and threads.
+#   BENCH_CONTENDERS="kubetrain peer" (default): labels; "peer" is
+#     training-operator, any other label is kubetrain's operator, configured by
+#     BIN_<label> (binary, default OPERATOR_BINARY), FLAGS_<label> (extra
+#     operator flags), SPEC_<label> (a YAML line added under the job's spec)
+#     and CRD_<label> (the TrainingJob CRD file), e.g.
+#     BENCH_CONTENDERS="old new" BIN_old=/tmp/old-operator.
+# Both operators run outside a cluster with the admin kubeconfig and no leader
+# election; ours with --progress-qps 0 (the peer reads no metrics either, and
+# kwok pod IPs serve none). The peer is built by build-training-operator (Go
+# module proxy, cached); it needs MY_POD_NAMESPACE, its webhook Secret (its
+# cert rotator fills it) and a certificate in its fixed webhook cert dir
+# /tmp/k8s-webhook-server/serving-certs (made here, self-signed, if absent).
+# Bench only: not part of CI. Stops only the processes it started, by PID.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+operator="$(realpath "${1:?usage: compare_training_operator.sh OPERATOR_BINARY [JOBS] [RUNS]}")"
+jobs="${2:-500}"
+runs="${3:-3}"
+mode="${BENCH_MODE:-unthrottled}"
+read -r -a contenders <<<"${BENCH_CONTENDERS:-kubetrain peer}"
+timeout_s="${KUBETRAIN_BENCH_TIMEOUT:-1200}"
+export PATH="$("${root}/tests/cluster/build"):${PATH}"
+peer_dir="$("$(dirname "${BASH_SOURCE[0]}")/build-training-operator")"
+pods=$((jobs * 5))
+
+dir="" op_pid="" work=""
+stop_run() {
+  if [[ -n "${op_pid}" ]]; then kill -TERM "${op_pid}" 2>/dev/null; wait "${op_pid}" 2>/dev/null || true; fi
+  if [[ -n "${dir}" ]]; then "${root}/tests/cluster/down" "${dir}"; fi
+  op_pid="" dir=""
+}
+cleanup() {
+  stop_run
+  if [[ -n "${work}" ]]; then rm -rf "${work}"; fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+work="$(mktemp -d "${TMPDIR:-/tmp}/kubetrain-compare.XXXXXX")"
+
+case "${mode}" in
+  unthrottled)
+    ours_flags=(--qps 500 --burst 1000 --workers 8)
+    peer_flags=(--kube-api-qps 500 --kube-api-burst 1000 --controller-threads 8) ;;
+  default) ours_flags=() peer_flags=() ;;
+  *) echo "BENCH_MODE must be unthrottled or default" >&2; exit 2 ;;
+esac
+
+# Every write at Metadata level; reads, and the kwok nodes' lease renewals, not at all.
+cat >"${work}/audit-policy.yaml" <<'POL'
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: None
+  verbs: [get, list, watch]
+- level: None
+  resources: [{group: coordination.k8s.io, resources: [leases]}]
+- level: Metadata
+POL
+
+certs=/tmp/k8s-webhook-server/serving-certs  # fixed in training-operator's pkg/cert
+if [[ ! -s "${certs}/tls.crt" || ! -s "${certs}/tls.key" ]]; then
+  mkdir -p "${certs}"
+  openssl req -x509 -newkey rsa:2048 -nodes -days 30 -subj "/CN=training-operator.kubeflow.svc" \
+    -keyout "${certs}/tls.key" -out "${certs}/tls.crt" 2>/dev/null
+fi
+
+# The same job for both: 1 PS + 4 workers on the kwok nodes.
+make_jobs() {  # make_jobs peer|ours SPEC_LINE
+  local i
+  for ((i = 0; i < jobs; i++)); do
+    if [[ "$1" == peer ]]; then
+      cat <<JOB
+apiVersion: kubeflow.org/v1
+kind: TFJob
+metadata: {name: bench-${i}, namespace: bench}
+spec:
+  tfReplicaSpecs:
+    PS:
+      replicas: 1
+      template: &t
+        spec:
+          nodeSelector: {type: kwok}
+          tolerations: [{key: kwok.x-k8s.io/node, operator: Exists, effect: NoSchedule}]
+          containers: [{name: tensorflow, image: kubetrain-trainer}]
+    Worker:
+      replicas: 4
+      template: *t
+---
+JOB
+    else
+      cat <<JOB
+apiVersion: kubetrain.io/v1alpha1
+kind: TrainingJob
+metadata: {name: bench-${i}, namespace: bench}
+spec:
+  ${2}
+  replicaSpecs:
+    PS:
+      replicas: 1
+      template: &t
+        spec:
+          nodeSelector: {type: kwok}
+          tolerations: [{key: kwok.x-k8s.io/node, operator: Exists, effect: NoSchedule}]
+          containers: [{name: trainer, image: kubetrain-trainer}]
+    Worker:
+      replicas: 4
+      template: *t
+---
+JOB
+    fi
+  done
+}
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+cpu_s() { awk -v t="$(getconf CLK_TCK)" '{printf "%.2f", ($14 + $15) / t}' "/proc/$1/stat"; }
+now() { date +%s.%N; }
+
+run_one() {  # run_one LABEL RUN: prints one JSON line of figures
+  local label="$1" r="$2" kind ready_url
+  dir="${work}/cluster-${label}-${r}"
+  local audit="${work}/audit-${label}-${r}.log"
+  KUBETRAIN_TEST_NODES=10 KUBETRAIN_APISERVER_FLAGS="--audit-policy-file ${work}/audit-policy.yaml --audit-log-path ${audit} --audit-log-format json ${KUBETRAIN_APISERVER_FLAGS:-}" \
+    "${root}/tests/cluster/up" "${dir}" >/dev/null
+  export KUBECONFIG="${dir}/kubeconfig"
+  kubectl create namespace bench >/dev/null
+  local health; health="$(free_port)"
+  if [[ "${label}" == peer ]]; then
+    kind=tfjobs
+    kubectl apply --server-side -f "${peer_dir}/crds/kubeflow.org_tfjobs.yaml" >/dev/null
+    kubectl wait --for=condition=Established crd/tfjobs.kubeflow.org --timeout=60s >/dev/null
+    kubectl create namespace kubeflow >/dev/null
+    kubectl -n kubeflow create secret generic training-operator-webhook-cert >/dev/null
+    make_jobs peer "" >"${work}/jobs.yaml"
+    MY_POD_NAMESPACE=kubeflow "${peer_dir}/bin/training-operator" --enable-scheme=tfjob \
+      --leader-elect=false --zap-log-level=info "${peer_flags[@]}" \
+      --metrics-bind-address "127.0.0.1:$(free_port)" --health-probe-bind-address "127.0.0.1:${health}" \
+      --webhook-server-port "$(free_port)" >"${work}/operator-${label}-${r}.log" 2>&1 &
+    op_pid=$!
+  else
+    kind=trainingjobs
+    local bin_var="BIN_${label}" flags_var="FLAGS_${label}" spec_var="SPEC_${label}" crd_var="CRD_${label}"
+    local bin="${!bin_var:-${operator}}" spec="${!spec_var:-}" crd="${!crd_var:-${root}/crds/trainingjobs.kubetrain.io.yaml}"
+    local -a extra; read -r -a extra <<<"${!flags_var:-}"
+    kubectl apply -f "${crd}" >/dev/null
+    kubectl wait --for=condition=Established crd/trainingjobs.kubetrain.io --timeout=60s >/dev/null
+    make_jobs ours "${spec}" >"${work}/jobs.yaml"
+    "${bin}" "${ours_flags[@]}" "${extra[@]}" --progress-qps 0 --metrics-addr 127.0.0.1:0 \
+      --health-addr "127.0.0.1:${health}" >"${work}/operator-${label}-${r}.log" 2>&1 &
+    op_pid=$!
+  fi
+  until kubectl -n bench get sa default >/dev/null 2>&1; do sleep 0.2; done
+  local deadline=$((SECONDS + 120))
+  until curl -sf "127.0.0.1:${health}/readyz" >/dev/null 2>&1; do
+    kill -0 "${op_pid}" 2>/dev/null || { echo "${label} exited:" >&2; tail -n 20 "${work}/operator-${label}-${r}.log" >&2; exit 1; }
+    ((SECONDS < deadline)) || { echo "${label} not ready in 120 s" >&2; tail -n 20 "${work}/operator-${label}-${r}.log" >&2; exit 1; }
+    sleep 0.2
+  done
+  local api_pid; api_pid=$(awk '$1 == "kube-apiserver" {print $2}' "${dir}/pids")
+  local api0; api0=$(cpu_s "${api_pid}")
+  kubectl create -f "${work}/jobs.yaml" >/dev/null
+  local api1; api1=$(cpu_s "${api_pid}")
+  deadline=$((SECONDS + timeout_s))
+  local running=0 running_at=""
+  while :; do
+    running=$(kubectl get pods -n bench --field-selector=status.phase=Running -o name 2>/dev/null | wc -l)
+    if ((running >= pods)); then running_at=$(now); break; fi
+    ((SECONDS < deadline)) || { echo "${label} run ${r}: only ${running}/${pods} pods Running after ${timeout_s} s" >&2; exit 1; }
+    sleep 1
+  done
+  # Until every job says Running: its status writes count too.
+  kubectl wait -n bench --for=condition=Running "${kind}" --all --timeout="${timeout_s}s" >/dev/null
+  local cpu rss
+  cpu=$(cpu_s "${op_pid}")
+  rss=$(awk '/VmHWM/ {print $2}' "/proc/${op_pid}/status")
+  stop_run
+  python3 - "${audit}" "${label}" "${jobs}" "${running_at}" "${cpu}" "${rss}" "$(echo "${api1} - ${api0}" | bc -l)" <<'PY'
+import json, sys, collections
+from datetime import datetime
+audit, label, jobs, running_at, cpu, rss, api_cpu = sys.argv[1:]
+jobs = int(jobs)
+def utc(s):
+    from datetime import timezone
+    return datetime.strptime(s, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc).timestamp()
+events = []
+for line in open(audit):
+    try:
+        e = json.loads(line)
+    except ValueError:
+        continue
+    if e.get("stage") == "ResponseComplete":
+        events.append(e)
+def who(ua):
+    ua = ua or ""
+    if ua.startswith("kubetrain") or ua.startswith("training-operator"): return "operator"
+    if ua.startswith("kube-controller-manager"): return "kcm"
+    return ua.split("/")[0]
+job_creates = [e for e in events if e["verb"] == "create" and e.get("objectRef", {}).get("resource") in ("trainingjobs", "tfjobs")]
+t0 = min(utc(e["requestReceivedTimestamp"]) for e in job_creates)
+t_jobs = max(utc(e["stageTimestamp"]) for e in job_creates) - t0
+pod_creates = [utc(e["stageTimestamp"]) for e in events
+               if who(e.get("userAgent")) == "operator" and e["verb"] == "create"
+               and e.get("objectRef", {}).get("resource") == "pods" and not e["objectRef"].get("subresource")
+               and e.get("responseStatus", {}).get("code") == 201]
+writes = collections.Counter()
+failed = collections.Counter()
+for e in events:
+    if e["verb"] not in ("create", "update", "patch", "delete", "deletecollection"): continue
+    if utc(e["requestReceivedTimestamp"]) < t0: continue
+    w = who(e.get("userAgent")); ref = e.get("objectRef", {})
+    res = ref.get("resource", "") + ("/" + ref["subresource"] if ref.get("subresource") else "")
+    writes[(w, res)] += 1
+    if e.get("responseStatus", {}).get("code", 200) >= 400: failed[w] += 1
+op = {res: n for (w, res), n in writes.items() if w == "operator"}
+kcm_eps = sum(n for (w, res), n in writes.items() if w == "kcm" and res in ("endpoints", "endpointslices"))
+print(json.dumps({
+    "label": label, "jobs_s": t_jobs, "api_cpu": float(api_cpu),
+    "last_pod_s": max(pod_creates) - t0, "pods_created": len(pod_creates),
+    "running_s": float(running_at) - t0, "cpu": float(cpu), "rss_mib": int(rss) / 1024,
+    "op_writes": sum(op.values()) / jobs, "kcm_ep_writes": kcm_eps / jobs,
+    "op_failed": failed["operator"], "op_by_resource": {k: round(v / jobs, 2) for k, v in sorted(op.items())}}))
+PY
+  rm -f "${audit}"
+}
+
+results="${work}/results.jsonl"
+for ((r = 1; r <= runs; r++)); do
+  order=("${contenders[@]}")
+  if ((r % 2 == 0)); then  # flip the order every other run
+    order=(); for ((c = ${#contenders[@]} - 1; c >= 0; c--)); do order+=("${contenders[c]}"); done
+  fi
+  for label in "${order[@]}"; do
+    line="$(run_one "${label}" "${r}")"
+    echo "${line}" >>"${results}"
+    python3 -c 'import json,sys; d=json.loads(sys.argv[1]); print("run %s %-10s jobs created in %.1f s (apiserver %.1f CPU s), last pod create %.1f s, all Running %.1f s, operator %.1f CPU s / %.0f MiB, writes/job %.1f operator + %.1f controller-manager endpoints; %d failed; %s" % (sys.argv[2], d["label"], d["jobs_s"], d["api_cpu"], d["last_pod_s"], d["running_s"], d["cpu"], d["rss_mib"], d["op_writes"], d["kcm_ep_writes"], d["op_failed"], d["op_by_resource"]))' "${line}" "${r}"
+  done
+done
+
+python3 - "${results}" "${mode}" "${jobs}" "${runs}" "${contenders[@]}" <<'PY'
+import json, sys, statistics
+path, mode, jobs, runs, *labels = sys.argv[1:]
+rows = [json.loads(l) for l in open(path)]
+med = {l: {k: statistics.median(r[k] for r in rows if r["label"] == l)
+           for k in ("jobs_s", "api_cpu", "last_pod_s", "running_s", "cpu", "rss_mib", "op_writes", "kcm_ep_writes")}
+       for l in labels}
+for m in med.values():
+    m["cluster_writes"] = m["op_writes"] + m["kcm_ep_writes"]
+figures = [
+    ("job creates: first to last (s)", "jobs_s", "%.1f"),
+    ("apiserver CPU over the job creates (s)", "api_cpu", "%.1f"),
+    ("operator's last pod create, from the first job create (s)", "last_pod_s", "%.1f"),
+    ("all pods Running, from the first job create (s)", "running_s", "%.1f"),
+    ("operator CPU (s)", "cpu", "%.1f"),
+    ("operator peak RSS (MiB)", "rss_mib", "%.0f"),
+    ("operator writes per job", "op_writes", "%.1f"),
+    ("controller-manager Endpoints+EndpointSlice writes per job", "kcm_ep_writes", "%.1f"),
+    ("whole-cluster writes per job (operator + endpoints)", "cluster_writes", "%.1f"),
+]
+print(f"\n{mode}, {jobs} jobs of 1 PS + 4 workers, 10 kwok nodes, medians of {runs} alternating runs:\n")
+ratio = len(labels) == 2
+print("| | " + " | ".join(labels) + (" | ratio |" if ratio else " |"))
+print("|---" * (len(labels) + 1 + ratio) + "|")
+for name, key, fmt in figures:
+    cells = [fmt % med[l][key] for l in labels]
+    if ratio:
+        b = med[labels[1]][key]
+        cells.append("%.2f" % (med[labels[0]][key] / b) if b else "-")
+    print(f"| {name} | " + " | ".join(cells) + " |")
+PY
