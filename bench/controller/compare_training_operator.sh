@@ -41,7 +41,10 @@ mode="${BENCH_MODE:-unthrottled}"
 read -r -a contenders <<<"${BENCH_CONTENDERS:-kubetrain peer}"
 timeout_s="${KUBETRAIN_BENCH_TIMEOUT:-1200}"
 export PATH="$("${root}/tests/cluster/build"):${PATH}"
-peer_dir="$("$(dirname "${BASH_SOURCE[0]}")/build-training-operator")"
+peer_dir=""
+if [[ " ${contenders[*]} " == *" peer "* ]]; then
+  peer_dir="$("$(dirname "${BASH_SOURCE[0]}")/build-training-operator")"
+fi
 pods=$((jobs * 5))
 
 dir="" op_pid="" work=""
