@@ -40,7 +40,8 @@ runs="${3:-3}"
 mode="${BENCH_MODE:-unthrottled}"
 read -r -a contenders <<<"${BENCH_CONTENDERS:-kubetrain peer}"
 timeout_s="${KUBETRAIN_BENCH_TIMEOUT:-1200}"
-export PATH="$("${root}/tests/cluster/build"):${PATH}"
+cluster_bin="$("${root}/tests/cluster/build")"  # fails the script if it cannot build
+export PATH="${cluster_bin}:${PATH}"
 peer_dir=""
 if [[ " ${contenders[*]} " == *" peer "* ]]; then
   peer_dir="$("$(dirname "${BASH_SOURCE[0]}")/build-training-operator")"
