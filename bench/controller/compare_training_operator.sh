@@ -61,6 +61,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 work="$(mktemp -d "${TMPDIR:-/tmp}/kubetrain-compare.XXXXXX")"
+results="${work}/results.jsonl"
 
 case "${mode}" in
   unthrottled)
@@ -141,7 +142,7 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 cpu_s() { awk -v t="$(getconf CLK_TCK)" '{printf "%.2f", ($14 + $15) / t}' "/proc/$1/stat"; }
 now() { date +%s.%N; }
 
-run_one() {  # run_one LABEL RUN: prints one JSON line of figures
+run_one() {  # run_one LABEL RUN: appends one JSON line of figures to ${results}
   local label="$1" r="$2" kind ready_url
   dir="${work}/cluster-${label}-${r}"
   local audit="${work}/audit-${label}-${r}.log"
@@ -199,7 +200,7 @@ run_one() {  # run_one LABEL RUN: prints one JSON line of figures
   cpu=$(cpu_s "${op_pid}")
   rss=$(awk '/VmHWM/ {print $2}' "/proc/${op_pid}/status")
   stop_run
-  python3 - "${audit}" "${label}" "${jobs}" "${running_at}" "${cpu}" "${rss}" "$(echo "${api1} - ${api0}" | bc -l)" <<'PY'
+  (python3 - "${audit}" "${label}" "${jobs}" "${running_at}" "${cpu}" "${rss}" "$(echo "${api1} - ${api0}" | bc -l)" <<'PY'
 import json, sys, collections
 from datetime import datetime
 audit, label, jobs, running_at, cpu, rss, api_cpu = sys.argv[1:]
@@ -245,18 +246,19 @@ print(json.dumps({
     "op_writes": sum(op.values()) / jobs, "kcm_ep_writes": kcm_eps / jobs,
     "op_failed": failed["operator"], "op_by_resource": {k: round(v / jobs, 2) for k, v in sorted(op.items())}}))
 PY
+  ) >>"${results}"
   rm -f "${audit}"
 }
 
-results="${work}/results.jsonl"
 for ((r = 1; r <= runs; r++)); do
   order=("${contenders[@]}")
   if ((r % 2 == 0)); then  # flip the order every other run
     order=(); for ((c = ${#contenders[@]} - 1; c >= 0; c--)); do order+=("${contenders[c]}"); done
   fi
   for label in "${order[@]}"; do
-    line="$(run_one "${label}" "${r}")"
-    echo "${line}" >>"${results}"
+    # Not in a $(...) subshell: an interrupt must find ${dir} to stop its cluster.
+    run_one "${label}" "${r}"
+    line="$(tail -n 1 "${results}")"
     python3 -c 'import json,sys; d=json.loads(sys.argv[1]); print("run %s %-10s jobs created in %.1f s (apiserver %.1f CPU s), last pod create %.1f s, all Running %.1f s, operator %.1f CPU s / %.0f MiB, writes/job %.1f operator + %.1f controller-manager endpoints; %d failed; %s" % (sys.argv[2], d["label"], d["jobs_s"], d["api_cpu"], d["last_pod_s"], d["running_s"], d["cpu"], d["rss_mib"], d["op_writes"], d["kcm_ep_writes"], d["op_failed"], d["op_by_resource"]))' "${line}" "${r}"
   done
 done
