@@ -195,7 +195,12 @@ run_one() {  # run_one LABEL RUN: appends one JSON line of figures to ${results}
     sleep 1
   done
   # Until every job says Running: its status writes count too.
-  kubectl wait -n bench --for=condition=Running "${kind}" --all --timeout="${timeout_s}s" >/dev/null
+  # (Polled: kubectl wait fails at once on an object with no conditions yet.)
+  local jp='{range .items[*]}{.status.conditions[?(@.type=="Running")].status}{"\n"}{end}'
+  until (($(kubectl get -n bench "${kind}" -o jsonpath="${jp}" | grep -c '^True$') >= jobs)); do
+    ((SECONDS < deadline)) || { echo "${label} run ${r}: not every job Running after ${timeout_s} s" >&2; exit 1; }
+    sleep 1
+  done
   local cpu rss
   cpu=$(cpu_s "${op_pid}")
   rss=$(awk '/VmHWM/ {print $2}' "/proc/${op_pid}/status")
