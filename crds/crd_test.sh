@@ -104,6 +104,7 @@ check "default port" "$(get .spec.port)" "2222"
 check "default successPolicy" "$(get .spec.successPolicy)" '"ChiefOrWorker0"'
 check "default runPolicy" "$(get .spec.runPolicy)" '{"cleanPodPolicy":"Running","suspend":false}'
 check "no default clusterDomain" "$(get .spec.clusterDomain)" "null"
+check "no default serviceMode" "$(get .spec.serviceMode)" "null"
 check "template passes through" "$(get .spec.replicaSpecs.Worker.template.spec.containers[0].image)" \
   '"kubetrain-trainer"'
 
@@ -146,6 +147,9 @@ job bad-min "$(printf '  runPolicy: {schedulingPolicy: {minAvailable: -1}}\n  re
 job bad-domain "$(printf '  clusterDomain: Cluster.Local\n  replicaSpecs:\n    Worker:\n      %s' "${T}")" |
   rejects "bad clusterDomain" "spec.clusterDomain: Invalid value" \
     "spec.clusterDomain: must be a DNS subdomain"
+job bad-mode "$(printf '  serviceMode: Shared\n  replicaSpecs:\n    Worker:\n      %s' "${T}")" |
+  rejects "unknown serviceMode" "spec.serviceMode: Unsupported value" \
+    "spec.serviceMode: unsupported value"
 
 # --- CEL rules
 job two-chiefs "$(printf '  replicaSpecs:\n    Chief:\n      replicas: 2\n      %s' "${T}")" |
@@ -210,6 +214,8 @@ patch_rejects "changing the port of a running job" "spec.port cannot change whil
   '{"spec":{"port":3000}}'
 patch_rejects "setting clusterDomain on a running job" "spec.clusterDomain cannot change" \
   '{"spec":{"clusterDomain":"example.org"}}'
+patch_rejects "setting serviceMode on a running job" "spec.serviceMode cannot change" \
+  '{"spec":{"serviceMode":"PerReplica"}}'
 patch_rejects "changing successPolicy" "spec.successPolicy is immutable" \
   '{"spec":{"successPolicy":"AllWorkers"}}'
 patch_accepts "changing runPolicy limits of a running job" \

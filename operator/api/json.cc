@@ -106,7 +106,8 @@ Status ParseSpec(const json& j, TrainingJobSpec& spec) {
   const std::string path = "spec";
   KT_RETURN_IF_ERROR(ExpectObject(j, path));
   KT_RETURN_IF_ERROR(RejectUnknown(
-      j, path, {"replicaSpecs", "runPolicy", "successPolicy", "port", "clusterDomain"}));
+      j, path,
+      {"replicaSpecs", "runPolicy", "successPolicy", "port", "clusterDomain", "serviceMode"}));
   const json* replicas = Field(j, "replicaSpecs");
   const std::string rpath = "spec.replicaSpecs";
   if (replicas == nullptr) return Error(rpath, "required field is missing");
@@ -129,6 +130,12 @@ Status ParseSpec(const json& j, TrainingJobSpec& spec) {
                               spec.success_policy));
   KT_RETURN_IF_ERROR(ReadInt(j, path, "port", spec.port));
   KT_RETURN_IF_ERROR(ReadString(j, path, "clusterDomain", spec.cluster_domain));
+  if (Field(j, "serviceMode") != nullptr) {
+    ServiceMode mode = ServiceMode::kJobWide;
+    KT_RETURN_IF_ERROR(
+        ReadEnum(j, path, "serviceMode", {ServiceMode::kPerReplica, ServiceMode::kJobWide}, mode));
+    spec.service_mode = mode;
+  }
   return Status::Ok();
 }
 
@@ -312,6 +319,7 @@ json SpecToJson(const TrainingJobSpec& spec) {
               {"successPolicy", Name(spec.success_policy)},
               {"port", spec.port}};
   PutOptional(out, "clusterDomain", spec.cluster_domain);
+  if (spec.service_mode) out["serviceMode"] = Name(*spec.service_mode);
   return out;
 }
 

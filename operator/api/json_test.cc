@@ -60,6 +60,7 @@ TEST(ParseTest, RoundTripsEveryField) {
   j["spec"]["successPolicy"] = "AllWorkers";
   j["spec"]["port"] = 3000;
   j["spec"]["clusterDomain"] = "example.org";
+  j["spec"]["serviceMode"] = "PerReplica";
   j["status"] = json::parse(R"({"state": "Failed",
       "conditions": [{"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded",
                       "message": "m", "lastTransitionTime": "2026-01-02T03:04:05Z"}],
@@ -85,6 +86,8 @@ TEST(ParseTest, RoundTripsEveryField) {
   EXPECT_EQ(job->status.restarts, 2);
   ASSERT_TRUE(job->status.progress);
   EXPECT_EQ(job->status.progress->eta, "4m10s");
+  EXPECT_EQ(job->spec.service_mode, ServiceMode::kPerReplica);
+  EXPECT_EQ(ToJson(*job)["spec"]["serviceMode"], "PerReplica");
 }
 
 TEST(ParseTest, StatusMetricsIsReadAsAnObjectAndAnythingElseIsIgnored) {
@@ -156,6 +159,10 @@ TEST(ParseTest, RejectsWrongTypesAndEnumValues) {
   j = Minimal();
   j["spec"]["replicaSpecs"]["Worker"]["template"] = json::array();
   EXPECT_EQ(ErrorOf(j), "spec.replicaSpecs.Worker.template: must be an object");
+  j = Minimal();
+  j["spec"]["serviceMode"] = "Shared";
+  EXPECT_EQ(ErrorOf(j),
+            "spec.serviceMode: unsupported value \"Shared\" (want one of PerReplica, JobWide)");
 }
 
 TEST(ParseTest, RejectsMissingRequiredFields) {

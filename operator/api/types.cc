@@ -134,6 +134,16 @@ std::string_view Name(SuccessPolicy p) {
   return "?";
 }
 
+std::string_view Name(ServiceMode m) {
+  switch (m) {
+    case ServiceMode::kPerReplica:
+      return "PerReplica";
+    case ServiceMode::kJobWide:
+      return "JobWide";
+  }
+  return "?";
+}
+
 namespace {
 constexpr std::array<std::pair<ConditionType, std::string_view>, 7> kConditionNames = {{
     {ConditionType::kCreated, "Created"},

@@ -70,10 +70,16 @@ std::optional<ReplicaType> ReplicaTypeFromLower(std::string_view lower);
 enum class RestartPolicy { kNever, kOnFailure, kAlways, kExitCode };
 enum class CleanPodPolicy { kNone, kRunning, kAll };
 enum class SuccessPolicy { kChiefOrWorker0, kAllWorkers };
+// How replicas find each other: one headless Service per replica (host
+// <job>-<role>-<i>.<ns>.svc.<domain>), or one headless Service for the job
+// with each pod's hostname/subdomain set (host <job>-<role>-<i>.<job>.<ns>.svc.<domain>):
+// one Service and its EndpointSlice per job instead of one per replica.
+enum class ServiceMode { kPerReplica, kJobWide };
 
 std::string_view Name(RestartPolicy p);
 std::string_view Name(CleanPodPolicy p);
 std::string_view Name(SuccessPolicy p);
+std::string_view Name(ServiceMode m);
 
 struct ReplicaSpec {
   int32_t replicas = 1;
@@ -114,6 +120,9 @@ struct TrainingJobSpec {
   SuccessPolicy success_policy = SuccessPolicy::kChiefOrWorker0;
   int32_t port = kDefaultPort;
   std::optional<std::string> cluster_domain;  // unset: the operator's flag
+  // Unset: JobWide for a new job; a job that already has per-replica Services
+  // (started by an operator before this field) keeps PerReplica.
+  std::optional<ServiceMode> service_mode;
 
   friend bool operator==(const TrainingJobSpec&, const TrainingJobSpec&) = default;
 

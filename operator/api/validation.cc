@@ -169,6 +169,9 @@ std::vector<FieldError> ValidateUpdate(const TrainingJob& old_job, const Trainin
   if (!suspended && o.cluster_domain != n.cluster_domain) {
     errors.push_back({"spec", std::string("spec.clusterDomain") + kSuspendFirst});
   }
+  if (!suspended && o.service_mode != n.service_mode) {
+    errors.push_back({"spec", std::string("spec.serviceMode") + kSuspendFirst});
+  }
   if (o.success_policy != n.success_policy) {
     errors.push_back({"spec", "spec.successPolicy is immutable"});
   }

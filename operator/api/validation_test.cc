@@ -213,6 +213,18 @@ TEST(ValidateUpdateTest, SuccessPolicyIsImmutable) {
   EXPECT_EQ(OnlyError(ValidateUpdate(old_job, updated)), "spec: spec.successPolicy is immutable");
 }
 
+TEST(ValidateUpdateTest, ServiceModeChangesOnlyWhileSuspended) {
+  TrainingJob old_job = Job();
+  TrainingJob updated = old_job;
+  updated.spec.service_mode = ServiceMode::kJobWide;
+  EXPECT_EQ(OnlyError(ValidateUpdate(old_job, updated)),
+            "spec: spec.serviceMode cannot change while the job is running; suspend it first "
+            "(spec.runPolicy.suspend: true)");
+  old_job.spec.run_policy.suspend = true;
+  updated.spec.run_policy.suspend = true;
+  EXPECT_EQ(OnlyError(ValidateUpdate(old_job, updated)), "OK");
+}
+
 TEST(ToStatusTest, JoinsErrorsWithPaths) {
   EXPECT_TRUE(ToStatus({}).ok());
   Status s = ToStatus({{"a", "x"}, {"b.c", "y"}});

@@ -201,6 +201,11 @@ StatusOr<json> ChildBuilder::Pod(ReplicaType type, int32_t index, const api::Rep
   }
   main["ports"] = std::move(ports);
 
+  if (mode_ == api::ServiceMode::kJobWide) {
+    // DNS <pod>.<job>.<ns>.svc.<domain> through the job's headless Service.
+    spec["hostname"] = api::ChildName(job_.metadata.name, type, index);
+    spec["subdomain"] = JobServiceName(job_.metadata.name);
+  }
   // The operator restarts pods itself (restart policies, backoff accounting);
   // the kubelet restarting containers in place would hide failures from it.
   spec["restartPolicy"] = "Never";
@@ -228,6 +233,21 @@ json ChildBuilder::Service(ReplicaType type, int32_t index) const {
   return json{{"apiVersion", "v1"},
               {"kind", "Service"},
               {"metadata", ChildMetadata(api::ChildName(job_.metadata.name, type, index), labels)},
+              {"spec", std::move(spec)}};
+}
+
+json ChildBuilder::JobService() const {
+  json labels = {{kJobNameLabel, job_.metadata.name}};
+  json spec = {{"clusterIP", "None"},
+               {"selector", labels},
+               {"publishNotReadyAddresses", true},
+               {"ports", json::array({{{"name", kPortName},
+                                       {"port", job_.spec.port},
+                                       {"targetPort", job_.spec.port},
+                                       {"protocol", "TCP"}}})}};
+  return json{{"apiVersion", "v1"},
+              {"kind", "Service"},
+              {"metadata", ChildMetadata(JobServiceName(job_.metadata.name), labels)},
               {"spec", std::move(spec)}};
 }
 

@@ -29,8 +29,8 @@ class ChildBuilder {
  public:
   // `gang`: the job is gang-scheduled (gang.h); null when it is not. Both
   // outlive the builder.
-  explicit ChildBuilder(const api::TrainingJob& job, const GangSpec* gang = nullptr)
-      : job_(job), gang_(gang) {}
+  ChildBuilder(const api::TrainingJob& job, api::ServiceMode mode, const GangSpec* gang = nullptr)
+      : job_(job), mode_(mode), gang_(gang) {}
 
   // The replica's Pod: its template with our labels, the spec-hash annotation,
   // the env contract (our variables replace the template's), the job's port,
@@ -39,9 +39,12 @@ class ChildBuilder {
   // field, for a template the CRD could not check.
   StatusOr<nlohmann::json> Pod(api::ReplicaType type, int32_t index, const api::ReplicaSpec& spec,
                                std::string_view spec_hash) const;
-  // The replica's headless Service (publishNotReadyAddresses: peers resolve
-  // each other while starting up).
+  // The replica's headless Service (PerReplica; publishNotReadyAddresses: peers
+  // resolve each other while starting up).
   nlohmann::json Service(api::ReplicaType type, int32_t index) const;
+  // The job's headless Service (JobWide), selecting every pod of the job; each
+  // pod's hostname/subdomain give it <pod>.<job>.<ns>.svc.<domain>.
+  nlohmann::json JobService() const;
   // The job's ConfigMap holding `cluster_config` under kClusterConfigKey.
   nlohmann::json ConfigMap(std::string_view cluster_config) const;
   // The job's auth Secret holding AuthKeyText(key) under kAuthSecretKey.
@@ -60,6 +63,7 @@ class ChildBuilder {
   nlohmann::json ChildMetadata(const std::string& name, const nlohmann::json& labels) const;
 
   const api::TrainingJob& job_;
+  const api::ServiceMode mode_;
   const GangSpec* gang_;
 };
 

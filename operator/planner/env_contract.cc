@@ -82,16 +82,26 @@ std::string AuthKeyText(const std::array<uint8_t, 32>& key) {
   return out;
 }
 
-ClusterSpec BuildClusterSpec(const api::TrainingJob& job, std::string_view default_domain) {
+std::string JobServiceName(std::string_view job_name) {
+  return std::string(job_name);
+}
+
+ClusterSpec BuildClusterSpec(const api::TrainingJob& job, std::string_view default_domain,
+                             api::ServiceMode mode) {
   const std::string ns = job.metadata.namespace_.empty() ? "default" : job.metadata.namespace_;
   const std::string domain = job.spec.cluster_domain.value_or(std::string(default_domain));
+  std::string subdomain;  // ".<job>" under the job-wide Service
+  if (mode == api::ServiceMode::kJobWide) {
+    subdomain.push_back('.');
+    subdomain.append(JobServiceName(job.metadata.name));
+  }
   ClusterSpec cluster;
   for (const auto& [type, spec] : job.spec.replica_specs) {
     if (!api::Role(type).in_cluster || spec.replicas <= 0) continue;
     std::vector<std::string>& hosts = cluster[type];
     for (int32_t i = 0; i < spec.replicas; ++i) {
-      hosts.push_back(api::ChildName(job.metadata.name, type, i) + "." + ns + ".svc." + domain +
-                      ":" + std::to_string(job.spec.port));
+      hosts.push_back(api::ChildName(job.metadata.name, type, i) + subdomain + "." + ns + ".svc." +
+                      domain + ":" + std::to_string(job.spec.port));
     }
   }
   return cluster;

@@ -58,10 +58,15 @@ std::string TemplateContractEnv(const nlohmann::json& pod_template);
 // In-cluster roles -> "host:port" per index. Evaluators never appear.
 using ClusterSpec = std::map<api::ReplicaType, std::vector<std::string>>;
 
-// <job>-<role>-<index>.<namespace>.svc.<domain>:<port> for every in-cluster
+// <job>-<role>-<index>.<namespace>.svc.<domain>:<port> (PerReplica) or
+// <job>-<role>-<index>.<job>.<namespace>.svc.<domain>:<port> (JobWide: the pod's
+// hostname under the job's Service as its subdomain) for every in-cluster
 // replica; domain = spec.clusterDomain, else `default_domain`; namespace
 // "default" when the job has none.
-ClusterSpec BuildClusterSpec(const api::TrainingJob& job, std::string_view default_domain);
+ClusterSpec BuildClusterSpec(const api::TrainingJob& job, std::string_view default_domain,
+                             api::ServiceMode mode);
+// The job-wide headless Service's name (JobWide): the job's name.
+std::string JobServiceName(std::string_view job_name);
 // {"chief":[...],"ps":[...],"worker":[...]}: roles in lower case, compact JSON.
 std::string ClusterConfigJson(const ClusterSpec& cluster);
 // {"cluster":<same>,"task":{"type":<role>,"index":<i>},"environment":"cloud"}.

@@ -83,8 +83,9 @@ class Planner {
       : job_(job),
         observed_(observed),
         input_(input),
+        mode_(EffectiveServiceMode(job, observed)),
         gang_(JobGang(job, input)),
-        builder_(job_, gang_.ok() && gang_->has_value() ? &**gang_ : nullptr) {}
+        builder_(job_, mode_, gang_.ok() && gang_->has_value() ? &**gang_ : nullptr) {}
 
   Plan Run();
 
@@ -155,6 +156,7 @@ class Planner {
   const api::TrainingJob& job_;
   const ObservedChildren& observed_;
   const PlanInput& input_;
+  const api::ServiceMode mode_;
   const StatusOr<std::optional<GangSpec>> gang_;  // an error fails the job (InvalidSpec)
   const ChildBuilder builder_;
   std::vector<Slot> slots_;
@@ -416,9 +418,15 @@ bool Planner::InBackoff(const Slot& slot) {
 void Planner::CreateMissing(std::optional<ReplicaType> only) {
   std::set<std::string> services;
   for (const ObservedService& s : observed_.services) services.insert(s.name);
+  if (mode_ == api::ServiceMode::kJobWide) {
+    const std::string name = JobServiceName(job_.metadata.name);
+    if (!services.count(name)) {
+      plan_.creates.push_back(Child(ChildRef::Kind::kService, name, builder_.JobService()));
+    }
+  }
   for (const Slot& slot : slots_) {
     if (only && slot.type != *only) continue;
-    if (!services.count(slot.name)) {
+    if (mode_ == api::ServiceMode::kPerReplica && !services.count(slot.name)) {
       plan_.creates.push_back(Child(ChildRef::Kind::kService, slot.name,
                                     builder_.Service(slot.type, slot.index), slot.type,
                                     slot.index));
@@ -589,10 +597,14 @@ void Planner::RunActive() {
                  " pods built from an earlier spec are recreated from the current one");
   }
   for (const ObservedPod* pod : orphan_pods_) DeletePod(*pod);
-  std::set<std::string> slot_names;
-  for (const Slot& slot : slots_) slot_names.insert(slot.name);
+  std::set<std::string> wanted_services;  // the other mode's Services go
+  if (mode_ == api::ServiceMode::kJobWide) {
+    wanted_services.insert(JobServiceName(job_.metadata.name));
+  } else {
+    for (const Slot& slot : slots_) wanted_services.insert(slot.name);
+  }
   for (const ObservedService& s : observed_.services) {
-    if (!slot_names.count(s.name) && !s.deletion_timestamp) {
+    if (!wanted_services.count(s.name) && !s.deletion_timestamp) {
       plan_.deletes.push_back({ChildRef::Kind::kService, s.name});
     }
   }
@@ -670,6 +682,19 @@ void Planner::RunEvaluatorsAfterTraining(const std::optional<Success>& success) 
     SetCondition(ConditionType::kRestarting, false, std::string(kWaitingForEvaluator), message);
   }
 }
+}  // namespace
+
+api::ServiceMode EffectiveServiceMode(const api::TrainingJob& job,
+                                      const ObservedChildren& observed) {
+  if (job.spec.service_mode) return *job.spec.service_mode;
+  const std::string job_service = JobServiceName(job.metadata.name);
+  for (const ObservedService& s : observed.services) {
+    if (s.name != job_service) return api::ServiceMode::kPerReplica;
+  }
+  return api::ServiceMode::kJobWide;
+}
+
+namespace {
 
 Plan Planner::Run() {
   status_ = job_.status;
@@ -717,7 +742,7 @@ Plan Planner::Run() {
   } else {
     const ClusterSpec cluster = input_.cluster_override
                                     ? *input_.cluster_override
-                                    : BuildClusterSpec(job_, input_.default_cluster_domain);
+                                    : BuildClusterSpec(job_, input_.default_cluster_domain, mode_);
     // Shared by every pod of a role: built once here, not per pod.
     cluster_config_ = ClusterConfigJson(cluster);
     for (const auto& [type, spec] : job_.spec.replica_specs)

@@ -77,6 +77,13 @@ struct ObservedChildren {
   bool secret_exists = false;
 };
 
+// The job's spec.serviceMode; unset: PerReplica when the job already has a
+// Service other than the job-wide one (a job started by an operator that made
+// one Service per replica keeps its pods' host names, so its running pods are
+// not recreated), else JobWide.
+api::ServiceMode EffectiveServiceMode(const api::TrainingJob& job,
+                                      const ObservedChildren& observed);
+
 // The Kubernetes executor's PlanInput::max_pod_creates: a plan's size (and the
 // operator's memory) stays bounded whatever the job's size.
 inline constexpr size_t kMaxPodCreatesPerPlan = 500;

@@ -10,6 +10,7 @@
 #include "operator/api/sweep.h"
 #include "operator/api/validation.h"
 #include "operator/api/yaml.h"
+#include "operator/planner/children.h"
 
 namespace kubetrain::controller {
 namespace {
@@ -33,6 +34,8 @@ api::TrainingJob Job(RestartPolicy policy = RestartPolicy::kOnFailure) {
   job.metadata.namespace_ = "ml";
   job.metadata.uid = "job-uid";
   job.metadata.generation = 3;
+  // Most tests here predate spec.serviceMode; JobWide has its own tests below.
+  job.spec.service_mode = api::ServiceMode::kPerReplica;
   for (ReplicaType t : {ReplicaType::kPS, ReplicaType::kWorker}) {
     api::ReplicaSpec& r = job.spec.replica_specs[t];
     r.replicas = 2;
@@ -336,7 +339,7 @@ TEST(PlannerScaleTest, PodSizeDoesNotGrowWithTheJob) {
 
 TEST(PlannerScaleTest, TfConfigExpandsToTheContractByteForByte) {
   Plan plan = PlanJob(Job(), {}, Input());
-  ClusterSpec cluster = BuildClusterSpec(Job(), "cluster.local");
+  ClusterSpec cluster = BuildClusterSpec(Job(), "cluster.local", api::ServiceMode::kPerReplica);
   for (const auto& [role, index] :
        {std::pair{ReplicaType::kPS, 1}, std::pair{ReplicaType::kWorker, 0}}) {
     const json* pod = Created(plan, "Pod", api::ChildName("tj", role, index));
@@ -494,6 +497,75 @@ TEST(PlannerCreateTest, ServiceIsHeadlessAndSelectsItsReplica) {
                    "kubetrain.io/replica-index": "1"},
       "ports": [{"name": "kubetrain", "port": 2222, "targetPort": 2222, "protocol": "TCP"}]})"));
   EXPECT_EQ(svc["metadata"]["ownerReferences"][0]["uid"], "job-uid");
+}
+
+TEST(PlannerServiceModeTest, JobWideMakesOneServiceAndPodsWithHostnameAndSubdomain) {
+  api::TrainingJob job = Job();
+  job.spec.service_mode = api::ServiceMode::kJobWide;
+  Plan plan = PlanJob(job, {}, Input());
+  std::vector<std::string> services;
+  for (const ChildCreate& c : plan.creates) {
+    if (c.ref.kind == ChildRef::Kind::kService) services.push_back(c.ref.name);
+  }
+  EXPECT_EQ(services, std::vector<std::string>{"tj"});
+  const json& svc = *Created(plan, "Service", "tj");
+  EXPECT_EQ(svc["spec"], json::parse(R"({"clusterIP": "None", "publishNotReadyAddresses": true,
+      "selector": {"kubetrain.io/job-name": "tj"},
+      "ports": [{"name": "kubetrain", "port": 2222, "targetPort": 2222, "protocol": "TCP"}]})"));
+  EXPECT_EQ(svc["metadata"]["ownerReferences"][0]["uid"], "job-uid");
+  const json& pod = *Created(plan, "Pod", "tj-worker-1");
+  EXPECT_EQ(pod["spec"]["hostname"], "tj-worker-1");
+  EXPECT_EQ(pod["spec"]["subdomain"], "tj");
+  EXPECT_EQ(
+      ProcessEnv(plan, pod, "CLUSTER_CONFIG"),
+      R"({"ps":["tj-ps-0.tj.ml.svc.cluster.local:2222","tj-ps-1.tj.ml.svc.cluster.local:2222"],)"
+      R"("worker":["tj-worker-0.tj.ml.svc.cluster.local:2222",)"
+      R"("tj-worker-1.tj.ml.svc.cluster.local:2222"]})");
+}
+
+TEST(PlannerServiceModeTest, PerReplicaPodsHaveNoHostnameOrSubdomain) {
+  Plan plan = PlanJob(Job(), {}, Input());
+  const json& pod = *Created(plan, "Pod", "tj-worker-1");
+  EXPECT_FALSE(pod["spec"].contains("hostname"));
+  EXPECT_FALSE(pod["spec"].contains("subdomain"));
+}
+
+TEST(PlannerServiceModeTest, UnsetIsJobWideForANewJob) {
+  api::TrainingJob job = Job();
+  job.spec.service_mode.reset();
+  EXPECT_EQ(EffectiveServiceMode(job, {}), api::ServiceMode::kJobWide);
+  Plan plan = PlanJob(job, {}, Input());
+  EXPECT_NE(Created(plan, "Service", "tj"), nullptr);
+  EXPECT_EQ(Created(plan, "Service", "tj-ps-0"), nullptr);
+}
+
+TEST(PlannerServiceModeTest, UnsetKeepsPerReplicaForAJobThatHasPerReplicaServices) {
+  // Started by an operator that made a Service per replica: its running pods
+  // keep their host names (and spec hashes), so none is recreated.
+  api::TrainingJob job = Job();
+  ObservedChildren before = All(PodPhase::kRunning);
+  const std::string cluster =
+      ClusterConfigJson(BuildClusterSpec(job, "cluster.local", api::ServiceMode::kPerReplica));
+  for (ObservedPod& p : before.pods) {
+    p.spec_hash = SpecHash(job.spec.replica_specs.at(p.role), cluster);
+  }
+  job.spec.service_mode.reset();
+  EXPECT_EQ(EffectiveServiceMode(job, before), api::ServiceMode::kPerReplica);
+  Plan plan = PlanJob(job, before, Input());
+  EXPECT_TRUE(plan.creates.empty());
+  EXPECT_TRUE(plan.deletes.empty());  // no pod outdated, no Service replaced
+}
+
+TEST(PlannerServiceModeTest, JobWideDeletesPerReplicaServices) {
+  // Switched while suspended, then resumed: the other mode's Services go.
+  api::TrainingJob job = Job();
+  job.spec.service_mode = api::ServiceMode::kJobWide;
+  ObservedChildren o;
+  o.services.push_back({"tj-ps-0", std::nullopt});
+  o.services.push_back({"tj", std::nullopt});
+  Plan plan = PlanJob(job, o, Input());
+  EXPECT_EQ(plan.deletes, (std::vector<ChildRef>{{ChildRef::Kind::kService, "tj-ps-0"}}));
+  EXPECT_EQ(Created(plan, "Service", "tj"), nullptr);
 }
 
 TEST(PlannerCreateTest, SecretHoldsTheInputKeyAsHex) {

@@ -354,13 +354,14 @@ render)
   "$KUBETRAIN" render -f "$here/../../examples/wide-deep-ps.yaml" -n team-a >"$KT_TEST_DIR/out" \
     2>"$KT_TEST_DIR/err" || fail "render failed"
   [[ $(grep -c '^kind: Pod$' "$KT_TEST_DIR/out") -eq 4 ]] || fail "want 4 Pods"
-  [[ $(grep -c '^kind: Service$' "$KT_TEST_DIR/out") -eq 4 ]] || fail "want 4 Services"
+  [[ $(grep -c '^kind: Service$' "$KT_TEST_DIR/out") -eq 1 ]] || fail "want 1 Service (serviceMode JobWide)"
   [[ $(grep -c '^kind: Secret$' "$KT_TEST_DIR/out") -eq 1 ]] || fail "want 1 Secret"
   [[ $(grep -c '^kind: ConfigMap$' "$KT_TEST_DIR/out") -eq 1 ]] || fail "want 1 ConfigMap (the cluster JSON)"
   [[ $(grep -c '^kind: NetworkPolicy$' "$KT_TEST_DIR/out") -eq 1 ]] || fail "want 1 NetworkPolicy"
   expect_out '^  name: wide-deep-training$'
   expect_out '^  namespace: team-a$'
-  expect_out 'wide-deep-worker-1.team-a.svc.cluster.local:2222'
+  expect_out 'wide-deep-worker-1.wide-deep.team-a.svc.cluster.local:2222'
+  expect_out '^  subdomain: wide-deep$'
   expect_out '^  key: ""$'
   "$KUBETRAIN" render -f "$here/../../examples/wide-deep-ps.yaml" --show-secrets \
     >"$KT_TEST_DIR/out" 2>"$KT_TEST_DIR/err" || fail "render --show-secrets failed"

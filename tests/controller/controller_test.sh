@@ -82,7 +82,7 @@ case_env_contract() {
   new_ns env
   job j "" 1 2 Never
   wait_until "3 running pods" bash -c "[[ \$(kubectl -n ${ns} get pods --field-selector=status.phase=Running -o name | wc -l) == 3 ]]"
-  local d="${ns}.svc.cluster.local:2222"
+  local d="j.${ns}.svc.cluster.local:2222"  # serviceMode JobWide (the default)
   local cc="{\"ps\":[\"j-ps-0.${d}\"],\"worker\":[\"j-worker-0.${d}\",\"j-worker-1.${d}\"]}"
   # The host list is in the job's ConfigMap once; the pod references it, and
   # TF_CONFIG is expanded from it by the kubelet ($(CLUSTER_CONFIG)).
@@ -101,7 +101,9 @@ case_env_contract() {
   check "secret key length" "$(jpath secret/j-auth '{.data.key}' | base64 -d | wc -c)" 64
   check "labels" "$(jpath pod/j-worker-1 '{.metadata.labels.kubetrain\.io/job-name},{.metadata.labels.kubetrain\.io/replica-type},{.metadata.labels.kubetrain\.io/replica-index}')" "j,worker,1"
   check "pod controlled by the job" "$(jpath pod/j-ps-0 '{.metadata.ownerReferences[0].kind},{.metadata.ownerReferences[0].controller}')" "TrainingJob,true"
-  check "headless service" "$(jpath svc/j-worker-0 '{.spec.clusterIP}')" None
+  check "one headless service for the job" "$(jpath svc/j '{.spec.clusterIP}')" None
+  check "no per-replica services" "$(k get svc -l kubetrain.io/job-name=j -o name)" service/j
+  check "pod hostname and subdomain" "$(jpath pod/j-worker-1 '{.spec.hostname}.{.spec.subdomain}')" j-worker-1.j
   check "restartPolicy forced to Never" "$(jpath pod/j-worker-0 '{.spec.restartPolicy}')" Never
   check "port on the main container" "$(jpath pod/j-worker-0 '{.spec.containers[0].ports[0].containerPort}')" 2222
   wait_cond j Running
