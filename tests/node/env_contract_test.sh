@@ -37,8 +37,9 @@ msg="$(k get pod contract-worker-0 -o jsonpath='{.status.containerStatuses[0].st
 check "worker-0 resolved all 3 peers by DNS" "$(sed -n 's/.*"pod":"\([^"]*\)","resolved":\([0-9]*\).*/\1 \2/p' <<<"${msg}")" "worker-0 3"
 check "worker-0 exited 0" \
   "$(k get pod contract-worker-0 -o jsonpath='{.status.containerStatuses[0].state.terminated.exitCode}')" 0
-want="contract-ps-0.${ns}.svc.cluster.local contract-worker-0.${ns}.svc.cluster.local"
-want+=" contract-worker-1.${ns}.svc.cluster.local"
+# serviceMode JobWide (the default): each pod's hostname under the job's Service.
+want="contract-ps-0.contract.${ns}.svc.cluster.local contract-worker-0.contract.${ns}.svc.cluster.local"
+want+=" contract-worker-1.contract.${ns}.svc.cluster.local"
 check "CLUSTER_CONFIG names every peer by its cluster DNS name" \
   "$(sed -n 's/.*"hosts":"\([^"]*\)".*/\1/p' <<<"${msg}" | tr ' ' '\n' | sort | xargs)" "${want}"
 # kubectl exec and logs reach the kubelet; the kubernetes Service resolves in-cluster.
