@@ -5,8 +5,10 @@
 
 #include <array>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <thread>
+#include <unordered_map>
 
 #include "operator/api/json.h"
 #include "operator/controller/expectations.h"
@@ -218,6 +220,10 @@ class JobController::Impl {
   }
 
   void ForgetJob(const std::string& key) {
+    {
+      std::lock_guard<std::mutex> lock(status_mu_);
+      last_status_write_.erase(key);
+    }
     if (progress_) progress_->Forget(key);
     expectations_.Forget(key);
   }
@@ -347,7 +353,12 @@ class JobController::Impl {
     UpdateProgressTarget(key, *c, job, plan.status);
 
     // 1. Status first: it records which failures were counted before their pods go.
-    if (plan.status_changed) {
+    // > 0: a live-count-only change waits this long (StatusWriteWait).
+    std::chrono::milliseconds status_wait{0};
+    if (plan.status_changed && OnlyLiveCountsDiffer(job.status, plan.status)) {
+      status_wait = StatusWriteWait(key);
+    }
+    if (plan.status_changed && status_wait <= std::chrono::milliseconds(0)) {
       KT_RETURN_IF_ERROR(WriteStatus(key, *cached, rv, plan.status));
       if ((input.rejected_child || input.auth_secret_replaced || input.gang_unavailable) &&
           plan.status.Finished()) {
@@ -493,7 +504,23 @@ class JobController::Impl {
         (result.requeue_after.count() == 0 || *kueue_sync.retry_after < result.requeue_after)) {
       result.requeue_after = *kueue_sync.retry_after;
     }
+    if (status_wait > std::chrono::milliseconds(0) &&
+        (result.requeue_after <= std::chrono::nanoseconds(0) ||
+         status_wait < result.requeue_after)) {
+      result.requeue_after = status_wait;
+    }
     return result;
+  }
+
+  // How long a live-count-only status change of `key` must still wait
+  // (options_.status_coalesce after its last write); <= 0: write now.
+  std::chrono::milliseconds StatusWriteWait(const std::string& key) {
+    if (options_.status_coalesce <= std::chrono::milliseconds(0)) return {};
+    std::lock_guard<std::mutex> lock(status_mu_);
+    auto it = last_status_write_.find(key);
+    if (it == last_status_write_.end()) return {};
+    return std::chrono::duration_cast<std::chrono::milliseconds>(
+        it->second + options_.status_coalesce - std::chrono::steady_clock::now());
   }
 
   Status WriteStatus(const std::string& key, const runtime::GenericObject& cached,
@@ -509,6 +536,10 @@ class JobController::Impl {
       // the rate-limited retry plan again from the cache.
       expectations_.ForgetStatus(key);
       return written.status().WithContext("update status of " + key);
+    }
+    {
+      std::lock_guard<std::mutex> lock(status_mu_);
+      last_status_write_[key] = std::chrono::steady_clock::now();
     }
     const std::string to_rv =
         written->value("metadata", json::object()).value("resourceVersion", std::string());
@@ -613,6 +644,9 @@ class JobController::Impl {
   Expectations expectations_{options_.expectation_timeout};
   std::unique_ptr<progress::ProgressReader> progress_;  // null when not reading progress
   std::unique_ptr<KueueIntegration> kueue_;             // null without options.kueue
+  std::mutex status_mu_;
+  // When each job's status was last written (StatusWriteWait). Guarded by status_mu_.
+  std::unordered_map<std::string, std::chrono::steady_clock::time_point> last_status_write_;
 };
 
 JobController::JobController(kube::Client* client, runtime::EventRecorder* recorder,

@@ -53,6 +53,12 @@ struct JobControllerOptions {
   // How long a create or delete may stay unseen in the cache before it is
   // assumed lost and planned again.
   std::chrono::seconds expectation_timeout{60};
+  // A status change in live pod counts only (replicaStatuses.*.active,
+  // status.running) within this long of the job's last status write waits
+  // for the rest of it, then goes in one write with whatever changed since:
+  // a job coming up writes its status ~2 times instead of once per pod
+  // event. Conditions, state, failures and restarts are written at once. 0: off.
+  std::chrono::milliseconds status_coalesce{2000};
   // status.progress: read the deciding replica's metrics at a bounded rate
   // (operator/progress/reader.h). Off: status.progress is left as it is.
   bool read_progress = true;

@@ -292,11 +292,11 @@ JobControllerOptions Options() {
 // Runs a JobController over `api` until destroyed.
 class Running {
  public:
-  explicit Running(FakeApi* api)
+  explicit Running(FakeApi* api, JobControllerOptions options = Options())
       : events_client_(NowhereClient()),
         recorder_(events_client_.get(), RecorderOptions()),
         metrics_(&registry_),
-        controller_(api, &recorder_, &metrics_, Options()) {
+        controller_(api, &recorder_, &metrics_, std::move(options)) {
     Status s = controller_.Start(seconds(10));
     EXPECT_TRUE(s.ok()) << s.ToString();
     thread_ = std::jthread([this](std::stop_token stop) { controller_.Run(stop); });
@@ -522,7 +522,22 @@ TEST(JobControllerGangTest, NoRightToCreatePodGroupsSaysWhichGrantIsMissing) {
             std::string::npos)
       << message;
   EXPECT_EQ(Count(api.calls(), "create", "pods", StatusCode::kOk), 0u);
-}
+
+  TEST(JobControllerTest, LiveCountChangesWaitForTheCoalesceWindowAndGoInOneWrite) {
+    FakeApi api;
+    api.Seed(kTrainingJobs, Job());
+    JobControllerOptions options = Options();
+    options.status_coalesce = seconds(1);
+    Running controller(&api, options);
+    // Created is written at once; the pods' Pending counts follow in one write.
+    ASSERT_TRUE(Eventually([&] {
+      const json job = *api.Get(kTrainingJobs, "ml", "tj");
+      return job["status"]["replicaStatuses"]["Worker"].value("active", 0) == 2;
+    }));
+    std::this_thread::sleep_for(milliseconds(300));  // lets a wrong extra write happen
+    const auto calls = api.calls();
+    EXPECT_EQ(Count(calls, "update_status", "trainingjobs", StatusCode::kOk), 2u);
+  }
 
 }  // namespace
 }  // namespace kubetrain::controller

@@ -684,6 +684,18 @@ void Planner::RunEvaluatorsAfterTraining(const std::optional<Success>& success) 
 }
 }  // namespace
 
+bool OnlyLiveCountsDiffer(const api::TrainingJobStatus& a, const api::TrainingJobStatus& b) {
+  if (a == b) return false;
+  api::TrainingJobStatus c = b;
+  c.running = a.running;
+  for (auto& [type, rs] : c.replica_statuses) {
+    auto it = a.replica_statuses.find(type);
+    if (it == a.replica_statuses.end()) return false;
+    rs.active = it->second.active;
+  }
+  return c == a;
+}
+
 api::ServiceMode EffectiveServiceMode(const api::TrainingJob& job,
                                       const ObservedChildren& observed) {
   if (job.spec.service_mode) return *job.spec.service_mode;

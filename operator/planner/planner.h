@@ -84,6 +84,10 @@ struct ObservedChildren {
 api::ServiceMode EffectiveServiceMode(const api::TrainingJob& job,
                                       const ObservedChildren& observed);
 
+// True when `a` and `b` differ in live pod counts only (replicaStatuses.*.active
+// and running): what the executor may delay to write fewer statuses.
+bool OnlyLiveCountsDiffer(const api::TrainingJobStatus& a, const api::TrainingJobStatus& b);
+
 // The Kubernetes executor's PlanInput::max_pod_creates: a plan's size (and the
 // operator's memory) stays bounded whatever the job's size.
 inline constexpr size_t kMaxPodCreatesPerPlan = 500;

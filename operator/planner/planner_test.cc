@@ -568,6 +568,26 @@ TEST(PlannerServiceModeTest, JobWideDeletesPerReplicaServices) {
   EXPECT_EQ(Created(plan, "Service", "tj"), nullptr);
 }
 
+TEST(PlannerStatusTest, OnlyLiveCountsDifferIsTrueForActiveAndRunningAlone) {
+  api::TrainingJobStatus a;
+  a.state = "Created";
+  a.replica_statuses[ReplicaType::kWorker].active = 1;
+  api::TrainingJobStatus b = a;
+  EXPECT_FALSE(OnlyLiveCountsDiffer(a, b));  // nothing differs
+  b.replica_statuses[ReplicaType::kWorker].active = 2;
+  b.running = 1;
+  EXPECT_TRUE(OnlyLiveCountsDiffer(a, b));
+  api::TrainingJobStatus c = b;
+  c.state = "Running";
+  EXPECT_FALSE(OnlyLiveCountsDiffer(a, c));
+  c = b;
+  c.replica_statuses[ReplicaType::kWorker].restarts = 1;
+  EXPECT_FALSE(OnlyLiveCountsDiffer(a, c));
+  c = b;
+  c.replica_statuses[ReplicaType::kPS].active = 1;  // a new role
+  EXPECT_FALSE(OnlyLiveCountsDiffer(a, c));
+}
+
 TEST(PlannerCreateTest, SecretHoldsTheInputKeyAsHex) {
   Plan plan = PlanJob(Job(), {}, Input());
   const json& secret = *Created(plan, "Secret", "tj-auth");
