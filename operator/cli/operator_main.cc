@@ -59,6 +59,7 @@ struct Flags {
   std::string log_format = "text";
   std::string log_level = "info";
   int sync_timeout_s = 120;
+  double status_coalesce_s = 2;
   // status.progress (issue 17): reads of trainers' /metrics, for the whole operator.
   double progress_qps = 10;
   int progress_burst = 10;
@@ -166,6 +167,10 @@ int main(int argc, char** argv) {
   app.add_option("--log-level", f.log_level, "trace, debug, info, warn, error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
   app.add_option("--cache-sync-timeout", f.sync_timeout_s, "seconds to wait for caches");
+  app.add_option("--status-coalesce", f.status_coalesce_s,
+                 "seconds a job's live pod counts may wait to share one status write (0: off)")
+      ->check(CLI::Range(0.0, 60.0))
+      ->capture_default_str();
   app.add_option("--progress-qps", f.progress_qps,
                  "status.progress: reads of trainers' metrics per second, all jobs together "
                  "(0: do not read; status.progress is left alone)")
@@ -246,6 +251,8 @@ int main(int argc, char** argv) {
   }
   opts.gang_scheduler_name = f.gang_scheduler_name;
   opts.workers = f.workers;
+  opts.status_coalesce =
+      std::chrono::milliseconds(static_cast<int64_t>(f.status_coalesce_s * 1000));
   opts.read_progress = f.progress_qps > 0;
   {
     using Dur = progress::ScrapeScheduler::Clock::duration;
