@@ -73,7 +73,7 @@ old_uid="$(k get pod j-worker-1 -o jsonpath='{.metadata.uid}')"
 kill -USR1 "${proxy_pid}"  # the operator is cut off
 k annotate pod j-worker-1 kubetrain.io/test-exit-code=137 >/dev/null
 wait_until "worker-1 Failed" bash -c "[[ \$(kubectl -n relist get pod j-worker-1 -o jsonpath='{.status.phase}') == Failed ]]"
-k delete service j-ps-0 >/dev/null
+k delete service j >/dev/null  # the job-wide Service (serviceMode JobWide, the default)
 etcd="$(cat "${dir}/etcd-url")"
 rev="$(curl -sf -X POST "${etcd}/v3/kv/range" -d '{"key":"AA=="}' | python3 -c 'import json,sys; print(json.load(sys.stdin)["header"]["revision"])')"
 curl -sf -X POST "${etcd}/v3/kv/compaction" -d "{\"revision\":\"${rev}\",\"physical\":true}" >/dev/null \
@@ -82,7 +82,7 @@ kill -USR2 "${proxy_pid}"  # back again
 
 wait_until "the operator relisted after 410" grep -q "expired, relisting" "${work}/operator.log"
 wait_until "worker-1 recreated" bash -c "u=\$(kubectl -n relist get pod j-worker-1 -o jsonpath='{.metadata.uid}' 2>/dev/null); [[ -n \$u && \$u != ${old_uid} ]]"
-wait_until "service recreated" k get service j-ps-0
+wait_until "service recreated" k get service j
 wait_until "3 pods running again" running 3
 check "exactly one pod per replica" "$(k get pods -o name | sort)" \
   "$(printf 'pod/j-ps-0\npod/j-worker-0\npod/j-worker-1')"
