@@ -522,22 +522,26 @@ TEST(JobControllerGangTest, NoRightToCreatePodGroupsSaysWhichGrantIsMissing) {
             std::string::npos)
       << message;
   EXPECT_EQ(Count(api.calls(), "create", "pods", StatusCode::kOk), 0u);
+}
 
-  TEST(JobControllerTest, LiveCountChangesWaitForTheCoalesceWindowAndGoInOneWrite) {
-    FakeApi api;
-    api.Seed(kTrainingJobs, Job());
-    JobControllerOptions options = Options();
-    options.status_coalesce = seconds(1);
-    Running controller(&api, options);
-    // Created is written at once; the pods' Pending counts follow in one write.
-    ASSERT_TRUE(Eventually([&] {
-      const json job = *api.Get(kTrainingJobs, "ml", "tj");
-      return job["status"]["replicaStatuses"]["Worker"].value("active", 0) == 2;
-    }));
-    std::this_thread::sleep_for(milliseconds(300));  // lets a wrong extra write happen
-    const auto calls = api.calls();
-    EXPECT_EQ(Count(calls, "update_status", "trainingjobs", StatusCode::kOk), 2u);
-  }
+TEST(JobControllerTest, LiveCountChangesWaitForTheCoalesceWindowAndGoInOneWrite) {
+  FakeApi api;
+  api.Seed(kTrainingJobs, Job());
+  JobControllerOptions options = Options();
+  options.status_coalesce = seconds(1);
+  Running controller(&api, options);
+  // Created is written at once; the pods' Pending counts follow in one write.
+  ASSERT_TRUE(Eventually([&] {
+    const json job = *api.Get(kTrainingJobs, "ml", "tj");
+    const json status = job.value("status", json::object());
+    const json workers =
+        status.value("replicaStatuses", json::object()).value("Worker", json::object());
+    return workers.value("active", 0) == 2;
+  }));
+  std::this_thread::sleep_for(milliseconds(300));  // lets a wrong extra write happen
+  const auto calls = api.calls();
+  EXPECT_EQ(Count(calls, "update_status", "trainingjobs", StatusCode::kOk), 2u);
+}
 
 }  // namespace
 }  // namespace kubetrain::controller
