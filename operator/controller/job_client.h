@@ -25,14 +25,10 @@ class JobClient {
   [[nodiscard]] virtual StatusOr<nlohmann::json> Create(const kube::ResourceRef& r,
                                                         const std::string& ns,
                                                         const nlohmann::json& object) = 0;
-  // One object (Kueue's ResourceFlavors and WorkloadPriorityClasses). Not
-  // used without --kueue: a fake that never sees Kueue need not serve it.
+  // One object (Kueue's ResourceFlavors and WorkloadPriorityClasses).
   [[nodiscard]] virtual StatusOr<nlohmann::json> GetObject(const kube::ResourceRef& r,
                                                            const std::string& ns,
-                                                           const std::string& name) {
-    (void)r, (void)ns, (void)name;
-    return Status(StatusCode::kInternal, "JobClient::GetObject is not implemented");
-  }
+                                                           const std::string& name) = 0;
   // A full replace (the job's ConfigMap).
   [[nodiscard]] virtual StatusOr<nlohmann::json> Update(const kube::ResourceRef& r,
                                                         const std::string& ns,

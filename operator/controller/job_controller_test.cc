@@ -56,6 +56,12 @@ class FakeApi final : public JobClient {
     return calls_;
   }
 
+  StatusOr<json> GetObject(const kube::ResourceRef& r, const std::string& ns,
+                           const std::string& name) override {
+    std::optional<json> obj = Get(r, ns, name);
+    if (!obj) return Status(StatusCode::kNotFound, "NotFound (404): " + name);
+    return *obj;
+  }
   StatusOr<json> Create(const kube::ResourceRef& r, const std::string& ns,
                         const json& object) override {
     std::lock_guard lock(mu_);
