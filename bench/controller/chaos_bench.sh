@@ -20,6 +20,7 @@
 # Only processes this script started are stopped, by PID.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+source "${root}/tests/tools/testlib.sh"
 operator="$(realpath "${1:?usage: chaos_bench.sh OPERATOR_BINARY [JOBS] [KILLS]}")"
 jobs="${2:-50}"
 kills="${3:-10}"
@@ -56,18 +57,7 @@ kubectl apply -k "${root}/deploy/kustomize/base" >/dev/null
 kubectl wait --for=condition=Established --timeout=60s crd/trainingjobs.kubetrain.io >/dev/null
 kubectl create namespace chaos >/dev/null
 until kubectl -n chaos get sa default >/dev/null 2>&1; do sleep 0.2; done
-token="$(kubectl create token kubetrain-operator -n kubetrain-system --duration=2h)"
-server="$(kubectl config view --raw -o jsonpath='{.clusters[0].cluster.server}')"
-ca="$(kubectl config view --raw -o jsonpath='{.clusters[0].cluster.certificate-authority-data}')"
-cat >"${work}/operator-kubeconfig" <<KC
-apiVersion: v1
-kind: Config
-clusters: [{name: c, cluster: {server: "${server}", certificate-authority-data: "${ca}"}}]
-users: [{name: operator, user: {token: "${token}"}}]
-contexts: [{name: c, context: {cluster: c, user: operator}}]
-current-context: c
-KC
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+operator_kubeconfig "${work}/operator-kubeconfig" || exit 1
 health_port="$(free_port)"
 start_operator() {
   "${operator}" --kubeconfig "${work}/operator-kubeconfig" --leader-elect \

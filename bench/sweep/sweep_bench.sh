@@ -16,6 +16,7 @@
 # Only processes this script started are stopped, by PID.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+source "${root}/tests/tools/testlib.sh"
 operator="$(realpath "${1:?usage: sweep_bench.sh OPERATOR_BINARY [TRIALS] [PAR] [SEQ] [RUNS]}")"
 trials="${2:-200}"
 par="${3:-10}"
@@ -49,17 +50,7 @@ KUBETRAIN_APISERVER_FLAGS="--audit-policy-file ${work}/audit-policy.yaml --audit
 export KUBECONFIG="${dir}/kubeconfig"
 kubectl apply -k "${root}/deploy/kustomize/base" >/dev/null
 kubectl wait --for=condition=Established --timeout=60s crd/trainingjobs.kubetrain.io crd/trainingsweeps.kubetrain.io >/dev/null
-token="$(kubectl create token kubetrain-operator -n kubetrain-system --duration=2h)"
-server="$(kubectl config view --raw -o jsonpath='{.clusters[0].cluster.server}')"
-ca="$(kubectl config view --raw -o jsonpath='{.clusters[0].cluster.certificate-authority-data}')"
-cat >"${work}/operator-kubeconfig" <<KC
-apiVersion: v1
-kind: Config
-clusters: [{name: c, cluster: {server: "${server}", certificate-authority-data: "${ca}"}}]
-users: [{name: operator, user: {token: "${token}"}}]
-contexts: [{name: c, context: {cluster: c, user: operator}}]
-current-context: c
-KC
+operator_kubeconfig "${work}/operator-kubeconfig" || exit 1
 "${operator}" --kubeconfig "${work}/operator-kubeconfig" --metrics-addr 127.0.0.1:0 \
   --health-addr 127.0.0.1:0 --workers 4 >>"${work}/operator.log" 2>&1 &
 op_pid=$!

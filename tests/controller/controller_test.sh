@@ -491,17 +491,7 @@ case_metrics_and_health() {
 
 kubectl apply -k "${root}/deploy/kustomize/base" >/dev/null || { echo "kustomize base rejected"; exit 1; }
 kubectl wait --for=condition=Established --timeout=60s crd/trainingjobs.kubetrain.io >/dev/null
-token="$(kubectl create token kubetrain-operator -n kubetrain-system --duration=2h)" || exit 1
-server="$(kubectl config view --raw -o jsonpath='{.clusters[0].cluster.server}')"
-ca="$(kubectl config view --raw -o jsonpath='{.clusters[0].cluster.certificate-authority-data}')"
-cat >"${work}/operator-kubeconfig" <<KC
-apiVersion: v1
-kind: Config
-clusters: [{name: c, cluster: {server: "${server}", certificate-authority-data: "${ca}"}}]
-users: [{name: operator, user: {token: "${token}"}}]
-contexts: [{name: c, context: {cluster: c, user: operator}}]
-current-context: c
-KC
+operator_kubeconfig "${work}/operator-kubeconfig" || exit 1
 start_operator
 cases=(case_env_contract case_success_cleans_ps case_evaluator_keeps_the_job_running
   case_exit_code_restart case_never_fails_the_job

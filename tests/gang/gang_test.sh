@@ -186,17 +186,7 @@ check "the base RBAC grants no podgroups" "$(kubectl auth can-i create podgroups
 kubectl apply -f "${root}/deploy/kustomize/components/gang-scheduling/rbac.yaml" >/dev/null
 check "the gang-scheduling component grants create and patch on podgroups" \
   "$(kubectl auth can-i create podgroups.scheduling.x-k8s.io -n x --as="${sa}")/$(kubectl auth can-i patch podgroups.scheduling.x-k8s.io -n x --as="${sa}")" yes/yes
-token="$(kubectl create token kubetrain-operator -n kubetrain-system --duration=2h)" || exit 1
-server="$(kubectl config view --raw -o jsonpath='{.clusters[0].cluster.server}')"
-ca="$(kubectl config view --raw -o jsonpath='{.clusters[0].cluster.certificate-authority-data}')"
-cat >"${work}/operator-kubeconfig" <<KC
-apiVersion: v1
-kind: Config
-clusters: [{name: c, cluster: {server: "${server}", certificate-authority-data: "${ca}"}}]
-users: [{name: operator, user: {token: "${token}"}}]
-contexts: [{name: c, context: {cluster: c, user: operator}}]
-current-context: c
-KC
+operator_kubeconfig "${work}/operator-kubeconfig" || exit 1
 # Jobs name the gang scheduler themselves (schedulerName + minAvailable); the
 # operator's --gang-scheduler-name is not set, so the no-gang case has none.
 "${operator}" --kubeconfig "${work}/operator-kubeconfig" \

@@ -8,6 +8,7 @@
 
 #include "tests/s3/s3_env.h"
 #include "tests/tools/process.h"
+#include "tests/tools/trainer_run.h"
 #include "trainer/data/generator.h"
 #include "trainer/storage/s3_client.h"
 
@@ -16,11 +17,14 @@ namespace {
 
 namespace fs = std::filesystem;
 using testing::FreePort;
+using testing::LoopbackClusterConfig;
+using testing::MergeFlags;
 using testing::PollUntil;
 using testing::Process;
 using testing::ReadFile;
+using testing::TrainerEnv;
 
-constexpr char kKey[] = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+constexpr const char* kKey = kubetrain::testing::kTestAuthKey;
 constexpr auto kRunTimeout = std::chrono::seconds(300);
 
 class TrainerS3Test : public ::testing::Test {
@@ -71,31 +75,15 @@ class TrainerS3Test : public ::testing::Test {
         {"--log-every", "100"},
         {"--startup-timeout", "60"},
         {"--reconnect-timeout", "60"}};
-    std::vector<std::string> rest;
-    for (size_t i = 0; i < extra.size(); ++i) {
-      auto it = std::find_if(base.begin(), base.end(),
-                             [&](const auto& kv) { return kv.first == extra[i]; });
-      if (it != base.end() && i + 1 < extra.size()) {
-        it->second = extra[++i];
-      } else {
-        rest.push_back(extra[i]);
-      }
-    }
-    std::vector<std::string> f;
-    for (const auto& [k, v] : base) f.insert(f.end(), {k, v});
-    f.insert(f.end(), rest.begin(), rest.end());
-    return f;
+    return MergeFlags(std::move(base), extra);
   }
   std::string Path(const std::string& name) const { return dir_ + "/" + name; }
   static std::string Cluster(const std::vector<int>& ps, const std::vector<int>& workers) {
-    nlohmann::json j;
-    for (int p : ps) j["ps"].push_back("127.0.0.1:" + std::to_string(p));
-    for (int w : workers) j["worker"].push_back("127.0.0.1:" + std::to_string(w));
-    return j.dump();
+    return LoopbackClusterConfig(ps, workers);
   }
   static std::map<std::string, std::string> Env(const std::string& cluster,
                                                 const std::string& pod) {
-    return {{"CLUSTER_CONFIG", cluster}, {"POD_NAME", pod}, {"KUBETRAIN_AUTH_KEY", kKey}};
+    return TrainerEnv(cluster, pod, kKey);
   }
   std::unique_ptr<Process> Start(const std::vector<std::string>& flags,
                                  const std::map<std::string, std::string>& env,

@@ -209,17 +209,7 @@ case_example_as_it_is() {
 
 kubectl apply -k "${root}/deploy/kustomize/base" >/dev/null || { echo "kustomize base rejected"; exit 1; }
 kubectl wait --for=condition=Established --timeout=60s crd/trainingjobs.kubetrain.io crd/trainingsweeps.kubetrain.io >/dev/null
-token="$(kubectl create token kubetrain-operator -n kubetrain-system --duration=2h)" || exit 1
-server="$(kubectl config view --raw -o jsonpath='{.clusters[0].cluster.server}')"
-ca="$(kubectl config view --raw -o jsonpath='{.clusters[0].cluster.certificate-authority-data}')"
-cat >"${work}/operator-kubeconfig" <<KC
-apiVersion: v1
-kind: Config
-clusters: [{name: c, cluster: {server: "${server}", certificate-authority-data: "${ca}"}}]
-users: [{name: operator, user: {token: "${token}"}}]
-contexts: [{name: c, context: {cluster: c, user: operator}}]
-current-context: c
-KC
+operator_kubeconfig "${work}/operator-kubeconfig" || exit 1
 # The default Lease: ctest never runs this beside controller.lifecycle (RESOURCE_LOCK).
 "${operator}" --kubeconfig "${work}/operator-kubeconfig" --leader-elect \
   --leader-elect-namespace kubetrain-system \

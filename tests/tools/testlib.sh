@@ -13,6 +13,9 @@
 #   delete_namespaces               delete every namespace new_ns made (no wait)
 #   k ARGS...                       kubectl in the current namespace
 #   jpath OBJECT JSONPATH           one field of an object in the current namespace
+#   operator_kubeconfig FILE        write a kubeconfig that acts as the operator's ServiceAccount
+#                                   (kubetrain-system/kubetrain-operator, a 2 h token) on the
+#                                   current cluster, so a test proves the shipped RBAC is enough
 failures=0
 namespaces=()
 fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); return 1; }
@@ -53,3 +56,17 @@ delete_namespaces() {
 }
 k() { kubectl -n "${ns}" "$@"; }
 jpath() { k get "$1" -o "jsonpath=$2" 2>/dev/null; }
+operator_kubeconfig() {
+  local token server ca
+  token="$(kubectl create token kubetrain-operator -n kubetrain-system --duration=2h)" || return 1
+  server="$(kubectl config view --raw -o jsonpath='{.clusters[0].cluster.server}')"
+  ca="$(kubectl config view --raw -o jsonpath='{.clusters[0].cluster.certificate-authority-data}')"
+  cat >"$1" <<KC
+apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "${server}", certificate-authority-data: "${ca}"}}]
+users: [{name: operator, user: {token: "${token}"}}]
+contexts: [{name: c, context: {cluster: c, user: operator}}]
+current-context: c
+KC
+}

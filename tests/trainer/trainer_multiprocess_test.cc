@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "tests/tools/process.h"
+#include "tests/tools/trainer_run.h"
 #include "trainer/data/generator.h"
 
 extern char** environ;
@@ -38,12 +39,15 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr char kKey[] = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+constexpr const char* kKey = kubetrain::testing::kTestAuthKey;
 constexpr char kOtherKey[] = "fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210";
 
 using kubetrain::testing::FreePort;
+using kubetrain::testing::LoopbackClusterConfig;
+using kubetrain::testing::MergeFlags;
 using kubetrain::testing::PollUntil;
 using kubetrain::testing::ReadFile;
+using kubetrain::testing::TrainerEnv;
 
 // A kubetrain-trainer child process that sees only the contract variables the test gives it.
 class Process : public kubetrain::testing::Process {
@@ -185,32 +189,16 @@ class TrainerProcessTest : public ::testing::Test {
         {"--embedding-dim", "8"},     {"--optimizer", "adam"}, {"--lr", "0.003"},
         {"--threads", "1"},           {"--log-every", "50"},   {"--startup-timeout", "60"},
         {"--reconnect-timeout", "60"}};
-    std::vector<std::string> rest;
-    for (size_t i = 0; i < extra.size(); ++i) {
-      auto it = std::find_if(base.begin(), base.end(),
-                             [&](const auto& kv) { return kv.first == extra[i]; });
-      if (it != base.end() && i + 1 < extra.size()) {
-        it->second = extra[++i];
-      } else {
-        rest.push_back(extra[i]);
-      }
-    }
-    std::vector<std::string> f;
-    for (const auto& [k, v] : base) f.insert(f.end(), {k, v});
-    f.insert(f.end(), rest.begin(), rest.end());
-    return f;
+    return MergeFlags(std::move(base), extra);
   }
   std::string Path(const std::string& name) const { return dir_ + "/" + name; }
 
   static std::string ClusterConfig(const std::vector<int>& ps, const std::vector<int>& workers) {
-    nlohmann::json j;
-    for (int p : ps) j["ps"].push_back("127.0.0.1:" + std::to_string(p));
-    for (int w : workers) j["worker"].push_back("127.0.0.1:" + std::to_string(w));
-    return j.dump();
+    return LoopbackClusterConfig(ps, workers);
   }
   static std::map<std::string, std::string> Env(const std::string& cluster, const std::string& pod,
                                                 const std::string& key = kKey) {
-    return {{"CLUSTER_CONFIG", cluster}, {"POD_NAME", pod}, {"KUBETRAIN_AUTH_KEY", key}};
+    return TrainerEnv(cluster, pod, key);
   }
 
   // Starts tests/tools/chaos_proxy with `cuts` (a seed or script:...) and one route per
