@@ -94,6 +94,20 @@ StatusOr<KueueIntegration::SyncResult> KueueIntegration::Sync(
     case Action::kRemoveFinalizer:
       KT_RETURN_IF_ERROR(RemoveFinalizer(*workload));
       break;
+    case Action::kDeactivate:
+    case Action::kActivate: {
+      const bool active = d.action == Action::kActivate;
+      auto updated = client_->Update(kWorkloads, ns, kueue::WithActive(*wl, active));
+      if (!updated.ok() && updated.status().code() != StatusCode::kNotFound) {
+        return updated.status().WithContext((active ? "activate" : "deactivate") +
+                                            std::string(" Workload ") + workload->meta.name);
+      }
+      Event(job, "Normal", active ? "ActivatedWorkload" : "DeactivatedWorkload",
+            active ? "the job resumed: Workload " + workload->meta.name + " is queued again"
+                   : "the job is suspended: Workload " + workload->meta.name +
+                         " is deactivated and its quota released");
+      break;
+    }
   }
   return out;
 }

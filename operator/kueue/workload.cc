@@ -26,6 +26,25 @@ bool IsTrue(const json& workload, std::string_view type) {
   return c != nullptr && c->value("status", std::string()) == "True";
 }
 
+bool BeingDeleted(const json& workload) {
+  const json& meta = workload.value("metadata", json::object());
+  return meta.contains("deletionTimestamp") && !meta["deletionTimestamp"].is_null();
+}
+
+// Kueue's IsActive: spec.active unset or true.
+bool IsActive(const json& workload) {
+  const json& spec = workload.value("spec", json::object());
+  const auto it = spec.find("active");
+  return it == spec.end() || !it->is_boolean() || it->get<bool>();
+}
+
+bool DeactivatedForSuspend(const json& workload) {
+  const json& meta = workload.value("metadata", json::object());
+  const json& annotations = meta.value("annotations", json::object());
+  const auto it = annotations.find(std::string(kDeactivatedForSuspendAnnotation));
+  return it != annotations.end() && *it == "true";
+}
+
 std::string ConditionString(const json* c, const char* field) {
   if (c == nullptr) return "";
   return c->value(field, std::string());
@@ -254,14 +273,24 @@ Decision Decide(const api::TrainingJob& job, const std::string& queue, const jso
   auto hold = [&](std::string_view reason, std::string message) {
     d.hold = Hold{std::string(reason), std::move(message)};
   };
+  if (job.spec.run_policy.suspend) {
+    // The planner holds the job with its own Suspended reason; here only the
+    // quota is given back.
+    if (workload == nullptr || BeingDeleted(*workload)) return d;
+    if (IsActive(*workload)) {
+      d.action = Decision::Action::kDeactivate;
+    } else if (IsTrue(*workload, "QuotaReserved") && IsTrue(*workload, "Evicted") && !pods_active) {
+      d.action = Decision::Action::kClearAdmission;
+    }
+    return d;
+  }
   if (workload == nullptr) {
     hold(kReasonWaitingForAdmission,
          "waiting for Kueue to admit Workload " + wl_name + " in queue " + queue);
     if (!pods_active) d.action = Decision::Action::kCreateWorkload;
     return d;
   }
-  const json& meta = workload->value("metadata", json::object());
-  if (meta.contains("deletionTimestamp") && !meta["deletionTimestamp"].is_null()) {
+  if (BeingDeleted(*workload)) {
     hold(kReasonWaitingForAdmission,
          "Workload " + wl_name + " is being deleted; a new one follows once it is gone");
     if (!pods_active && HasOurFinalizer(*workload)) d.action = Decision::Action::kRemoveFinalizer;
@@ -273,8 +302,26 @@ Decision Decide(const api::TrainingJob& job, const std::string& queue, const jso
     d.action = Decision::Action::kDeleteWorkload;
     return d;
   }
-  if (IsTrue(*workload, "Evicted")) {
-    const json* ev = FindCondition(*workload, "Evicted");
+  if (!IsActive(*workload)) {
+    if (DeactivatedForSuspend(*workload)) {
+      hold(kReasonWaitingForAdmission,
+           "the job resumed: Workload " + wl_name + " is activated and queued again in " + queue);
+      d.action = Decision::Action::kActivate;
+      return d;
+    }
+    hold(kReasonEvicted, "Workload " + wl_name +
+                             " is deactivated (spec.active is false) by someone other than this "
+                             "operator; the job waits until it is activated again");
+    if (IsTrue(*workload, "QuotaReserved") && IsTrue(*workload, "Evicted") && !pods_active)
+      d.action = Decision::Action::kClearAdmission;
+    return d;
+  }
+  const json* ev = FindCondition(*workload, "Evicted");
+  // An eviction by our own deactivation is over once the Workload is active
+  // again and its quota is released: it simply queues.
+  const bool evicted_by_suspend =
+      ConditionString(ev, "reason") == "Deactivated" && !IsTrue(*workload, "QuotaReserved");
+  if (IsTrue(*workload, "Evicted") && !evicted_by_suspend) {
     hold(kReasonEvicted, "Kueue evicted Workload " + wl_name + " (" +
                              ConditionString(ev, "reason") +
                              "): " + ConditionString(ev, "message") +
@@ -314,6 +361,20 @@ json FinishedStatus(const json& workload, bool succeeded, const std::string& mes
   UnsetQuotaReservation(status, "Finished", "Workload has finished", "Finished",
                         "Workload has finished", gen, now);
   return status;
+}
+
+json WithActive(const json& workload, bool active) {
+  json out = workload;
+  out["spec"]["active"] = active;
+  json& meta = out["metadata"];
+  const std::string key(kDeactivatedForSuspendAnnotation);
+  if (active) {
+    if (meta.contains("annotations") && meta["annotations"].is_object())
+      meta["annotations"].erase(key);
+  } else {
+    meta["annotations"][key] = "true";
+  }
+  return out;
 }
 
 json FinalizersWithoutOurs(const json& workload) {

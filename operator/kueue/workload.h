@@ -23,6 +23,15 @@
 // Flow (Decide), in Kueue's order:
 //   job finished          -> mark the Workload Finished (Succeeded/Failed), then
 //                            drop its resource-in-use finalizer.
+//   job suspended         -> (runPolicy.suspend; the planner stops the pods and
+//                            says why) deactivate the Workload (spec.active
+//                            false, marked as ours) so Kueue evicts it, and
+//                            clear its admission once no pod is active: a
+//                            suspended job holds no quota. No Workload yet:
+//                            none is created while suspended.
+//   resumed               -> reactivate a Workload we deactivated; it queues
+//                            again (WaitingForAdmission). One an admin
+//                            deactivated stays so, and the job says why.
 //   no Workload           -> hold; create it once no pod is active.
 //   Workload being deleted-> hold; drop its finalizer once no pod is active.
 //   pod sets differ       -> hold; delete the Workload (a new one follows).
@@ -62,6 +71,10 @@ inline constexpr std::string_view kPodSetLabel = "kueue.x-k8s.io/podset";
 inline constexpr std::string_view kResourceInUseFinalizer = "kueue.x-k8s.io/resource-in-use";
 inline constexpr std::string_view kWorkloadPriorityClassSource =
     "kueue.x-k8s.io/workloadpriorityclass";
+// On a Workload the operator deactivated because its job was suspended: only
+// such a Workload is reactivated when the job resumes.
+inline constexpr std::string_view kDeactivatedForSuspendAnnotation =
+    "kubetrain.io/deactivated-for-suspend";
 
 // Reasons of the job's Suspended condition while Kueue holds it.
 inline constexpr std::string_view kReasonWaitingForAdmission = "WaitingForAdmission";
@@ -141,6 +154,8 @@ struct Decision {
     kClearAdmission,   // after an eviction, once no pod is active
     kFinishWorkload,   // the job finished
     kRemoveFinalizer,  // Workload finished or being deleted, no pod active
+    kDeactivate,       // the job is suspended: Kueue evicts it and frees the quota
+    kActivate,         // the job resumed: queue its Workload again
   };
   Action action = Action::kNone;
 };
@@ -162,6 +177,10 @@ nlohmann::json ClearedAdmissionStatus(const nlohmann::json& workload, api::Time 
 // Admitted False (Finished), status.admission removed.
 nlohmann::json FinishedStatus(const nlohmann::json& workload, bool succeeded,
                               const std::string& message, api::Time now);
+
+// The Workload with spec.active set: deactivated with
+// kDeactivatedForSuspendAnnotation, activated without it.
+nlohmann::json WithActive(const nlohmann::json& workload, bool active);
 
 // The Workload's finalizers without kResourceInUseFinalizer.
 nlohmann::json FinalizersWithoutOurs(const nlohmann::json& workload);

@@ -177,6 +177,76 @@ TEST(KueueDecide, EvictedHoldsAndClearsTheAdmissionOnlyOncePodsAreGone) {
   EXPECT_EQ(d.action, Action::kNone);
 }
 
+TEST(KueueDecide, SuspendedJobDeactivatesItsWorkloadAndReleasesTheQuota) {
+  api::TrainingJob job = Job();
+  job.spec.run_policy.suspend = true;
+  json wl = Admitted(job);
+  Decision d = Decide(job, "team-a", &wl, /*pods_active=*/true);
+  EXPECT_FALSE(d.hold) << "the planner says why a suspended job holds";
+  EXPECT_EQ(d.action, Action::kDeactivate);
+
+  wl = WithActive(wl, false);
+  EXPECT_EQ(wl["spec"]["active"], false);
+  EXPECT_EQ(wl["metadata"]["annotations"][std::string(kDeactivatedForSuspendAnnotation)], "true");
+  // Kueue evicts it (reason Deactivated); the quota goes once the pods are gone.
+  wl["status"]["conditions"].push_back(
+      Condition("Evicted", true, "Deactivated", "The workload is deactivated"));
+  d = Decide(job, "team-a", &wl, /*pods_active=*/true);
+  EXPECT_EQ(d.action, Action::kNone) << "pods still run: keep the quota";
+  d = Decide(job, "team-a", &wl, /*pods_active=*/false);
+  EXPECT_EQ(d.action, Action::kClearAdmission);
+  wl["status"] = ClearedAdmissionStatus(wl, kNow);
+  d = Decide(job, "team-a", &wl, false);
+  EXPECT_EQ(d.action, Action::kNone);
+  EXPECT_FALSE(d.hold);
+}
+
+TEST(KueueDecide, SuspendedJobWithoutAWorkloadCreatesNone) {
+  api::TrainingJob job = Job();
+  job.spec.run_policy.suspend = true;
+  const Decision d = Decide(job, "team-a", nullptr, false);
+  EXPECT_EQ(d.action, Action::kNone);
+  EXPECT_FALSE(d.hold);
+}
+
+TEST(KueueDecide, ResumedJobReactivatesItsWorkloadAndWaitsForAdmission) {
+  const api::TrainingJob job = Job();
+  json wl = WithActive(Admitted(job), false);
+  wl["status"]["conditions"].push_back(
+      Condition("Evicted", true, "Deactivated", "The workload is deactivated"));
+  wl["status"] = ClearedAdmissionStatus(wl, kNow);
+  Decision d = Decide(job, "team-a", &wl, false);
+  ASSERT_TRUE(d.hold);
+  EXPECT_EQ(d.hold->reason, kReasonWaitingForAdmission);
+  EXPECT_EQ(d.action, Action::kActivate);
+
+  wl = WithActive(wl, true);
+  EXPECT_EQ(wl["spec"]["active"], true);
+  EXPECT_FALSE(
+      wl["metadata"]["annotations"].contains(std::string(kDeactivatedForSuspendAnnotation)));
+  // Active again, the old Evicted (Deactivated) stays until Kueue readmits it:
+  // the job queues; it was not evicted by anyone.
+  d = Decide(job, "team-a", &wl, false);
+  ASSERT_TRUE(d.hold);
+  EXPECT_EQ(d.hold->reason, kReasonWaitingForAdmission);
+  EXPECT_EQ(d.action, Action::kNone);
+}
+
+TEST(KueueDecide, WorkloadDeactivatedBySomeoneElseStaysSoAndTheJobSaysWhy) {
+  const api::TrainingJob job = Job();
+  json wl = Admitted(job);
+  wl["spec"]["active"] = false;  // an admin, not us: no annotation
+  wl["status"]["conditions"].push_back(
+      Condition("Evicted", true, "Deactivated", "The workload is deactivated"));
+  Decision d = Decide(job, "team-a", &wl, /*pods_active=*/true);
+  ASSERT_TRUE(d.hold);
+  EXPECT_EQ(d.hold->reason, kReasonEvicted);
+  EXPECT_NE(d.hold->message.find("deactivated"), std::string::npos) << d.hold->message;
+  EXPECT_EQ(d.action, Action::kNone);
+  d = Decide(job, "team-a", &wl, /*pods_active=*/false);
+  EXPECT_EQ(d.action, Action::kClearAdmission);
+}
+
 TEST(KueueDecide, ChangedRolesReplaceTheWorkload) {
   api::TrainingJob job = Job();
   const json wl = Workload(job);

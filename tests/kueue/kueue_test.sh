@@ -208,6 +208,36 @@ case_higher_priority_preempts_and_the_lower_resumes() {
   wait_until "low succeeds" is_state low Succeeded
 }
 
+# Suspending a queued job gives its quota back: its Workload is deactivated
+# (Kueue evicts it) so the next job is admitted; resuming reactivates it and it
+# queues behind that job. Before, a suspended job kept its quota and the next
+# job waited forever.
+case_suspend_releases_the_quota_and_resume_queues_again() {
+  new_ns susp
+  queue q 5
+  job a "kueue.x-k8s.io/queue-name: q"
+  wait_until "a's 5 pods run" has_running a 5 || return
+  job b "kueue.x-k8s.io/queue-name: q"
+  wait_until "b waits for admission" is_suspended_for b WaitingForAdmission || return
+  local wa
+  wa="$(workload_of a)"
+  k patch tj a --type merge -p '{"spec":{"runPolicy":{"suspend":true}}}' >/dev/null || fail "suspending a"
+  wait_until "b's 5 pods run once a is suspended" has_running b 5 || return
+  check "a has no pods" "$(pods a)" 0
+  check "a's Workload is inactive" "$(k get workload "${wa}" -o 'jsonpath={.spec.active}')" false
+  check "a's Workload holds no quota" "$(wl_cond "${wa}" QuotaReserved)" False
+  k patch tj a --type merge -p '{"spec":{"runPolicy":{"suspend":false}}}' >/dev/null || fail "resuming a"
+  wait_until "a waits for admission again" is_suspended_for a WaitingForAdmission || return
+  wait_until "a's Workload is active again" \
+    bash -c "[[ \$(kubectl -n ${ns} get workload ${wa} -o 'jsonpath={.spec.active}') == true ]]" || return
+  check "a has no pods while b runs" "$(pods a)" 0
+  finish b
+  wait_until "b succeeds" is_state b Succeeded || return
+  wait_until "a's 5 pods run again" has_running a 5 || return
+  finish a
+  wait_until "a succeeds" is_state a Succeeded
+}
+
 # A job without the queue label is not Kueue's: it runs at once, no Workload.
 case_unlabelled_job_is_untouched() {
   new_ns free
@@ -267,17 +297,7 @@ kubectl apply -k "${root}/deploy/kustomize/rbac" >/dev/null || { echo "RBAC reje
 kubectl apply -f "${root}/deploy/kustomize/components/kueue/rbac.yaml" >/dev/null \
   || { echo "Kueue RBAC rejected"; exit 1; }
 kubectl wait --for=condition=Established --timeout=60s crd/trainingjobs.kubetrain.io >/dev/null
-token="$(kubectl create token kubetrain-operator -n kubetrain-system --duration=2h)" || exit 1
-server="$(kubectl config view --raw -o jsonpath='{.clusters[0].cluster.server}')"
-ca="$(kubectl config view --raw -o jsonpath='{.clusters[0].cluster.certificate-authority-data}')"
-cat >"${work}/operator-kubeconfig" <<KC
-apiVersion: v1
-kind: Config
-clusters: [{name: c, cluster: {server: "${server}", certificate-authority-data: "${ca}"}}]
-users: [{name: operator, user: {token: "${token}"}}]
-contexts: [{name: c, context: {cluster: c, user: operator}}]
-current-context: c
-KC
+operator_kubeconfig "${work}/operator-kubeconfig" || exit 1
 # A WorkloadPriorityClass that does not exist: the job says so in its status
 # and is queued once the class is created.
 case_missing_priority_class_says_so_then_queues() {
@@ -311,7 +331,8 @@ case_without_kueue_flag_the_job_runs_with_a_warning() {
 setup_flavor
 start_operator --kueue
 cases=(case_packaging_only_when_on case_second_job_waits_for_the_first
-  case_higher_priority_preempts_and_the_lower_resumes case_unlabelled_job_is_untouched
+  case_higher_priority_preempts_and_the_lower_resumes case_suspend_releases_the_quota_and_resume_queues_again
+  case_unlabelled_job_is_untouched
   case_missing_priority_class_says_so_then_queues case_without_kueue_flag_the_job_runs_with_a_warning)
 [[ $# -gt 1 ]] && cases=("${@:2}")
 run_cases "${cases[@]}"
