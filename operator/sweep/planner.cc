@@ -229,11 +229,14 @@ StatusOr<api::TrainingJob> BuildTrial(const api::TrainingSweep& sweep, int32_t i
   trial.metadata.annotations[std::string(kParametersAnnotation)] = json(params).dump();
   trial.spec = std::move(*spec);
   trial.spec.run_policy.suspend = sweep.spec.suspend;
+  trial.spec.run_policy.ttl_seconds_after_finished.reset();  // the sweep applies it
   return trial;
 }
 
-SweepPlan PlanSweep(const api::TrainingSweep& sweep, const std::vector<ObservedTrial>& trials,
-                    api::Time now) {
+namespace {
+
+SweepPlan PlanRowsAndTrials(const api::TrainingSweep& sweep,
+                            const std::vector<ObservedTrial>& trials, api::Time now) {
   SweepPlan plan;
   api::TrainingSweepStatus& s = plan.status;
   s = sweep.status;
@@ -473,6 +476,40 @@ SweepPlan PlanSweep(const api::TrainingSweep& sweep, const std::vector<ObservedT
                now);
   s.state = "Running";
   plan.status_changed = s != sweep.status;
+  return plan;
+}
+
+// The template's TTL, applied by the sweep: a finished trial whose final row
+// is already written (in the status the sweep was read with, not only in this
+// plan) is deleted `ttl` after its completionTime.
+void ApplyTrialTtl(const api::TrainingSweep& sweep, const std::vector<ObservedTrial>& trials,
+                   api::Time now, SweepPlan& plan) {
+  const auto& ttl = sweep.spec.trial_template.run_policy.ttl_seconds_after_finished;
+  if (!ttl) return;
+  for (const ObservedTrial& t : trials) {
+    if (t.deleting || !t.status.Finished() || !t.status.completion_time) continue;
+    const bool recorded = std::any_of(sweep.status.trials.begin(), sweep.status.trials.end(),
+                                      [&](const api::TrialStatus& row) {
+                                        return row.index == t.index && api::IsFinal(row.phase);
+                                      });
+    if (!recorded) continue;
+    if (std::find(plan.deletes.begin(), plan.deletes.end(), t.name) != plan.deletes.end()) continue;
+    const api::Time due = *t.status.completion_time + std::chrono::seconds(*ttl);
+    if (due <= now) {
+      plan.deletes.push_back(t.name);
+      continue;
+    }
+    const auto wait = std::chrono::ceil<std::chrono::seconds>(due - now);
+    if (!plan.requeue_after || wait < *plan.requeue_after) plan.requeue_after = wait;
+  }
+}
+
+}  // namespace
+
+SweepPlan PlanSweep(const api::TrainingSweep& sweep, const std::vector<ObservedTrial>& trials,
+                    api::Time now) {
+  SweepPlan plan = PlanRowsAndTrials(sweep, trials, now);
+  ApplyTrialTtl(sweep, trials, now, plan);
   return plan;
 }
 

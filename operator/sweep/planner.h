@@ -25,8 +25,14 @@
 //    the spec is invalid (InvalidSpec).
 //  - Suspend: no new trials; running trials get spec.runPolicy.suspend: true
 //    (and false again on resume).
+//  - The template's runPolicy.ttlSecondsAfterFinished is the sweep's to apply:
+//    trials are created without it (the job controller would delete a trial
+//    before its result reached status.trials), and the sweep deletes a
+//    finished trial that long after its completionTime, once its final row is
+//    written.
 #pragma once
 
+#include <chrono>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -65,7 +71,8 @@ StatusOr<api::TrainingJobSpec> Substitute(const api::TrainingJobSpec& spec,
 StatusOr<double> MetricValue(const std::optional<nlohmann::json>& metrics, std::string_view path);
 
 // The trial TrainingJob for row `index`: name, namespace, labels, annotations
-// and the substituted spec (ownership is the executor's business).
+// and the substituted spec without ttlSecondsAfterFinished (ownership is the
+// executor's business).
 StatusOr<api::TrainingJob> BuildTrial(const api::TrainingSweep& sweep, int32_t index);
 
 // A trial TrainingJob as the executor observes it.
@@ -90,6 +97,8 @@ struct SweepPlan {
   api::TrainingSweepStatus status;
   bool status_changed = false;
   std::vector<SweepEvent> events;
+  // When the next trial's TTL runs out (reconcile again then); unset: none.
+  std::optional<std::chrono::seconds> requeue_after;
 };
 
 SweepPlan PlanSweep(const api::TrainingSweep& sweep, const std::vector<ObservedTrial>& trials,

@@ -314,6 +314,44 @@ TEST(SweepPlanTest, ARunningTrialThatVanishesFailsAndIsNotRepeated) {
   EXPECT_EQ(plan.creates[0].metadata.name, "s-2");
 }
 
+// The job controller deleting a trial at its TTL could beat the sweep to its
+// result (the row then read TrialDeleted). Trials are made without the TTL and
+// the sweep deletes each one once its final row is written.
+TEST(SweepPlanTest, TrialsCarryNoTtlTheSweepDeletesThemOnceTheirResultIsWritten) {
+  api::TrainingSweep sweep = Sweep("grid", 1, 2);
+  sweep.spec.trial_template.run_policy.ttl_seconds_after_finished = 60;
+  SweepPlan plan = PlanSweep(sweep, {}, kNow);
+  ASSERT_EQ(plan.creates.size(), 1u);
+  EXPECT_FALSE(plan.creates[0].spec.run_policy.ttl_seconds_after_finished)
+      << "the job controller must not delete a trial whose result is not recorded";
+  sweep.status = plan.status;
+
+  ObservedTrial done = Finished(0, true, Auc(0.7));
+  done.status.completion_time = kNow;
+  // The row turns Succeeded in this plan but is not written yet: keep the trial.
+  plan = PlanSweep(sweep, {done}, kNow + std::chrono::seconds(120));
+  EXPECT_EQ(plan.status.trials[0].phase, TrialPhase::kSucceeded);
+  EXPECT_TRUE(plan.deletes.empty());
+  sweep.status = plan.status;  // written
+
+  // Written, TTL not yet over: requeue for when it is.
+  plan = PlanSweep(sweep, {done, Running(1)}, kNow + std::chrono::seconds(45));
+  EXPECT_TRUE(plan.deletes.empty());
+  ASSERT_TRUE(plan.requeue_after);
+  EXPECT_EQ(*plan.requeue_after, std::chrono::seconds(15));
+  // Over: deleted, the row kept.
+  plan = PlanSweep(sweep, {done, Running(1)}, kNow + std::chrono::seconds(60));
+  EXPECT_EQ(plan.deletes, std::vector<std::string>{"s-0"});
+  EXPECT_EQ(plan.status.trials[0].phase, TrialPhase::kSucceeded);
+  EXPECT_EQ(plan.status.trials[0].value, 0.7);
+
+  // Without a TTL in the template nothing is deleted.
+  sweep.spec.trial_template.run_policy.ttl_seconds_after_finished.reset();
+  plan = PlanSweep(sweep, {done, Running(1)}, kNow + std::chrono::seconds(600));
+  EXPECT_TRUE(plan.deletes.empty());
+  EXPECT_FALSE(plan.requeue_after);
+}
+
 TEST(SweepPlanTest, InvalidTemplateFailsTheSweepWithTheReason) {
   api::TrainingSweep sweep = Sweep();
   sweep.spec.parameters.pop_back();  // ${params.layers} now names nothing

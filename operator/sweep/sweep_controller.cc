@@ -269,7 +269,9 @@ class SweepController::Impl {
       if (first_error.ok()) first_error = s.WithContext("delete " + trial);
     }
     if (!first_error.ok()) return Status(StatusCode::kUnavailable, first_error.message());
-    return runtime::ReconcileResult{};
+    runtime::ReconcileResult result;
+    if (plan.requeue_after) result.requeue_after = *plan.requeue_after;
+    return result;
   }
 
   Status WriteStatus(const std::string& key, const runtime::GenericObject& cached,

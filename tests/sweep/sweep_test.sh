@@ -30,7 +30,7 @@ wait_sweep() {  # wait_sweep NAME CONDITION
   k wait --for="condition=$2" "tsw/$1" --timeout="${T}s" >/dev/null || fail "$1 never reached $2"
 }
 
-# sweep NAME PARALLELISM GOAL-YAML WORKER-ANNOTATIONS: a 3 x 2 grid over x (the
+# sweep NAME PARALLELISM GOAL-YAML WORKER-ANNOTATIONS [RUN-POLICY-YAML]: a 3 x 2 grid over x (the
 # metric's digit) and key (auc, or loss: a trial without the metric). Each
 # trial is one worker on a kwok node whose termination message carries
 # {"eval": {"<key>": 0.<x>}}.
@@ -47,6 +47,7 @@ spec:
     - {name: x, type: categorical, values: ["1", "5", "3"]}
     - {name: key, type: categorical, values: [auc, loss]}
   trialTemplate:
+    runPolicy: {${5:-}}
     replicaSpecs:
       Worker:
         template:
@@ -130,6 +131,24 @@ case_grid_picks_the_best_and_counts_missing_metrics() {
   check "never more than 2 trials at once (watch saw ${peak})" "$((peak <= 2 && peak >= 1))" 1
   wait_until "TrialCreated and TrialFailed events" bash -c \
     "[[ \$(kubectl -n ${ns} get events.events.k8s.io -o json | jq '[.items[] | select(.reason == \"TrialCreated\" or .reason == \"TrialFailed\" or .reason == \"TrialSucceeded\")] | length') -ge 12 ]]"
+}
+
+# A trial TTL of 0: every trial's result reaches status.trials before the
+# trial is deleted (before, the job controller could delete a finished trial
+# first, and its row read Failed TrialDeleted).
+case_trial_ttl_keeps_every_result() {
+  new_ns ttl
+  sweep t 3 "" "${ENDS}" "ttlSecondsAfterFinished: 0"
+  wait_sweep t Succeeded
+  check "counts: 3 succeeded, 3 failed (no metric), none lost" \
+    "$(jpath tsw/t '{.status.succeeded} {.status.failed} {.status.running}')" "3 3 0"
+  check "failed rows are MetricMissing, not TrialDeleted" \
+    "$(jpath tsw/t '{.status.trials[*].reason}' | tr ' ' '\n' | grep -v '^$' | sort -u | tr '\n' ' ')" "MetricMissing "
+  check "the best trial" "$(jpath tsw/t '{.status.bestTrial.name} {.status.bestTrial.value}')" "t-2 0.5"
+  check "trials are created without the TTL" \
+    "$(k get tj -l kubetrain.io/sweep-name=t -o jsonpath='{.items[*].spec.runPolicy.ttlSecondsAfterFinished}')" ""
+  wait_until "the sweep deleted every finished trial" \
+    bash -c "[[ -z \$(kubectl -n ${ns} get tj -l kubetrain.io/sweep-name=t -o name) ]]"
 }
 
 case_goal_stops_early() {
@@ -216,7 +235,8 @@ operator_kubeconfig "${work}/operator-kubeconfig" || exit 1
   --metrics-addr "127.0.0.1:$(free_port)" --health-addr "127.0.0.1:$(free_port)" \
   >>"${work}/operator.log" 2>&1 &
 op_pid=$!
-cases=(case_grid_picks_the_best_and_counts_missing_metrics case_goal_stops_early
+cases=(case_grid_picks_the_best_and_counts_missing_metrics case_trial_ttl_keeps_every_result
+  case_goal_stops_early
   case_goal_stops_running_trials case_deletion_takes_the_trials case_suspend_and_resume
   case_example_as_it_is)
 [[ $# -gt 1 ]] && cases=("${@:2}")
