@@ -238,6 +238,37 @@ case_suspend_releases_the_quota_and_resume_queues_again() {
   wait_until "a succeeds" is_state a Succeeded
 }
 
+# Deleting an admitted job gives its quota to a job of another namespace that
+# shares the ClusterQueue: the Workload goes with the job (garbage collection)
+# and the operator drops its finalizer. (Deleting the whole namespace instead
+# leaves the other job pending until the queue's next event: Kueue v0.15 finds
+# a deleted Workload's ClusterQueue through its LocalQueue, gone with the
+# namespace, and so requeues nothing. See the user guide.)
+case_deleted_job_releases_its_quota_to_another_namespace() {
+  new_ns gone
+  local first="${ns}" cq="q-${ns}"
+  queue q 5
+  job a "kueue.x-k8s.io/queue-name: q"
+  wait_until "a's 5 pods run" has_running a 5 || return
+  local wa
+  wa="$(workload_of a)"
+  new_ns next
+  cat <<Q | k apply -f - >/dev/null || fail "creating the LocalQueue"
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: LocalQueue
+metadata: {name: q, namespace: ${ns}}
+spec: {clusterQueue: ${cq}}
+Q
+  job b "kueue.x-k8s.io/queue-name: q"
+  wait_until "b waits for admission" is_suspended_for b WaitingForAdmission || return
+  kubectl -n "${first}" delete tj a --wait=false >/dev/null || fail "deleting a"
+  wait_until "b's 5 pods run once a is deleted" has_running b 5 || return
+  wait_until "a's Workload is gone (finalizer released)" \
+    bash -c "! kubectl -n ${first} get workload ${wa} >/dev/null 2>&1"
+  finish b
+  wait_until "b succeeds" is_state b Succeeded
+}
+
 # A job without the queue label is not Kueue's: it runs at once, no Workload.
 case_unlabelled_job_is_untouched() {
   new_ns free
@@ -332,6 +363,7 @@ setup_flavor
 start_operator --kueue
 cases=(case_packaging_only_when_on case_second_job_waits_for_the_first
   case_higher_priority_preempts_and_the_lower_resumes case_suspend_releases_the_quota_and_resume_queues_again
+  case_deleted_job_releases_its_quota_to_another_namespace
   case_unlabelled_job_is_untouched
   case_missing_priority_class_says_so_then_queues case_without_kueue_flag_the_job_runs_with_a_warning)
 [[ $# -gt 1 ]] && cases=("${@:2}")
