@@ -8,9 +8,23 @@ void Expectations::Forget(const std::string& key) {
 }
 
 void Expectations::ExpectCreate(const std::string& key, const ChildRef& ref) {
-  const Create e{ref.kind, ref.role.value_or(api::ReplicaType::kWorker), ref.index, clock_()};
+  const Create e{ref.kind, ref.role.value_or(api::ReplicaType::kWorker), ref.index, clock_(), "",
+                 false};
   std::lock_guard lock(mu_);
   jobs_[key].creates[{ref.kind, ref.name}] = e;
+}
+
+void Expectations::ExpectChildCreate(const std::string& key, const ChildCreate& create) {
+  const ChildRef& ref = create.ref;
+  Create e{ref.kind, ref.role.value_or(api::ReplicaType::kWorker), ref.index, clock_(), "", false};
+  if (ref.kind == ChildRef::Kind::kPod) {
+    const nlohmann::json& meta = create.object.value("metadata", nlohmann::json::object());
+    const nlohmann::json& annotations = meta.value("annotations", nlohmann::json::object());
+    e.spec_hash = annotations.value(std::string(kSpecHashAnnotation), std::string());
+    e.cluster_config_in_secret = ClusterConfigInSecret(create.object);
+  }
+  std::lock_guard lock(mu_);
+  jobs_[key].creates[{ref.kind, ref.name}] = std::move(e);
 }
 
 void Expectations::ForgetCreate(const std::string& key, const ChildRef& ref) {
@@ -46,6 +60,8 @@ void Expectations::Adjust(const std::string& key, ObservedChildren& observed, ap
           pending.index = create.index;
           pending.phase = PodPhase::kPending;
           pending.creation_timestamp = now;
+          pending.spec_hash = create.spec_hash;
+          pending.cluster_config_in_secret = create.cluster_config_in_secret;
           observed.pods.push_back(std::move(pending));
         }
         break;

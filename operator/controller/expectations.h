@@ -45,6 +45,9 @@ class Expectations {
   void Forget(const std::string& key);
 
   void ExpectCreate(const std::string& key, const ChildRef& ref);
+  // The same, and a pod not yet seen is observed with the object's spec hash
+  // and CLUSTER_CONFIG source (what ClusterConfigInSecret reads).
+  void ExpectChildCreate(const std::string& key, const ChildCreate& create);
   // The create failed: nothing to wait for.
   void ForgetCreate(const std::string& key, const ChildRef& ref);
   void ExpectDelete(const std::string& key, const ChildRef& ref);
@@ -94,6 +97,8 @@ class Expectations {
     api::ReplicaType role = api::ReplicaType::kWorker;
     int32_t index = 0;
     Clock::time_point at;
+    std::string spec_hash;  // a pod's, when known
+    bool cluster_config_in_secret = false;
   };
   struct StatusWrite {
     std::string from_rv;

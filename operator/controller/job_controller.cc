@@ -380,13 +380,13 @@ class JobController::Impl {
                         "Reconcile", e.message);
     }
 
-    // 2. Creates: Secret, ConfigMap, Services, Pods, in the plan's order.
+    // 2. Creates: Secret, NetworkPolicy, ConfigMap, PodGroup, Services, Pods, in the plan's order.
     Status first_error;
     for (const ChildCreate& create : plan.creates) {
       const ChildKindInfo& kind = Info(create.ref.kind);
       const std::string& child = create.ref.name;
       const json& obj = create.object;
-      expectations_.ExpectCreate(key, create.ref);
+      expectations_.ExpectChildCreate(key, create);
       auto created = client_->Create(*kind.resource, ns, obj);
       const Status s = created.status();
       metrics_->CountRequest("create", StatusCodeName(s.code()));

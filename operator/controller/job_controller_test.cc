@@ -549,5 +549,69 @@ TEST(JobControllerTest, LiveCountChangesWaitForTheCoalesceWindowAndGoInOneWrite)
   EXPECT_EQ(Count(calls, "update_status", "trainingjobs", StatusCode::kOk), 2u);
 }
 
+// The cluster JSON goes into the job's auth Secret: a new job gets no ConfigMap,
+// one write fewer, and its pods read CLUSTER_CONFIG from the Secret.
+TEST(JobControllerTest, ANewJobKeepsItsClusterInTheSecretAndCreatesNoConfigMap) {
+  FakeApi api;
+  api.Seed(kTrainingJobs, Job());
+  Running controller(&api);
+  ASSERT_TRUE(
+      Eventually([&] { return Count(api.calls(), "create", "pods", StatusCode::kOk) == 2; }));
+  const auto calls = api.calls();
+  EXPECT_EQ(Count(calls, "create", "secrets", StatusCode::kOk), 1u);
+  EXPECT_EQ(Count(calls, "create", "configmaps", StatusCode::kOk), 0u);
+  EXPECT_EQ(Count(calls, "update", "configmaps", StatusCode::kOk), 0u);
+  const json secret = *api.Get(kube::kSecrets, "ml", "tj-auth");
+  const std::string cluster = secret["stringData"].value("cluster", "");
+  EXPECT_NE(cluster.find("tj-worker-1.tj.ml.svc.cluster.local:2222"), std::string::npos) << cluster;
+  const json pod = *api.Get(kube::kPods, "ml", "tj-worker-0");
+  std::string source;
+  for (const json& e : pod["spec"]["containers"][0]["env"]) {
+    if (e["name"] == "CLUSTER_CONFIG") source = e["valueFrom"].dump();
+  }
+  EXPECT_EQ(source, R"({"secretKeyRef":{"key":"cluster","name":"tj-auth"}})");
+}
+
+// After an operator upgrade: a job whose pods an earlier operator made (with
+// CLUSTER_CONFIG from the ConfigMap, and a Secret holding only the key) gets its
+// missing replica with the same reference, and its ConfigMap is kept up to date;
+// the running pod stays.
+TEST(JobControllerTest, AJobFromAnEarlierOperatorKeepsReadingItsConfigMap) {
+  FakeApi api;
+  json job = Job();
+  job["status"] = {{"startTime", "2026-11-22T20:00:00Z"},
+                   {"conditions",
+                    {{{"type", "Created"},
+                      {"status", "True"},
+                      {"reason", "TrainingJobCreated"},
+                      {"lastTransitionTime", "2026-11-22T20:00:00Z"}}}}};
+  api.Seed(kTrainingJobs, job);
+  json old_pod = Pod(0, "Running");
+  old_pod["spec"]["containers"][0]["env"] = {
+      {{"name", "CLUSTER_CONFIG"},
+       {"valueFrom", {{"configMapKeyRef", {{"name", "tj-cluster"}, {"key", "cluster"}}}}}}};
+  api.Seed(kube::kPods, old_pod);
+  api.Seed(kube::kSecrets, {{"apiVersion", "v1"},
+                            {"kind", "Secret"},
+                            {"metadata", {{"name", "tj-auth"}, {"namespace", "ml"}}},
+                            {"data", {{"key", "AAAA"}}}});
+  Running controller(&api);
+  ASSERT_TRUE(
+      Eventually([&] { return Count(api.calls(), "create", "pods", StatusCode::kOk) == 1; }));
+  const json pod = *api.Get(kube::kPods, "ml", "tj-worker-1");
+  std::string source;
+  for (const json& e : pod["spec"]["containers"][0]["env"]) {
+    if (e["name"] == "CLUSTER_CONFIG") source = e["valueFrom"].dump();
+  }
+  EXPECT_EQ(source, R"({"configMapKeyRef":{"key":"cluster","name":"tj-cluster"}})");
+  const auto calls = api.calls();
+  EXPECT_EQ(Count(calls, "create", "configmaps", StatusCode::kOk), 1u);
+  EXPECT_EQ(Count(calls, "create", "secrets", StatusCode::kAlreadyExists), 1u);
+  EXPECT_EQ(Count(calls, "delete", "pods", StatusCode::kOk), 0u);
+  const json cm = *api.Get(kube::kConfigMaps, "ml", "tj-cluster");
+  EXPECT_NE(cm["data"].value("cluster", "").find("tj-worker-1"), std::string::npos) << cm.dump();
+  EXPECT_FALSE(api.Get(kube::kSecrets, "ml", "tj-auth")->contains("stringData"));  // untouched
+}
+
 }  // namespace
 }  // namespace kubetrain::controller

@@ -50,6 +50,7 @@ StatusOr<ObservedPod> ObservePodUnsafe(const json& pod) {
   KT_ASSIGN_OR_RETURN(out.deletion_timestamp, OptTime(meta, "deletionTimestamp"));
   KT_ASSIGN_OR_RETURN(out.creation_timestamp, OptTime(meta, "creationTimestamp"));
 
+  out.cluster_config_in_secret = ClusterConfigInSecret(pod);
   std::string main_name;
   const json containers = spec.value("containers", json::array());
   if (containers.is_array() && !containers.empty()) {

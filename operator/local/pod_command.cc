@@ -105,6 +105,11 @@ StatusOr<LocalCommand> CommandOf(const json& pod, const json& c, const std::stri
       cmd.env[name] = ctx.auth_key_text;
       continue;
     }
+    if (from.contains("secretKeyRef") && Str(from["secretKeyRef"], "name") == ctx.auth_secret &&
+        Str(from["secretKeyRef"], "key") == "cluster") {
+      cmd.env[name] = ctx.cluster_config;  // then $(CLUSTER_CONFIG) in later values expands
+      continue;
+    }
     if (from.contains("configMapKeyRef") &&
         Str(from["configMapKeyRef"], "name") == ctx.cluster_config_map &&
         Str(from["configMapKeyRef"], "key") == "cluster") {

@@ -49,8 +49,9 @@ struct CommandContext {
   std::string termination_log;  // where this replica's termination message goes
   std::string path_env;         // PATH used to resolve commands
   std::string volume_root;      // emptyDir volumes go to <volume_root>/<volume name>
-  // The job's ConfigMap ("<job>-cluster") and what its key "cluster" holds: a
-  // configMapKeyRef to it resolves like in Kubernetes.
+  // The job's ConfigMap ("<job>-cluster") and what its key "cluster" (and the
+  // auth Secret's) holds: a configMapKeyRef to it, or a secretKeyRef to the
+  // auth Secret's key "cluster", resolves like in Kubernetes.
   std::string cluster_config_map;
   std::string cluster_config;
   const LocalObjects* objects = nullptr;  // Secrets/ConfigMaps from the job file, if any

@@ -62,6 +62,22 @@ TEST(LocalCommandForTest, ClusterConfigComesFromTheConfigMapAndExpandsIntoTfConf
   EXPECT_TRUE(cmd->warnings.empty());
 }
 
+// The operator's pods read it from the job's auth Secret (key "cluster").
+TEST(LocalCommandForTest, ClusterConfigComesFromTheAuthSecretLikeFromTheConfigMap) {
+  json c = {{"name", "trainer"},
+            {"image", "busybox"},
+            {"command", {"env"}},
+            {"env",
+             {{{"name", "CLUSTER_CONFIG"},
+               {"valueFrom", {{"secretKeyRef", {{"name", "j-auth"}, {"key", "cluster"}}}}}},
+              {{"name", "TF_CONFIG"}, {"value", R"({"cluster":$(CLUSTER_CONFIG),"x":1})"}}}}};
+  auto cmd = LocalCommandFor(Pod(c), Ctx());
+  ASSERT_TRUE(cmd.ok()) << cmd.status().ToString();
+  EXPECT_EQ(cmd->env.at("CLUSTER_CONFIG"), R"({"ps":["127.0.0.1:1"],"worker":["127.0.0.1:2"]})");
+  EXPECT_EQ(cmd->env.at("TF_CONFIG"),
+            R"({"cluster":{"ps":["127.0.0.1:1"],"worker":["127.0.0.1:2"]},"x":1})");
+}
+
 TEST(LocalCommandForTest, TrainerImageRunsLocalBinaryWithTerminationLog) {
   json c = {
       {"name", "trainer"},

@@ -128,7 +128,7 @@ class Runner {
   std::map<std::string, LocalPod> pods_;  // by Pod name
   std::map<std::string, bool> services_;
   bool secret_exists_ = false;
-  std::string cluster_config_;  // the job's ConfigMap's "cluster" key
+  std::string cluster_config_;  // the "cluster" key of the job's Secret (or ConfigMap)
   int uid_counter_ = 0;
   int interrupted_ = 0;     // the signal
   LocalProgress progress_;  // status.progress from the deciding replica's metrics
@@ -241,9 +241,13 @@ void Runner::Apply(const controller::Plan& plan) {
     switch (c.ref.kind) {
       case controller::ChildRef::Kind::kSecret:
         secret_exists_ = true;  // the key goes straight into KUBETRAIN_AUTH_KEY
+        // CLUSTER_CONFIG of the pods that follow (secretKeyRef).
+        cluster_config_ =
+            c.object["stringData"].value(std::string(controller::kClusterConfigKey), "");
         break;
       case controller::ChildRef::Kind::kConfigMap:
-        // CLUSTER_CONFIG of the pods that follow (configMapKeyRef).
+        // CLUSTER_CONFIG of the pods that follow (configMapKeyRef); the same
+        // cluster as the Secret's.
         cluster_config_ = c.object["data"].value(std::string(controller::kClusterConfigKey), "");
         break;
       case controller::ChildRef::Kind::kService:
@@ -276,6 +280,7 @@ void Runner::StartPod(const controller::ChildCreate& child) {
     pod.observed.spec_hash =
         meta["annotations"][std::string(controller::kSpecHashAnnotation)].get<std::string>();
   }
+  pod.observed.cluster_config_in_secret = controller::ClusterConfigInSecret(obj);
   pod.short_name = controller::PodNameEnv(role, child.ref.index);
   pod.termination_log = opt_.work_dir + "/" + pod.short_name + ".termination-log";
   std::error_code ignored;

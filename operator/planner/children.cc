@@ -162,12 +162,16 @@ StatusOr<json> ChildBuilder::Pod(ReplicaType type, int32_t index, const api::Rep
       kept.push_back(e);
     }
   }
-  // CLUSTER_CONFIG from the job's ConfigMap and TF_CONFIG expanded from it: a
-  // pod's size does not grow with the job's.
-  json config_ref = {{"name", ClusterConfigMapName(job_.metadata.name)},
-                     {"key", kClusterConfigKey}};
-  kept.push_back(
-      {{"name", "CLUSTER_CONFIG"}, {"valueFrom", {{"configMapKeyRef", std::move(config_ref)}}}});
+  // CLUSTER_CONFIG from the job's Secret (or ConfigMap) and TF_CONFIG expanded
+  // from it: a pod's size does not grow with the job's.
+  if (config_in_secret_) {
+    json ref = {{"name", AuthSecretName(job_.metadata.name)}, {"key", kClusterConfigKey}};
+    kept.push_back({{"name", "CLUSTER_CONFIG"}, {"valueFrom", {{"secretKeyRef", std::move(ref)}}}});
+  } else {
+    json ref = {{"name", ClusterConfigMapName(job_.metadata.name)}, {"key", kClusterConfigKey}};
+    kept.push_back(
+        {{"name", "CLUSTER_CONFIG"}, {"valueFrom", {{"configMapKeyRef", std::move(ref)}}}});
+  }
   kept.push_back({{"name", "POD_NAME"}, {"value", PodNameEnv(type, index)}});
   kept.push_back({{"name", "TF_CONFIG"}, {"value", TfConfigTemplate(type, index)}});
   json secret_ref = {{"name", AuthSecretName(job_.metadata.name)}, {"key", kAuthSecretKey}};
@@ -299,14 +303,16 @@ json ChildBuilder::PodGroup() const {
               {"spec", std::move(spec)}};
 }
 
-json ChildBuilder::Secret(const std::array<uint8_t, 32>& key) const {
+json ChildBuilder::Secret(const std::array<uint8_t, 32>& key,
+                          std::string_view cluster_config) const {
   json labels = {{kJobNameLabel, job_.metadata.name}};
   std::string hex = AuthKeyText(key);
   return json{{"apiVersion", "v1"},
               {"kind", "Secret"},
               {"metadata", ChildMetadata(AuthSecretName(job_.metadata.name), labels)},
               {"type", "Opaque"},
-              {"data", {{kAuthSecretKey, Base64(hex)}}}};
+              {"data", {{kAuthSecretKey, Base64(hex)}}},
+              {"stringData", {{kClusterConfigKey, cluster_config}}}};
 }
 
 }  // namespace kubetrain::controller

@@ -1,6 +1,7 @@
 // The child builders: the complete objects the planner asks an executor to
-// create for a TrainingJob (its auth Secret, its cluster ConfigMap, a headless
-// Service and a Pod per replica), ready to POST. Pure: no I/O, no clock.
+// create for a TrainingJob (its auth Secret holding the key and the cluster, a
+// headless Service, a Pod per replica; the cluster ConfigMap of jobs that read
+// CLUSTER_CONFIG from one), ready to POST. Pure: no I/O, no clock.
 #pragma once
 
 #include <array>
@@ -28,9 +29,12 @@ std::string SpecHash(const api::ReplicaSpec& spec, std::string_view cluster_conf
 class ChildBuilder {
  public:
   // `gang`: the job is gang-scheduled (gang.h); null when it is not. Both
-  // outlive the builder.
-  ChildBuilder(const api::TrainingJob& job, api::ServiceMode mode, const GangSpec* gang = nullptr)
-      : job_(job), mode_(mode), gang_(gang) {}
+  // outlive the builder. `config_in_secret`: pods read CLUSTER_CONFIG from the
+  // auth Secret (key kClusterConfigKey), else from the ConfigMap.
+  ChildBuilder(const api::TrainingJob& job, api::ServiceMode mode, const GangSpec* gang = nullptr,
+               bool config_in_secret = true)
+      : job_(job), mode_(mode), gang_(gang), config_in_secret_(config_in_secret) {}
+  void set_config_in_secret(bool in_secret) { config_in_secret_ = in_secret; }
 
   // The replica's Pod: its template with our labels, the spec-hash annotation,
   // the env contract (our variables replace the template's), the job's port,
@@ -47,8 +51,9 @@ class ChildBuilder {
   nlohmann::json JobService() const;
   // The job's ConfigMap holding `cluster_config` under kClusterConfigKey.
   nlohmann::json ConfigMap(std::string_view cluster_config) const;
-  // The job's auth Secret holding AuthKeyText(key) under kAuthSecretKey.
-  nlohmann::json Secret(const std::array<uint8_t, 32>& key) const;
+  // The job's auth Secret holding AuthKeyText(key) under kAuthSecretKey and
+  // `cluster_config` under kClusterConfigKey (stringData: readable in render).
+  nlohmann::json Secret(const std::array<uint8_t, 32>& key, std::string_view cluster_config) const;
   // The job's NetworkPolicy: on the job's pods, its training port (spec.port, TCP)
   // admits only pods of the same job (same namespace); every other port (TCP around
   // it, all UDP and SCTP) stays open to anyone, so metrics ports and probes work.
@@ -65,6 +70,7 @@ class ChildBuilder {
   const api::TrainingJob& job_;
   const api::ServiceMode mode_;
   const GangSpec* gang_;
+  bool config_in_secret_;
 };
 
 }  // namespace kubetrain::controller

@@ -128,4 +128,23 @@ std::string ClusterConfigMapName(std::string_view job_name) {
   return std::string(job_name) + "-cluster";
 }
 
+bool ClusterConfigInSecret(const json& pod) {
+  // By reference throughout: the pod informer calls this for every pod it caches.
+  if (!pod.is_object()) return false;
+  auto spec = pod.find("spec");
+  if (spec == pod.end() || !spec->is_object()) return false;
+  auto containers = spec->find("containers");
+  if (containers == spec->end() || !containers->is_array() || containers->empty()) return false;
+  const json& main = (*containers)[MainContainerIndex(*containers)];
+  if (!main.is_object()) return false;
+  auto env = main.find("env");
+  if (env == main.end() || !env->is_array()) return false;
+  for (const json& e : *env) {
+    if (!e.is_object() || api::StringField(e, "name") != "CLUSTER_CONFIG") continue;
+    auto from = e.find("valueFrom");
+    return from != e.end() && from->is_object() && from->contains("secretKeyRef");
+  }
+  return false;
+}
+
 }  // namespace kubetrain::controller

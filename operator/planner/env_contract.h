@@ -3,11 +3,12 @@
 // Kubernetes executor and the local runner.
 //
 // Names: children are <job>-<role>-<index> (api::ChildName), labelled with the
-// job name, role and index; the job's auth Secret is <job>-auth and its cluster
-// ConfigMap <job>-cluster. Environment of the main container (named "trainer",
-// else the first): CLUSTER_CONFIG (from the ConfigMap), POD_NAME
-// ("<role>-<index>"), TF_CONFIG (expanded from CLUSTER_CONFIG) and
-// KUBETRAIN_AUTH_KEY (from the Secret). Pure functions, no I/O.
+// job name, role and index; the job's auth Secret is <job>-auth. Environment of
+// the main container (named "trainer", else the first): CLUSTER_CONFIG (from the
+// Secret's key "cluster"; from the ConfigMap <job>-cluster for jobs whose pods
+// an earlier operator made, see planner.h), POD_NAME ("<role>-<index>"),
+// TF_CONFIG (expanded from CLUSTER_CONFIG) and KUBETRAIN_AUTH_KEY (from the
+// Secret's key "key"). Pure functions, no I/O.
 #pragma once
 
 #include <array>
@@ -76,10 +77,17 @@ std::string TfConfigJson(const ClusterSpec& cluster, api::ReplicaType role, int3
 // CLUSTER_CONFIG variable defined before it. Expanded, it is byte for byte
 // TfConfigJson(cluster, role, index); the pod stays O(1) in the job's size.
 std::string TfConfigTemplate(api::ReplicaType role, int32_t index);
-// "<job>-cluster": the job's ConfigMap; key kClusterConfigKey holds
-// ClusterConfigJson, which every pod's CLUSTER_CONFIG references.
-std::string ClusterConfigMapName(std::string_view job_name);
+// The key holding ClusterConfigJson in the job's auth Secret (and in the
+// ConfigMap of the jobs that have one), which every pod's CLUSTER_CONFIG
+// references.
 inline constexpr std::string_view kClusterConfigKey = "cluster";
+// "<job>-cluster": the job's ConfigMap, for jobs whose pods read CLUSTER_CONFIG
+// from it (made by an operator before the Secret held it, or when the Secret
+// may hold an earlier spec's cluster; planner.h).
+std::string ClusterConfigMapName(std::string_view job_name);
+// Whether the pod's main container reads CLUSTER_CONFIG from a Secret (the
+// job's auth Secret) rather than a ConfigMap. Never throws.
+bool ClusterConfigInSecret(const nlohmann::json& pod);
 // "<role>-<index>".
 std::string PodNameEnv(api::ReplicaType role, int32_t index);
 // "<job>-auth".

@@ -158,7 +158,7 @@ class Planner {
   const PlanInput& input_;
   const api::ServiceMode mode_;
   const StatusOr<std::optional<GangSpec>> gang_;  // an error fails the job (InvalidSpec)
-  const ChildBuilder builder_;
+  ChildBuilder builder_;  // set_config_in_secret once the spec hashes are known
   std::vector<Slot> slots_;
   std::vector<const ObservedPod*> orphan_pods_;
 
@@ -166,6 +166,7 @@ class Planner {
   // ClusterConfigJson of the cluster, and SpecHash of each role's spec.
   std::string cluster_config_;
   std::map<ReplicaType, std::string> spec_hashes_;
+  bool config_in_secret_ = true;  // ClusterConfigInSecret
 
   // Built up by Run.
   Plan plan_;
@@ -441,19 +442,22 @@ void Planner::CreateMissing(std::optional<ReplicaType> only) {
       break;
     }
     if (pods_created == 0) {
-      // Before the Services: the Secret, the NetworkPolicy, then the ConfigMap.
+      // Before the Services: the Secret, the NetworkPolicy, then the ConfigMap
+      // when the pods read CLUSTER_CONFIG from it.
       const std::string& job = job_.metadata.name;
       std::vector<ChildCreate> first;
       if (!observed_.secret_exists) {
-        first.push_back(
-            Child(ChildRef::Kind::kSecret, AuthSecretName(job), builder_.Secret(input_.auth_key)));
+        first.push_back(Child(ChildRef::Kind::kSecret, AuthSecretName(job),
+                              builder_.Secret(input_.auth_key, cluster_config_)));
       }
       if (input_.network_policy) {
         first.push_back(Child(ChildRef::Kind::kNetworkPolicy, NetworkPolicyName(job),
                               builder_.NetworkPolicy()));
       }
-      first.push_back(Child(ChildRef::Kind::kConfigMap, ClusterConfigMapName(job),
-                            builder_.ConfigMap(cluster_config_)));
+      if (!config_in_secret_) {
+        first.push_back(Child(ChildRef::Kind::kConfigMap, ClusterConfigMapName(job),
+                              builder_.ConfigMap(cluster_config_)));
+      }
       if (gang_.ok() && gang_->has_value()) {
         first.push_back(
             Child(ChildRef::Kind::kPodGroup, (*gang_)->group_name, builder_.PodGroup()));
@@ -696,6 +700,17 @@ bool OnlyLiveCountsDiffer(const api::TrainingJobStatus& a, const api::TrainingJo
   return c == a;
 }
 
+bool ClusterConfigInSecret(const api::TrainingJob& job, const ObservedChildren& observed,
+                           const std::map<ReplicaType, std::string>& spec_hashes) {
+  if (!job.status.start_time) return true;  // never ran: the Secret is created with the cluster
+  for (const ObservedPod& pod : observed.pods) {
+    auto hash = spec_hashes.find(pod.role);
+    if (pod.cluster_config_in_secret && hash != spec_hashes.end() && pod.spec_hash == hash->second)
+      return true;
+  }
+  return false;
+}
+
 api::ServiceMode EffectiveServiceMode(const api::TrainingJob& job,
                                       const ObservedChildren& observed) {
   if (job.spec.service_mode) return *job.spec.service_mode;
@@ -759,6 +774,8 @@ Plan Planner::Run() {
     cluster_config_ = ClusterConfigJson(cluster);
     for (const auto& [type, spec] : job_.spec.replica_specs)
       spec_hashes_[type] = SpecHash(spec, cluster_config_);
+    config_in_secret_ = ClusterConfigInSecret(job_, observed_, spec_hashes_);
+    builder_.set_config_in_secret(config_in_secret_);
     Status valid = api::ToStatus(api::Validate(job_));
     if (valid.ok() && !gang_.ok()) valid = gang_.status();
     if (valid.ok()) valid = CheckTemplates();

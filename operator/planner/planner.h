@@ -61,6 +61,9 @@ struct ObservedPod {
   std::optional<api::Time> deletion_timestamp;
   std::optional<api::Time> creation_timestamp;
   std::string spec_hash;  // the kubetrain.io/spec-hash annotation; empty: unknown, keep
+  // Its CLUSTER_CONFIG comes from the job's auth Secret (ClusterConfigInSecret),
+  // not from the ConfigMap; false when unknown.
+  bool cluster_config_in_secret = false;
   // The scheduler's reason while the pod cannot be scheduled (its PodScheduled
   // condition False with reason Unschedulable); empty otherwise.
   std::string unschedulable;
@@ -83,6 +86,22 @@ struct ObservedChildren {
 // not recreated), else JobWide.
 api::ServiceMode EffectiveServiceMode(const api::TrainingJob& job,
                                       const ObservedChildren& observed);
+
+// Where the pods a plan creates read CLUSTER_CONFIG: the job's auth Secret
+// (key "cluster", written once when the Secret is created, never updated: the
+// operator neither reads nor patches Secrets) when it is known to hold this
+// cluster, else the ConfigMap <job>-cluster (created, and replaced when it may
+// hold another cluster). Known to hold it when the job never ran before
+// (status.startTime unset: the Secret this plan creates holds it), or when an
+// observed pod built from the current spec (kSpecHashAnnotation, which covers
+// the cluster) reads it from the Secret. So a job whose pods an earlier
+// operator made (CLUSTER_CONFIG from the ConfigMap, a Secret without
+// "cluster") keeps its ConfigMap, a job reshaped while suspended gets the new
+// cluster through the ConfigMap, and a job whose pods are all gone since
+// (suspended, or every replica failed) uses the ConfigMap too: one more write,
+// never a wrong cluster. `spec_hashes`: SpecHash of each role's spec.
+bool ClusterConfigInSecret(const api::TrainingJob& job, const ObservedChildren& observed,
+                           const std::map<api::ReplicaType, std::string>& spec_hashes);
 
 // True when `a` and `b` differ in live pod counts only (replicaStatuses.*.active
 // and running): what the executor may delay to write fewer statuses.
@@ -188,9 +207,11 @@ struct ChildCreate {
 struct Plan {
   // Children to create, each with the complete object ready to POST to
   // /api/v1/namespaces/<ns>/<kind>s, in this
-  // order: the Secret, the NetworkPolicy, the ConfigMap, the PodGroup, Services,
-  // Pods (so a pod's secretKeyRef and configMapKeyRef resolve, no pod runs
-  // before its policy, and no gang member is scheduled before its group exists).
+  // order: the Secret, the NetworkPolicy, the ConfigMap (only when the pods
+  // read CLUSTER_CONFIG from it: ClusterConfigInSecret), the PodGroup,
+  // Services, Pods (so a pod's secretKeyRef and configMapKeyRef resolve, no pod
+  // runs before its policy, and no gang member is scheduled before its group
+  // exists).
   // A gang-scheduled job's PodGroup is in every plan that creates pods, like
   // the ConfigMap: an existing one must be updated to this spec (it changes
   // when the spec was reshaped or minAvailable changed).
@@ -198,9 +219,11 @@ struct Plan {
   // pods; AlreadyExists means it is there. The Secret is in the plan only when pods are
   // (and observed.secret_exists is false): an executor that cannot observe
   // Secrets creates it before any pod, and AlreadyExists tells it the Secret is
-  // there. The ConfigMap is in every plan that creates pods; an existing one
-  // must be replaced with this content (it changes only when the spec was
-  // reshaped, while no pod ran). At most input.max_pod_creates pods.
+  // there; it holds the cluster as well as the key, and an existing one is left
+  // as it is. The ConfigMap, when the pods read it, is in every plan that
+  // creates pods; an existing one must be replaced with this content (it
+  // changes only when the spec was reshaped, while no pod ran). At most
+  // input.max_pod_creates pods.
   std::vector<ChildCreate> creates;
   std::vector<ChildRef> deletes;
   // The whole new status; write it (status subresource) when status_changed.

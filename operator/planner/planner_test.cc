@@ -94,13 +94,14 @@ const json* Created(const Plan& plan, const std::string& kind, const std::string
   return nullptr;
 }
 
-// Every create but the ConfigMap, which comes with every batch of pods (checked
-// by NewJobGetsSecretThenConfigMapThenServicesThenPods).
+// Every create but the Secret (and the ConfigMap of a job that has one), which
+// come with every batch of pods (checked by NewJobGetsSecretThenServicesThenPods
+// and the PlannerClusterConfigTest cases).
 std::vector<std::string> CreatedNames(const Plan& plan) {
   std::vector<std::string> out;
   for (const ChildCreate& created : plan.creates) {
     const json& c = created.object;
-    if (c["kind"] == "ConfigMap") continue;
+    if (c["kind"] == "ConfigMap" || c["kind"] == "Secret") continue;
     out.push_back(c["kind"].get<std::string>() + "/" + c["metadata"]["name"].get<std::string>());
   }
   return out;
@@ -122,8 +123,8 @@ std::string EnvValue(const json& pod, const std::string& name, size_t container 
 }
 
 // The variable `name` as the container's process sees it, resolved like the
-// kubelet does: configMapKeyRef from the plan's ConfigMap, then $(VAR) of the
-// variables defined before it.
+// kubelet does: configMapKeyRef from the plan's ConfigMap, secretKeyRef to key
+// "cluster" from the plan's Secret, then $(VAR) of the variables defined before it.
 std::string ProcessEnv(const Plan& plan, const json& pod, const std::string& name,
                        size_t container = 0) {
   std::map<std::string, std::string> env;
@@ -146,6 +147,12 @@ std::string ProcessEnv(const Plan& plan, const json& pod, const std::string& nam
       const json* cm = Created(plan, "ConfigMap", ref["name"]);
       if (cm == nullptr) return "<no ConfigMap " + ref["name"].get<std::string>() + ">";
       value = (*cm)["data"][ref["key"].get<std::string>()];
+    } else if (e.contains("valueFrom") && e["valueFrom"].contains("secretKeyRef") &&
+               e["valueFrom"]["secretKeyRef"]["key"] == "cluster") {
+      const json& ref = e["valueFrom"]["secretKeyRef"];
+      const json* secret = Created(plan, "Secret", ref["name"]);
+      if (secret == nullptr) return "<no Secret " + ref["name"].get<std::string>() + ">";
+      value = (*secret)["stringData"]["cluster"];
     } else {
       value = e.dump();
     }
@@ -171,7 +178,7 @@ TEST(PlannerCreateTest, EveryCreateCarriesItsKindNameAndReplica) {
   PlanInput in = Input();
   in.network_policy = true;
   Plan plan = PlanJob(Job(), {}, in);
-  ASSERT_EQ(plan.creates.size(), 11u);
+  ASSERT_EQ(plan.creates.size(), 10u);
   const std::map<ChildRef::Kind, std::string> kinds = {
       {ChildRef::Kind::kPod, "Pod"},
       {ChildRef::Kind::kService, "Service"},
@@ -203,15 +210,15 @@ TEST(PlannerCreateTest, PodDeletesCarryTheirReplica) {
             (ChildRef{ChildRef::Kind::kPod, "tj-worker-1", ReplicaType::kWorker, 1}));
 }
 
-TEST(PlannerCreateTest, NewJobGetsSecretThenConfigMapThenServicesThenPods) {
+TEST(PlannerCreateTest, NewJobGetsSecretThenServicesThenPods) {
   Plan plan = PlanJob(Job(), {}, Input());
-  ASSERT_EQ(plan.creates.size(), 10u);
-  EXPECT_EQ(plan.creates[1].object["kind"], "ConfigMap");
-  EXPECT_EQ(plan.creates[1].object["metadata"]["name"], "tj-cluster");
+  ASSERT_EQ(plan.creates.size(), 9u);
+  EXPECT_EQ(plan.creates[0].object["kind"], "Secret");
+  EXPECT_EQ(plan.creates[0].object["metadata"]["name"], "tj-auth");
   EXPECT_EQ(CreatedNames(plan),
-            (std::vector<std::string>{"Secret/tj-auth", "Service/tj-ps-0", "Service/tj-ps-1",
-                                      "Service/tj-worker-0", "Service/tj-worker-1", "Pod/tj-ps-0",
-                                      "Pod/tj-ps-1", "Pod/tj-worker-0", "Pod/tj-worker-1"}));
+            (std::vector<std::string>{"Service/tj-ps-0", "Service/tj-ps-1", "Service/tj-worker-0",
+                                      "Service/tj-worker-1", "Pod/tj-ps-0", "Pod/tj-ps-1",
+                                      "Pod/tj-worker-0", "Pod/tj-worker-1"}));
   EXPECT_TRUE(plan.deletes.empty());
   EXPECT_TRUE(plan.status_changed);
   EXPECT_EQ(plan.status.state, "Created");
@@ -233,11 +240,11 @@ TEST(PlannerNetworkPolicyTest, ComesAfterTheSecretAndBeforeEveryPodOnlyWhenAsked
   ASSERT_GE(plan.creates.size(), 3u);
   EXPECT_EQ(plan.creates[0].ref.kind, ChildRef::Kind::kSecret);
   EXPECT_EQ(plan.creates[1].ref, (ChildRef{ChildRef::Kind::kNetworkPolicy, "tj-training"}));
-  EXPECT_EQ(plan.creates[2].ref.kind, ChildRef::Kind::kConfigMap);
+  EXPECT_EQ(plan.creates[2].ref.kind, ChildRef::Kind::kService);
   // Nothing else changes.
   std::vector<std::string> with = CreatedNames(plan);
-  ASSERT_EQ(with[1], "NetworkPolicy/tj-training");
-  with.erase(with.begin() + 1);
+  ASSERT_EQ(with[0], "NetworkPolicy/tj-training");
+  with.erase(with.begin());
   EXPECT_EQ(with, CreatedNames(PlanJob(Job(), {}, Input())));
 }
 
@@ -347,10 +354,11 @@ TEST(PlannerScaleTest, TfConfigExpandsToTheContractByteForByte) {
     EXPECT_EQ(ProcessEnv(plan, *pod, "TF_CONFIG"), TfConfigJson(cluster, role, index));
     EXPECT_EQ(ProcessEnv(plan, *pod, "CLUSTER_CONFIG"), ClusterConfigJson(cluster));
   }
-  const json* cm = Created(plan, "ConfigMap", "tj-cluster");
-  ASSERT_NE(cm, nullptr);
-  EXPECT_EQ((*cm)["metadata"]["ownerReferences"][0]["uid"], "job-uid");
-  EXPECT_EQ((*cm)["metadata"]["labels"], json({{"kubetrain.io/job-name", "tj"}}));
+  EXPECT_EQ(Created(plan, "ConfigMap", "tj-cluster"), nullptr);  // in the Secret
+  const json* secret = Created(plan, "Secret", "tj-auth");
+  ASSERT_NE(secret, nullptr);
+  EXPECT_EQ((*secret)["metadata"]["ownerReferences"][0]["uid"], "job-uid");
+  EXPECT_EQ((*secret)["metadata"]["labels"], json({{"kubetrain.io/job-name", "tj"}}));
 }
 
 TEST(PlannerScaleTest, PodsAreCreatedInBoundedBatches) {
@@ -962,8 +970,139 @@ TEST(PlannerSecretTest, TheSecretIsPlannedOnlyAlongWithPods) {
   EXPECT_TRUE(plan.creates.empty());
   std::erase_if(o.pods, [](const ObservedPod& p) { return p.name == "tj-ps-1"; });
   plan = PlanJob(Job(), o, Input());
-  EXPECT_EQ(CreatedNames(plan), (std::vector<std::string>{"Secret/tj-auth", "Pod/tj-ps-1"}));
-  EXPECT_NE(Created(plan, "ConfigMap", "tj-cluster"), nullptr);  // with every batch of pods
+  EXPECT_EQ(CreatedNames(plan), (std::vector<std::string>{"Pod/tj-ps-1"}));
+  EXPECT_NE(Created(plan, "Secret", "tj-auth"), nullptr);  // with every batch of pods
+}
+
+// ---- Where pods read CLUSTER_CONFIG: the Secret, or the ConfigMap -----------------
+
+// The pods `plan` creates as the executor observes them once they run.
+ObservedChildren Observed(const Plan& plan) {
+  ObservedChildren o;
+  o.secret_exists = true;
+  for (const ChildCreate& c : plan.creates) {
+    if (c.ref.kind == ChildRef::Kind::kService) o.services.push_back({c.ref.name, std::nullopt});
+    if (c.ref.kind != ChildRef::Kind::kPod) continue;
+    ObservedPod p = Pod(*c.ref.role, c.ref.index, PodPhase::kRunning);
+    p.spec_hash = c.object["metadata"]["annotations"]["kubetrain.io/spec-hash"];
+    p.cluster_config_in_secret = ClusterConfigInSecret(c.object);
+    o.pods.push_back(std::move(p));
+  }
+  return o;
+}
+
+std::string ClusterSource(const json& pod) {
+  for (const json& e : pod["spec"]["containers"][0]["env"]) {
+    if (e["name"] != "CLUSTER_CONFIG") continue;
+    const json& from = e["valueFrom"];
+    if (from.contains("secretKeyRef"))
+      return "Secret/" + from["secretKeyRef"]["name"].get<std::string>();
+    if (from.contains("configMapKeyRef"))
+      return "ConfigMap/" + from["configMapKeyRef"]["name"].get<std::string>();
+  }
+  return "<none>";
+}
+
+TEST(PlannerClusterConfigTest, ANewJobKeepsTheClusterInItsSecretAndHasNoConfigMap) {
+  const Plan plan = PlanJob(Job(), {}, Input());
+  EXPECT_EQ(Created(plan, "ConfigMap", "tj-cluster"), nullptr);
+  const json* secret = Created(plan, "Secret", "tj-auth");
+  ASSERT_NE(secret, nullptr);
+  const std::string cluster =
+      ClusterConfigJson(BuildClusterSpec(Job(), "cluster.local", api::ServiceMode::kPerReplica));
+  EXPECT_EQ((*secret)["stringData"], json({{"cluster", cluster}}));
+  EXPECT_EQ((*secret)["data"].size(), 1u);  // the key, base64
+  for (const ChildCreate& c : plan.creates) {
+    if (c.ref.kind == ChildRef::Kind::kPod) {
+      EXPECT_EQ(ClusterSource(c.object), "Secret/tj-auth") << c.ref.name;
+      EXPECT_EQ(ProcessEnv(plan, c.object, "CLUSTER_CONFIG"), cluster) << c.ref.name;
+    }
+  }
+}
+
+TEST(PlannerClusterConfigTest, ARestartedReplicaReadsTheSecretLikeItsPeers) {
+  api::TrainingJob job = Job();
+  const Plan first = PlanJob(job, {}, Input());
+  job = After(job, first);
+  ObservedChildren o = Observed(first);
+  Find(o, "tj-worker-1").phase = PodPhase::kFailed;
+  Find(o, "tj-worker-1").exit_code = 137;
+  job = After(job, PlanJob(job, o, Input(kNow + seconds(1))));  // deletes it, counts a restart
+  std::erase_if(o.pods, [](const ObservedPod& p) { return p.name == "tj-worker-1"; });
+  const Plan plan = PlanJob(job, o, Input(kNow + seconds(60)));
+  const json* pod = Created(plan, "Pod", "tj-worker-1");
+  ASSERT_NE(pod, nullptr);
+  EXPECT_EQ(ClusterSource(*pod), "Secret/tj-auth");
+  EXPECT_EQ(Created(plan, "ConfigMap", "tj-cluster"), nullptr);
+}
+
+// An operator upgrade: the pods an earlier operator made read CLUSTER_CONFIG from
+// the ConfigMap, and their Secret has no "cluster" key. A replica recreated now
+// reads the ConfigMap too (which the plan keeps up to date), and no running pod
+// is recreated (the spec hash does not depend on where the cluster is read).
+TEST(PlannerClusterConfigTest, AJobWhosePodsReadTheConfigMapKeepsIt) {
+  api::TrainingJob job = Job();
+  const Plan first = PlanJob(job, {}, Input());
+  job = After(job, first);
+  ObservedChildren o = Observed(first);
+  for (ObservedPod& p : o.pods) p.cluster_config_in_secret = false;  // the old operator's pods
+  std::erase_if(o.pods, [](const ObservedPod& p) { return p.name == "tj-ps-1"; });
+  const Plan plan = PlanJob(job, o, Input(kNow + seconds(1)));
+  EXPECT_TRUE(plan.deletes.empty());
+  EXPECT_EQ(CreatedNames(plan), (std::vector<std::string>{"Pod/tj-ps-1"}));
+  const json* pod = Created(plan, "Pod", "tj-ps-1");
+  ASSERT_NE(pod, nullptr);
+  EXPECT_EQ(ClusterSource(*pod), "ConfigMap/tj-cluster");
+  EXPECT_NE(Created(plan, "ConfigMap", "tj-cluster"), nullptr);
+  EXPECT_EQ(
+      ProcessEnv(plan, *pod, "CLUSTER_CONFIG"),
+      ClusterConfigJson(BuildClusterSpec(job, "cluster.local", api::ServiceMode::kPerReplica)));
+}
+
+// The Secret is written once and never updated: a job reshaped while suspended
+// (a new cluster) reads the new cluster from the ConfigMap.
+TEST(PlannerClusterConfigTest, AReshapedJobReadsTheNewClusterFromTheConfigMap) {
+  api::TrainingJob job = Job();
+  const Plan first = PlanJob(job, {}, Input());
+  job = After(job, first);
+  ObservedChildren o = Observed(first);  // read from the Secret, built from 2 workers
+  job.spec.replica_specs[ReplicaType::kWorker].replicas = 3;
+  Plan plan = PlanJob(job, o, Input(kNow + seconds(1)));
+  EXPECT_EQ(DeletedPods(plan).size(), 4u);  // every pod is outdated
+  const json* added = Created(plan, "Pod", "tj-worker-2");
+  ASSERT_NE(added, nullptr);
+  EXPECT_EQ(ClusterSource(*added), "ConfigMap/tj-cluster");
+  const std::string cluster =
+      ClusterConfigJson(BuildClusterSpec(job, "cluster.local", api::ServiceMode::kPerReplica));
+  EXPECT_EQ(ProcessEnv(plan, *added, "CLUSTER_CONFIG"), cluster);
+  // Once the old pods are gone, their replacements read the ConfigMap as well.
+  job = After(job, plan);
+  o.pods.clear();
+  plan = PlanJob(job, o, Input(kNow + seconds(2)));
+  ASSERT_NE(Created(plan, "Pod", "tj-ps-0"), nullptr);
+  EXPECT_EQ(ClusterSource(*Created(plan, "Pod", "tj-ps-0")), "ConfigMap/tj-cluster");
+}
+
+// A job that ran before and has no pod to tell (suspended, then resumed): the
+// Secret may be an earlier operator's, so the pods read the ConfigMap.
+TEST(PlannerClusterConfigTest, AResumedJobWithNoPodsReadsTheConfigMap) {
+  api::TrainingJob job = Job();
+  job = After(job, PlanJob(job, {}, Input()));
+  job.spec.run_policy.suspend = true;
+  job = After(job, PlanJob(job, {}, Input(kNow + seconds(1))));
+  job.spec.run_policy.suspend = false;
+  const Plan plan = PlanJob(job, {}, Input(kNow + seconds(2)));
+  ASSERT_NE(Created(plan, "Pod", "tj-ps-0"), nullptr);
+  EXPECT_EQ(ClusterSource(*Created(plan, "Pod", "tj-ps-0")), "ConfigMap/tj-cluster");
+  EXPECT_NE(Created(plan, "ConfigMap", "tj-cluster"), nullptr);
+  // A job suspended before it ever ran has its Secret made now, with the cluster.
+  api::TrainingJob fresh = Job();
+  fresh.spec.run_policy.suspend = true;
+  fresh = After(fresh, PlanJob(fresh, {}, Input()));
+  fresh.spec.run_policy.suspend = false;
+  const Plan resumed = PlanJob(fresh, {}, Input(kNow + seconds(1)));
+  EXPECT_EQ(Created(resumed, "ConfigMap", "tj-cluster"), nullptr);
+  EXPECT_EQ(ClusterSource(*Created(resumed, "Pod", "tj-ps-0")), "Secret/tj-auth");
 }
 
 TEST(PlannerSecretTest, AReplacedSecretFailsTheJobWithAClearReason) {

@@ -356,7 +356,8 @@ render)
   [[ $(grep -c '^kind: Pod$' "$KT_TEST_DIR/out") -eq 4 ]] || fail "want 4 Pods"
   [[ $(grep -c '^kind: Service$' "$KT_TEST_DIR/out") -eq 1 ]] || fail "want 1 Service (serviceMode JobWide)"
   [[ $(grep -c '^kind: Secret$' "$KT_TEST_DIR/out") -eq 1 ]] || fail "want 1 Secret"
-  [[ $(grep -c '^kind: ConfigMap$' "$KT_TEST_DIR/out") -eq 1 ]] || fail "want 1 ConfigMap (the cluster JSON)"
+  [[ $(grep -c '^kind: ConfigMap$' "$KT_TEST_DIR/out") -eq 0 ]] || fail "want no ConfigMap (the cluster JSON is in the Secret)"
+  expect_out '^  cluster: .*wide-deep-ps-0.wide-deep.team-a.svc.cluster.local:2222'
   [[ $(grep -c '^kind: NetworkPolicy$' "$KT_TEST_DIR/out") -eq 1 ]] || fail "want 1 NetworkPolicy"
   expect_out '^  name: wide-deep-training$'
   expect_out '^  namespace: team-a$'

@@ -84,13 +84,14 @@ case_env_contract() {
   wait_until "3 running pods" bash -c "[[ \$(kubectl -n ${ns} get pods --field-selector=status.phase=Running -o name | wc -l) == 3 ]]"
   local d="j.${ns}.svc.cluster.local:2222"  # serviceMode JobWide (the default)
   local cc="{\"ps\":[\"j-ps-0.${d}\"],\"worker\":[\"j-worker-0.${d}\",\"j-worker-1.${d}\"]}"
-  # The host list is in the job's ConfigMap once; the pod references it, and
-  # TF_CONFIG is expanded from it by the kubelet ($(CLUSTER_CONFIG)).
-  check "CLUSTER_CONFIG of worker-1 comes from the job's ConfigMap" \
-    "$(jpath pod/j-worker-1 '{.spec.containers[0].env[?(@.name=="CLUSTER_CONFIG")].valueFrom.configMapKeyRef.name}/{.spec.containers[0].env[?(@.name=="CLUSTER_CONFIG")].valueFrom.configMapKeyRef.key}')" \
-    j-cluster/cluster
-  check "the ConfigMap holds CLUSTER_CONFIG" "$(jpath configmap/j-cluster '{.data.cluster}')" "${cc}"
-  check "ConfigMap controlled by the job" "$(jpath configmap/j-cluster '{.metadata.ownerReferences[0].kind},{.metadata.ownerReferences[0].controller}')" "TrainingJob,true"
+  # The host list is in the job's auth Secret once (no ConfigMap); the pod
+  # references it, and TF_CONFIG is expanded from it by the kubelet ($(CLUSTER_CONFIG)).
+  check "CLUSTER_CONFIG of worker-1 comes from the job's Secret" \
+    "$(jpath pod/j-worker-1 '{.spec.containers[0].env[?(@.name=="CLUSTER_CONFIG")].valueFrom.secretKeyRef.name}/{.spec.containers[0].env[?(@.name=="CLUSTER_CONFIG")].valueFrom.secretKeyRef.key}')" \
+    j-auth/cluster
+  check "the Secret holds CLUSTER_CONFIG" "$(jpath secret/j-auth '{.data.cluster}' | base64 -d)" "${cc}"
+  check "Secret controlled by the job" "$(jpath secret/j-auth '{.metadata.ownerReferences[0].kind},{.metadata.ownerReferences[0].controller}')" "TrainingJob,true"
+  check "no ConfigMap for a new job" "$(k get configmap -l kubetrain.io/job-name=j -o name | wc -l)" 0
   check "POD_NAME of ps-0" "$(jpath pod/j-ps-0 '{.spec.containers[0].env[?(@.name=="POD_NAME")].value}')" ps-0
   check "TF_CONFIG of worker-1 expands CLUSTER_CONFIG" \
     "$(jpath pod/j-worker-1 '{.spec.containers[0].env[?(@.name=="TF_CONFIG")].value}')" \
