@@ -191,9 +191,9 @@ TEST(ParamShardPushTest, FormatOneShardsStillLoadWithAnEmptyLedger) {
   const std::string dir = TempDir();
   const std::vector<float> init(4, 0.5f);
   ParamShard a(Config(), init.data());
-  std::vector<float> rows(4);
+  std::vector<float> row_grads(4, 0.25f);
   const uint64_t ids[2] = {7, 9};
-  a.PullSparse(ids, 2, rows.data());
+  a.Apply(nullptr, ids, 2, row_grads.data());  // two rows
   ASSERT_TRUE(a.Save(dir + "/v2.bin").ok());
   // Format 1 is format 2 without the ledger (an empty one is 8 bytes after the 40-byte
   // header) and with magic KTSHARD1.

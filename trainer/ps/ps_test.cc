@@ -140,13 +140,45 @@ TEST(ParamShardTest, RowsAreCreatedLazilyAndDeterministically) {
   float ra[6], rb[6], expect[3];
   a.PullSparse(ids, 2, ra);
   b.PullSparse(ids + 1, 1, rb + 3);
-  EXPECT_EQ(a.num_rows(), 2u);
   InitSparseRow(9, 8, 3, expect);
   for (int k = 0; k < 3; ++k) EXPECT_EQ(ra[3 + k], expect[k]);
   for (int k = 0; k < 3; ++k) EXPECT_EQ(rb[3 + k], ra[3 + k]);
   float dense[3];
   a.PullDense(dense);
   EXPECT_EQ(dense[2], 3.f);
+}
+
+// Pulls (training lookahead, evaluation) must not grow the shard or its checkpoints with
+// rows that were never trained; the first update starts from the same initial value.
+TEST(ParamShardTest, PullsCreateNoRowsUpdatesDo) {
+  const float init[3] = {0, 0, 0};
+  ShardConfig c = SmallConfig();
+  c.optimizer.kind = OptimizerKind::kSgd;
+  ParamShard s(c, init);
+  const uint64_t ids[3] = {7, 8, 9};
+  float pulled[9];
+  s.PullSparse(ids, 3, pulled);
+  s.PullSparse(ids, 3, pulled);
+  EXPECT_EQ(s.num_rows(), 0u);
+  int rows_seen = 0;
+  s.ForEachRow([&](uint64_t, const float*, int64_t) { ++rows_seen; });
+  EXPECT_EQ(rows_seen, 0);
+
+  const float g[3] = {1, 2, 3};
+  s.Apply(nullptr, ids + 1, 1, g);
+  EXPECT_EQ(s.num_rows(), 1u);
+  float after[9];
+  s.PullSparse(ids, 3, after);
+  EXPECT_EQ(s.num_rows(), 1u);
+  for (int k = 0; k < 3; ++k) {
+    EXPECT_EQ(after[k], pulled[k]);                              // 7: still initial
+    EXPECT_FLOAT_EQ(after[3 + k], pulled[3 + k] - 0.1f * g[k]);  // 8: one SGD step from it
+    EXPECT_EQ(after[6 + k], pulled[6 + k]);                      // 9: still initial
+  }
+  s.ForEachRow([&](uint64_t id, const float*, int64_t updates) {
+    EXPECT_EQ(id, 8u);
+    EXPECT_EQ(updates, 1);
+  });
 }
 
 TEST(ParamShardTest, ApplyScalesAndUpdates) {

@@ -117,8 +117,15 @@ void ParamShard::PullDense(float* out) const {
 
 void ParamShard::PullSparse(const uint64_t* ids, size_t n, float* out) {
   std::lock_guard<std::mutex> lock(mu_);
+  // An id never pushed to reads as its initial row without becoming one: only trained rows
+  // are kept (and checkpointed); Apply creates a row from the same initial value.
   for (size_t i = 0; i < n; ++i) {
-    std::memcpy(out + i * c_.sparse_dim, RowLocked(ids[i]), c_.sparse_dim * sizeof(float));
+    float* dst = out + i * c_.sparse_dim;
+    if (const auto it = row_of_.find(ids[i]); it != row_of_.end()) {
+      std::memcpy(dst, arena_.data() + it->second, c_.sparse_dim * sizeof(float));
+    } else {
+      InitSparseRow(c_.seed, ids[i], c_.sparse_dim, dst);
+    }
   }
 }
 

@@ -1,5 +1,6 @@
 // One parameter server's share of the model: a contiguous slice of the dense parameter
-// vector, and the embedding rows whose id hashes to this shard (created on first pull).
+// vector, and the embedding rows whose id hashes to this shard (created by their first
+// update; a pull of an id never updated returns its initial value and stores nothing).
 //
 // Thread-safe: all methods lock one mutex (the PS serves one connection per worker).
 #pragma once
@@ -51,7 +52,8 @@ class ParamShard {
   int sparse_dim() const { return c_.sparse_dim; }
 
   void PullDense(float* out) const;
-  // Writes n rows of sparse_dim floats; unknown ids get their deterministic initial row.
+  // Writes n rows of sparse_dim floats; unknown ids get their deterministic initial row,
+  // which is not stored (checkpoints hold only rows that were updated).
   void PullSparse(const uint64_t* ids, size_t n, float* out);
   // Applies one optimizer update. `dense_grad` may be null (no dense update). Gradients
   // are multiplied by `scale` first (1 / #workers for synchronous averaging).
@@ -76,8 +78,9 @@ class ParamShard {
   int64_t updates() const;
 
   // Calls fn(id, values, updates) for every embedding row: its sparse_dim() values and the
-  // number of optimizer updates it received (0 for a row that was only pulled). Holds the
-  // shard's lock throughout: fn must not call back into the shard.
+  // number of optimizer updates it received (0 only for a row from a checkpoint written
+  // before pulls stopped creating rows). Holds the shard's lock throughout: fn must not
+  // call back into the shard.
   void ForEachRow(const std::function<void(uint64_t, const float*, int64_t)>& fn) const;
 
   // Writes the shard and its push ledger to `path` (a local file, atomically, or an S3
