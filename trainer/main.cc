@@ -91,6 +91,10 @@ int main(int argc, char** argv) {
          "fp32, or bf16: BF16 inner products with FP32 weights and optimizer (needs AVX-512 "
          "BF16 or AMX; FP32 with a warning where the CPU has neither)")
       ->capture_default_str();
+  app.add_option("--wire-precision", f.wire_precision,
+                 "parameter-server mode: fp32, or bf16: workers push gradients and pull "
+                 "parameters as BF16, half the bytes (the PS keeps FP32 weights and optimizer)")
+      ->capture_default_str();
   app.add_option("--log-every", f.log_every, "steps between progress lines")->capture_default_str();
   app.add_option("--loss-curve", f.loss_curve, "append step,loss lines to this file");
   app.add_option("--max-bad-lines", f.max_bad_lines, "malformed lines tolerated")

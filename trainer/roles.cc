@@ -482,6 +482,7 @@ int RunWorker(const Flags& f, const ClusterInfo& cluster, Model& model, const Au
   ro.startup_timeout = std::chrono::seconds(f.startup_timeout_s);
   ro.reconnect_timeout = std::chrono::seconds(f.reconnect_timeout_s);
   ro.pipeline = !f.sync && !f.no_pipeline;
+  if (auto wire = ParseWireFloat(f.wire_precision); wire.ok()) ro.wire = *wire;  // checked at start
   auto params = RemoteParams::Connect(model, ro);
   if (!params.ok()) {
     spdlog::error("{}", params.status().ToString());
@@ -510,12 +511,18 @@ int RunWorker(const Flags& f, const ClusterInfo& cluster, Model& model, const Au
     spdlog::error("{}", done.status().ToString());
     return ExitCodeFor(done.status());
   }
+  // What training cost on the wire (every push was sent: MarkDone waits for them).
+  const TrainerMetrics& wire = TrainerMetrics::Global();
+  const nlohmann::json ps_bytes = {{"sent", wire.ps_sent_bytes()},
+                                   {"received", wire.ps_received_bytes()},
+                                   {"wire_precision", f.wire_precision}};
   if (!cluster.IsCoordinator()) {
     WriteTerminationMessage(f, {{"task", cluster.TaskName()},
                                 {"steps", r->last_step},
                                 {"train_loss", r->last_loss},
                                 {"samples_per_second", r->samples_per_s},
-                                {"pushes", PushesSent(**params, cluster.NumPs())}});
+                                {"pushes", PushesSent(**params, cluster.NumPs())},
+                                {"ps_bytes", ps_bytes}});
     spdlog::info("finished {} steps; the coordinator ends the job", r->last_step);
     return 0;
   }
@@ -553,9 +560,10 @@ int RunWorker(const Flags& f, const ClusterInfo& cluster, Model& model, const Au
                    s.ToString());
     }
   }
-  const int code =
-      Finish(f, model, **params, *r,
-             {{"task", cluster.TaskName()}, {"pushes", PushesSent(**params, cluster.NumPs())}});
+  const int code = Finish(f, model, **params, *r,
+                          {{"task", cluster.TaskName()},
+                           {"pushes", PushesSent(**params, cluster.NumPs())},
+                           {"ps_bytes", ps_bytes}});
   Status s = (*params)->ShutdownAll();
   if (!s.ok()) spdlog::warn("stopping parameter servers: {}", s.ToString());
   return code;
@@ -682,6 +690,10 @@ int Run(const Flags& f) {
   auto wanted = ParsePrecision(f.precision);
   if (!wanted.ok()) {
     spdlog::error("--precision: {}", wanted.status().message());
+    return kExitPermanent;
+  }
+  if (auto wire = ParseWireFloat(f.wire_precision); !wire.ok()) {
+    spdlog::error("--wire-precision: {}", wire.status().message());
     return kExitPermanent;
   }
   // A PS only stores and updates FP32 parameters: the precision is the trainers' concern.

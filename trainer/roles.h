@@ -44,6 +44,7 @@ struct Flags {
   double target_accuracy = 0;
   int threads = 0;
   std::string precision = "fp32";
+  std::string wire_precision = "fp32";
   int log_every = 100;
   std::string loss_curve;
   int64_t max_bad_lines = 1000;

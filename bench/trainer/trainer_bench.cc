@@ -8,7 +8,8 @@
 //      between CPUs with the same flags, e.g. AMD Zen 4 runs AVX-512 on 256-bit units.)
 //   2. Wide & Deep samples/s in one process (LocalParams) and with 1 PS + 1 worker over
 //      loopback TCP (the PS runs in a thread of this process, behind a real socket, with
-//      authentication on), without and with pipelining (RemoteOptions::pipeline), and
+//      authentication on), without and with pipelining (RemoteOptions::pipeline), pipelined
+//      with BF16 on the wire (RemoteOptions::wire), the bytes each moves per step, and
 //      where each step's time goes (read, pull, compute, push).
 //   Both in FP32 and, where the CPU has BF16 (AVX-512 BF16 or AMX), with --precision bf16.
 // The last line is the figure the benchmark exists for, with its units.
@@ -25,6 +26,7 @@
 #include <thread>
 
 #include "trainer/data/generator.h"
+#include "trainer/metrics/metrics.h"
 #include "trainer/model/model.h"
 #include "trainer/ps/server.h"
 #include "trainer/worker/remote.h"
@@ -176,6 +178,13 @@ int Main(int argc, char** argv) {
   rop.rank = 1;
   auto piped = RemoteParams::Connect(**piped_model, rop);
   if (remote.ok() && !piped.ok()) remote = piped.status();
+  // Pipelined with BF16 on the wire (--wire-precision bf16): a third worker.
+  auto wire16_model = CreateWideDeep(wd);
+  if (!wire16_model.ok()) return 1;
+  rop.rank = 2;
+  rop.wire = WireFloat::kBf16;
+  auto wire16 = RemoteParams::Connect(**wire16_model, rop);
+  if (remote.ok() && !wire16.ok()) remote = wire16.status();
   if (!remote.ok()) {
     std::fprintf(stderr, "%s\n", remote.status().ToString().c_str());
     server.Stop();
@@ -189,10 +198,17 @@ int Main(int argc, char** argv) {
   if (!Train(**local_model, local_reader, local, t, 0).ok()) return 1;
   if (bf16 && !Train(**bf16_model, bf16_reader, local16, t, 0).ok()) return 1;
   if (!Train(**remote_model, remote_reader, **remote, t, 0).ok()) return 1;
-  StripeReader piped_reader(ro);
+  StripeReader piped_reader(ro), wire16_reader(ro);
   if (!Train(**piped_model, piped_reader, **piped, t, 0).ok()) return 1;
-  std::vector<double> local_sps, bf16_sps, remote_sps, ratio, bf16_ratio, piped_sps, piped_ratio;
-  PhaseMs local_ms, bf16_ms, remote_ms, piped_ms;
+  if (!Train(**wire16_model, wire16_reader, **wire16, t, 0).ok()) return 1;
+  std::vector<double> local_sps, bf16_sps, remote_sps, ratio, bf16_ratio, piped_sps, piped_ratio,
+      wire16_sps, wire16_ratio;
+  PhaseMs local_ms, bf16_ms, remote_ms, piped_ms, wire16_ms;
+  // Payload bytes per step to and from the PS (requests and replies, both ways), measured
+  // around each run once its last push is through (DoneCount waits for it).
+  const TrainerMetrics& wire = TrainerMetrics::Global();
+  auto bytes = [&] { return wire.ps_sent_bytes() + wire.ps_received_bytes(); };
+  std::vector<double> remote_bytes, piped_bytes, wire16_bytes;
   for (int r = 0; r < reps; ++r) {
     const int64_t done = 2 + static_cast<int64_t>(r) * steps;
     t.steps = done + steps;
@@ -207,18 +223,28 @@ int Main(int argc, char** argv) {
       bf16_ratio.push_back(c->samples_per_s / a->samples_per_s);
       bf16_ms.Add(*c, steps);
     }
+    uint64_t b0 = bytes();
     auto b = Train(**remote_model, remote_reader, **remote, t, done);
     if (!b.ok()) return 1;
+    remote_bytes.push_back(static_cast<double>(bytes() - b0) / steps);
     remote_sps.push_back(b->samples_per_s);
     ratio.push_back(b->samples_per_s / a->samples_per_s);
     remote_ms.Add(*b, steps);
+    b0 = bytes();
     auto d = Train(**piped_model, piped_reader, **piped, t, done);
-    if (!d.ok()) return 1;
+    if (!d.ok() || !(*piped)->DoneCount().ok()) return 1;
+    piped_bytes.push_back(static_cast<double>(bytes() - b0) / steps);
     piped_sps.push_back(d->samples_per_s);
     piped_ratio.push_back(d->samples_per_s / a->samples_per_s);
     piped_ms.Add(*d, steps);
+    b0 = bytes();
+    auto e = Train(**wire16_model, wire16_reader, **wire16, t, done);
+    if (!e.ok() || !(*wire16)->DoneCount().ok()) return 1;
+    wire16_bytes.push_back(static_cast<double>(bytes() - b0) / steps);
+    wire16_sps.push_back(e->samples_per_s);
+    wire16_ratio.push_back(e->samples_per_s / a->samples_per_s);
+    wire16_ms.Add(*e, steps);
   }
-  (void)(*piped)->DoneCount();  // waits for its last push
   (void)(*remote)->ShutdownAll();
   ps.join();
   std::printf("one process: %.0f samples/s\n", Median(local_sps));
@@ -228,12 +254,21 @@ int Main(int argc, char** argv) {
                 Median(bf16_ratio));
     bf16_ms.Print("one process, bf16");
   }
-  std::printf("1 PS + 1 worker over loopback, --no-pipeline: %.0f samples/s (%.2fx one process)\n",
-              Median(remote_sps), Median(ratio));
+  std::printf(
+      "1 PS + 1 worker over loopback, --no-pipeline: %.0f samples/s (%.2fx one process), "
+      "%.2f MB on the wire per step\n",
+      Median(remote_sps), Median(ratio), Median(remote_bytes) / 1e6);
   remote_ms.Print("1 PS + 1 worker, --no-pipeline");
-  std::printf("1 PS + 1 worker over loopback, pipelined: %.0f samples/s (%.2fx one process)\n",
-              Median(piped_sps), Median(piped_ratio));
+  std::printf(
+      "1 PS + 1 worker over loopback, pipelined: %.0f samples/s (%.2fx one process), %.2f MB on "
+      "the wire per step\n",
+      Median(piped_sps), Median(piped_ratio), Median(piped_bytes) / 1e6);
   piped_ms.Print("1 PS + 1 worker, pipelined");
+  std::printf(
+      "1 PS + 1 worker over loopback, pipelined, --wire-precision bf16: %.0f samples/s (%.2fx "
+      "one process), %.2f MB on the wire per step\n",
+      Median(wire16_sps), Median(wire16_ratio), Median(wire16_bytes) / 1e6);
+  wire16_ms.Print("1 PS + 1 worker, pipelined, bf16 wire");
   std::filesystem::remove_all(dir);
   std::printf("Wide & Deep training throughput, one process: %.0f samples/s\n", Median(local_sps));
   return 0;

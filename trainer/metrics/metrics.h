@@ -32,6 +32,9 @@ class TrainerMetrics {
   void SetRates(double samples_per_second, double steps_per_second);
   void CheckpointCommitted(int64_t step, WallClock::time_point at);
   void AddPsBytes(uint64_t sent, uint64_t received);
+  // Payload bytes this process sent to and received from parameter servers so far.
+  uint64_t ps_sent_bytes() const { return ps_sent_bytes_.load(std::memory_order_relaxed); }
+  uint64_t ps_received_bytes() const { return ps_received_bytes_.load(std::memory_order_relaxed); }
   // Parameter servers: a push applied, or a duplicate acknowledged and not applied.
   void AddPsPushes(bool applied);
   // Evaluator: one checkpoint evaluated.

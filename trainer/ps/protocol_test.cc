@@ -2,7 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
+#include <limits>
 
 namespace kubetrain::trainer {
 namespace {
@@ -15,15 +17,27 @@ std::vector<T> Copy(const char* p, size_t n) {
 }
 
 TEST(PsProtocolTest, HelloRoundTrips) {
-  HelloRequest in{3, 1234567890123ull, 16, kPsProtocolVersion, 0xfeedface12345678ull}, out;
+  HelloRequest in{
+      3, 1234567890123ull, 16, kPsProtocolVersion, 0xfeedface12345678ull, WireFloat::kBf16},
+      out;
   ASSERT_TRUE(DecodeHello(EncodeHello(in), &out));
   EXPECT_EQ(out.rank, 3);
   EXPECT_EQ(out.total_dense, 1234567890123ull);
   EXPECT_EQ(out.row_dim, 16);
   EXPECT_EQ(out.version, kPsProtocolVersion);
   EXPECT_EQ(out.incarnation, 0xfeedface12345678ull);
+  EXPECT_EQ(out.wire, WireFloat::kBf16);
   EXPECT_FALSE(DecodeHello(EncodeHello(in).substr(0, 15), &out));
   EXPECT_FALSE(DecodeHello(EncodeHello(in).substr(0, 20), &out));  // a cut version 2 hello
+  std::string unknown_wire = EncodeHello(in);
+  unknown_wire.back() = 7;
+  EXPECT_FALSE(DecodeHello(unknown_wire, &out));
+  // A version 2 worker's hello ends after the incarnation: version 2, FP32 on the wire.
+  HelloRequest v2 = in;
+  v2.version = 2;
+  ASSERT_TRUE(DecodeHello(EncodeHello(v2).substr(0, 28), &out));
+  EXPECT_EQ(out.version, 2u);
+  EXPECT_EQ(out.wire, WireFloat::kF32);
   // A version 1 worker's hello ends after the row dim: it decodes as version 1, so the PS
   // can say so.
   ASSERT_TRUE(DecodeHello(EncodeHello(in).substr(0, 16), &out));
@@ -62,12 +76,13 @@ TEST(PsProtocolTest, PushRoundTripsWithTheDenseSliceAsSecondPart) {
   const std::vector<uint64_t> ids = {30, 10};
   const std::vector<int> positions = {2, 0};
   std::string payload;
-  EncodePush(9, 77, ids, positions, grads.data(), dim, &payload);
+  EncodePush(9, 77, ids, positions, grads.data(), dim, WireFloat::kF32, &payload);
   const std::vector<float> dense = {-1.f, -2.f, -3.f};
   payload.append(reinterpret_cast<const char*>(dense.data()), dense.size() * 4);
 
   PushRequest push;
-  ASSERT_TRUE(DecodePush(payload, dim, dense.size(), &push));
+  EXPECT_FALSE(DecodePush(payload, dim, dense.size(), WireFloat::kBf16, &push));
+  ASSERT_TRUE(DecodePush(payload, dim, dense.size(), WireFloat::kF32, &push));
   EXPECT_EQ(push.step, 9);
   EXPECT_EQ(push.seq, 77u);
   EXPECT_EQ(Copy<uint64_t>(push.ids, push.n), ids);
@@ -75,9 +90,67 @@ TEST(PsProtocolTest, PushRoundTripsWithTheDenseSliceAsSecondPart) {
   ASSERT_NE(push.dense, nullptr);
   EXPECT_EQ(Copy<float>(push.dense, dense.size()), dense);
   // The wrong model's sizes or a cut payload are refused, not read past the end.
-  EXPECT_FALSE(DecodePush(payload, dim, dense.size() + 1, &push));
-  EXPECT_FALSE(DecodePush(payload, dim + 1, dense.size(), &push));
-  EXPECT_FALSE(DecodePush(payload.substr(0, payload.size() - 1), dim, dense.size(), &push));
+  EXPECT_FALSE(DecodePush(payload, dim, dense.size() + 1, WireFloat::kF32, &push));
+  EXPECT_FALSE(DecodePush(payload, dim + 1, dense.size(), WireFloat::kF32, &push));
+  EXPECT_FALSE(
+      DecodePush(payload.substr(0, payload.size() - 1), dim, dense.size(), WireFloat::kF32, &push));
+}
+
+TEST(PsProtocolTest, Bf16PushHasHalfTheFloatBytesAndRoundsToNearestEven) {
+  const int dim = 2;
+  // Exact in BF16, then values between two BF16 numbers: 1 + 2^-8 is halfway between 1 and
+  // 1 + 2^-7 (ties to the even 1), 1 + 3 * 2^-8 halfway between 1 + 2^-7 and 1 + 2^-6
+  // (ties to the even 1 + 2^-6), 1 + 2^-8 + 2^-20 just above halfway (rounds up).
+  const std::vector<float> grads = {0.5f, -2.f, 1.f + 0x1p-8f, 1.f + 3 * 0x1p-8f};
+  const std::vector<uint64_t> ids = {5, 6};
+  const std::vector<int> positions = {0, 1};
+  std::string f32, bf16;
+  EncodePush(1, 1, ids, positions, grads.data(), dim, WireFloat::kF32, &f32);
+  EncodePush(1, 1, ids, positions, grads.data(), dim, WireFloat::kBf16, &bf16);
+  const std::vector<float> dense = {1.f + 0x1p-8f + 0x1p-20f, -0.f, 3e38f, 1e-30f};
+  PutWireFloats(dense.data(), dense.size(), WireFloat::kF32, &f32);
+  PutWireFloats(dense.data(), dense.size(), WireFloat::kBf16, &bf16);
+  EXPECT_EQ(f32.size() - bf16.size(), (grads.size() + dense.size()) * 2);
+
+  PushRequest push;
+  EXPECT_FALSE(DecodePush(bf16, dim, dense.size(), WireFloat::kF32, &push));
+  ASSERT_TRUE(DecodePush(bf16, dim, dense.size(), WireFloat::kBf16, &push));
+  EXPECT_EQ(Copy<uint64_t>(push.ids, push.n), ids);
+  std::vector<float> rows(grads.size()), got(dense.size());
+  GetWireFloats(push.rows, rows.size(), WireFloat::kBf16, rows.data());
+  EXPECT_EQ(rows, (std::vector<float>{0.5f, -2.f, 1.f, 1.f + 0x1p-6f}));
+  GetWireFloats(push.dense, got.size(), WireFloat::kBf16, got.data());
+  EXPECT_EQ(got[0], 1.f + 0x1p-7f);
+  EXPECT_TRUE(std::signbit(got[1]) && got[1] == 0.f);
+  EXPECT_NEAR(got[2], 3e38f, 3e38f * 0x1p-8f);  // within half a BF16 step
+  EXPECT_NEAR(got[3], 1e-30f, 1e-30f * 0x1p-8f);
+}
+
+TEST(PsProtocolTest, Bf16KeepsInfinitiesAndNaNs) {
+  const float in[4] = {std::numeric_limits<float>::infinity(),
+                       -std::numeric_limits<float>::infinity(),
+                       std::numeric_limits<float>::quiet_NaN(), -std::nanf("")};
+  std::string wire;
+  PutWireFloats(in, 4, WireFloat::kBf16, &wire);
+  ASSERT_EQ(wire.size(), 8u);
+  float out[4];
+  GetWireFloats(wire.data(), 4, WireFloat::kBf16, out);
+  EXPECT_EQ(out[0], in[0]);
+  EXPECT_EQ(out[1], in[1]);
+  EXPECT_TRUE(std::isnan(out[2]));
+  EXPECT_TRUE(std::isnan(out[3]));
+  // Many floats (several conversion blocks, an odd tail), each within half a BF16 step.
+  std::vector<float> many(10001);
+  for (size_t i = 0; i < many.size(); ++i) many[i] = std::sin(static_cast<float>(i)) * 1000.f;
+  wire.clear();
+  PutWireFloats(many.data(), many.size(), WireFloat::kBf16, &wire);
+  std::vector<float> back(many.size());
+  GetWireFloats(wire.data(), back.size(), WireFloat::kBf16, back.data());
+  for (size_t i = 0; i < many.size(); ++i) {
+    ASSERT_LE(std::fabs(back[i] - many[i]), std::fabs(many[i]) * 0x1p-8f) << i;
+  }
+  EXPECT_EQ(ParseWireFloat("bf16").value(), WireFloat::kBf16);
+  EXPECT_FALSE(ParseWireFloat("fp16").ok());
 }
 
 TEST(PsProtocolTest, CheckpointAndDoneRoundTrip) {

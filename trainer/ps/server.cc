@@ -254,6 +254,7 @@ Status PsServer::Handle(Connection& conn, uint8_t type, const std::string& paylo
       }
       session->rank = hello.rank;
       session->incarnation = hello.incarnation;
+      session->wire = hello.wire;
       shard_->Hello(hello.rank, hello.incarnation);
       // Tell the worker the last step this PS completed, so a worker restarted in
       // synchronous mode joins the step the others are on instead of replaying old ones.
@@ -276,6 +277,11 @@ Status PsServer::Handle(Connection& conn, uint8_t type, const std::string& paylo
       out.resize(static_cast<size_t>(n) * dim + (want_dense ? shard_->dense_size() : 0));
       if (n > 0) shard_->PullSparse(ids.data(), n, out.data());
       if (want_dense) shard_->PullDense(out.data() + static_cast<size_t>(n) * dim);
+      if (session->wire != WireFloat::kF32) {
+        scratch.wire.clear();
+        PutWireFloats(out.data(), out.size(), session->wire, &scratch.wire);
+        return conn.Send(kPullReply, scratch.wire);
+      }
       return conn.Send(kPullReply,
                        std::string_view(reinterpret_cast<const char*>(out.data()), out.size() * 4));
     }
@@ -320,7 +326,9 @@ Status PsServer::HandlePush(Connection& conn, const std::string& payload, const 
   const int rank = session.rank;
   if (rank < 0) return FailedPrecondition("push before hello");
   PushRequest push;
-  if (!DecodePush(payload, dim, shard_->dense_size(), &push)) return InvalidArgument("bad push");
+  if (!DecodePush(payload, dim, shard_->dense_size(), session.wire, &push)) {
+    return InvalidArgument("bad push");
+  }
   const int64_t step = push.step;
   const uint32_t n = push.n;
   const bool has_dense = push.dense != nullptr;
@@ -329,10 +337,10 @@ Status PsServer::HandlePush(Connection& conn, const std::string& payload, const 
   std::memcpy(ids.data(), push.ids, n * 8ull);
   std::vector<float>& rows = scratch.rows;
   rows.resize(static_cast<size_t>(n) * dim);
-  std::memcpy(rows.data(), push.rows, rows.size() * 4);
+  GetWireFloats(push.rows, rows.size(), session.wire, rows.data());
   std::vector<float>& dense = scratch.dense;
   dense.resize(has_dense ? shard_->dense_size() : 0);
-  if (has_dense) std::memcpy(dense.data(), push.dense, dense.size() * 4);
+  if (has_dense) GetWireFloats(push.dense, dense.size(), session.wire, dense.data());
   if (!o_.sync) {
     const PushLedger::Outcome outcome =
         shard_->ApplyPush(rank, session.incarnation, push.seq, has_dense ? dense.data() : nullptr,

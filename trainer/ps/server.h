@@ -36,6 +36,7 @@
 
 #include "common/status.h"
 #include "trainer/net/transport.h"
+#include "trainer/ps/protocol.h"
 #include "trainer/ps/shard.h"
 
 namespace kubetrain::trainer {
@@ -90,11 +91,13 @@ class PsServer {
     std::vector<uint64_t> ids;
     std::vector<float> rows;
     std::vector<float> dense;
+    std::string wire;  // a pull reply in BF16
   };
   // Who is on a connection, once it has said hello.
   struct Session {
     int rank = -1;
     uint64_t incarnation = 0;
+    WireFloat wire = WireFloat::kF32;  // of its pulls' replies and its pushes
   };
   // Handles one request; sets *shutdown for a Shutdown request.
   Status Handle(Connection& conn, uint8_t type, const std::string& payload, Session* session,

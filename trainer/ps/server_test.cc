@@ -240,7 +240,7 @@ class RawWorker {
   }
   uint8_t Push(uint64_t seq, const std::vector<float>& dense) {
     std::string payload;
-    EncodePush(1, seq, {}, {}, nullptr, 0, &payload);
+    EncodePush(1, seq, {}, {}, nullptr, 0, WireFloat::kF32, &payload);
     return Call(kPush, payload,
                 std::string_view(reinterpret_cast<const char*>(dense.data()), dense.size() * 4));
   }
@@ -279,7 +279,7 @@ TEST_F(PsServerTest, AsyncPushResentAfterALostReplyIsAcknowledgedNotAppliedTwice
   ASSERT_TRUE(raw.ok());
   ASSERT_TRUE((*raw)->AuthenticateAsClient(key_).ok());
   std::string payload;
-  EncodePush(1, 3, {}, {}, nullptr, 0, &payload);
+  EncodePush(1, 3, {}, {}, nullptr, 0, WireFloat::kF32, &payload);
   ASSERT_TRUE((*raw)
                   ->Send(kPush, payload,
                          std::string_view(reinterpret_cast<const char*>(g.data()), g.size() * 4))

@@ -170,6 +170,7 @@ Status RemoteParams::EnsureConnected(int k, Clock::time_point deadline) {
         hello.total_dense = total_dense_;
         hello.row_dim = row_dim_;
         hello.incarnation = incarnation_;
+        hello.wire = o_.wire;
         s = (*conn)->Send(kHello, EncodeHello(hello));
         uint8_t type = 0;
         std::string reply;
@@ -291,7 +292,8 @@ Status RemoteParams::RunPull(PullJob& job) {
   KT_RETURN_IF_ERROR(Exchange(job.calls));
   for (int k = 0; k < n; ++k) {
     const Channel& ch = *channels_[k];
-    const size_t expect = (job.ids_of[k].size() * row_dim_ + (ch.dense_end - ch.dense_begin)) * 4;
+    const size_t expect = (job.ids_of[k].size() * row_dim_ + (ch.dense_end - ch.dense_begin)) *
+                          WireFloatBytes(o_.wire);
     if (job.calls[k].reply_type != kPullReply || job.calls[k].reply.size() != expect) {
       return Internal("ps-" + std::to_string(k) + " sent a malformed pull reply");
     }
@@ -304,12 +306,13 @@ Status RemoteParams::Unpack(const PullJob& job, float* rows, float* dense) const
     const Channel& ch = *channels_[k];
     const size_t nrows = job.ids_of[k].size();
     const char* p = job.calls[k].reply.data();
+    const size_t row_bytes = row_dim_ * WireFloatBytes(o_.wire);
     for (size_t r = 0; r < nrows; ++r) {
-      std::memcpy(rows + static_cast<size_t>(job.pos_of[k][r]) * row_dim_, p + r * row_dim_ * 4,
-                  row_dim_ * 4);
+      GetWireFloats(p + r * row_bytes, row_dim_, o_.wire,
+                    rows + static_cast<size_t>(job.pos_of[k][r]) * row_dim_);
     }
-    std::memcpy(dense + ch.dense_begin, p + nrows * row_dim_ * 4,
-                (ch.dense_end - ch.dense_begin) * 4);
+    GetWireFloats(p + nrows * row_bytes, ch.dense_end - ch.dense_begin, o_.wire,
+                  dense + ch.dense_begin);
   }
   return Status::Ok();
 }
@@ -345,12 +348,10 @@ Status RemoteParams::Push(int64_t step, const std::vector<uint64_t>& ids, const 
       const Channel& ch = *channels_[k];
       // Numbered once here; a re-send in Exchange() sends the same bytes, the same number.
       EncodePush(step, ++channels_[k]->push_seq, ids_of_[k], pos_of_[k], row_grads, row_dim_,
-                 &calls[k].payload);
+                 o_.wire, &calls[k].payload);
       calls[k].ps = k;
       calls[k].type = kPush;
-      calls[k].payload2 =
-          std::string_view(reinterpret_cast<const char*>(dense_grad + ch.dense_begin),
-                           (ch.dense_end - ch.dense_begin) * 4);
+      SetPushDense(dense_grad, ch, calls[k]);
     }
     return Exchange(calls);
   }
@@ -366,17 +367,19 @@ Status RemoteParams::Push(int64_t step, const std::vector<uint64_t>& ids, const 
     }
   }
   if (!job) job = std::make_shared<PushJob>();
-  job->dense.assign(dense_grad, dense_grad + total_dense_);
+  const float* dense = dense_grad;
+  if (o_.wire == WireFloat::kF32) {
+    job->dense.assign(dense_grad, dense_grad + total_dense_);
+    dense = job->dense.data();
+  }
   job->calls.resize(n);
   for (int k = 0; k < n; ++k) {
     const Channel& ch = *channels_[k];
-    EncodePush(step, ++channels_[k]->push_seq, ids_of_[k], pos_of_[k], row_grads, row_dim_,
+    EncodePush(step, ++channels_[k]->push_seq, ids_of_[k], pos_of_[k], row_grads, row_dim_, o_.wire,
                &job->calls[k].payload);
     job->calls[k].ps = k;
     job->calls[k].type = kPush;
-    job->calls[k].payload2 =
-        std::string_view(reinterpret_cast<const char*>(job->dense.data() + ch.dense_begin),
-                         (ch.dense_end - ch.dense_begin) * 4);
+    SetPushDense(dense, ch, job->calls[k]);
   }
   pipe_->Enqueue([this, job]() mutable {
     Status s = Exchange(job->calls);
@@ -385,6 +388,18 @@ Status RemoteParams::Push(int64_t step, const std::vector<uint64_t>& ids, const 
     return s;
   });
   return Status::Ok();
+}
+
+void RemoteParams::SetPushDense(const float* dense_grad, const Channel& ch, Call& call) const {
+  const float* slice = dense_grad + ch.dense_begin;
+  const size_t n = ch.dense_end - ch.dense_begin;
+  if (o_.wire == WireFloat::kF32) {
+    // Sent from the caller's array (or the job's copy) without another copy.
+    call.payload2 = std::string_view(reinterpret_cast<const char*>(slice), n * 4);
+    return;
+  }
+  PutWireFloats(slice, n, o_.wire, &call.payload);  // converted: the payload owns it
+  call.payload2 = {};
 }
 
 Status RemoteParams::SaveCheckpoint(const std::string& dir, int64_t step) {

@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "trainer/net/transport.h"
+#include "trainer/ps/protocol.h"
 #include "trainer/worker/params.h"
 
 namespace kubetrain::trainer {
@@ -50,6 +51,9 @@ struct RemoteOptions {
   // Overlap communication with compute (see above); for asynchronous training only, where
   // one step of staleness is within what async SGD already tolerates.
   bool pipeline = false;
+  // How gradients and pulled parameters travel (ps/protocol.h): BF16 halves the bytes; the
+  // PS keeps FP32 master weights and optimizer state.
+  WireFloat wire = WireFloat::kF32;
 };
 
 class RemoteParams : public ParamClient {
@@ -98,7 +102,8 @@ class RemoteParams : public ParamClient {
     std::vector<std::vector<int>> pos_of;
     std::vector<Call> calls;
   };
-  // A queued push: its requests and its own copy of the dense gradient.
+  // A queued push: its requests and its own copy of the dense gradient (under a BF16 wire
+  // the converted copy is in each request's payload instead).
   struct PushJob {
     std::vector<Call> calls;
     std::vector<float> dense;
@@ -116,6 +121,9 @@ class RemoteParams : public ParamClient {
   // Sends a pull of job.ids and checks the replies; Unpack copies them out.
   Status RunPull(PullJob& job);
   Status Unpack(const PullJob& job, float* rows, float* dense) const;
+  // Points a push's request at the dense gradient's slice for `ch` (f32), or appends the
+  // slice converted to the wire type to its payload.
+  void SetPushDense(const float* dense_grad, const Channel& ch, Call& call) const;
   // Waits until the pipeline has done every queued request (OK without a pipeline).
   Status Drain();
 
