@@ -29,6 +29,7 @@
 #include "operator/kube/config.h"
 #include "operator/runtime/events.h"
 #include "operator/runtime/leader_election.h"
+#include "operator/runtime/memory.h"
 #include "operator/runtime/metrics.h"
 #include "operator/runtime/readiness.h"
 #include "operator/runtime/shutdown.h"
@@ -127,6 +128,7 @@ void ConfigureLogging(const Flags& f) {
 
 int main(int argc, char** argv) {
   using namespace kubetrain;
+  runtime::TuneMalloc();  // before any thread: two malloc arenas (see memory.h)
   Flags f;
   CLI::App app{"kubetrain-operator: reconciles TrainingJobs into pods, services and a secret"};
   app.set_version_flag("--version", std::string("kubetrain-operator ") + kubetrain::kVersion);

@@ -86,8 +86,8 @@ class JobController::Impl {
     for (const std::string& ns : options_.namespaces) {
       auto caches = std::make_unique<Caches>();
       const std::string selector(kJobNameLabel);
-      caches->jobs = std::make_unique<runtime::Informer<runtime::GenericObject>>(
-          client_->ListWatch(kTrainingJobs, ns, ""), runtime::ToGenericObject,
+      caches->jobs = std::make_unique<runtime::Informer<runtime::CompactObject>>(
+          client_->ListWatch(kTrainingJobs, ns, ""), runtime::ToCompactObject,
           runtime::ReflectorOptions{.name = "trainingjobs"});
       caches->pods = std::make_unique<runtime::Informer<CachedPod>>(
           client_->ListWatch(kube::kPods, ns, selector), ToCachedPod,
@@ -158,7 +158,7 @@ class JobController::Impl {
 
  private:
   struct Caches {
-    std::unique_ptr<runtime::Informer<runtime::GenericObject>> jobs;
+    std::unique_ptr<runtime::Informer<runtime::CompactObject>> jobs;  // as text: see object.h
     std::unique_ptr<runtime::Informer<CachedPod>> pods;
     std::unique_ptr<runtime::Informer<CachedChild>> services;
     std::unique_ptr<runtime::Informer<runtime::GenericObject>> workloads;  // with --kueue only
@@ -295,7 +295,7 @@ class JobController::Impl {
     }
     const api::Time now = Now();
     const std::string cached_rv = cached->meta.resource_version;
-    auto parsed = api::ParseTrainingJob(cached->object);
+    auto parsed = api::ParseTrainingJob(cached->Object());
     if (!parsed.ok()) return FailUnparseable(key, *cached, parsed.status(), now);
     api::TrainingJob job = std::move(*parsed);
     if (job.metadata.deletion_timestamp) return runtime::ReconcileResult{};
@@ -523,9 +523,9 @@ class JobController::Impl {
         it->second + options_.status_coalesce - std::chrono::steady_clock::now());
   }
 
-  Status WriteStatus(const std::string& key, const runtime::GenericObject& cached,
+  Status WriteStatus(const std::string& key, const runtime::CompactObject& cached,
                      const std::string& rv, const api::TrainingJobStatus& status) {
-    json obj = cached.object;
+    json obj = cached.Object();
     obj["metadata"]["resourceVersion"] = rv;
     obj["status"] = api::StatusToJson(status);
     auto written = client_->UpdateStatus(kTrainingJobs, cached.meta.ns, obj);
@@ -550,9 +550,9 @@ class JobController::Impl {
   // A job the cache holds but the API types cannot read (the CRD should have
   // stopped it): Failed/InvalidSpec, once, without a retry loop.
   StatusOr<runtime::ReconcileResult> FailUnparseable(const std::string& key,
-                                                     const runtime::GenericObject& cached,
+                                                     const runtime::CompactObject& cached,
                                                      const Status& error, api::Time now) {
-    auto old = api::ParseTrainingJobStatus(cached.object.value("status", json::object()));
+    auto old = api::ParseTrainingJobStatus(cached.Object().value("status", json::object()));
     api::TrainingJobStatus status = old.ok() ? *old : api::TrainingJobStatus{};
     if (status.IsTrue(api::ConditionType::kFailed)) return runtime::ReconcileResult{};
     SetFinished(status, /*succeeded=*/false, "InvalidSpec", error.message(), now);

@@ -459,10 +459,11 @@ Status CheckOk(const StatusOr<HttpResponse>& resp, std::string_view what) {
   return Status::Ok();
 }
 
-StatusOr<json> Decode(const StatusOr<HttpResponse>& resp, std::string_view what) {
+StatusOr<json> Decode(const StatusOr<HttpResponse>& resp, std::string_view what,
+                      ServedShape shape = ServedShape::kObject, bool drop_managed_fields = false) {
   KT_RETURN_IF_ERROR(CheckOk(resp, what));
   try {
-    return json::parse(resp->body);
+    return ParseServedJson(resp->body, shape, drop_managed_fields);
   } catch (const json::exception& e) {
     return Internal(std::string(what) + ": response is not JSON: " + e.what());
   }
@@ -508,7 +509,7 @@ StatusOr<json> Client::Get(const ResourceRef& r, std::string_view ns, std::strin
 
 StatusOr<json> Client::List(const ResourceRef& r, std::string_view ns, const ListOptions& opts) {
   std::string path = ResourcePath(r, ns) + ListQuery(opts, false);
-  return Decode(Do("GET", path), "GET " + path);
+  return Decode(Do("GET", path), "GET " + path, ServedShape::kList, opts.drop_managed_fields);
 }
 
 namespace {
@@ -522,23 +523,33 @@ std::string ContinueOf(const json& list) {
 
 }  // namespace
 
-StatusOr<json> Client::ListAll(const ResourceRef& r, std::string_view ns, ListOptions opts) {
-  auto first = List(r, ns, opts);
-  if (!first.ok()) return first;
-  json result = std::move(*first);
-  if (!result.is_object()) return Internal("LIST " + ResourcePath(r, ns) + ": not a list object");
-  if (!result["items"].is_array()) result["items"] = json::array();
-  if (!result["metadata"].is_object()) result["metadata"] = json::object();
-  std::string cont = ContinueOf(result);
-  while (!cont.empty()) {
-    opts.continue_token = cont;
-    opts.resource_version.clear();  // continue tokens carry their own snapshot
+Status Client::ListPages(const ResourceRef& r, std::string_view ns, ListOptions opts,
+                         const std::function<Status(json&& page)>& on_page) {
+  for (bool first = true;; first = false) {
     auto page = List(r, ns, opts);
-    if (!page.ok()) return page;
-    if (auto items = page->find("items"); items != page->end() && items->is_array())
-      for (auto& it : *items) result["items"].push_back(std::move(it));
-    cont = ContinueOf(*page);
+    if (!page.ok()) return page.status();
+    if (!page->is_object()) return Internal("LIST " + ResourcePath(r, ns) + ": not a list object");
+    std::string cont = ContinueOf(*page);
+    KT_RETURN_IF_ERROR(on_page(std::move(*page)));
+    if (cont.empty()) return Status::Ok();
+    opts.continue_token = std::move(cont);
+    if (first) opts.resource_version.clear();  // continue tokens carry their own snapshot
   }
+}
+
+StatusOr<json> Client::ListAll(const ResourceRef& r, std::string_view ns, ListOptions opts) {
+  json result;
+  Status s = ListPages(r, ns, std::move(opts), [&](json&& page) -> Status {
+    if (result.is_null()) {
+      result = std::move(page);
+      if (!result["items"].is_array()) result["items"] = json::array();
+      if (!result["metadata"].is_object()) result["metadata"] = json::object();
+    } else if (auto items = page.find("items"); items != page.end() && items->is_array()) {
+      for (auto& it : *items) result["items"].push_back(std::move(it));
+    }
+    return Status::Ok();
+  });
+  if (!s.ok()) return s;
   result["metadata"].erase("continue");
   return result;
 }
@@ -622,7 +633,7 @@ Status Client::Watch(const ResourceRef& r, std::string_view ns, const ListOption
       start = nl + 1;
       if (line.empty()) continue;
       try {
-        json ev = json::parse(line);
+        json ev = ParseServedJson(line, ServedShape::kWatchEvent, opts.drop_managed_fields);
         std::string type = ev.value("type", "");
         WatchEvent out;
         if (type == "ADDED") {
@@ -660,6 +671,31 @@ Status Client::Watch(const ResourceRef& r, std::string_view ns, const ListOption
   if (!result.ok()) return result;
   if (resp.ok() && stop.stop_requested()) return Status::Ok();
   return CheckOk(resp, what);
+}
+
+json ParseServedJson(std::string_view text, ServedShape shape, bool drop_managed_fields) {
+  if (!drop_managed_fields) return json::parse(text);
+  // The key path down to the current object: keys[d] is the last key seen in
+  // the object at depth d (the document is depth 1); "" for an array level.
+  std::vector<std::string> keys;
+  const size_t at = shape == ServedShape::kObject ? 2 : shape == ServedShape::kList ? 4 : 3;
+  auto cb = [&](int depth, json::parse_event_t event, json& parsed) {
+    if (event != json::parse_event_t::key) return true;
+    const auto d = static_cast<size_t>(depth);
+    keys.resize(d);
+    keys.push_back(parsed.get<std::string>());
+    if (d != at || keys[d] != "managedFields" || keys[d - 1] != "metadata") return true;
+    switch (shape) {
+      case ServedShape::kObject:
+        return false;
+      case ServedShape::kList:
+        return !(keys[1] == "items" && keys[2].empty());
+      case ServedShape::kWatchEvent:
+        return keys[1] != "object";
+    }
+    return true;
+  };
+  return json::parse(text, cb);
 }
 
 }  // namespace kubetrain::kube

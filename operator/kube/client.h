@@ -58,6 +58,10 @@ struct ListOptions {
   std::string resource_version_match;  // "NotOlderThan" / "Exact"
   int timeout_seconds = 0;             // watch: server closes after this many seconds
   bool allow_watch_bookmarks = true;   // watch only
+  // List items and watch event objects are parsed without their
+  // metadata.managedFields: a cache never reads them and they are about a
+  // third of a served Pod. (A PUT without managedFields keeps the server's.)
+  bool drop_managed_fields = false;
 };
 
 enum class PatchType {
@@ -123,6 +127,12 @@ class Client {
   // the resourceVersion of the first page. A 410 mid-way is returned as kGone.
   [[nodiscard]] StatusOr<nlohmann::json> ListAll(const ResourceRef& r, std::string_view ns,
                                                  ListOptions opts = {});
+  // Follows "continue" like ListAll, but hands each page (a List object) to
+  // `on_page` as it arrives, so a caller that converts and frees the items
+  // never holds the whole list. An error from `on_page` stops the list and is
+  // returned; a 410 mid-way is kGone (the pages already delivered are stale).
+  [[nodiscard]] Status ListPages(const ResourceRef& r, std::string_view ns, ListOptions opts,
+                                 const std::function<Status(nlohmann::json&& page)>& on_page);
   [[nodiscard]] StatusOr<nlohmann::json> Create(const ResourceRef& r, std::string_view ns,
                                                 const nlohmann::json& obj);
   // PUT; the object's metadata.resourceVersion, when set, is a precondition
@@ -167,6 +177,14 @@ class Client {
 // URL path of a collection or an object: "/apis/g/v/namespaces/ns/res[/name[/sub]]".
 std::string ResourcePath(const ResourceRef& r, std::string_view ns, std::string_view name = "",
                          std::string_view subresource = "");
+
+// Where the objects sit in a served document, for ParseServedJson.
+enum class ServedShape { kObject, kList, kWatchEvent };
+// Parses a served document; with `drop_managed_fields`, the objects'
+// metadata.managedFields (the object's own, a list's items', a watch event's
+// object's; nothing nested deeper) are skipped while parsing, never built.
+// Throws nlohmann::json::parse_error on malformed text.
+nlohmann::json ParseServedJson(std::string_view text, ServedShape shape, bool drop_managed_fields);
 
 // Maps an HTTP status and an apiserver Status body to a Status (see above).
 Status ApiError(long http_status, std::string_view body, std::string_view what);

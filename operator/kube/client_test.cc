@@ -55,5 +55,38 @@ TEST(ClientTest, ConnectionRefusedIsUnavailableAfterRetries) {
   EXPECT_EQ(r.status().code(), StatusCode::kUnavailable) << r.status().ToString();
 }
 
+// Issue 16: informers parse served objects without metadata.managedFields;
+// nothing else is dropped, and managedFields nested deeper (a pod template's)
+// stay.
+TEST(ParseServedJsonTest, DropsOnlyTheServedObjectsManagedFields) {
+  const std::string mf = R"("managedFields":[{"manager":"kubectl","fieldsV1":{"f:spec":{}}}])";
+  const std::string obj = R"({"metadata":{"name":"a",)" + mf +
+                          R"(,"labels":{"x":"y"}},"spec":{"template":{"metadata":{)" + mf +
+                          R"(}},"managedFields":1}})";
+  const auto plain = nlohmann::json::parse(obj);
+  auto want = plain;
+  want["metadata"].erase("managedFields");
+
+  EXPECT_EQ(ParseServedJson(obj, ServedShape::kObject, true), want);
+  EXPECT_EQ(ParseServedJson(obj, ServedShape::kObject, false), plain);
+
+  const std::string list = R"({"metadata":{"resourceVersion":"5","continue":"c"},"items":[)" + obj +
+                           "," + obj + "]}";
+  auto got = ParseServedJson(list, ServedShape::kList, true);
+  EXPECT_EQ(got["metadata"], (nlohmann::json{{"resourceVersion", "5"}, {"continue", "c"}}));
+  ASSERT_EQ(got["items"].size(), 2u);
+  EXPECT_EQ(got["items"][0], want);
+  EXPECT_EQ(got["items"][1], want);
+
+  const std::string event = R"({"type":"MODIFIED","object":)" + obj + "}";
+  got = ParseServedJson(event, ServedShape::kWatchEvent, true);
+  EXPECT_EQ(got["type"], "MODIFIED");
+  EXPECT_EQ(got["object"], want);
+  // The shapes do not mix: a list item's path is not a watch event's.
+  EXPECT_EQ(ParseServedJson(event, ServedShape::kList, true), nlohmann::json::parse(event));
+  EXPECT_THROW((void)ParseServedJson("{\"items\":[", ServedShape::kList, true),
+               nlohmann::json::parse_error);
+}
+
 }  // namespace
 }  // namespace kubetrain::kube

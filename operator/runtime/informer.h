@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "operator/runtime/memory.h"
 #include "operator/runtime/metrics.h"
 #include "operator/runtime/object.h"
 #include "operator/runtime/reflector.h"
@@ -116,11 +117,11 @@ class Informer : private ReflectorSink {
     }
   }
 
-  // Replace: the new list is converted, swapped in at once, and the
-  // difference to the previous content is reported to the handlers.
-  void Replace(std::vector<nlohmann::json>&& items, const std::string&) override {
-    typename Store<T>::Map fresh;
-    fresh.reserve(items.size());
+  // A (re)list: each page is converted as it arrives and its JSON freed; the
+  // converted list is swapped in at once by Replace and the difference to the
+  // previous content is reported to the handlers.
+  void AddListed(std::vector<nlohmann::json>&& items) override {
+    listed_.reserve(listed_.size() + items.size());
     for (auto& item : items) {
       auto p = Convert(item);
       nlohmann::json().swap(item);  // free the JSON as soon as it is converted
@@ -129,8 +130,14 @@ class Informer : private ReflectorSink {
         continue;
       }
       std::string key = (*p)->meta.Key();
-      fresh.emplace(std::move(key), std::move(*p));
+      listed_.insert_or_assign(std::move(key), std::move(*p));
     }
+  }
+  void DropListed() override { typename Store<T>::Map().swap(listed_); }
+
+  void Replace(const std::string&) override {
+    typename Store<T>::Map fresh;
+    fresh.swap(listed_);
     auto snapshot = fresh;  // shared pointers only
     auto old = store_.Replace(std::move(fresh));
     for (const auto& [key, obj] : snapshot) {
@@ -148,6 +155,10 @@ class Informer : private ReflectorSink {
     for (const auto& [key, obj] : old)
       for (auto& h : handlers_)
         if (h.on_delete) h.on_delete(obj, /*tombstone=*/true);
+    old.clear();
+    snapshot.clear();
+    // The list's JSON pages are freed: give their pages back to the system.
+    ReleaseFreeMemory();
     if (!synced_.load()) {
       std::lock_guard lock(sync_mu_);
       synced_ = true;
@@ -183,6 +194,7 @@ class Informer : private ReflectorSink {
   std::vector<EventHandlers<T>> handlers_;
 
   Store<T> store_;
+  typename Store<T>::Map listed_;  // the list in progress (reflector thread only)
   Reflector reflector_;
   std::atomic<bool> synced_{false};
   std::mutex sync_mu_;

@@ -59,6 +59,25 @@ StatusOr<GenericObject> ToGenericObject(const json& obj) {
   return GenericObject{std::move(meta), obj};
 }
 
+StatusOr<CompactObject> ToCompactObject(const json& obj) {
+  KT_ASSIGN_OR_RETURN(ObjectMeta meta, ParseObjectMeta(obj));
+  // Ill-formed UTF-8 (never served by the apiserver) becomes U+FFFD, not a throw.
+  const auto dump = [](const json& j) {
+    return j.dump(-1, ' ', false, json::error_handler_t::replace);
+  };
+  const json& md = obj["metadata"];
+  if (md.contains("managedFields")) {
+    json copy = obj;
+    copy["metadata"].erase("managedFields");
+    return CompactObject{std::move(meta), dump(copy)};
+  }
+  return CompactObject{std::move(meta), dump(obj)};
+}
+
+json CompactObject::Object() const {
+  return json::parse(text);
+}
+
 std::pair<std::string, std::string> SplitKey(std::string_view key) {
   auto slash = key.find('/');
   if (slash == std::string_view::npos) return {"", std::string(key)};

@@ -30,6 +30,33 @@ TEST(ObjectTest, MetadataKeepsWhatTheControllerNeeds) {
   EXPECT_EQ(p->object["status"]["phase"], "Failed");
 }
 
+// Issue 16: jobs are cached as text; everything but managedFields comes back.
+TEST(ObjectTest, CompactObjectKeepsAllButManagedFields) {
+  json job = json::parse(R"({"apiVersion": "kubetrain.io/v1alpha1", "kind": "TrainingJob",
+    "metadata": {"name": "j", "namespace": "ns", "uid": "u1", "resourceVersion": "7",
+      "generation": 2, "labels": {"a": "1"}, "annotations": {"x": "y"},
+      "managedFields": [{"manager": "kubectl", "fieldsV1": {"f:spec": {}}}]},
+    "spec": {"replicaSpecs": {"Worker": {"replicas": 2, "template": {"metadata":
+      {"managedFields": "kept: not the object's own"}, "spec": {"containers": [{"name": "t"}]}}}}},
+    "status": {"conditions": [{"type": "Running", "status": "True"}]}})");
+  auto c = ToCompactObject(job);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->meta.Key(), "ns/j");
+  EXPECT_EQ(c->meta.resource_version, "7");
+  EXPECT_EQ(c->meta.generation, 2);
+  json want = job;
+  want["metadata"].erase("managedFields");
+  EXPECT_EQ(c->Object(), want);
+  EXPECT_EQ(c->text.find("kubectl"), std::string::npos);
+  // Ill-formed UTF-8 (never served) becomes U+FFFD instead of a throw.
+  want["metadata"]["labels"]["b"] = "ill-formed \xff";
+  auto d = ToCompactObject(want);
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->Object()["metadata"]["labels"]["b"], "ill-formed \uFFFD");
+  EXPECT_EQ(ToCompactObject(json::parse(R"({"metadata": {}})")).status().code(),
+            StatusCode::kInvalidArgument);
+}
+
 TEST(ObjectTest, MissingNameIsInvalidArgument) {
   EXPECT_EQ(ParseObjectMeta(json::parse(R"({"metadata": {}})")).status().code(),
             StatusCode::kInvalidArgument);

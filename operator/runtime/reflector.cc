@@ -20,6 +20,28 @@ class KubeListerWatcher : public ListerWatcher {
     opts_.label_selector = std::move(label_selector);
     opts_.field_selector = std::move(field_selector);
     opts_.limit = page_size;
+    opts_.drop_managed_fields = true;
+  }
+
+  StatusOr<std::string> ListPages(const ItemsFn& on_items,
+                                  const std::function<void()>& restart) override {
+    std::string rv;
+    auto page_fn = [&](json&& page) -> Status {
+      if (rv.empty()) rv = RvOf(page);
+      on_items(ItemsOf(page));
+      return Status::Ok();
+    };
+    Status s = client_->ListPages(ref_, ns_, opts_, page_fn);
+    if (s.code() == StatusCode::kGone) {
+      // The continue token expired mid-way: start over with one unpaged list.
+      restart();
+      rv.clear();
+      kube::ListOptions full = opts_;
+      full.limit = 0;
+      s = client_->ListPages(ref_, ns_, full, page_fn);
+    }
+    if (!s.ok()) return s;
+    return rv;
   }
 
   StatusOr<json> List() override {
@@ -50,6 +72,8 @@ class KubeListerWatcher : public ListerWatcher {
   kube::ListOptions opts_;
 };
 
+}  // namespace
+
 std::string RvOf(const json& obj) {
   auto md = obj.find("metadata");
   if (md == obj.end() || !md->is_object()) return {};
@@ -57,7 +81,22 @@ std::string RvOf(const json& obj) {
   return rv != md->end() && rv->is_string() ? rv->get<std::string>() : std::string();
 }
 
-}  // namespace
+std::vector<json> ItemsOf(json& list) {
+  std::vector<json> items;
+  if (auto it = list.find("items"); it != list.end() && it->is_array()) {
+    items.reserve(it->size());
+    for (auto& item : *it) items.push_back(std::move(item));
+  }
+  return items;
+}
+
+StatusOr<std::string> ListerWatcher::ListPages(const ItemsFn& on_items,
+                                               const std::function<void()>&) {
+  KT_ASSIGN_OR_RETURN(json list, List());
+  std::string rv = RvOf(list);
+  on_items(ItemsOf(list));
+  return rv;
+}
 
 std::unique_ptr<ListerWatcher> NewKubeListerWatcher(kube::Client* client, kube::ResourceRef ref,
                                                     std::string ns, std::string label_selector,
@@ -150,8 +189,11 @@ void Reflector::Run(std::stop_token stop) {
   while (!stop.stop_requested()) {
     if (next == State::kEmpty) {
       state_ = State::kEmpty;
-      auto list = lw_->List();
+      auto list =
+          lw_->ListPages([this](std::vector<json>&& items) { sink_->AddListed(std::move(items)); },
+                         [this] { sink_->DropListed(); });
       if (!list.ok()) {
+        sink_->DropListed();
         {
           std::lock_guard lock(mu_);
           last_error_ = list.status();
@@ -160,13 +202,8 @@ void Reflector::Run(std::stop_token stop) {
         Backoff(stop, delay);
         continue;
       }
-      std::string rv = RvOf(*list);
-      std::vector<json> items;
-      if (auto it = list->find("items"); it != list->end() && it->is_array()) {
-        items.reserve(it->size());
-        for (auto& item : *it) items.push_back(std::move(item));
-      }
-      sink_->Replace(std::move(items), rv);
+      std::string rv = std::move(*list);
+      sink_->Replace(rv);
       {
         std::lock_guard lock(mu_);
         last_error_ = Status::Ok();

@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -23,6 +24,13 @@ class ListerWatcher {
   // A complete, consistent list (all pages); the List object with "items"
   // and metadata.resourceVersion.
   [[nodiscard]] virtual StatusOr<nlohmann::json> List() = 0;
+  // The same list page by page: each page's items go to `on_items` as they
+  // arrive, so a caller converting them never holds the whole list; `restart`
+  // means the items given so far are void (the list starts over). Returns
+  // the list's resourceVersion. The default gives List() as one page.
+  using ItemsFn = std::function<void(std::vector<nlohmann::json>&& items)>;
+  [[nodiscard]] virtual StatusOr<std::string> ListPages(const ItemsFn& on_items,
+                                                        const std::function<void()>& restart);
   // Watches from `resource_version`; same contract as kube::Client::Watch.
   [[nodiscard]] virtual Status Watch(const std::string& resource_version,
                                      const kube::WatchHandler& handler, std::stop_token stop) = 0;
@@ -36,12 +44,19 @@ std::unique_ptr<ListerWatcher> NewKubeListerWatcher(kube::Client* client, kube::
                                                     int64_t page_size = 500);
 
 // What the reflector feeds. Called from the reflector's thread only.
+// A (re)list arrives as AddListed pages, then Replace, or DropListed when it
+// failed or started over.
 class ReflectorSink {
  public:
   virtual ~ReflectorSink() = default;
-  // The full current state; replaces everything seen before.
-  virtual void Replace(std::vector<nlohmann::json>&& items,
-                       const std::string& resource_version) = 0;
+  // One page of the list in progress: kept aside (converted, the JSON freed)
+  // until Replace.
+  virtual void AddListed(std::vector<nlohmann::json>&& items) = 0;
+  // Forgets the pages given since the last Replace.
+  virtual void DropListed() = 0;
+  // The list is complete: its pages are the full current state and replace
+  // everything seen before.
+  virtual void Replace(const std::string& resource_version) = 0;
   // One watch event (never a bookmark).
   virtual void Apply(kube::WatchEventType type, nlohmann::json&& object) = 0;
 };
@@ -102,6 +117,11 @@ class Reflector {
 };
 
 const char* ReflectorStateName(Reflector::State s);
+
+// metadata.resourceVersion of a served object or list ("" when absent).
+std::string RvOf(const nlohmann::json& obj);
+// A List object's items, moved out of it.
+std::vector<nlohmann::json> ItemsOf(nlohmann::json& list);
 
 // Why a cache could not list `resource`, in words an operator acts on: names
 // the cause seen (TLS, 401, 403, CRD missing, unreachable) before the error.

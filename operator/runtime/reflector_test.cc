@@ -245,5 +245,84 @@ TEST_F(InformerTest, StopEndsTheReflector) {
   EXPECT_EQ(informer_->reflector().state(), Reflector::State::kStopped);
 }
 
+// A lister that serves each list as scripted pages: a page of items, a
+// restart (the continue token expired), or a failure mid-way.
+class PagedListerWatcher : public ListerWatcher {
+ public:
+  struct Step {
+    std::vector<json> items;
+    bool restart = false;
+    Status fail;
+  };
+  explicit PagedListerWatcher(std::vector<std::vector<Step>> lists) : lists_(std::move(lists)) {}
+
+  StatusOr<json> List() override { return Unavailable("unpaged List not used"); }
+  StatusOr<std::string> ListPages(const ItemsFn& on_items,
+                                  const std::function<void()>& restart) override {
+    if (next_ >= lists_.size()) return Unavailable("no more scripted lists");
+    for (auto& step : lists_[next_++]) {
+      if (!step.fail.ok()) return step.fail;
+      if (step.restart) restart();
+      on_items(std::move(step.items));
+    }
+    return std::string("7");
+  }
+  Status Watch(const std::string&, const kube::WatchHandler&, std::stop_token stop) override {
+    {
+      std::lock_guard lock(mu_);
+      watching_ = true;
+    }
+    cv_.notify_all();
+    std::mutex m;
+    std::unique_lock lock(m);
+    std::condition_variable_any cv;
+    cv.wait(lock, stop, [] { return false; });
+    return Status::Ok();
+  }
+  bool WaitWatching() {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, std::chrono::seconds(10), [this] { return watching_; });
+  }
+
+ private:
+  std::vector<std::vector<Step>> lists_;
+  size_t next_ = 0;  // reflector thread only
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool watching_ = false;
+};
+
+// Issue 16: a list is converted page by page; pages of a list that failed
+// mid-way, or that started over, never reach the store or the handlers.
+TEST(PagedListTest, OnlyTheCompleteListsPagesAreStored) {
+  using Step = PagedListerWatcher::Step;
+  std::vector<std::vector<Step>> lists;
+  const auto page = [](std::vector<json> items, bool restart = false) {
+    return Step{std::move(items), restart, Status::Ok()};
+  };
+  lists.push_back({page({Pod("stale", "1")}), Step{{}, false, Unavailable("connection reset")}});
+  lists.push_back({page({Pod("a", "2"), Pod("old", "3")}), page({Pod("a", "4")}, /*restart=*/true),
+                   page({Pod("b", "5")})});
+  auto lw = std::make_unique<PagedListerWatcher>(std::move(lists));
+  PagedListerWatcher* paged = lw.get();
+  Informer<GenericObject> informer(std::move(lw), ToGenericObject, Fast());
+  Recorded rec;
+  EventHandlers<GenericObject> h;
+  h.on_add = [&](const auto& o) { rec.Add("add " + o->meta.name); };
+  informer.AddHandlers(h);
+  informer.Start();
+  ASSERT_TRUE(informer.WaitForSync(std::chrono::seconds(10)));
+  ASSERT_TRUE(paged->WaitWatching());
+  auto keys = informer.store().Keys();
+  std::sort(keys.begin(), keys.end());
+  EXPECT_EQ(keys, (std::vector<std::string>{"ns/a", "ns/b"}));
+  EXPECT_EQ(informer.store().Get("ns/a")->meta.resource_version, "4");
+  auto log = rec.Get();
+  std::sort(log.begin(), log.end());
+  EXPECT_EQ(log, (std::vector<std::string>{"add a", "add b"}));
+  EXPECT_EQ(informer.reflector().last_resource_version(), "7");
+  EXPECT_EQ(informer.reflector().lists(), 1);
+}
+
 }  // namespace
 }  // namespace kubetrain::runtime

@@ -1,0 +1,30 @@
+// The process's malloc: fewer arenas, and freed pages given back.
+//
+//   runtime::TuneMalloc();        // first thing in main, before any thread
+//   ...
+//   runtime::ReleaseFreeMemory();  // after a big transient (an informer's list)
+#pragma once
+
+#include <cstddef>
+
+namespace kubetrain::runtime {
+
+struct MallocTuning {
+  // At most this many malloc arenas (glibc's default is 8 per core): each
+  // thread that allocates gets an arena that keeps what it freed, so a
+  // controller with a dozen threads holds many partly empty heaps.
+  int max_arenas = 2;
+  // Blocks from this size up are mmapped and unmapped when freed. Fixed, so
+  // glibc does not raise it after the first big free (a list page's body and
+  // JSON would then stay in the heap for good).
+  size_t mmap_threshold = 128 * 1024;
+};
+
+// Applies `tuning` with mallopt (glibc; a no-op elsewhere). Returns false when
+// malloc refused a setting. Call before the process starts threads.
+bool TuneMalloc(const MallocTuning& tuning = {});
+
+// Gives free heap pages back to the system (malloc_trim; a no-op elsewhere).
+void ReleaseFreeMemory();
+
+}  // namespace kubetrain::runtime
