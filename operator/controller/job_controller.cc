@@ -101,6 +101,7 @@ class JobController::Impl {
           .on_delete = [this](const auto& j, bool) { ForgetJob(j->meta.Key()); },
       });
       caches->pods->AddHandlers(ChildHandlers<CachedPod>());
+      caches->pods->AddHandlers(RestartLatencyHandlers());
       caches->services->AddHandlers(ChildHandlers<CachedChild>());
       if (options_.kueue) {
         // Workloads made by a job integration carry the job-uid label.
@@ -210,6 +211,17 @@ class JobController::Impl {
         .on_update = [enqueue_owner](const auto&, const auto& obj) { enqueue_owner(obj); },
         .on_delete = [enqueue_owner](const auto& obj, bool) { enqueue_owner(obj); },
     };
+  }
+
+  // The start of kubetrain_pod_restart_latency_seconds: a pod seen Failed or gone.
+  runtime::EventHandlers<CachedPod> RestartLatencyHandlers() {
+    runtime::EventHandlers<CachedPod> h;
+    h.on_update = [this](const auto& old, const auto& pod) {
+      if (pod->pod.phase == PodPhase::kFailed && old->pod.phase != PodPhase::kFailed)
+        metrics_->PodLost(pod->meta.Key());
+    };
+    h.on_delete = [this](const auto& pod, bool) { metrics_->PodLost(pod->meta.Key()); };
+    return h;
   }
 
   Caches* CachesFor(const std::string& ns) {
@@ -390,6 +402,7 @@ class JobController::Impl {
       auto created = client_->Create(*kind.resource, ns, obj);
       const Status s = created.status();
       metrics_->CountRequest("create", StatusCodeName(s.code()));
+      if (s.ok() && kind.kind == ChildRef::Kind::kPod) metrics_->PodCreated(ns + "/" + child);
       if (kind.kind == ChildRef::Kind::kSecret && s.ok() && HasLivePods(observed)) {
         // The Secret was gone although pods built with it live: they hold a key
         // the new Secret does not. Plan again at once; the planner fails the job.

@@ -13,6 +13,7 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 
 #include "operator/runtime/metrics.h"
 
@@ -31,6 +32,17 @@ class Metrics {
   void CountRequest(std::string_view verb, std::string_view code);
   void ObserveReconcile(std::chrono::nanoseconds d);
 
+  // Restart latency (kubetrain_pod_restart_latency_seconds): from the first
+  // sign that a replica pod is lost (seen Failed, or seen deleted) to the
+  // return of the create of its replacement (a pod of the same name). A later
+  // sign for the same pod does not move the start. Pods never replaced (a job
+  // that failed) are dropped after kPendingTtl once kMaxPending are pending.
+  void PodLost(const std::string& pod_key,
+               std::chrono::steady_clock::time_point at = std::chrono::steady_clock::now());
+  void PodCreated(const std::string& pod_key,
+                  std::chrono::steady_clock::time_point at = std::chrono::steady_clock::now());
+  size_t PendingRestarts() const;
+
   std::string Render() const;
 
  private:
@@ -42,11 +54,20 @@ class Metrics {
   static constexpr std::array<double, 12> kBuckets = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
                                                       0.05,   0.1,   0.25,   0.5,   1,    2.5};
 
+  static constexpr std::array<double, 16> kRestartBuckets = {
+      0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1, 1.5, 2, 3, 5, 10, 30};
+  static constexpr size_t kMaxPending = 10000;
+  static constexpr std::chrono::minutes kPendingTtl{10};
+
   runtime::Metrics* const registry_;
   mutable std::mutex mu_;
-  std::array<uint64_t, kBuckets.size()> bucket_counts_{};  // guarded by mu_
-  uint64_t reconcile_count_ = 0;                           // guarded by mu_
-  double reconcile_sum_ = 0;                               // guarded by mu_
+  std::array<uint64_t, kBuckets.size()> bucket_counts_{};                        // guarded by mu_
+  uint64_t reconcile_count_ = 0;                                                 // guarded by mu_
+  double reconcile_sum_ = 0;                                                     // guarded by mu_
+  std::unordered_map<std::string, std::chrono::steady_clock::time_point> lost_;  // guarded by mu_
+  std::array<uint64_t, kRestartBuckets.size()> restart_counts_{};                // guarded by mu_
+  uint64_t restart_count_ = 0;                                                   // guarded by mu_
+  double restart_sum_ = 0;                                                       // guarded by mu_
 };
 
 }  // namespace kubetrain::controller
