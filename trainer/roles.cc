@@ -290,6 +290,7 @@ int Finish(const Flags& f, Model& model, ParamClient& params, const TrainResult&
   metrics["steps"] = r.last_step;
   metrics["train_loss"] = r.last_loss;
   metrics["samples_per_second"] = r.samples_per_s;
+  metrics["samples_per_cpu_second"] = r.samples_per_cpu_s;
   bool target_ok = true;
   if (!f.no_eval) {
     auto ro = Reader(f, EvalDir(f), f.eval_match, 0, 1, /*loop=*/false);
@@ -521,6 +522,7 @@ int RunWorker(const Flags& f, const ClusterInfo& cluster, Model& model, const Au
                                 {"steps", r->last_step},
                                 {"train_loss", r->last_loss},
                                 {"samples_per_second", r->samples_per_s},
+                                {"samples_per_cpu_second", r->samples_per_cpu_s},
                                 {"pushes", PushesSent(**params, cluster.NumPs())},
                                 {"ps_bytes", ps_bytes}});
     spdlog::info("finished {} steps; the coordinator ends the job", r->last_step);

@@ -1,6 +1,7 @@
 #include "trainer/worker/train.h"
 
 #include <spdlog/spdlog.h>
+#include <time.h>
 
 #include <chrono>
 #include <cmath>
@@ -18,6 +19,13 @@ using Clock = std::chrono::steady_clock;
 
 double Seconds(Clock::duration d) {
   return std::chrono::duration<double>(d).count();
+}
+
+// CPU seconds used by every thread of this process so far.
+double ProcessCpuSeconds() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
 // The live rates served on /metrics cover about this long.
@@ -46,6 +54,7 @@ StatusOr<TrainResult> Train(Model& model, StripeReader& reader, ParamClient& par
   std::deque<float> recent;
   double recent_sum = 0;
   const auto start = Clock::now();
+  const double cpu_start = ProcessCpuSeconds();
   auto window_start = start;
   int64_t window_samples = 0;
   TrainerMetrics& live = TrainerMetrics::Global();
@@ -144,8 +153,9 @@ StatusOr<TrainResult> Train(Model& model, StripeReader& reader, ParamClient& par
   if (curve != nullptr) std::fclose(curve);
   if (!status.ok()) return status;
   const double elapsed = Seconds(Clock::now() - start);
-  result.samples_per_s =
-      static_cast<double>(result.losses.size()) * model.batch_size() / std::max(1e-9, elapsed);
+  const double samples = static_cast<double>(result.losses.size()) * model.batch_size();
+  result.samples_per_s = samples / std::max(1e-9, elapsed);
+  result.samples_per_cpu_s = samples / std::max(1e-9, ProcessCpuSeconds() - cpu_start);
   result.last_loss = recent.empty() ? 0 : recent_sum / recent.size();
   return result;
 }

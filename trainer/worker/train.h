@@ -26,6 +26,9 @@ struct TrainResult {
   int64_t last_step = 0;
   double last_loss = 0;      // mean over the last min(100, steps) steps
   double samples_per_s = 0;  // over the whole run
+  // Per CPU-second of this process (every thread) over the run: what the steps cost, where
+  // samples_per_s also says how much CPU the machine gave.
+  double samples_per_cpu_s = 0;
   std::vector<float> losses;
   // Where the run's wall-clock time went (seconds): reading and parsing batches, pulling
   // parameters, the model's forward and backward pass, pushing gradients.

@@ -1,6 +1,7 @@
 #include "trainer/worker/train.h"
 
 #include <gtest/gtest.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -62,9 +63,16 @@ TEST_F(TrainTest, PhasesAccountForTheRunsTime) {
   TrainOptions o;
   o.steps = 20;
   o.log_every = 0;
+  const auto cpu = [] {
+    timespec ts{};
+    ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+  };
+  const double cpu0 = cpu();
   const auto t0 = std::chrono::steady_clock::now();
   auto r = Train(**model, train, params, o, 0);
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double cpu_used = cpu() - cpu0;
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   const TrainResult::Phases& p = r->phases;
   EXPECT_GT(p.read, 0);
@@ -72,6 +80,11 @@ TEST_F(TrainTest, PhasesAccountForTheRunsTime) {
   EXPECT_GT(p.compute, 0);
   EXPECT_GT(p.push, 0);
   EXPECT_LE(p.read + p.pull + p.compute + p.push, wall);
+  // The CPU rate covers the training loop, within the CPU time of the whole call.
+  const double samples = 20.0 * config_.batch_size;
+  ASSERT_GT(r->samples_per_cpu_s, 0);
+  EXPECT_LE(samples / r->samples_per_cpu_s, cpu_used);
+  EXPECT_GT(samples / r->samples_per_cpu_s, 0.5 * cpu_used);
 }
 
 TEST_F(TrainTest, WideDeepLearnsGroundTruth) {
