@@ -138,6 +138,8 @@ job bad-deadline "$(printf '  runPolicy: {activeDeadlineSeconds: 0}\n  replicaSp
   rejects "activeDeadlineSeconds 0" "should be greater than or equal to 1"
 job huge-deadline "$(printf '  runPolicy: {activeDeadlineSeconds: 9223372036854775807}\n  replicaSpecs:\n    Worker:\n      %s' "${T}")" |
   rejects "activeDeadlineSeconds above 10 years" "should be less than or equal to 315360000"
+job bad-start-deadline "$(printf '  runPolicy: {startDeadlineSeconds: 0}\n  replicaSpecs:\n    Worker:\n      %s' "${T}")" |
+  rejects "startDeadlineSeconds 0" "should be greater than or equal to 1"
 job bad-backoff "$(printf '  runPolicy: {backoffLimit: -1}\n  replicaSpecs:\n    Worker:\n      %s' "${T}")" |
   rejects "negative backoffLimit" "should be greater than or equal to 0"
 job bad-ttl "$(printf '  runPolicy: {ttlSecondsAfterFinished: -1}\n  replicaSpecs:\n    Worker:\n      %s' "${T}")" |

@@ -86,12 +86,13 @@ Status ParseRunPolicy(const json& j, const std::string& path, RunPolicy& r) {
   KT_RETURN_IF_ERROR(
       RejectUnknown(j, path,
                     {"cleanPodPolicy", "ttlSecondsAfterFinished", "activeDeadlineSeconds",
-                     "backoffLimit", "suspend", "schedulingPolicy"}));
+                     "startDeadlineSeconds", "backoffLimit", "suspend", "schedulingPolicy"}));
   KT_RETURN_IF_ERROR(ReadEnum(
       j, path, "cleanPodPolicy",
       {CleanPodPolicy::kNone, CleanPodPolicy::kRunning, CleanPodPolicy::kAll}, r.clean_pod_policy));
   KT_RETURN_IF_ERROR(ReadInt(j, path, "ttlSecondsAfterFinished", r.ttl_seconds_after_finished));
   KT_RETURN_IF_ERROR(ReadInt(j, path, "activeDeadlineSeconds", r.active_deadline_seconds));
+  KT_RETURN_IF_ERROR(ReadInt(j, path, "startDeadlineSeconds", r.start_deadline_seconds));
   KT_RETURN_IF_ERROR(ReadInt(j, path, "backoffLimit", r.backoff_limit));
   KT_RETURN_IF_ERROR(ReadBool(j, path, "suspend", r.suspend));
   if (const json* s = Field(j, "schedulingPolicy")) {
@@ -304,6 +305,7 @@ json SpecToJson(const TrainingJobSpec& spec) {
   json run = {{"cleanPodPolicy", Name(rp.clean_pod_policy)}, {"suspend", rp.suspend}};
   PutOptional(run, "ttlSecondsAfterFinished", rp.ttl_seconds_after_finished);
   PutOptional(run, "activeDeadlineSeconds", rp.active_deadline_seconds);
+  PutOptional(run, "startDeadlineSeconds", rp.start_deadline_seconds);
   PutOptional(run, "backoffLimit", rp.backoff_limit);
   if (rp.scheduling_policy) {
     json sp = json::object();

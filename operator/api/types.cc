@@ -145,7 +145,7 @@ std::string_view Name(ServiceMode m) {
 }
 
 namespace {
-constexpr std::array<std::pair<ConditionType, std::string_view>, 7> kConditionNames = {{
+constexpr std::array<std::pair<ConditionType, std::string_view>, 8> kConditionNames = {{
     {ConditionType::kCreated, "Created"},
     {ConditionType::kRunning, "Running"},
     {ConditionType::kRestarting, "Restarting"},
@@ -153,6 +153,7 @@ constexpr std::array<std::pair<ConditionType, std::string_view>, 7> kConditionNa
     {ConditionType::kFailed, "Failed"},
     {ConditionType::kSuspended, "Suspended"},
     {ConditionType::kUnschedulable, "Unschedulable"},
+    {ConditionType::kCannotStart, "CannotStart"},
 }};
 }  // namespace
 

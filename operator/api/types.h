@@ -107,6 +107,9 @@ struct RunPolicy {
   CleanPodPolicy clean_pod_policy = CleanPodPolicy::kRunning;
   std::optional<int32_t> ttl_seconds_after_finished;
   std::optional<int64_t> active_deadline_seconds;
+  // How long pods may stay unable to start (condition CannotStart) before the
+  // job fails (StartDeadlineExceeded); unset: no limit.
+  std::optional<int64_t> start_deadline_seconds;
   std::optional<int32_t> backoff_limit;  // unset: no limit
   bool suspend = false;
   std::optional<SchedulingPolicy> scheduling_policy;
@@ -147,6 +150,9 @@ struct ObjectMeta {
 
 // kUnschedulable: some pods cannot be scheduled (the scheduler's reason in the
 // message); False again once every pod is.
+// kCannotStart: some scheduled pods cannot start their containers (image pull,
+// missing Secret or ConfigMap: the kubelet's reason and message); False again
+// once none is stuck so.
 enum class ConditionType {
   kCreated,
   kRunning,
@@ -154,7 +160,8 @@ enum class ConditionType {
   kSucceeded,
   kFailed,
   kSuspended,
-  kUnschedulable
+  kUnschedulable,
+  kCannotStart
 };
 std::string_view Name(ConditionType t);
 std::optional<ConditionType> ConditionTypeFromName(std::string_view name);

@@ -121,6 +121,15 @@ std::vector<FieldError> Validate(const TrainingJob& job) {
         {"spec.runPolicy.activeDeadlineSeconds",
          "should be less than or equal to " + std::to_string(kMaxActiveDeadlineSeconds)});
   }
+  if (rp.start_deadline_seconds && *rp.start_deadline_seconds < 1) {
+    errors.push_back(
+        {"spec.runPolicy.startDeadlineSeconds", "should be greater than or equal to 1"});
+  }
+  if (rp.start_deadline_seconds && *rp.start_deadline_seconds > kMaxActiveDeadlineSeconds) {
+    errors.push_back(
+        {"spec.runPolicy.startDeadlineSeconds",
+         "should be less than or equal to " + std::to_string(kMaxActiveDeadlineSeconds)});
+  }
   if (rp.backoff_limit && *rp.backoff_limit < 0) {
     errors.push_back({"spec.runPolicy.backoffLimit", "should be greater than or equal to 0"});
   }

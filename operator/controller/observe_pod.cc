@@ -18,6 +18,33 @@ PodPhase PodPhaseFromString(std::string_view phase) {
 
 namespace {
 
+// Waiting reasons of a container the kubelet cannot start and keeps retrying
+// without the pod ever failing: the job would wait forever without a word.
+bool IsStartFailure(std::string_view reason) {
+  return reason == "ErrImagePull" || reason == "ImagePullBackOff" || reason == "InvalidImageName" ||
+         reason == "ErrImageNeverPull" || reason == "CreateContainerConfigError" ||
+         reason == "CreateContainerError";
+}
+
+// "<reason>: <message>" of the first init or main container stuck so.
+std::string CannotStart(const json& status) {
+  for (const char* field : {"initContainerStatuses", "containerStatuses"}) {
+    const json statuses = status.value(field, json::array());
+    if (!statuses.is_array()) continue;
+    for (const json& cs : statuses) {
+      if (!cs.is_object()) continue;
+      const json state = cs.value("state", json::object());
+      if (!state.is_object() || !state.contains("waiting") || !state["waiting"].is_object())
+        continue;
+      const std::string reason = api::StringField(state["waiting"], "reason");
+      if (!IsStartFailure(reason)) continue;
+      // Cut: the cache keeps it for every stuck pod.
+      return TruncateUtf8(reason + ": " + api::StringField(state["waiting"], "message"), 1024);
+    }
+  }
+  return "";
+}
+
 StatusOr<std::optional<api::Time>> OptTime(const json& j, std::string_view key) {
   std::string text = api::StringField(j, key);
   if (text.empty()) return std::optional<api::Time>();
@@ -71,6 +98,7 @@ StatusOr<ObservedPod> ObservePodUnsafe(const json& pod) {
       }
     }
   }
+  if (out.phase == PodPhase::kPending) out.cannot_start = CannotStart(status);
   const json conditions = status.value("conditions", json::array());
   if (conditions.is_array()) {
     for (const json& c : conditions) {

@@ -59,6 +59,33 @@ TEST(ObservePodTest, ReadsWhyTheSchedulerCannotPlaceIt) {
   EXPECT_LE(ObservePod(pod)->unschedulable.size(), 1024u);
 }
 
+TEST(ObservePodTest, ReadsWhyTheKubeletCannotStartIt) {
+  json pod = json::parse(R"({
+    "metadata": {"name": "tj-ps-0", "labels": {"kubetrain.io/replica-type": "ps",
+                                               "kubetrain.io/replica-index": "0"}},
+    "spec": {"containers": [{"name": "trainer"}]},
+    "status": {"phase": "Pending", "containerStatuses": [
+      {"name": "trainer", "state": {"waiting": {"reason": "ImagePullBackOff",
+       "message": "Back-off pulling image \"kubetrain-trainer:typo\""}}}]}})");
+  StatusOr<ObservedPod> p = ObservePod(pod);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(p->cannot_start, "ImagePullBackOff: Back-off pulling image \"kubetrain-trainer:typo\"");
+  // An init container stuck first is the one named.
+  pod["status"]["initContainerStatuses"] = json::parse(
+      R"([{"name": "fetch", "state": {"waiting": {"reason": "CreateContainerConfigError",
+           "message": "secret \"creds\" not found"}}}])");
+  EXPECT_EQ(ObservePod(pod)->cannot_start,
+            "CreateContainerConfigError: secret \"creds\" not found");
+  // Merely starting: nothing.
+  pod["status"].erase("initContainerStatuses");
+  pod["status"]["containerStatuses"][0]["state"]["waiting"] = {{"reason", "ContainerCreating"}};
+  EXPECT_EQ(ObservePod(pod)->cannot_start, "");
+  // A running pod's waiting container is the restart policy's business.
+  pod["status"]["phase"] = "Running";
+  pod["status"]["containerStatuses"][0]["state"]["waiting"] = {{"reason", "ImagePullBackOff"}};
+  EXPECT_EQ(ObservePod(pod)->cannot_start, "");
+}
+
 TEST(ObservePodTest, EvictedPodTakesThePodsReason) {
   json pod = json::parse(R"({
     "metadata": {"name": "tj-ps-0", "labels": {"kubetrain.io/replica-type": "ps",

@@ -128,6 +128,9 @@ class Planner {
   // The Unschedulable condition from the pods' PodScheduled conditions;
   // `active`: the job runs (not finished, suspended or being deleted).
   void UpdateSchedulable(bool active);
+  // The CannotStart condition; and whether startDeadlineSeconds failed the job.
+  void UpdateStartable(bool active);
+  bool StartDeadlineExceeded();
   // Training succeeded (`success`, unless its pods are gone since) and the job has
   // evaluators: they alone run on, and the job succeeds once every one has exited 0.
   void RunEvaluatorsAfterTraining(const std::optional<Success>& success);
@@ -541,7 +544,55 @@ void Planner::UpdateSchedulable(bool active) {
   }
 }
 
+bool Planner::StartDeadlineExceeded() {
+  const auto& limit = job_.spec.run_policy.start_deadline_seconds;
+  const api::Condition* c = status_.Find(ConditionType::kCannotStart);
+  if (!limit || c == nullptr || !c->status) return false;
+  bool still = false;
+  for (const Slot& slot : slots_) {
+    still = still || (slot.pod != nullptr && !slot.pod->deletion_timestamp &&
+                      slot.pod->phase == PodPhase::kPending && !slot.pod->cannot_start.empty());
+  }
+  if (!still) return false;  // UpdateStartable turns the condition False
+  const api::Time deadline = c->last_transition_time + std::chrono::seconds(*limit);
+  if (input_.now < deadline) {
+    Requeue(deadline - input_.now);
+    return false;
+  }
+  Finish(false, "StartDeadlineExceeded",
+         "pods could not start for startDeadlineSeconds (" + std::to_string(*limit) +
+             "s): " + c->message);
+  return true;
+}
+
+void Planner::UpdateStartable(bool active) {
+  int32_t stuck = 0;
+  const ObservedPod* first = nullptr;
+  for (const Slot& slot : slots_) {
+    const ObservedPod* pod = slot.pod;
+    if (!active || pod == nullptr || pod->deletion_timestamp || pod->phase != PodPhase::kPending ||
+        pod->cannot_start.empty()) {
+      continue;
+    }
+    ++stuck;
+    if (first == nullptr) first = pod;
+  }
+  if (stuck > 0) {
+    const std::string& why = first->cannot_start;
+    const std::string reason = why.substr(0, why.find(':'));
+    std::string message = std::to_string(stuck) + " of " + std::to_string(slots_.size()) +
+                          " pods cannot start; " + first->name + ": " + why;
+    const api::Condition* now = status_.Find(ConditionType::kCannotStart);
+    if (now == nullptr || !now->status) AddEvent(EventType::kWarning, "CannotStart", message);
+    SetCondition(ConditionType::kCannotStart, true, reason, std::move(message));
+  } else if (status_.IsTrue(ConditionType::kCannotStart)) {
+    SetCondition(ConditionType::kCannotStart, false, active ? "PodsStarted" : "NotRunning",
+                 active ? "no pod is stuck before its containers start" : "the job is not running");
+  }
+}
+
 void Planner::RunActive() {
+  if (StartDeadlineExceeded()) return;
   if (const auto& limit = job_.spec.run_policy.active_deadline_seconds) {
     const api::Time deadline = *status_.start_time + std::chrono::seconds(*limit);
     if (input_.now >= deadline) {
@@ -800,8 +851,10 @@ Plan Planner::Run() {
       RunActive();
     }
   }
-  UpdateSchedulable(!status_.Finished() && !job_.metadata.deletion_timestamp &&
-                    !job_.spec.run_policy.suspend && !input_.hold);
+  const bool active = !status_.Finished() && !job_.metadata.deletion_timestamp &&
+                      !job_.spec.run_policy.suspend && !input_.hold;
+  UpdateSchedulable(active);
+  UpdateStartable(active);
   RecountReplicas();
   UpdateState();
   Summarize();

@@ -67,6 +67,10 @@ struct ObservedPod {
   // The scheduler's reason while the pod cannot be scheduled (its PodScheduled
   // condition False with reason Unschedulable); empty otherwise.
   std::string unschedulable;
+  // "<reason>: <message>" of the first container the kubelet cannot start
+  // while the pod is Pending (image pull errors, a missing Secret or
+  // ConfigMap); empty otherwise.
+  std::string cannot_start;
 };
 
 struct ObservedService {
@@ -283,6 +287,12 @@ struct Plan {
 //  - Pods the scheduler cannot place: condition Unschedulable True with the
 //    count and the first such pod's reason (and a Warning event when it turns
 //    True); False once every pod is placed, or when the job stops running.
+//  - Pods the kubelet cannot start (ObservedPod.cannot_start): condition
+//    CannotStart True, reason the kubelet's (ImagePullBackOff, ...), with the
+//    count and the first pod's message, and a Warning event when it turns True.
+//    With runPolicy.startDeadlineSeconds, still True that long after it turned
+//    True: Failed/StartDeadlineExceeded (the pods go per cleanPodPolicy, which
+//    frees what they hold); before it, a requeue for then.
 //  - Pods and Services of roles or indexes no longer in the spec are deleted, and
 //    live pods built from an older spec (kSpecHashAnnotation) are recreated;
 //    neither counts as a restart.

@@ -1659,6 +1659,73 @@ TEST(PlannerDeadlineTest, FailsAtTheDeadlineAndDeletesRunningPods) {
   EXPECT_EQ(plan.events[0].reason, "DeadlineExceeded");
 }
 
+// ---- Pods that cannot start -------------------------------------------------------
+
+// A pod whose image cannot be pulled stays Pending forever; the job said nothing.
+TEST(PlannerCannotStartTest, StuckContainersShowInTheStatusWithOneEvent) {
+  api::TrainingJob job = Job();
+  job.status.start_time = kNow;
+  ObservedChildren o = All(PodPhase::kPending);
+  Find(o, "tj-worker-1").cannot_start =
+      "ImagePullBackOff: Back-off pulling image \"kubetrain-trainer:typo\"";
+  Plan plan = PlanJob(job, o, Input());
+  const api::Condition* c = Cond(plan, ConditionType::kCannotStart);
+  ASSERT_NE(c, nullptr);
+  EXPECT_TRUE(c->status);
+  EXPECT_EQ(c->reason, "ImagePullBackOff");
+  EXPECT_EQ(c->message,
+            "1 of 4 pods cannot start; tj-worker-1: ImagePullBackOff: Back-off pulling image "
+            "\"kubetrain-trainer:typo\"");
+  int events = 0;
+  for (const Event& e : plan.events) events += e.reason == "CannotStart";
+  EXPECT_EQ(events, 1);
+  EXPECT_FALSE(plan.requeue_after) << "no startDeadlineSeconds: no timer";
+
+  // Again with that status: no second event, nothing to write.
+  Plan again = PlanJob(After(job, plan), o, Input(kNow + seconds(30)));
+  EXPECT_FALSE(again.status_changed);
+  for (const Event& e : again.events) EXPECT_NE(e.reason, "CannotStart");
+
+  // Pulled at last: False.
+  Find(o, "tj-worker-1").cannot_start.clear();
+  Plan started = PlanJob(After(job, plan), o, Input(kNow + seconds(60)));
+  c = Cond(started, ConditionType::kCannotStart);
+  ASSERT_NE(c, nullptr);
+  EXPECT_FALSE(c->status);
+  EXPECT_EQ(c->reason, "PodsStarted");
+}
+
+TEST(PlannerCannotStartTest, StartDeadlineFailsTheJobAndFreesThePods) {
+  api::TrainingJob job = Job();
+  job.spec.run_policy.start_deadline_seconds = 300;
+  job.status.start_time = kNow;
+  ObservedChildren o = All(PodPhase::kPending);
+  Find(o, "tj-ps-0").cannot_start = "CreateContainerConfigError: secret \"creds\" not found";
+  Plan first = PlanJob(job, o, Input());
+  ASSERT_TRUE(first.status.IsTrue(ConditionType::kCannotStart));
+  // The deadline counts from when the condition turned True.
+  Plan waiting = PlanJob(After(job, first), o, Input(kNow + seconds(100)));
+  EXPECT_FALSE(waiting.status.Finished());
+  EXPECT_EQ(waiting.requeue_after, seconds(200));
+  Plan due = PlanJob(After(job, first), o, Input(kNow + seconds(300)));
+  ASSERT_TRUE(due.status.IsTrue(ConditionType::kFailed));
+  const api::Condition* failed = Cond(due, ConditionType::kFailed);
+  EXPECT_EQ(failed->reason, "StartDeadlineExceeded");
+  EXPECT_NE(failed->message.find("secret \"creds\" not found"), std::string::npos)
+      << failed->message;
+  EXPECT_EQ(DeletedPods(due).size(), 4u) << "cleanPodPolicy Running takes the pending pods";
+  EXPECT_FALSE(due.status.IsTrue(ConditionType::kCannotStart));
+}
+
+TEST(PlannerCannotStartTest, StartDeadlineDoesNotCountWhileThePodsStart) {
+  api::TrainingJob job = Job();
+  job.spec.run_policy.start_deadline_seconds = 300;
+  job.status.start_time = kNow - seconds(1000);
+  Plan plan = PlanJob(job, All(PodPhase::kPending), Input());
+  EXPECT_FALSE(plan.status.Finished());
+  EXPECT_EQ(Cond(plan, ConditionType::kCannotStart), nullptr);
+}
+
 TEST(PlannerTtlTest, FinishedJobIsDeletedAfterTheTtl) {
   api::TrainingJob job = Job();
   job.spec.run_policy.ttl_seconds_after_finished = 60;

@@ -12,6 +12,10 @@ chart="${root}/deploy/helm/kubetrain"
 ns=kubetrain-helm
 trap 'kubectl delete namespace "${ns}" --wait=false >/dev/null 2>&1' EXIT
 
+for f in "${root}"/crds/*.kubetrain.io.yaml; do
+  check "the chart ships $(basename "${f}") as crds/ has it" \
+    "$(cmp -s "${f}" "${chart}/crds/$(basename "${f}")"; echo $?)" 0
+done
 check "helm lint" "$(helm lint "${chart}" >/dev/null 2>&1; echo $?)" 0
 check "two replicas without leader election are refused" \
   "$(helm template kt "${chart}" --set replicaCount=2 --set leaderElection.enabled=false 2>&1 | grep -c 'needs leaderElection.enabled')" 1
