@@ -42,6 +42,7 @@ struct Flags {
   std::string context;
   std::vector<std::string> namespaces;
   int workers = 4;
+  int create_parallelism = 4;
   double qps = 50;
   int burst = 100;
   bool leader_elect = false;
@@ -60,7 +61,7 @@ struct Flags {
   std::string log_format = "text";
   std::string log_level = "info";
   int sync_timeout_s = 120;
-  double status_coalesce_s = 2;
+  double status_coalesce_s = 30;
   // status.progress (issue 17): reads of trainers' /metrics, for the whole operator.
   double progress_qps = 10;
   int progress_burst = 10;
@@ -138,6 +139,10 @@ int main(int argc, char** argv) {
   app.add_option("--namespace", f.namespaces,
                  "namespace to watch; repeat for several (default: all namespaces)");
   app.add_option("--workers", f.workers, "reconcile worker threads")->check(CLI::Range(1, 256));
+  app.add_option("--create-parallelism", f.create_parallelism,
+                 "API calls in flight per reconcile creating a job's Services and Pods")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
   app.add_option("--qps", f.qps, "client-side API rate limit, requests/s")
       ->check(CLI::PositiveNumber);
   app.add_option("--burst", f.burst, "client-side API burst")->check(CLI::Range(1, 100000));
@@ -253,6 +258,7 @@ int main(int argc, char** argv) {
   }
   opts.gang_scheduler_name = f.gang_scheduler_name;
   opts.workers = f.workers;
+  opts.create_parallelism = f.create_parallelism;
   opts.status_coalesce =
       std::chrono::milliseconds(static_cast<int64_t>(f.status_coalesce_s * 1000));
   opts.read_progress = f.progress_qps > 0;

@@ -3,7 +3,9 @@
 #include <sodium.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <array>
+#include <atomic>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -368,7 +370,10 @@ class JobController::Impl {
     // > 0: a live-count-only change waits this long (StatusWriteWait).
     std::chrono::milliseconds status_wait{0};
     if (plan.status_changed && OnlyLiveCountsDiffer(job.status, plan.status)) {
-      status_wait = StatusWriteWait(key);
+      // Only how many pods are Pending moved (pods created, not yet running):
+      // not in any kubectl column, and the next change (Running, Unschedulable,
+      // a failure) carries it; it waits 4 windows, so it is never lost.
+      status_wait = StatusWriteWait(key, OnlyPendingCountsDiffer(job.status, plan.status) ? 4 : 1);
     }
     if (plan.status_changed && status_wait <= std::chrono::milliseconds(0)) {
       KT_RETURN_IF_ERROR(WriteStatus(key, *cached, rv, plan.status));
@@ -392,17 +397,44 @@ class JobController::Impl {
                         "Reconcile", e.message);
     }
 
-    // 2. Creates: Secret, NetworkPolicy, ConfigMap, PodGroup, Services, Pods, in the plan's order.
+    // 2. Creates: Secret, NetworkPolicy, ConfigMap, PodGroup, then Services and
+    // Pods, in the plan's order. The first four one by one (no pod without
+    // them); the Services and Pods, which depend on nothing but those, with up
+    // to options_.create_parallelism calls in flight. Every result is then
+    // handled in the plan's order, as if the calls had been made one by one
+    // (AlreadyExists is created, a failure is retried and reported).
     Status first_error;
-    for (const ChildCreate& create : plan.creates) {
+    const std::vector<ChildCreate>& creates = plan.creates;
+    size_t parallel_from = creates.size();
+    for (size_t i = 0; i < creates.size(); ++i) {
+      const ChildRef::Kind k = creates[i].ref.kind;
+      if (k == ChildRef::Kind::kService || k == ChildRef::Kind::kPod) {
+        parallel_from = i;
+        break;
+      }
+    }
+    std::vector<Status> results(creates.size());
+    auto issue = [&](size_t i) {
+      const ChildCreate& create = creates[i];
+      expectations_.ExpectChildCreate(key, create);
+      results[i] = client_->Create(*Info(create.ref.kind).resource, ns, create.object).status();
+      metrics_->CountRequest("create", StatusCodeName(results[i].code()));
+      if (results[i].ok() && create.ref.kind == ChildRef::Kind::kPod) {
+        metrics_->PodCreated(ns + "/" + create.ref.name);
+      }
+    };
+    bool stop = false;
+    for (size_t i = 0; i < creates.size() && !stop; ++i) {
+      if (i < parallel_from) {
+        issue(i);
+      } else if (i == parallel_from) {
+        IssueConcurrently(parallel_from, creates.size(), issue);
+      }
+      const ChildCreate& create = creates[i];
       const ChildKindInfo& kind = Info(create.ref.kind);
       const std::string& child = create.ref.name;
       const json& obj = create.object;
-      expectations_.ExpectChildCreate(key, create);
-      auto created = client_->Create(*kind.resource, ns, obj);
-      const Status s = created.status();
-      metrics_->CountRequest("create", StatusCodeName(s.code()));
-      if (s.ok() && kind.kind == ChildRef::Kind::kPod) metrics_->PodCreated(ns + "/" + child);
+      const Status& s = results[i];
       if (kind.kind == ChildRef::Kind::kSecret && s.ok() && HasLivePods(observed)) {
         // The Secret was gone although pods built with it live: they hold a key
         // the new Secret does not. Plan again at once; the planner fails the job.
@@ -419,7 +451,8 @@ class JobController::Impl {
         const Status ensured = EnsureConfigMap(key, ns, obj, s.ok());
         if (ensured.ok()) continue;
         if (first_error.ok()) first_error = ensured.WithContext("update " + child);
-        break;
+        stop = true;
+        continue;
       }
       if (kind.kind == ChildRef::Kind::kPodGroup &&
           (s.ok() || s.code() == StatusCode::kAlreadyExists)) {
@@ -428,7 +461,8 @@ class JobController::Impl {
         const Status ensured = EnsurePodGroup(key, ns, obj, s.ok());
         if (ensured.ok()) continue;
         if (first_error.ok()) first_error = ensured.WithContext("update " + child);
-        break;
+        stop = true;
+        continue;
       }
       if (s.ok() || s.code() == StatusCode::kAlreadyExists) continue;
       expectations_.ForgetCreate(key, create.ref);
@@ -482,7 +516,7 @@ class JobController::Impl {
       // Nor before its NetworkPolicy, nor a gang member before its PodGroup.
       if (kind.kind == ChildRef::Kind::kSecret || kind.kind == ChildRef::Kind::kConfigMap ||
           kind.kind == ChildRef::Kind::kNetworkPolicy || kind.kind == ChildRef::Kind::kPodGroup) {
-        break;
+        stop = true;
       }
     }
 
@@ -525,15 +559,32 @@ class JobController::Impl {
     return result;
   }
 
+  // Calls issue(i) for every i in [begin, end), with up to
+  // options_.create_parallelism calls in flight (this thread is one of them);
+  // returns once all have returned. `issue` must be thread-safe across indexes.
+  template <typename F>
+  void IssueConcurrently(size_t begin, size_t end, F& issue) {
+    const size_t n = end - begin;
+    const size_t threads = std::min<size_t>(std::max(options_.create_parallelism, 1), n);
+    std::atomic<size_t> next{begin};
+    auto drain = [&] {
+      for (size_t i = next++; i < end; i = next++) issue(i);
+    };
+    std::vector<std::jthread> helpers;
+    helpers.reserve(threads > 0 ? threads - 1 : 0);
+    for (size_t t = 1; t < threads; ++t) helpers.emplace_back(drain);
+    drain();
+  }  // the helpers join here
+
   // How long a live-count-only status change of `key` must still wait
-  // (options_.status_coalesce after its last write); <= 0: write now.
-  std::chrono::milliseconds StatusWriteWait(const std::string& key) {
+  // (`windows` times options_.status_coalesce after its last write); <= 0: write now.
+  std::chrono::milliseconds StatusWriteWait(const std::string& key, int windows) {
     if (options_.status_coalesce <= std::chrono::milliseconds(0)) return {};
     std::lock_guard<std::mutex> lock(status_mu_);
     auto it = last_status_write_.find(key);
     if (it == last_status_write_.end()) return {};
     return std::chrono::duration_cast<std::chrono::milliseconds>(
-        it->second + options_.status_coalesce - std::chrono::steady_clock::now());
+        it->second + windows * options_.status_coalesce - std::chrono::steady_clock::now());
   }
 
   Status WriteStatus(const std::string& key, const runtime::CompactObject& cached,

@@ -748,6 +748,26 @@ bool OnlyLiveCountsDiffer(const api::TrainingJobStatus& a, const api::TrainingJo
     if (it == a.replica_statuses.end()) return false;
     rs.active = it->second.active;
   }
+  // Unschedulable still True for the same reason: only its message (how many
+  // pods wait, the scheduler's words) moved, as pods get placed one by one.
+  const api::Condition* was = a.Find(ConditionType::kUnschedulable);
+  for (api::Condition& cond : c.conditions) {
+    if (cond.type == ConditionType::kUnschedulable && was != nullptr && was->status &&
+        cond.status && cond.reason == was->reason) {
+      cond.message = was->message;
+    }
+  }
+  return c == a;
+}
+
+bool OnlyPendingCountsDiffer(const api::TrainingJobStatus& a, const api::TrainingJobStatus& b) {
+  if (a == b) return false;
+  api::TrainingJobStatus c = b;
+  for (auto& [type, rs] : c.replica_statuses) {
+    auto it = a.replica_statuses.find(type);
+    if (it == a.replica_statuses.end()) return false;
+    rs.active = it->second.active;
+  }
   return c == a;
 }
 

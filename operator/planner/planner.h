@@ -108,8 +108,13 @@ bool ClusterConfigInSecret(const api::TrainingJob& job, const ObservedChildren& 
                            const std::map<api::ReplicaType, std::string>& spec_hashes);
 
 // True when `a` and `b` differ in live pod counts only (replicaStatuses.*.active
-// and running): what the executor may delay to write fewer statuses.
+// and running, and the message of an Unschedulable condition that stays True
+// for the same reason: it counts the waiting pods): what the executor may delay
+// to write fewer statuses.
 bool OnlyLiveCountsDiffer(const api::TrainingJobStatus& a, const api::TrainingJobStatus& b);
+// True when `a` and `b` differ in replicaStatuses.*.active only (pods created
+// or gone while none started or stopped running).
+bool OnlyPendingCountsDiffer(const api::TrainingJobStatus& a, const api::TrainingJobStatus& b);
 
 // The Kubernetes executor's PlanInput::max_pod_creates: a plan's size (and the
 // operator's memory) stays bounded whatever the job's size.

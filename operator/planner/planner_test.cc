@@ -596,6 +596,37 @@ TEST(PlannerStatusTest, OnlyLiveCountsDifferIsTrueForActiveAndRunningAlone) {
   EXPECT_FALSE(OnlyLiveCountsDiffer(a, c));
 }
 
+// Pods placed one by one change the Unschedulable message ("3 of 5 pods ..."),
+// not what the job is: that waits like a count. Turning it True or False does not.
+TEST(PlannerStatusTest, OnlyLiveCountsDifferCoversTheUnschedulableMessageAlone) {
+  api::TrainingJobStatus a;
+  a.conditions.push_back({ConditionType::kUnschedulable, true, "Unschedulable",
+                          "5 of 5 pods cannot be scheduled", kNow});
+  api::TrainingJobStatus b = a;
+  b.conditions[0].message = "3 of 5 pods cannot be scheduled";
+  b.running = 2;
+  EXPECT_TRUE(OnlyLiveCountsDiffer(a, b));
+  api::TrainingJobStatus c = a;
+  c.conditions[0].status = false;
+  c.conditions[0].reason = "PodsScheduled";
+  EXPECT_FALSE(OnlyLiveCountsDiffer(a, c));
+  api::TrainingJobStatus none;
+  EXPECT_FALSE(OnlyLiveCountsDiffer(none, a));  // turning True is news
+}
+
+TEST(PlannerStatusTest, OnlyPendingCountsDifferIsActiveAlone) {
+  api::TrainingJobStatus a;
+  a.replica_statuses[ReplicaType::kWorker].active = 0;
+  api::TrainingJobStatus b = a;
+  EXPECT_FALSE(OnlyPendingCountsDiffer(a, b));
+  b.replica_statuses[ReplicaType::kWorker].active = 4;  // pods created, Pending
+  EXPECT_TRUE(OnlyPendingCountsDiffer(a, b));
+  EXPECT_TRUE(OnlyLiveCountsDiffer(a, b));
+  b.running = 1;  // one runs: the RUNNING column moves
+  EXPECT_FALSE(OnlyPendingCountsDiffer(a, b));
+  EXPECT_TRUE(OnlyLiveCountsDiffer(a, b));
+}
+
 TEST(PlannerCreateTest, SecretHoldsTheInputKeyAsHex) {
   Plan plan = PlanJob(Job(), {}, Input());
   const json& secret = *Created(plan, "Secret", "tj-auth");
