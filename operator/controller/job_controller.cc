@@ -237,6 +237,7 @@ class JobController::Impl {
     {
       std::lock_guard<std::mutex> lock(status_mu_);
       last_status_write_.erase(key);
+      first_deferred_.erase(key);
     }
     if (progress_) progress_->Forget(key);
     expectations_.Forget(key);
@@ -373,7 +374,7 @@ class JobController::Impl {
       // Only how many pods are Pending moved (pods created, not yet running):
       // not in any kubectl column, and the next change (Running, Unschedulable,
       // a failure) carries it; it waits 4 windows, so it is never lost.
-      status_wait = StatusWriteWait(key, OnlyPendingCountsDiffer(job.status, plan.status) ? 4 : 1);
+      status_wait = StatusWriteWait(key, OnlyPendingCountsDiffer(job.status, plan.status));
     }
     if (plan.status_changed && status_wait <= std::chrono::milliseconds(0)) {
       KT_RETURN_IF_ERROR(WriteStatus(key, *cached, rv, plan.status));
@@ -576,15 +577,20 @@ class JobController::Impl {
     drain();
   }  // the helpers join here
 
-  // How long a live-count-only status change of `key` must still wait
-  // (`windows` times options_.status_coalesce after its last write); <= 0: write now.
-  std::chrono::milliseconds StatusWriteWait(const std::string& key, int windows) {
+  // How long a live-count-only status change of `key` must still wait; <= 0:
+  // write now. A change in Pending counts alone waits 4 windows
+  // (options_.status_coalesce) after the job's last write; any other
+  // (status.running, the Unschedulable message) one window after it was first
+  // deferred, so the RUNNING column trails by at most one window.
+  std::chrono::milliseconds StatusWriteWait(const std::string& key, bool pending_only) {
     if (options_.status_coalesce <= std::chrono::milliseconds(0)) return {};
+    const auto now = std::chrono::steady_clock::now();
     std::lock_guard<std::mutex> lock(status_mu_);
     auto it = last_status_write_.find(key);
     if (it == last_status_write_.end()) return {};
+    auto since = pending_only ? it->second : first_deferred_.try_emplace(key, now).first->second;
     return std::chrono::duration_cast<std::chrono::milliseconds>(
-        it->second + windows * options_.status_coalesce - std::chrono::steady_clock::now());
+        since + (pending_only ? 4 : 1) * options_.status_coalesce - now);
   }
 
   Status WriteStatus(const std::string& key, const runtime::CompactObject& cached,
@@ -604,6 +610,7 @@ class JobController::Impl {
     {
       std::lock_guard<std::mutex> lock(status_mu_);
       last_status_write_[key] = std::chrono::steady_clock::now();
+      first_deferred_.erase(key);
     }
     const std::string to_rv =
         written->value("metadata", json::object()).value("resourceVersion", std::string());
@@ -711,6 +718,9 @@ class JobController::Impl {
   std::mutex status_mu_;
   // When each job's status was last written (StatusWriteWait). Guarded by status_mu_.
   std::unordered_map<std::string, std::chrono::steady_clock::time_point> last_status_write_;
+  // When a running-count change of each job was first deferred since its last
+  // write (StatusWriteWait). Guarded by status_mu_.
+  std::unordered_map<std::string, std::chrono::steady_clock::time_point> first_deferred_;
 };
 
 JobController::JobController(kube::Client* client, runtime::EventRecorder* recorder,
