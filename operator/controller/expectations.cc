@@ -134,6 +134,22 @@ void Expectations::AuthSecretReplaced(const std::string& key) {
   jobs_[key].auth_secret_replaced = true;
 }
 
+void Expectations::SecretCreated(const std::string& key, const std::string& uid) {
+  std::lock_guard lock(mu_);
+  jobs_[key].secret_created_uid = uid;
+}
+
+bool Expectations::CreatedSecret(const std::string& key, const std::string& uid) {
+  std::lock_guard lock(mu_);
+  auto it = jobs_.find(key);
+  return it != jobs_.end() && !uid.empty() && it->second.secret_created_uid == uid;
+}
+
+void Expectations::SecretNotOurs(const std::string& key) {
+  std::lock_guard lock(mu_);
+  jobs_[key].secret_not_ours = true;
+}
+
 void Expectations::GangUnavailable(const std::string& key, std::string message) {
   std::lock_guard lock(mu_);
   jobs_[key].gang_unavailable = std::move(message);
@@ -145,6 +161,7 @@ void Expectations::FillPlanInput(const std::string& key, PlanInput& input) {
   if (it == jobs_.end()) return;
   input.rejected_child = it->second.rejected;
   input.auth_secret_replaced = it->second.auth_secret_replaced;
+  input.secret_not_ours = it->second.secret_not_ours;
   input.gang_unavailable = it->second.gang_unavailable;
 }
 

@@ -75,10 +75,16 @@ class Expectations {
   void ChildRejected(const std::string& key, std::string message);
   // The auth Secret had to be created while pods built with an earlier one lived.
   void AuthSecretReplaced(const std::string& key);
+  // This process created the auth Secret of job `uid`.
+  void SecretCreated(const std::string& key, const std::string& uid);
+  bool CreatedSecret(const std::string& key, const std::string& uid);
+  // The job's Secret was there before it and may hold another job's host list
+  // (PlanInput::secret_not_ours, until the job is forgotten).
+  void SecretNotOurs(const std::string& key);
   // The job's PodGroup cannot be created (no PodGroup API, no RBAC), with why.
   void GangUnavailable(const std::string& key, std::string message);
-  // Sets input.rejected_child, input.auth_secret_replaced and
-  // input.gang_unavailable from the above.
+  // Sets input.rejected_child, input.auth_secret_replaced,
+  // input.secret_not_ours and input.gang_unavailable from the above.
   void FillPlanInput(const std::string& key, PlanInput& input);
   // The status recording them is written: forget them.
   void FailureRecorded(const std::string& key);
@@ -112,6 +118,8 @@ class Expectations {
     std::optional<StatusWrite> status;
     std::optional<std::string> rejected;
     bool auth_secret_replaced = false;
+    std::string secret_created_uid;  // the job whose Secret this process created
+    bool secret_not_ours = false;
     std::optional<std::string> gang_unavailable;
     // The cluster JSON the job's ConfigMap is known to hold (written or
     // created by this process); empty: unknown, replace it when it exists.

@@ -436,6 +436,22 @@ class JobController::Impl {
       const std::string& child = create.ref.name;
       const json& obj = create.object;
       const Status& s = results[i];
+      if (kind.kind == ChildRef::Kind::kSecret && s.ok()) {
+        expectations_.SecretCreated(key, job.metadata.uid);
+      }
+      if (kind.kind == ChildRef::Kind::kSecret && s.code() == StatusCode::kAlreadyExists &&
+          !input.secret_not_ours && !HasLivePods(observed) &&
+          !expectations_.CreatedSecret(key, job.metadata.uid)) {
+        // Not known to be this job's: a same-named earlier job's Secret may
+        // still be there, with another shape's host list. Plan again at once;
+        // the pods read CLUSTER_CONFIG from the ConfigMap.
+        spdlog::info("{}: auth Secret {} already existed; the cluster goes in the ConfigMap", key,
+                     child);
+        expectations_.SecretNotOurs(key);
+        runtime::ReconcileResult again;
+        again.requeue_after = std::chrono::milliseconds(1);
+        return again;
+      }
       if (kind.kind == ChildRef::Kind::kSecret && s.ok() && HasLivePods(observed)) {
         // The Secret was gone although pods built with it live: they hold a key
         // the new Secret does not. Plan again at once; the planner fails the job.

@@ -641,6 +641,40 @@ TEST(JobControllerTest, AJobFromAnEarlierOperatorKeepsReadingItsConfigMap) {
   EXPECT_FALSE(api.Get(kube::kSecrets, "ml", "tj-auth")->contains("stringData"));  // untouched
 }
 
+// A job re-created under the same name before the garbage collector removed
+// the earlier job's Secret: that Secret may hold another shape's host list (it
+// had 1 worker), and the operator cannot read it. The pods read CLUSTER_CONFIG
+// from the ConfigMap, which holds this job's hosts. (Before: they read the
+// leftover Secret's list.)
+TEST(JobControllerTest, ALeftoverSecretOfASameNamedJobIsNotTrustedForTheHosts) {
+  FakeApi api;
+  api.Seed(kTrainingJobs, Job());
+  api.Seed(kube::kSecrets,
+           {{"apiVersion", "v1"},
+            {"kind", "Secret"},
+            {"metadata",
+             {{"name", "tj-auth"},
+              {"namespace", "ml"},
+              {"ownerReferences",
+               {{{"kind", "TrainingJob"}, {"name", "tj"}, {"uid", "an-earlier-tj"}}}}}},
+            {"data", {{"key", "AAAA"}}},
+            {"stringData",
+             {{"cluster", R"({"worker":["tj-worker-0.tj.ml.svc.cluster.local:2222"]})"}}}});
+  Running controller(&api);
+  ASSERT_TRUE(
+      Eventually([&] { return Count(api.calls(), "create", "pods", StatusCode::kOk) == 2; }));
+  for (const char* name : {"tj-worker-0", "tj-worker-1"}) {
+    const json pod = *api.Get(kube::kPods, "ml", name);
+    std::string source;
+    for (const json& e : pod["spec"]["containers"][0]["env"]) {
+      if (e["name"] == "CLUSTER_CONFIG") source = e["valueFrom"].dump();
+    }
+    EXPECT_EQ(source, R"({"configMapKeyRef":{"key":"cluster","name":"tj-cluster"}})") << name;
+  }
+  const json cm = *api.Get(kube::kConfigMaps, "ml", "tj-cluster");
+  EXPECT_NE(cm["data"].value("cluster", "").find("tj-worker-1"), std::string::npos) << cm.dump();
+}
+
 json JobOfWorkers(int workers) {
   json job = Job();
   job["spec"]["replicaSpecs"]["Worker"]["replicas"] = workers;

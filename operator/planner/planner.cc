@@ -845,7 +845,8 @@ Plan Planner::Run() {
     cluster_config_ = ClusterConfigJson(cluster);
     for (const auto& [type, spec] : job_.spec.replica_specs)
       spec_hashes_[type] = SpecHash(spec, cluster_config_);
-    config_in_secret_ = ClusterConfigInSecret(job_, observed_, spec_hashes_);
+    config_in_secret_ =
+        !input_.secret_not_ours && ClusterConfigInSecret(job_, observed_, spec_hashes_);
     builder_.set_config_in_secret(config_in_secret_);
     Status valid = api::ToStatus(api::Validate(job_));
     if (valid.ok() && !gang_.ok()) valid = gang_.status();

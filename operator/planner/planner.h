@@ -138,6 +138,12 @@ struct PlanInput {
   // job's back: those pods hold a key no new replica gets). The job fails with
   // reason AuthSecretDeleted instead of failing later for a misleading reason.
   bool auth_secret_replaced = false;
+  // Set when the job's auth Secret already existed while no pod of the job
+  // lived and this process had not created it: a same-named earlier job's
+  // Secret the garbage collector has not removed yet, whose host list may be
+  // another shape's (the operator cannot read Secrets to tell). The pods then
+  // read CLUSTER_CONFIG from the ConfigMap, whose content the operator keeps.
+  bool secret_not_ours = false;
   // Set when the executor cannot create the job's PodGroup (the PodGroup API
   // is not installed, or the operator may not create PodGroups): an active job
   // fails with reason GangSchedulingUnavailable and this message, rather than
