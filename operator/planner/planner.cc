@@ -125,6 +125,13 @@ class Planner {
   // Creates the missing Services and Pods (of `only` this role, if set).
   void CreateMissing(std::optional<ReplicaType> only = std::nullopt);
   void UpdateRunning(bool restarted);
+  // Live Pending pods whose `why` (ObservedPod::unschedulable or
+  // cannot_start) is set: how many, and the first in slot order.
+  struct StuckPods {
+    int32_t count = 0;
+    const ObservedPod* first = nullptr;
+  };
+  StuckPods PendingPodsWith(std::string ObservedPod::*why) const;
   // The Unschedulable condition from the pods' PodScheduled conditions;
   // `active`: the job runs (not finished, suspended or being deleted).
   void UpdateSchedulable(bool active);
@@ -514,17 +521,9 @@ void Planner::UpdateRunning(bool restarted) {
 }
 
 void Planner::UpdateSchedulable(bool active) {
-  int32_t waiting = 0;
-  const ObservedPod* first = nullptr;
-  for (const Slot& slot : slots_) {
-    const ObservedPod* pod = slot.pod;
-    if (!active || pod == nullptr || pod->deletion_timestamp || pod->phase != PodPhase::kPending ||
-        pod->unschedulable.empty()) {
-      continue;
-    }
-    ++waiting;
-    if (first == nullptr) first = pod;
-  }
+  const StuckPods stuck = active ? PendingPodsWith(&ObservedPod::unschedulable) : StuckPods{};
+  const int32_t waiting = stuck.count;
+  const ObservedPod* first = stuck.first;
   if (waiting > 0) {
     std::string message = std::to_string(waiting) + " of " + std::to_string(slots_.size()) +
                           " pods cannot be scheduled";
@@ -544,16 +543,26 @@ void Planner::UpdateSchedulable(bool active) {
   }
 }
 
+Planner::StuckPods Planner::PendingPodsWith(std::string ObservedPod::*why) const {
+  StuckPods out;
+  for (const Slot& slot : slots_) {
+    const ObservedPod* pod = slot.pod;
+    if (pod == nullptr || pod->deletion_timestamp || pod->phase != PodPhase::kPending ||
+        (pod->*why).empty()) {
+      continue;
+    }
+    ++out.count;
+    if (out.first == nullptr) out.first = pod;
+  }
+  return out;
+}
+
 bool Planner::StartDeadlineExceeded() {
   const auto& limit = job_.spec.run_policy.start_deadline_seconds;
   const api::Condition* c = status_.Find(ConditionType::kCannotStart);
   if (!limit || c == nullptr || !c->status) return false;
-  bool still = false;
-  for (const Slot& slot : slots_) {
-    still = still || (slot.pod != nullptr && !slot.pod->deletion_timestamp &&
-                      slot.pod->phase == PodPhase::kPending && !slot.pod->cannot_start.empty());
-  }
-  if (!still) return false;  // UpdateStartable turns the condition False
+  // None stuck any more: UpdateStartable turns the condition False.
+  if (PendingPodsWith(&ObservedPod::cannot_start).count == 0) return false;
   const api::Time deadline = c->last_transition_time + std::chrono::seconds(*limit);
   if (input_.now < deadline) {
     Requeue(deadline - input_.now);
@@ -566,17 +575,9 @@ bool Planner::StartDeadlineExceeded() {
 }
 
 void Planner::UpdateStartable(bool active) {
-  int32_t stuck = 0;
-  const ObservedPod* first = nullptr;
-  for (const Slot& slot : slots_) {
-    const ObservedPod* pod = slot.pod;
-    if (!active || pod == nullptr || pod->deletion_timestamp || pod->phase != PodPhase::kPending ||
-        pod->cannot_start.empty()) {
-      continue;
-    }
-    ++stuck;
-    if (first == nullptr) first = pod;
-  }
+  const StuckPods pods = active ? PendingPodsWith(&ObservedPod::cannot_start) : StuckPods{};
+  const int32_t stuck = pods.count;
+  const ObservedPod* first = pods.first;
   if (stuck > 0) {
     const std::string& why = first->cannot_start;
     const std::string reason = why.substr(0, why.find(':'));
