@@ -70,8 +70,8 @@ TEST(ParseServedJsonTest, DropsOnlyTheServedObjectsManagedFields) {
   EXPECT_EQ(ParseServedJson(obj, ServedShape::kObject, true), want);
   EXPECT_EQ(ParseServedJson(obj, ServedShape::kObject, false), plain);
 
-  const std::string list = R"({"metadata":{"resourceVersion":"5","continue":"c"},"items":[)" + obj +
-                           "," + obj + "]}";
+  const std::string list =
+      R"({"metadata":{"resourceVersion":"5","continue":"c"},"items":[)" + obj + "," + obj + "]}";
   auto got = ParseServedJson(list, ServedShape::kList, true);
   EXPECT_EQ(got["metadata"], (nlohmann::json{{"resourceVersion", "5"}, {"continue", "c"}}));
   ASSERT_EQ(got["items"].size(), 2u);
