@@ -34,6 +34,8 @@
 # Bench only: not part of CI. Stops only the processes it started, by PID.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+# shellcheck source=lib.sh
+source "${root}/bench/controller/lib.sh"
 operator="$(realpath "${1:?usage: compare_training_operator.sh OPERATOR_BINARY [JOBS] [RUNS]}")"
 jobs="${2:-500}"
 runs="${3:-3}"
@@ -93,54 +95,9 @@ fi
 
 # The same job for both: 1 PS + 4 workers on the kwok nodes.
 make_jobs() {  # make_jobs peer|ours SPEC_LINE
-  local i
-  for ((i = 0; i < jobs; i++)); do
-    if [[ "$1" == peer ]]; then
-      cat <<JOB
-apiVersion: kubeflow.org/v1
-kind: TFJob
-metadata: {name: bench-${i}, namespace: bench}
-spec:
-  tfReplicaSpecs:
-    PS:
-      replicas: 1
-      template: &t
-        spec:
-          nodeSelector: {type: kwok}
-          tolerations: [{key: kwok.x-k8s.io/node, operator: Exists, effect: NoSchedule}]
-          containers: [{name: tensorflow, image: kubetrain-trainer}]
-    Worker:
-      replicas: 4
-      template: *t
----
-JOB
-    else
-      cat <<JOB
-apiVersion: kubetrain.io/v1alpha1
-kind: TrainingJob
-metadata: {name: bench-${i}, namespace: bench}
-spec:
-  ${2}
-  replicaSpecs:
-    PS:
-      replicas: 1
-      template: &t
-        spec:
-          nodeSelector: {type: kwok}
-          tolerations: [{key: kwok.x-k8s.io/node, operator: Exists, effect: NoSchedule}]
-          containers: [{name: trainer, image: kubetrain-trainer}]
-    Worker:
-      replicas: 4
-      template: *t
----
-JOB
-    fi
-  done
+  if [[ "$1" == peer ]]; then bench_jobs "${jobs}" tfjob; else bench_jobs "${jobs}" trainingjob "${2:-}"; fi
 }
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-cpu_s() { awk -v t="$(getconf CLK_TCK)" '{printf "%.2f", ($14 + $15) / t}' "/proc/$1/stat"; }
-now() { date +%s.%N; }
 
 run_one() {  # run_one LABEL RUN: appends one JSON line of figures to ${results}
   local label="$1" r="$2" kind ready_url

@@ -27,3 +27,32 @@ wait_ready() {
 metric() {
   curl -sf "127.0.0.1:$1/metrics" | awk -v n="$2" '$1 == n || index($1, n "{") == 1 {s += $2} END {printf "%g\n", s}'
 }
+
+# bench_jobs N trainingjob|tfjob [SPEC_LINE]: N jobs bench-0.. in namespace
+# bench, each 1 PS + 4 workers on the kwok nodes, as one YAML stream; a
+# TrainingJob gets SPEC_LINE (e.g. "serviceMode: PerReplica") in its spec.
+bench_jobs() {
+  local n="$1" kind="$2" extra="${3:-}" i
+  for ((i = 0; i < n; i++)); do
+    if [[ "${kind}" == tfjob ]]; then
+      printf 'apiVersion: kubeflow.org/v1\nkind: TFJob\nmetadata: {name: bench-%s, namespace: bench}\nspec:\n  tfReplicaSpecs:\n' "${i}"
+    else
+      printf 'apiVersion: kubetrain.io/v1alpha1\nkind: TrainingJob\nmetadata: {name: bench-%s, namespace: bench}\nspec:\n' "${i}"
+      [[ -z "${extra}" ]] || printf '  %s\n' "${extra}"
+      printf '  replicaSpecs:\n'
+    fi
+    cat <<JOB
+    PS:
+      replicas: 1
+      template: &t
+        spec:
+          nodeSelector: {type: kwok}
+          tolerations: [{key: kwok.x-k8s.io/node, operator: Exists, effect: NoSchedule}]
+          containers: [{name: $([[ "${kind}" == tfjob ]] && echo tensorflow || echo trainer), image: kubetrain-trainer}]
+    Worker:
+      replicas: 4
+      template: *t
+---
+JOB
+  done
+}

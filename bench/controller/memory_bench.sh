@@ -74,26 +74,7 @@ kubectl apply -f "${root}/crds/trainingjobs.kubetrain.io.yaml" >/dev/null
 kubectl wait --for=condition=Established crd/trainingjobs.kubetrain.io --timeout=60s >/dev/null
 kubectl create namespace bench >/dev/null
 until kubectl -n bench get sa default >/dev/null 2>&1; do sleep 0.2; done
-for ((i = 0; i < jobs; i++)); do
-  cat <<JOB
-apiVersion: kubetrain.io/v1alpha1
-kind: TrainingJob
-metadata: {name: bench-${i}, namespace: bench}
-spec:
-  replicaSpecs:
-    PS:
-      replicas: 1
-      template: &t
-        spec:
-          nodeSelector: {type: kwok}
-          tolerations: [{key: kwok.x-k8s.io/node, operator: Exists, effect: NoSchedule}]
-          containers: [{name: trainer, image: kubetrain-trainer}]
-    Worker:
-      replicas: 4
-      template: *t
----
-JOB
-done >"${work}/jobs.yaml"
+bench_jobs "${jobs}" trainingjob >"${work}/jobs.yaml"
 
 t0=${SECONDS}
 start_op "${contenders[0]}" "${work}/populate.log"

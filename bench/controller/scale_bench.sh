@@ -9,6 +9,8 @@
 # limit applies to binding as on any cluster).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+# shellcheck source=lib.sh
+source "${root}/bench/controller/lib.sh"
 operator="${1:?usage: scale_bench.sh OPERATOR_BINARY [JOBS] [RUNS]}"
 jobs="${2:-500}"
 runs="${3:-3}"
@@ -23,28 +25,8 @@ stop() {
 trap stop EXIT
 
 manifest="$(mktemp)"
-for ((i = 0; i < jobs; i++)); do
-  cat <<JOB
-apiVersion: kubetrain.io/v1alpha1
-kind: TrainingJob
-metadata: {name: bench-${i}, namespace: bench}
-spec:
-  replicaSpecs:
-    PS:
-      replicas: 1
-      template: &t
-        spec:
-          nodeSelector: {type: kwok}
-          tolerations: [{key: kwok.x-k8s.io/node, operator: Exists, effect: NoSchedule}]
-          containers: [{name: trainer, image: kubetrain-trainer}]
-    Worker:
-      replicas: 4
-      template: *t
----
-JOB
-done >"${manifest}"
+bench_jobs "${jobs}" trainingjob >"${manifest}"
 
-median() { sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 r_time=() r_created=() r_rate=() r_writes=() r_cpu=() r_rss=()
 tick=$(getconf CLK_TCK)
 for ((r = 1; r <= runs; r++)); do

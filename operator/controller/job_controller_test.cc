@@ -364,6 +364,23 @@ std::string Reason(const json& job, const std::string& type) {
   return "";
 }
 
+// The message of the job's condition `type` (whatever its status).
+std::string Message(const json& job, const std::string& type) {
+  const json status = job.value("status", json::object());
+  for (const json& c : status.value("conditions", json::array())) {
+    if (c.value("type", "") == type) return c.value("message", "");
+  }
+  return "";
+}
+
+// Where a pod's first container reads CLUSTER_CONFIG from (its valueFrom).
+std::string ClusterConfigSource(const json& pod) {
+  for (const json& e : pod["spec"]["containers"][0]["env"]) {
+    if (e["name"] == "CLUSTER_CONFIG") return e["valueFrom"].dump();
+  }
+  return "";
+}
+
 size_t Count(const std::vector<FakeApi::Call>& calls, const std::string& verb,
              const std::string& resource, StatusCode code) {
   size_t n = 0;
@@ -428,11 +445,7 @@ TEST(JobControllerTest, RejectedPodFailsTheJobOnceWithInvalidSpec) {
   Running controller(&api);
   ASSERT_TRUE(Eventually(
       [&] { return Reason(*api.Get(kTrainingJobs, "ml", "tj"), "Failed") == "InvalidSpec"; }));
-  const json job = *api.Get(kTrainingJobs, "ml", "tj");
-  std::string message;
-  for (const json& c : job["status"]["conditions"]) {
-    if (c["type"] == "Failed") message = c.value("message", "");
-  }
+  const std::string message = Message(*api.Get(kTrainingJobs, "ml", "tj"), "Failed");
   EXPECT_NE(message.find("the apiserver rejected pod tj-worker-"), std::string::npos) << message;
   EXPECT_NE(message.find("spec.containers[0].image"), std::string::npos) << message;
   std::this_thread::sleep_for(milliseconds(300));  // lets a wrong retry happen; not synchronisation
@@ -525,11 +538,7 @@ TEST(JobControllerGangTest, NoPodGroupApiFailsTheJobAndCreatesNoPod) {
   ASSERT_TRUE(Eventually([&] {
     return Reason(*api.Get(kTrainingJobs, "ml", "tj"), "Failed") == "GangSchedulingUnavailable";
   }));
-  const json job = *api.Get(kTrainingJobs, "ml", "tj");
-  std::string message;
-  for (const json& c : job["status"]["conditions"]) {
-    if (c["type"] == "Failed") message = c.value("message", "");
-  }
+  const std::string message = Message(*api.Get(kTrainingJobs, "ml", "tj"), "Failed");
   EXPECT_NE(message.find("PodGroup API (scheduling.x-k8s.io/v1alpha1 podgroups) is not installed"),
             std::string::npos)
       << message;
@@ -547,11 +556,7 @@ TEST(JobControllerGangTest, NoRightToCreatePodGroupsSaysWhichGrantIsMissing) {
   ASSERT_TRUE(Eventually([&] {
     return Reason(*api.Get(kTrainingJobs, "ml", "tj"), "Failed") == "GangSchedulingUnavailable";
   }));
-  const json job = *api.Get(kTrainingJobs, "ml", "tj");
-  std::string message;
-  for (const json& c : job["status"]["conditions"]) {
-    if (c["type"] == "Failed") message = c.value("message", "");
-  }
+  const std::string message = Message(*api.Get(kTrainingJobs, "ml", "tj"), "Failed");
   EXPECT_NE(message.find("grant create and patch on scheduling.x-k8s.io podgroups"),
             std::string::npos)
       << message;
@@ -593,10 +598,7 @@ TEST(JobControllerTest, ANewJobKeepsItsClusterInTheSecretAndCreatesNoConfigMap) 
   const std::string cluster = secret["stringData"].value("cluster", "");
   EXPECT_NE(cluster.find("tj-worker-1.tj.ml.svc.cluster.local:2222"), std::string::npos) << cluster;
   const json pod = *api.Get(kube::kPods, "ml", "tj-worker-0");
-  std::string source;
-  for (const json& e : pod["spec"]["containers"][0]["env"]) {
-    if (e["name"] == "CLUSTER_CONFIG") source = e["valueFrom"].dump();
-  }
+  const std::string source = ClusterConfigSource(pod);
   EXPECT_EQ(source, R"({"secretKeyRef":{"key":"cluster","name":"tj-auth"}})");
 }
 
@@ -627,10 +629,7 @@ TEST(JobControllerTest, AJobFromAnEarlierOperatorKeepsReadingItsConfigMap) {
   ASSERT_TRUE(
       Eventually([&] { return Count(api.calls(), "create", "pods", StatusCode::kOk) == 1; }));
   const json pod = *api.Get(kube::kPods, "ml", "tj-worker-1");
-  std::string source;
-  for (const json& e : pod["spec"]["containers"][0]["env"]) {
-    if (e["name"] == "CLUSTER_CONFIG") source = e["valueFrom"].dump();
-  }
+  const std::string source = ClusterConfigSource(pod);
   EXPECT_EQ(source, R"({"configMapKeyRef":{"key":"cluster","name":"tj-cluster"}})");
   const auto calls = api.calls();
   EXPECT_EQ(Count(calls, "create", "configmaps", StatusCode::kOk), 1u);
@@ -665,10 +664,7 @@ TEST(JobControllerTest, ALeftoverSecretOfASameNamedJobIsNotTrustedForTheHosts) {
       Eventually([&] { return Count(api.calls(), "create", "pods", StatusCode::kOk) == 2; }));
   for (const char* name : {"tj-worker-0", "tj-worker-1"}) {
     const json pod = *api.Get(kube::kPods, "ml", name);
-    std::string source;
-    for (const json& e : pod["spec"]["containers"][0]["env"]) {
-      if (e["name"] == "CLUSTER_CONFIG") source = e["valueFrom"].dump();
-    }
+    const std::string source = ClusterConfigSource(pod);
     EXPECT_EQ(source, R"({"configMapKeyRef":{"key":"cluster","name":"tj-cluster"}})") << name;
   }
   const json cm = *api.Get(kube::kConfigMaps, "ml", "tj-cluster");
