@@ -17,18 +17,40 @@ void KueueIntegration::Event(const api::TrainingJob& job, const std::string& typ
                     type, reason, "Kueue", message);
 }
 
+// The Workload's priority, as Kueue's own job integrations choose it: the
+// WorkloadPriorityClass of the job's label; else the PriorityClass its pods run
+// with; else the cluster's default PriorityClass (globalDefault), if any.
 StatusOr<std::optional<kueue::Priority>> KueueIntegration::PriorityOf(const api::TrainingJob& job) {
+  const auto value_of = [](const json& obj) {
+    const json& v = obj.contains("value") ? obj["value"] : json();
+    return v.is_number_integer() ? v.get<int32_t>() : 0;
+  };
   auto it = job.metadata.labels.find(std::string(kueue::kPriorityClassLabel));
-  if (it == job.metadata.labels.end() || it->second.empty())
-    return std::optional<kueue::Priority>();
-  auto wpc = client_->GetObject(kWorkloadPriorityClasses, "", it->second);
-  if (!wpc.ok()) {
-    return wpc.status().WithContext("WorkloadPriorityClass " + it->second + " (label " +
-                                    std::string(kueue::kPriorityClassLabel) + ")");
+  if (it != job.metadata.labels.end() && !it->second.empty()) {
+    auto wpc = client_->GetObject(kWorkloadPriorityClasses, "", it->second);
+    if (!wpc.ok()) {
+      return wpc.status().WithContext("WorkloadPriorityClass " + it->second + " (label " +
+                                      std::string(kueue::kPriorityClassLabel) + ")");
+    }
+    return std::optional<kueue::Priority>(kueue::Priority{it->second, value_of(*wpc)});
   }
-  const json& v = (*wpc)["value"];
-  return std::optional<kueue::Priority>(
-      kueue::Priority{it->second, v.is_number_integer() ? v.get<int32_t>() : 0});
+  if (std::optional<std::string> name = kueue::PodPriorityClassName(job)) {
+    auto pc = client_->GetObject(kPriorityClasses, "", *name);
+    if (!pc.ok()) {
+      return pc.status().WithContext("PriorityClass " + *name + " (the pods' priorityClassName)");
+    }
+    return std::optional<kueue::Priority>(
+        kueue::Priority{*name, value_of(*pc), kueue::kPodPriorityClassSource});
+  }
+  auto classes = client_->ListWatch(kPriorityClasses, "", "")->List();
+  if (!classes.ok()) return classes.status().WithContext("list PriorityClasses");
+  for (const json& pc : classes->value("items", json::array())) {
+    if (pc.value("globalDefault", false)) {
+      return std::optional<kueue::Priority>(kueue::Priority{
+          pc["metadata"].value("name", ""), value_of(pc), kueue::kPodPriorityClassSource});
+    }
+  }
+  return std::optional<kueue::Priority>();
 }
 
 StatusOr<KueueIntegration::SyncResult> KueueIntegration::Sync(

@@ -35,6 +35,8 @@ inline const kube::ResourceRef kResourceFlavors{"kueue.x-k8s.io", "v1beta1", "re
                                                 false};
 inline const kube::ResourceRef kWorkloadPriorityClasses{"kueue.x-k8s.io", "v1beta1",
                                                         "workloadpriorityclasses", false};
+inline const kube::ResourceRef kPriorityClasses{"scheduling.k8s.io", "v1", "priorityclasses",
+                                                false};
 
 class KueueIntegration {
  public:

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <array>
 
+#include "operator/api/json.h"
+
 namespace kubetrain::kueue {
 namespace {
 
@@ -152,6 +154,21 @@ std::string WorkloadName(const api::TrainingJob& job) {
   return prefix + "-" + hash.substr(0, 5);
 }
 
+std::optional<std::string> PodPriorityClassName(const api::TrainingJob& job) {
+  if (const auto& sp = job.spec.run_policy.scheduling_policy;
+      sp && sp->priority_class_name && !sp->priority_class_name->empty()) {
+    return *sp->priority_class_name;
+  }
+  for (const api::RoleInfo& role : api::kRoles) {
+    auto it = job.spec.replica_specs.find(role.type);
+    if (it == job.spec.replica_specs.end() || it->second.replicas <= 0) continue;
+    const json& spec = it->second.pod_template.value("spec", json::object());
+    std::string name = api::StringField(spec, "priorityClassName");
+    if (!name.empty()) return name;
+  }
+  return std::nullopt;
+}
+
 json BuildWorkload(const api::TrainingJob& job, const std::string& queue,
                    const std::optional<Priority>& priority) {
   json pod_sets = json::array();
@@ -176,7 +193,7 @@ json BuildWorkload(const api::TrainingJob& job, const std::string& queue,
   if (priority) {
     spec["priorityClassName"] = priority->class_name;
     spec["priority"] = priority->value;
-    spec["priorityClassSource"] = kWorkloadPriorityClassSource;
+    spec["priorityClassSource"] = priority->source;
   }
   return {{"apiVersion", kApiVersion},
           {"kind", "Workload"},

@@ -71,6 +71,8 @@ inline constexpr std::string_view kPodSetLabel = "kueue.x-k8s.io/podset";
 inline constexpr std::string_view kResourceInUseFinalizer = "kueue.x-k8s.io/resource-in-use";
 inline constexpr std::string_view kWorkloadPriorityClassSource =
     "kueue.x-k8s.io/workloadpriorityclass";
+// A Workload whose priority comes from the pods' PriorityClass (scheduling.k8s.io).
+inline constexpr std::string_view kPodPriorityClassSource = "scheduling.k8s.io/priorityclass";
 // On a Workload the operator deactivated because its job was suspended: only
 // such a Workload is reactivated when the job resumes.
 inline constexpr std::string_view kDeactivatedForSuspendAnnotation =
@@ -91,9 +93,16 @@ std::optional<std::string> QueueName(const api::TrainingJob& job);
 std::string WorkloadName(const api::TrainingJob& job);
 
 struct Priority {
-  std::string class_name;  // a WorkloadPriorityClass
+  std::string class_name;  // a WorkloadPriorityClass, or a PriorityClass
   int32_t value = 0;
+  std::string_view source = kWorkloadPriorityClassSource;  // or kPodPriorityClassSource
 };
+
+// The PriorityClass the job's pods run with, as Kueue's integrations read it
+// for a job without a WorkloadPriorityClass label: the scheduling policy's
+// priorityClassName (the planner puts it on every pod), else the first role's
+// template (kRoles order) that names one. Unset: none named.
+std::optional<std::string> PodPriorityClassName(const api::TrainingJob& job);
 
 // The Workload to create for `job` in `queue`: owned (controller) by the job,
 // labelled with its UID, carrying the resource-in-use finalizer, one pod set

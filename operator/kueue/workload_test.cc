@@ -102,6 +102,26 @@ TEST(KueueWorkload, OnePodSetPerRoleOwnedByTheJob) {
   EXPECT_FALSE(BuildWorkload(job, "q", std::nullopt)["spec"].contains("priority"));
 }
 
+TEST(KueueWorkload, APodPriorityClassIsNamedAsItsSource) {
+  const json wl = BuildWorkload(Job(), "q", Priority{"batch-high", 500, kPodPriorityClassSource});
+  EXPECT_EQ(wl["spec"]["priorityClassName"], "batch-high");
+  EXPECT_EQ(wl["spec"]["priority"], 500);
+  EXPECT_EQ(wl["spec"]["priorityClassSource"], "scheduling.k8s.io/priorityclass");
+}
+
+TEST(KueueWorkload, PodPriorityClassIsThePolicysElseTheFirstTemplatesThatNamesOne) {
+  api::TrainingJob job = Job();
+  EXPECT_EQ(PodPriorityClassName(job), std::nullopt);
+  job.spec.replica_specs[ReplicaType::kWorker].pod_template["spec"]["priorityClassName"] = "w";
+  EXPECT_EQ(PodPriorityClassName(job), "w");
+  job.spec.replica_specs[ReplicaType::kPS].pod_template["spec"]["priorityClassName"] = "p";
+  EXPECT_EQ(PodPriorityClassName(job), "p");              // PS comes before Worker in kRoles
+  job.spec.replica_specs[ReplicaType::kPS].replicas = 0;  // a role with no pods names none
+  EXPECT_EQ(PodPriorityClassName(job), "w");
+  job.spec.run_policy.scheduling_policy.emplace().priority_class_name = "policy";
+  EXPECT_EQ(PodPriorityClassName(job), "policy");  // the planner puts it on every pod
+}
+
 TEST(KueueWorkload, PodSetsMatchUntilReplicasOrRequestsChange) {
   api::TrainingJob job = Job();
   json wl = Workload(job);

@@ -131,6 +131,18 @@ spec:
   nodeLabels: {type: kwok}
   tolerations: [{key: kwok.x-k8s.io/node, operator: Exists, effect: NoSchedule}]
 RF
+  cluster_objects+=("priorityclass/kq-pc-low" "priorityclass/kq-pc-high")
+  cat <<PC | kubectl apply -f - >/dev/null || fail "creating the PriorityClasses"
+apiVersion: scheduling.k8s.io/v1
+kind: PriorityClass
+metadata: {name: kq-pc-low}
+value: 50
+---
+apiVersion: scheduling.k8s.io/v1
+kind: PriorityClass
+metadata: {name: kq-pc-high}
+value: 500
+PC
   cluster_objects+=("workloadpriorityclass/kq-low" "workloadpriorityclass/kq-high")
   cat <<PC | kubectl apply -f - >/dev/null || fail "creating the WorkloadPriorityClasses"
 apiVersion: kueue.x-k8s.io/v1beta1
@@ -206,6 +218,33 @@ case_higher_priority_preempts_and_the_lower_resumes() {
   check "low counted no restart" "$(jpath tj/low '{.status.restarts}')" 0
   finish low
   wait_until "low succeeds" is_state low Succeeded
+}
+
+# Without a WorkloadPriorityClass label the Workload takes its pods'
+# PriorityClass (scheduling.k8s.io), as Kueue's own integrations do: a job whose
+# pods run at a higher PriorityClass preempts a running lower one. Before, such
+# Workloads had no priority and the higher job waited behind the lower.
+case_pod_priority_class_orders_the_queue() {
+  new_ns podprio
+  queue q 5
+  job low "kueue.x-k8s.io/queue-name: q" "schedulingPolicy: {priorityClassName: kq-pc-low}"
+  wait_until "low's 5 pods run" has_running low 5 || return
+  local wl
+  wl="$(workload_of low)"
+  # (As the v1beta1 the operator writes: kubectl prefers v1beta2's priorityClassRef.)
+  check "low's Workload has its pods' priority" \
+    "$(k get workloads.v1beta1.kueue.x-k8s.io "${wl}" \
+      -o 'jsonpath={.spec.priorityClassName}={.spec.priority} {.spec.priorityClassSource}')" \
+    "kq-pc-low=50 scheduling.k8s.io/priorityclass"
+  check "low's pods run at that class" "$(k get pod low-ps-0 -o 'jsonpath={.spec.priority}')" 50
+  job high "kueue.x-k8s.io/queue-name: q" "schedulingPolicy: {priorityClassName: kq-pc-high}"
+  wait_until "low is evicted by the higher PriorityClass" is_suspended_for low Evicted || return
+  wait_until "high's 5 pods run" has_running high 5 || return
+  check "high's Workload has its pods' priority" \
+    "$(k get workload "$(workload_of high)" -o 'jsonpath={.spec.priority}')" 500
+  finish high
+  wait_until "high succeeds" is_state high Succeeded || return
+  wait_until "low runs again" has_running low 5
 }
 
 # Suspending a queued job gives its quota back: its Workload is deactivated
@@ -362,7 +401,8 @@ case_without_kueue_flag_the_job_runs_with_a_warning() {
 setup_flavor
 start_operator --kueue
 cases=(case_packaging_only_when_on case_second_job_waits_for_the_first
-  case_higher_priority_preempts_and_the_lower_resumes case_suspend_releases_the_quota_and_resume_queues_again
+  case_higher_priority_preempts_and_the_lower_resumes case_pod_priority_class_orders_the_queue
+  case_suspend_releases_the_quota_and_resume_queues_again
   case_deleted_job_releases_its_quota_to_another_namespace
   case_unlabelled_job_is_untouched
   case_missing_priority_class_says_so_then_queues case_without_kueue_flag_the_job_runs_with_a_warning)
