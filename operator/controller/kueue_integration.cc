@@ -113,6 +113,11 @@ StatusOr<KueueIntegration::SyncResult> KueueIntegration::Sync(
           *workload, kueue::FinishedStatus(*wl, succeeded, c != nullptr ? c->message : "", now)));
       break;
     }
+    case Action::kSetPodsReady:
+      KT_RETURN_IF_ERROR(WriteStatus(
+          *workload,
+          kueue::PodsReadyStatus(*wl, job.status.IsTrue(api::ConditionType::kRunning), now)));
+      break;
     case Action::kRemoveFinalizer:
       KT_RETURN_IF_ERROR(RemoveFinalizer(*workload));
       break;

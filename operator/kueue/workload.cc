@@ -347,13 +347,47 @@ Decision Decide(const api::TrainingJob& job, const std::string& queue, const jso
       d.action = Decision::Action::kClearAdmission;
     return d;
   }
-  if (IsTrue(*workload, "Admitted")) return d;  // run
+  if (IsTrue(*workload, "Admitted")) {  // run
+    // Only transitions are written: a missing PodsReady counts as WaitForStart.
+    const bool ready = job.status.IsTrue(api::ConditionType::kRunning);
+    if (ready != IsTrue(*workload, "PodsReady") &&
+        (ready || FindCondition(*workload, "PodsReady") != nullptr)) {
+      d.action = Decision::Action::kSetPodsReady;
+    }
+    return d;
+  }
   const json* qr = FindCondition(*workload, "QuotaReserved");
   std::string message = "waiting for Kueue to admit Workload " + wl_name + " in queue " + queue;
   const std::string why = ConditionString(qr, "message");
   if (!why.empty()) message += ": " + why;
   hold(kReasonWaitingForAdmission, std::move(message));
   return d;
+}
+
+namespace {
+
+constexpr std::string_view kWaitForStart = "WaitForStart";
+constexpr std::string_view kNotReadyMessage = "Not all pods are ready or succeeded";
+
+}  // namespace
+
+json PodsReadyStatus(const json& workload, bool ready, api::Time now) {
+  json status = workload.value("status", json::object());
+  const int64_t gen = Generation(workload);
+  const json* c = FindCondition(workload, "PodsReady");
+  const std::string reason = ConditionString(c, "reason");
+  const bool was_ready = IsTrue(workload, "PodsReady");
+  if (ready) {
+    const bool recovered = reason == "WaitForRecovery" || reason == "Recovered";
+    SetCondition(status, "PodsReady", true, recovered ? "Recovered" : "Started",
+                 "All pods reached readiness and the workload is running", gen, now);
+  } else if (was_ready || reason == "WaitForRecovery") {
+    SetCondition(status, "PodsReady", false, "WaitForRecovery",
+                 "At least one pod has failed, waiting for recovery", gen, now);
+  } else {
+    SetCondition(status, "PodsReady", false, kWaitForStart, kNotReadyMessage, gen, now);
+  }
+  return status;
 }
 
 json ClearedAdmissionStatus(const json& workload, api::Time now) {
@@ -367,6 +401,11 @@ json ClearedAdmissionStatus(const json& workload, api::Time now) {
                now);
   UnsetQuotaReservation(status, "Pending", message, "NoReservation",
                         "The workload has no reservation", gen, now);
+  // The next admission starts its pods afresh (Kueue's reconciler says so
+  // for any Workload that is not admitted).
+  if (FindCondition(workload, "PodsReady") != nullptr) {
+    SetCondition(status, "PodsReady", false, kWaitForStart, kNotReadyMessage, gen, now);
+  }
   return status;
 }
 

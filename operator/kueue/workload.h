@@ -165,6 +165,10 @@ struct Decision {
     kRemoveFinalizer,  // Workload finished or being deleted, no pod active
     kDeactivate,       // the job is suspended: Kueue evicts it and frees the quota
     kActivate,         // the job resumed: queue its Workload again
+    // Admitted: the job's pods all came up (PodsReady True), or one failed
+    // after that (False, WaitForRecovery). Kueue's waitForPodsReady evicts an
+    // admitted Workload that is not PodsReady in time.
+    kSetPodsReady,
   };
   Action action = Action::kNone;
 };
@@ -180,6 +184,13 @@ Decision Decide(const api::TrainingJob& job, const std::string& queue,
 // False (Pending), Admitted False (NoReservation), Requeued True when evicted
 // by preemption or node failure (else False), status.admission removed.
 nlohmann::json ClearedAdmissionStatus(const nlohmann::json& workload, api::Time now);
+
+// The Workload's status with its PodsReady condition for `ready` (the job's
+// Running condition), as Kueue's job reconciler writes it
+// (generatePodsReadyCondition): True with reason Started, or Recovered after a
+// WaitForRecovery; False with WaitForRecovery once it had been True, else
+// WaitForStart. The clearing of an admission sets it False (WaitForStart).
+nlohmann::json PodsReadyStatus(const nlohmann::json& workload, bool ready, api::Time now);
 
 // The Workload's status once the job finished (setFinish): Finished True
 // (Succeeded or Failed, with `message`), QuotaReserved False (Finished),

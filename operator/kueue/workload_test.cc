@@ -177,6 +177,49 @@ TEST(KueueDecide, AdmittedRuns) {
   EXPECT_EQ(d.action, Action::kNone);
 }
 
+// Kueue's waitForPodsReady evicts an admitted Workload whose PodsReady is not
+// True in time: the operator reports it from the job's Running condition, and
+// writes only transitions.
+TEST(KueueDecide, AdmittedJobReportsPodsReadyTransitions) {
+  api::TrainingJob job = Job();
+  json wl = Admitted(job);
+  EXPECT_EQ(Decide(job, "team-a", &wl, true).action, Action::kNone)
+      << "not running yet: no PodsReady is WaitForStart already";
+
+  job.status.conditions.push_back({api::ConditionType::kRunning, true, "TrainingJobRunning", ""});
+  Decision d = Decide(job, "team-a", &wl, true);
+  EXPECT_FALSE(d.hold);
+  ASSERT_EQ(d.action, Action::kSetPodsReady);
+  wl["status"] = PodsReadyStatus(wl, true, kNow);
+  const auto cond = [&](std::string_view field) -> std::string {
+    for (const json& c : wl["status"]["conditions"]) {
+      if (c["type"] == "PodsReady") return c[std::string(field)];
+    }
+    return "";
+  };
+  EXPECT_EQ(cond("status"), "True");
+  EXPECT_EQ(cond("reason"), "Started");
+  EXPECT_EQ(Decide(job, "team-a", &wl, true).action, Action::kNone) << "written once";
+
+  job.status.conditions.back().status = false;  // a replica failed and is recreated
+  ASSERT_EQ(Decide(job, "team-a", &wl, true).action, Action::kSetPodsReady);
+  wl["status"] = PodsReadyStatus(wl, false, kNow);
+  EXPECT_EQ(cond("status"), "False");
+  EXPECT_EQ(cond("reason"), "WaitForRecovery");
+  EXPECT_EQ(Decide(job, "team-a", &wl, true).action, Action::kNone);
+
+  job.status.conditions.back().status = true;
+  ASSERT_EQ(Decide(job, "team-a", &wl, true).action, Action::kSetPodsReady);
+  wl["status"] = PodsReadyStatus(wl, true, kNow);
+  EXPECT_EQ(cond("reason"), "Recovered");
+
+  // An eviction's cleared admission starts the next admission afresh.
+  wl["status"]["conditions"].push_back(Condition("Evicted", true, "Preempted", "p"));
+  wl["status"] = ClearedAdmissionStatus(wl, kNow);
+  EXPECT_EQ(cond("status"), "False");
+  EXPECT_EQ(cond("reason"), "WaitForStart");
+}
+
 TEST(KueueDecide, EvictedHoldsAndClearsTheAdmissionOnlyOncePodsAreGone) {
   const api::TrainingJob job = Job();
   json wl = Admitted(job);

@@ -247,6 +247,32 @@ case_pod_priority_class_orders_the_queue() {
   wait_until "low runs again" has_running low 5
 }
 
+# Kueue runs with waitForPodsReady (tests/cluster/kueue-up, timeout 45 s): it
+# evicts an admitted Workload whose PodsReady condition is not True in time.
+# The operator sets it once the job's pods all run, so a running job keeps its
+# admission past the timeout. Before, every queued job was evicted after 45 s.
+case_running_job_outlives_the_pods_ready_timeout() {
+  new_ns ready
+  queue q 5
+  job r "kueue.x-k8s.io/queue-name: q"
+  wait_until "r's 5 pods run" has_running r 5 || return
+  local wl admitted
+  wl="$(workload_of r)"
+  wait_until "r's Workload is PodsReady" wl_is "${wl}" PodsReady True || return
+  check "PodsReady's reason" \
+    "$(k get workload "${wl}" -o 'jsonpath={.status.conditions[?(@.type=="PodsReady")].reason}')" Started
+  admitted="$(k get workload "${wl}" -o 'jsonpath={.status.conditions[?(@.type=="Admitted")].lastTransitionTime}')"
+  # Absence of an eviction can only be seen once the timeout has passed.
+  local deadline=$(($(date -d "${admitted}" +%s) + 50))
+  WAIT_SECONDS=120 wait_until "the PodsReady timeout has passed since r's admission" \
+    bash -c "(( \$(date +%s) > ${deadline} ))" || return
+  check "r's Workload is still admitted" "$(wl_cond "${wl}" Admitted)" True
+  check "r's Workload was not evicted" "$(wl_cond "${wl}" Evicted)" ""
+  check "r still runs 5 pods" "$(running_pods r)" 5
+  finish r
+  wait_until "r succeeds" is_state r Succeeded
+}
+
 # Suspending a queued job gives its quota back: its Workload is deactivated
 # (Kueue evicts it) so the next job is admitted; resuming reactivates it and it
 # queues behind that job. Before, a suspended job kept its quota and the next
@@ -402,6 +428,7 @@ setup_flavor
 start_operator --kueue
 cases=(case_packaging_only_when_on case_second_job_waits_for_the_first
   case_higher_priority_preempts_and_the_lower_resumes case_pod_priority_class_orders_the_queue
+  case_running_job_outlives_the_pods_ready_timeout
   case_suspend_releases_the_quota_and_resume_queues_again
   case_deleted_job_releases_its_quota_to_another_namespace
   case_unlabelled_job_is_untouched
