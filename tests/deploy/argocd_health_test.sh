@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# deploy/argocd/trainingjob-health.lua (the Argo CD health check shipped for
+# TrainingJobs) run by a real Lua 5.1 interpreter (Argo CD's gopher-lua speaks
+# 5.1) on TrainingJobs whose status the operator wrote on the real control
+# plane: succeeded, failed, suspended, running, and one not yet seen.
+# Usage: argocd_health_test.sh OPERATOR_BINARY (KUBECONFIG: the test cluster).
+set -uo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(cd "${here}/../.." && pwd)"
+operator="${1:?usage: argocd_health_test.sh OPERATOR_BINARY}"
+export PATH="$("${root}/tests/cluster/build"):${PATH}"
+: "${KUBECONFIG:?KUBECONFIG must point at the test cluster}"
+command -v lua5.1 >/dev/null || { echo "lua5.1 is missing (.ci/setup installs it)"; exit 1; }
+NS_PREFIX=argo
+source "${root}/tests/tools/testlib.sh"
+work="$(mktemp -d)"
+op_pid=""
+cleanup() {
+  if [[ -n "${op_pid}" ]]; then kill -TERM "${op_pid}" 2>/dev/null; wait "${op_pid}" 2>/dev/null; fi
+  delete_namespaces
+  if ((failures)); then echo "---- operator log (last 40 lines)"; tail -n 40 "${work}/operator.log"; fi
+  rm -rf "${work}"
+}
+trap cleanup EXIT
+
+# health FILE: "<status>|<message>" of the object in FILE (JSON) as Argo CD
+# would compute it: the script is a chunk run with the global `obj`.
+health() {
+  python3 - "$1" >"${work}/obj.lua" <<'PY' || return 1
+import json, sys
+def lua(v):
+    if isinstance(v, dict):
+        return "{" + ",".join(f"[{lua(k)}]={lua(x)}" for k, x in v.items()) + "}"
+    if isinstance(v, list):
+        return "{" + ",".join(lua(x) for x in v) + "}"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if v is None:
+        return "nil"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    return json.dumps(v)  # a JSON string is a valid Lua string literal here
+print("obj = " + lua(json.load(open(sys.argv[1]))))
+PY
+  lua5.1 -e "dofile('${work}/obj.lua')
+local hs = assert(loadfile('${root}/deploy/argocd/trainingjob-health.lua'))()
+io.write(hs.status, '|', hs.message)"
+}
+health_of() { k get tj "$1" -o json >"${work}/$1.json" && health "${work}/$1.json"; }
+state_is() { [[ "$(jpath "tj/$1" '{.status.state}')" == "$2" ]]; }
+job() {  # job NAME [RUN-POLICY]: one kwok worker
+  cat <<JOB | k apply -f - >/dev/null || fail "creating $1"
+apiVersion: kubetrain.io/v1alpha1
+kind: TrainingJob
+metadata: {name: $1}
+spec:
+  runPolicy: {${2:-}}
+  replicaSpecs:
+    Worker:
+      replicas: 1
+      template:
+        spec:
+          nodeSelector: {type: kwok}
+          tolerations: [{key: kwok.x-k8s.io/node, operator: Exists, effect: NoSchedule}]
+          containers: [{name: trainer, image: kubetrain-trainer}]
+JOB
+}
+
+kubectl apply -k "${root}/crds" >/dev/null || { echo "CRDs rejected"; exit 1; }
+kubectl apply -k "${root}/deploy/kustomize/rbac" >/dev/null || { echo "RBAC rejected"; exit 1; }
+kubectl wait --for=condition=Established --timeout=60s crd/trainingjobs.kubetrain.io >/dev/null
+operator_kubeconfig "${work}/operator-kubeconfig" || exit 1
+"${operator}" --kubeconfig "${work}/operator-kubeconfig" --metrics-addr "127.0.0.1:$(free_port)" \
+  --health-addr "127.0.0.1:$(free_port)" --workers 2 --progress-qps 0 >"${work}/operator.log" 2>&1 &
+op_pid=$!
+
+new_ns health
+job ok "backoffLimit: 0"
+job bad "backoffLimit: 0"
+job paused "suspend: true"
+job running
+wait_until "ok runs" state_is ok Running
+wait_until "bad runs" state_is bad Running
+k annotate pod ok-worker-0 kubetrain.io/test-exit-code=0 >/dev/null || fail "finishing ok"
+k annotate pod bad-worker-0 kubetrain.io/test-exit-code=1 >/dev/null || fail "failing bad"
+wait_until "ok succeeds" state_is ok Succeeded
+wait_until "bad fails" state_is bad Failed
+wait_until "paused is suspended" state_is paused Suspended
+wait_until "running runs" state_is running Running
+
+got="$(health_of ok)"
+check "a succeeded job is Healthy" "${got%%|*}" Healthy
+got="$(health_of bad)"
+check "a failed job is Degraded" "${got%%|*}" Degraded
+[[ "${got#*|}" == "$(jpath tj/bad '{.status.conditions[?(@.type=="Failed")].reason}'): "* ]] \
+  || fail "Degraded's message does not start with the Failed reason: ${got}"
+got="$(health_of paused)"
+check "a suspended job is Suspended" "${got%%|*}" Suspended
+got="$(health_of running)"
+check "a running job is Progressing" "${got}" "Progressing|TrainingJobRunning: every replica is running"
+printf '{"apiVersion":"kubetrain.io/v1alpha1","kind":"TrainingJob","metadata":{"name":"new"}}' \
+  >"${work}/new.json"
+got="$(health "${work}/new.json")"
+check "a job the operator has not seen yet is Progressing" "${got%%|*}" Progressing
+((failures == 0))
