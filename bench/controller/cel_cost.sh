@@ -65,7 +65,7 @@ for ((r = 1; r <= rounds; r++)); do
   for v in "${order[@]}"; do
     file="${crd}"; [[ "${v}" == no-cel ]] && file="${work}/no-cel.yaml"
     kubectl replace -f "${file}" >/dev/null 2>&1 || kubectl create -f "${file}" >/dev/null
-    kubectl wait --for=condition=Established crd/trainingjobs.kubetrain.io --timeout=60s >/dev/null
+    "${root}/tests/tools/wait-crds" crd/trainingjobs.kubetrain.io >/dev/null
     ns="cel-${v}-${r}"
     kubectl create namespace "${ns}" >/dev/null
     c0=$(cpu_ms "${api_pid}"); t0=$(date +%s.%N)

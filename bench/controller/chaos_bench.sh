@@ -54,7 +54,7 @@ KUBETRAIN_APISERVER_FLAGS="--audit-policy-file ${work}/audit-policy.yaml --audit
 export KUBECONFIG="${dir}/kubeconfig"
 
 kubectl apply -k "${root}/deploy/kustomize/base" >/dev/null
-kubectl wait --for=condition=Established --timeout=60s crd/trainingjobs.kubetrain.io >/dev/null
+"${root}/tests/tools/wait-crds" crd/trainingjobs.kubetrain.io >/dev/null
 kubectl create namespace chaos >/dev/null
 until kubectl -n chaos get sa default >/dev/null 2>&1; do sleep 0.2; done
 operator_kubeconfig "${work}/operator-kubeconfig" || exit 1

@@ -111,7 +111,7 @@ run_one() {  # run_one LABEL RUN: appends one JSON line of figures to ${results}
   if [[ "${label}" == peer ]]; then
     kind=tfjobs
     kubectl apply --server-side -f "${peer_dir}/crds/kubeflow.org_tfjobs.yaml" >/dev/null
-    kubectl wait --for=condition=Established crd/tfjobs.kubeflow.org --timeout=60s >/dev/null
+    "${root}/tests/tools/wait-crds" crd/tfjobs.kubeflow.org >/dev/null
     kubectl create namespace kubeflow >/dev/null
     kubectl -n kubeflow create secret generic training-operator-webhook-cert >/dev/null
     make_jobs peer "" >"${work}/jobs.yaml"
@@ -126,7 +126,7 @@ run_one() {  # run_one LABEL RUN: appends one JSON line of figures to ${results}
     local bin="${!bin_var:-${operator}}" spec="${!spec_var:-}" crd="${!crd_var:-${root}/crds/trainingjobs.kubetrain.io.yaml}"
     local -a extra; read -r -a extra <<<"${!flags_var:-}"
     kubectl apply -f "${crd}" >/dev/null
-    kubectl wait --for=condition=Established crd/trainingjobs.kubetrain.io --timeout=60s >/dev/null
+    "${root}/tests/tools/wait-crds" crd/trainingjobs.kubetrain.io >/dev/null
     make_jobs ours "${spec}" >"${work}/jobs.yaml"
     "${bin}" "${ours_flags[@]}" "${extra[@]}" --progress-qps 0 --metrics-addr 127.0.0.1:0 \
       --health-addr "127.0.0.1:${health}" >"${work}/operator-${label}-${r}.log" 2>&1 &

@@ -71,7 +71,7 @@ else
 KUBETRAIN_TEST_NODES="${nodes}" KUBETRAIN_CLUSTER_TIMEOUT=300 "${root}/tests/cluster/up" "${dir}" >/dev/null
 export KUBECONFIG="${dir}/kubeconfig"
 kubectl apply -f "${root}/crds/trainingjobs.kubetrain.io.yaml" >/dev/null
-kubectl wait --for=condition=Established crd/trainingjobs.kubetrain.io --timeout=60s >/dev/null
+"${root}/tests/tools/wait-crds" crd/trainingjobs.kubetrain.io >/dev/null
 kubectl create namespace bench >/dev/null
 until kubectl -n bench get sa default >/dev/null 2>&1; do sleep 0.2; done
 bench_jobs "${jobs}" trainingjob >"${work}/jobs.yaml"

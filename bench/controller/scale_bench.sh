@@ -34,7 +34,7 @@ for ((r = 1; r <= runs; r++)); do
   KUBETRAIN_TEST_NODES=10 "${root}/tests/cluster/up" "${dir}" >/dev/null
   export KUBECONFIG="${dir}/kubeconfig"
   kubectl apply -f "${root}/crds/trainingjobs.kubetrain.io.yaml" >/dev/null
-  kubectl wait --for=condition=Established crd/trainingjobs.kubetrain.io --timeout=60s >/dev/null
+  "${root}/tests/tools/wait-crds" crd/trainingjobs.kubetrain.io >/dev/null
   kubectl create namespace bench >/dev/null
   until kubectl -n bench get sa default >/dev/null 2>&1; do sleep 0.2; done
   port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')

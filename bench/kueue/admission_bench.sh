@@ -31,7 +31,7 @@ dir="${work}/cluster"
 KUBETRAIN_KUEUE=1 "${root}/tests/cluster/up" "${dir}" >/dev/null
 export KUBECONFIG="${dir}/kubeconfig"
 kubectl apply -k "${root}/crds" >/dev/null
-kubectl wait --for=condition=Established --timeout=60s crd/trainingjobs.kubetrain.io >/dev/null
+"${root}/tests/tools/wait-crds" crd/trainingjobs.kubetrain.io >/dev/null
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 metrics_port="$(free_port)"
 health_port="$(free_port)"

@@ -47,7 +47,7 @@ dir="$(mktemp -d)"
 KUBETRAIN_TEST_NODES=10 "${root}/tests/cluster/up" "${dir}" >/dev/null
 export KUBECONFIG="${dir}/kubeconfig"
 kubectl apply -f "${root}/crds/trainingjobs.kubetrain.io.yaml" >/dev/null
-kubectl wait --for=condition=Established crd/trainingjobs.kubetrain.io --timeout=60s >/dev/null
+"${root}/tests/tools/wait-crds" crd/trainingjobs.kubetrain.io >/dev/null
 kubectl create namespace bench >/dev/null
 until kubectl -n bench get sa default >/dev/null 2>&1; do sleep 0.2; done
 for ((i = 0; i < jobs; i++)); do

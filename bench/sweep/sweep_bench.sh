@@ -49,7 +49,7 @@ KUBETRAIN_APISERVER_FLAGS="--audit-policy-file ${work}/audit-policy.yaml --audit
   "${root}/tests/cluster/up" "${dir}" >/dev/null
 export KUBECONFIG="${dir}/kubeconfig"
 kubectl apply -k "${root}/deploy/kustomize/base" >/dev/null
-kubectl wait --for=condition=Established --timeout=60s crd/trainingjobs.kubetrain.io crd/trainingsweeps.kubetrain.io >/dev/null
+"${root}/tests/tools/wait-crds" crd/trainingjobs.kubetrain.io crd/trainingsweeps.kubetrain.io >/dev/null
 operator_kubeconfig "${work}/operator-kubeconfig" || exit 1
 "${operator}" --kubeconfig "${work}/operator-kubeconfig" --metrics-addr 127.0.0.1:0 \
   --health-addr 127.0.0.1:0 --workers 4 >>"${work}/operator.log" 2>&1 &

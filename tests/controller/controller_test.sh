@@ -491,7 +491,7 @@ case_metrics_and_health() {
 }
 
 kubectl apply -k "${root}/deploy/kustomize/base" >/dev/null || { echo "kustomize base rejected"; exit 1; }
-kubectl wait --for=condition=Established --timeout=60s crd/trainingjobs.kubetrain.io >/dev/null
+"${root}/tests/tools/wait-crds" crd/trainingjobs.kubetrain.io >/dev/null
 operator_kubeconfig "${work}/operator-kubeconfig" || exit 1
 start_operator
 cases=(case_env_contract case_success_cleans_ps case_evaluator_keeps_the_job_running

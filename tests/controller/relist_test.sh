@@ -32,7 +32,7 @@ KUBETRAIN_APISERVER_FLAGS="--watch-cache=false" "${root}/tests/cluster/up" "${di
 export KUBECONFIG="${dir}/kubeconfig"
 k() { kubectl -n relist "$@"; }
 kubectl apply -f "${root}/crds/trainingjobs.kubetrain.io.yaml" >/dev/null
-kubectl wait --for=condition=Established crd/trainingjobs.kubetrain.io --timeout=60s >/dev/null
+"${root}/tests/tools/wait-crds" crd/trainingjobs.kubetrain.io >/dev/null
 kubectl create namespace relist >/dev/null
 wait_until "default service account" k get sa default
 

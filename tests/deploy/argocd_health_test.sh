@@ -68,7 +68,7 @@ JOB
 
 kubectl apply -k "${root}/crds" >/dev/null || { echo "CRDs rejected"; exit 1; }
 kubectl apply -k "${root}/deploy/kustomize/rbac" >/dev/null || { echo "RBAC rejected"; exit 1; }
-kubectl wait --for=condition=Established --timeout=60s crd/trainingjobs.kubetrain.io >/dev/null
+"${root}/tests/tools/wait-crds" crd/trainingjobs.kubetrain.io >/dev/null
 operator_kubeconfig "${work}/operator-kubeconfig" || exit 1
 "${operator}" --kubeconfig "${work}/operator-kubeconfig" --metrics-addr "127.0.0.1:$(free_port)" \
   --health-addr "127.0.0.1:$(free_port)" --workers 2 --progress-qps 0 >"${work}/operator.log" 2>&1 &

@@ -181,7 +181,7 @@ check "node capacity kept" "$(kubectl get node gang-node-0 -o jsonpath='{.status
 
 kubectl apply -k "${root}/deploy/kustomize/rbac" >/dev/null || { echo "rbac rejected"; exit 1; }
 kubectl apply -f "${root}/crds/trainingjobs.kubetrain.io.yaml" >/dev/null || { echo "CRD rejected"; exit 1; }
-kubectl wait --for=condition=Established --timeout=60s crd/trainingjobs.kubetrain.io >/dev/null
+"${root}/tests/tools/wait-crds" crd/trainingjobs.kubetrain.io >/dev/null
 sa=system:serviceaccount:kubetrain-system:kubetrain-operator
 check "the base RBAC grants no podgroups" "$(kubectl auth can-i create podgroups.scheduling.x-k8s.io -n x --as="${sa}")" no
 kubectl apply -f "${root}/deploy/kustomize/components/gang-scheduling/rbac.yaml" >/dev/null

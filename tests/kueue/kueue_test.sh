@@ -392,7 +392,7 @@ kubectl apply -k "${root}/crds" >/dev/null || { echo "CRDs rejected"; exit 1; }
 kubectl apply -k "${root}/deploy/kustomize/rbac" >/dev/null || { echo "RBAC rejected"; exit 1; }
 kubectl apply -f "${root}/deploy/kustomize/components/kueue/rbac.yaml" >/dev/null \
   || { echo "Kueue RBAC rejected"; exit 1; }
-kubectl wait --for=condition=Established --timeout=60s crd/trainingjobs.kubetrain.io >/dev/null
+"${root}/tests/tools/wait-crds" crd/trainingjobs.kubetrain.io >/dev/null
 operator_kubeconfig "${work}/operator-kubeconfig" || exit 1
 # A WorkloadPriorityClass that does not exist: the job says so in its status
 # and is queued once the class is created.

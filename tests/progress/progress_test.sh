@@ -113,6 +113,6 @@ case_bounded_rate() {
   check "no job has progress" "$(k get tj -o jsonpath='{.items[*].status.progress}')" ""
 }
 
-kubectl wait --for=condition=Established crd/trainingjobs.kubetrain.io --timeout=60s >/dev/null 2>&1 ||
-  kubectl apply -f "${root}/crds/trainingjobs.kubetrain.io.yaml" >/dev/null
+kubectl apply -f "${root}/crds/trainingjobs.kubetrain.io.yaml" >/dev/null
+"${root}/tests/tools/wait-crds" crd/trainingjobs.kubetrain.io || exit 1
 run_cases case_no_metrics case_bounded_rate

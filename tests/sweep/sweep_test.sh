@@ -227,7 +227,7 @@ case_example_as_it_is() {
 }
 
 kubectl apply -k "${root}/deploy/kustomize/base" >/dev/null || { echo "kustomize base rejected"; exit 1; }
-kubectl wait --for=condition=Established --timeout=60s crd/trainingjobs.kubetrain.io crd/trainingsweeps.kubetrain.io >/dev/null
+"${root}/tests/tools/wait-crds" crd/trainingjobs.kubetrain.io crd/trainingsweeps.kubetrain.io >/dev/null
 operator_kubeconfig "${work}/operator-kubeconfig" || exit 1
 # The default Lease: ctest never runs this beside controller.lifecycle (RESOURCE_LOCK).
 "${operator}" --kubeconfig "${work}/operator-kubeconfig" --leader-elect \
