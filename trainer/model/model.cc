@@ -10,9 +10,15 @@
 #include <thread>
 
 #include "trainer/model/loss.h"
+#include "trainer/model/parallel.h"
 
 namespace kubetrain::trainer {
 namespace {
+
+// Batch sizes and embedding row counts from which the gather into the MLP's input and the
+// scatter of its gradient back to the rows are split over the compute threads.
+constexpr size_t kParallelSamples = 128;
+constexpr size_t kParallelRows = 2048;
 
 // Creates the MLP in -> hidden... -> out and binds it to `params` and `grads`, which are
 // resized to its parameter count and zeroed.
@@ -62,17 +68,26 @@ class WideDeep : public Model {
       mlp_->Backward(diff_logits_.data(), diff_input_.data());
       // Scatter the input gradient back to the rows; the wide weight's gradient is
       // the logit's gradient itself.
+      // Split by row over the compute threads: every occurrence of a row is added by the
+      // same thread in sample order, so the sums are the sequential ones.
       const int dim = SparseRowDim();
       const int in = InputWidth();
-      std::memset(row_grads, 0, sizeof(float) * lookup.ids.size() * dim);
-      for (int s = 0; s < b.size; ++s) {
-        const float* d = diff_input_.data() + static_cast<size_t>(s) * in + c_.num_dense;
-        for (int f = 0; f < c_.num_cat; ++f) {
-          float* g = row_grads + static_cast<size_t>(lookup.index[s * c_.num_cat + f]) * dim;
-          for (int k = 0; k < c_.embedding_dim; ++k) g[k] += d[f * c_.embedding_dim + k];
-          g[c_.embedding_dim] += diff_logits_[s];
+      const size_t num_rows = lookup.ids.size();
+      ParallelParts(num_rows >= kParallelRows, [&](int part, int parts) {
+        for (size_t r = static_cast<size_t>(part); r < num_rows; r += parts) {
+          std::memset(row_grads + r * dim, 0, sizeof(float) * dim);
         }
-      }
+        for (int s = 0; s < b.size; ++s) {
+          const float* d = diff_input_.data() + static_cast<size_t>(s) * in + c_.num_dense;
+          for (int f = 0; f < c_.num_cat; ++f) {
+            const int r = lookup.index[s * c_.num_cat + f];
+            if (parts > 1 && r % parts != part) continue;
+            float* g = row_grads + static_cast<size_t>(r) * dim;
+            for (int k = 0; k < c_.embedding_dim; ++k) g[k] += d[f * c_.embedding_dim + k];
+            g[c_.embedding_dim] += diff_logits_[s];
+          }
+        }
+      });
       return loss;
     } catch (const dnnl::error& e) {
       return Internal(std::string("oneDNN: ") + e.what());
@@ -106,18 +121,21 @@ class WideDeep : public Model {
   void Forward(const Batch& b, const SparseLookup& lookup, const float* rows) {
     const int dim = SparseRowDim();
     const int in = InputWidth();
-    for (int s = 0; s < b.size; ++s) {
-      float* x = input_.data() + static_cast<size_t>(s) * in;
-      std::memcpy(x, b.dense.data() + static_cast<size_t>(s) * c_.num_dense,
-                  sizeof(float) * c_.num_dense);
-      float wide = 0.f;
-      for (int f = 0; f < c_.num_cat; ++f) {
-        const float* row = rows + static_cast<size_t>(lookup.index[s * c_.num_cat + f]) * dim;
-        std::memcpy(x + c_.num_dense + f * c_.embedding_dim, row, sizeof(float) * c_.embedding_dim);
-        wide += row[c_.embedding_dim];
+    // The MLP's input, one sample per thread at a time.
+    ParallelRanges(b.size, kParallelSamples, [&](size_t begin, size_t end) {
+      for (size_t s = begin; s < end; ++s) {
+        float* x = input_.data() + s * in;
+        std::memcpy(x, b.dense.data() + s * c_.num_dense, sizeof(float) * c_.num_dense);
+        float wide = 0.f;
+        for (int f = 0; f < c_.num_cat; ++f) {
+          const float* row = rows + static_cast<size_t>(lookup.index[s * c_.num_cat + f]) * dim;
+          std::memcpy(x + c_.num_dense + f * c_.embedding_dim, row,
+                      sizeof(float) * c_.embedding_dim);
+          wide += row[c_.embedding_dim];
+        }
+        logits_[s] = wide;
       }
-      logits_[s] = wide;
-    }
+    });
     const float* deep = mlp_->Forward(input_.data());
     for (int s = 0; s < b.size; ++s) logits_[s] += deep[s];
   }

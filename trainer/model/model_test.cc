@@ -171,6 +171,62 @@ TEST(WideDeepTest, GradientsMatchFiniteDifferences) {
   }
 }
 
+// A batch large enough for the parallel gather and scatter (2,048+ distinct rows, most
+// repeated across samples): two compute threads give the one-thread loss and gradients
+// (up to the GEMMs' rounding, which may depend on the thread count).
+TEST(WideDeepTest, TwoThreadsGiveTheOneThreadGradients) {
+  WideDeepConfig c;
+  c.batch_size = 256;
+  c.embedding_dim = 8;
+  c.hidden = {32, 16};
+  Batch b;
+  b.size = c.batch_size;
+  b.num_dense = c.num_dense;
+  b.num_cat = c.num_cat;
+  b.dense = RandomVector(static_cast<size_t>(b.size) * b.num_dense, 3);
+  uint64_t seed = 4;
+  for (int i = 0; i < b.size * b.num_cat; ++i) b.cat.push_back(SplitMix64(seed) % 4000);
+  for (int s = 0; s < b.size; ++s) b.label.push_back(static_cast<float>(s % 3 == 0));
+  const SparseLookup lookup = SparseLookup::Build(b);
+  ASSERT_GT(lookup.ids.size(), 2048u);
+  ASSERT_LT(lookup.ids.size(), b.cat.size());
+  struct Result {
+    float loss = 0;
+    std::vector<float> row_grads, dense_grads;
+  };
+  const auto run = [&](int threads) {
+    SetComputeThreads(threads);
+    auto model = CreateWideDeep(c);
+    EXPECT_TRUE(model.ok());
+    Model& m = **model;
+    m.InitDense(7, m.dense_params().data());
+    const std::vector<float> rows = RandomVector(lookup.ids.size() * m.SparseRowDim(), 8, 0.5f);
+    Result r;
+    r.row_grads.assign(rows.size(), 123.f);  // the scatter must overwrite, not add to, these
+    auto loss = m.TrainStep(b, lookup, rows.data(), r.row_grads.data());
+    EXPECT_TRUE(loss.ok());
+    r.loss = *loss;
+    r.dense_grads = m.dense_grads();
+    SetComputeThreads(1);
+    return r;
+  };
+  const Result one = run(1), two = run(2);
+  EXPECT_NEAR(one.loss, two.loss, 1e-6);
+  ASSERT_EQ(one.row_grads.size(), two.row_grads.size());
+  const auto close = [](float x, float y) {
+    return std::fabs(x - y) <= 1e-6f + 1e-4f * std::fabs(x);
+  };
+  size_t diff = 0;
+  for (size_t i = 0; i < one.row_grads.size(); ++i)
+    diff += !close(one.row_grads[i], two.row_grads[i]);
+  EXPECT_EQ(diff, 0u);
+  diff = 0;
+  for (size_t i = 0; i < one.dense_grads.size(); ++i) {
+    diff += !close(one.dense_grads[i], two.dense_grads[i]);
+  }
+  EXPECT_EQ(diff, 0u);
+}
+
 TEST(WideDeepTest, RejectsBatchOfWrongShape) {
   WideDeepConfig c;
   c.batch_size = 4;

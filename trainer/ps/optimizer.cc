@@ -1,11 +1,9 @@
 #include "trainer/ps/optimizer.h"
 
-#include <omp.h>
-
 #include <cmath>
 #include <string>
 
-#include "trainer/model/model.h"
+#include "trainer/model/parallel.h"
 
 namespace kubetrain::trainer {
 
@@ -71,22 +69,11 @@ KT_SIMD_CLONES void Adam(float beta1, float beta2, float epsilon, float step, fl
 
 #undef KT_SIMD_CLONES
 
-// Runs f(begin, end) over [0, n): split evenly over the compute threads (SetComputeThreads)
-// for large arrays (the dense slice), on the calling thread for small ones (embedding rows).
+// Runs f(begin, end) over [0, n): split evenly over the compute threads for large arrays
+// (the dense slice), on the calling thread for small ones (embedding rows).
 template <typename F>
 void ForRange(size_t n, F f) {
-  constexpr size_t kParallelMin = size_t{1} << 16;
-  const int threads = ComputeThreads();
-  if (n < kParallelMin || threads == 1) {
-    f(size_t{0}, n);
-    return;
-  }
-#pragma omp parallel num_threads(threads)
-  {
-    const size_t t = static_cast<size_t>(omp_get_thread_num());
-    const size_t nt = static_cast<size_t>(omp_get_num_threads());
-    f(n * t / nt, n * (t + 1) / nt);
-  }
+  ParallelRanges(n, size_t{1} << 16, f);
 }
 
 }  // namespace

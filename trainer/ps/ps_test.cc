@@ -5,6 +5,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <vector>
 
@@ -197,6 +198,75 @@ TEST(ParamShardTest, ApplyScalesAndUpdates) {
   s.PullSparse(&id, 1, after);
   EXPECT_FLOAT_EQ(after[2], before[2] - 0.15f);
   EXPECT_EQ(s.updates(), 1);
+}
+
+// Above the shard's parallel threshold, with ids repeated within one push (a push from the
+// wire may repeat them), rows created by the push and a scale: two compute threads give
+// the one-thread results bit for bit.
+TEST(ParamShardTest, ParallelPullsAndUpdatesMatchOneThread) {
+  constexpr size_t kDense = (size_t{1} << 17) + 5;
+  constexpr int kDim = 5;
+  std::vector<float> init(kDense);
+  uint64_t seed = 11;
+  for (float& x : init) x = UniformSym(seed);
+  ShardConfig c;
+  c.dense_begin = 0;
+  c.dense_end = kDense;
+  c.sparse_dim = kDim;
+  c.optimizer.kind = OptimizerKind::kAdagrad;
+  struct Result {
+    std::vector<float> dense, rows;
+    size_t num_rows = 0;
+  };
+  // Three pushes of 6,000 ids from a pool of 4,000 (so ids repeat within a push, some rows
+  // exist already and some are new), then a pull of the whole pool.
+  std::vector<uint64_t> pool(4000);
+  for (uint64_t& id : pool) id = SplitMix64(seed);
+  std::vector<std::vector<uint64_t>> pushes(3);
+  for (auto& ids : pushes) {
+    for (int i = 0; i < 6000; ++i) ids.push_back(pool[SplitMix64(seed) % pool.size()]);
+  }
+  std::vector<float> grads(6000 * kDim), dense_grad(kDense);
+  for (float& x : grads) x = UniformSym(seed);
+  for (float& x : dense_grad) x = UniformSym(seed);
+  const auto run = [&](int threads) {
+    SetComputeThreads(threads);
+    ParamShard shard(c, init.data());
+    for (size_t p = 0; p < pushes.size(); ++p) {
+      shard.Apply(dense_grad.data(), pushes[p].data(), pushes[p].size(), grads.data(),
+                  p == 1 ? 0.5f : 1.f);
+    }
+    Result r;
+    r.dense.resize(kDense);
+    shard.PullDense(r.dense.data());
+    r.rows.resize(pool.size() * kDim);
+    shard.PullSparse(pool.data(), pool.size(), r.rows.data());
+    r.num_rows = shard.num_rows();
+    SetComputeThreads(1);
+    return r;
+  };
+  const Result one = run(1), two = run(2);
+  EXPECT_EQ(one.num_rows, two.num_rows);
+  size_t dense_diff = 0, row_diff = 0;
+  for (size_t i = 0; i < kDense; ++i) dense_diff += one.dense[i] != two.dense[i];
+  for (size_t i = 0; i < one.rows.size(); ++i) row_diff += one.rows[i] != two.rows[i];
+  EXPECT_EQ(dense_diff, 0u);
+  EXPECT_EQ(row_diff, 0u);
+  // And the repeated ids were each applied once per occurrence: a row pushed k times has
+  // update count k.
+  std::map<uint64_t, int64_t> occurrences;
+  for (const auto& ids : pushes) {
+    for (uint64_t id : ids) ++occurrences[id];
+  }
+  SetComputeThreads(2);
+  ParamShard shard(c, init.data());
+  for (const auto& ids : pushes) shard.Apply(nullptr, ids.data(), ids.size(), grads.data());
+  SetComputeThreads(1);
+  size_t wrong = 0;
+  shard.ForEachRow(
+      [&](uint64_t id, const float*, int64_t updates) { wrong += occurrences[id] != updates; });
+  EXPECT_EQ(wrong, 0u);
+  EXPECT_EQ(shard.num_rows(), occurrences.size());
 }
 
 TEST(ParamShardTest, SaveLoadRoundTripsIncludingOptimizerState) {

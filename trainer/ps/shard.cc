@@ -10,11 +10,16 @@
 #include <sstream>
 
 #include "trainer/model/model.h"
+#include "trainer/model/parallel.h"
 #include "trainer/storage/files.h"
 #include "trainer/storage/sigv4.h"
 
 namespace kubetrain::trainer {
 namespace {
+
+// Row counts from which pulls and updates of embedding rows are split over the compute
+// threads (a Wide & Deep batch of 512 has ~10,000 distinct ids).
+constexpr size_t kParallelRows = 2048;
 
 // Format 1 has no push ledger; format 2 has it after the header.
 constexpr char kMagicV1[8] = {'K', 'T', 'S', 'H', 'A', 'R', 'D', '1'};
@@ -91,7 +96,6 @@ ParamShard::ParamShard(const ShardConfig& config, const float* dense_init)
   dense_state_.resize(dense_size() * slots_);
   InitState(c_.optimizer, dense_state_.data(), dense_size());
   scratch_.resize(dense_size());
-  row_scratch_.resize(c_.sparse_dim);
 }
 
 size_t ParamShard::RowStride() const {
@@ -112,21 +116,24 @@ float* ParamShard::RowLocked(uint64_t id) {
 
 void ParamShard::PullDense(float* out) const {
   std::lock_guard<std::mutex> lock(mu_);
-  std::memcpy(out, dense_.data(), dense_.size() * sizeof(float));
+  ParallelCopy(out, dense_.data(), dense_.size());
 }
 
 void ParamShard::PullSparse(const uint64_t* ids, size_t n, float* out) {
   std::lock_guard<std::mutex> lock(mu_);
   // An id never pushed to reads as its initial row without becoming one: only trained rows
   // are kept (and checkpointed); Apply creates a row from the same initial value.
-  for (size_t i = 0; i < n; ++i) {
-    float* dst = out + i * c_.sparse_dim;
-    if (const auto it = row_of_.find(ids[i]); it != row_of_.end()) {
-      std::memcpy(dst, arena_.data() + it->second, c_.sparse_dim * sizeof(float));
-    } else {
-      InitSparseRow(c_.seed, ids[i], c_.sparse_dim, dst);
+  // Lookups only (no insertion), so the rows are split over the compute threads.
+  ParallelRanges(n, kParallelRows, [&](size_t b, size_t e) {
+    for (size_t i = b; i < e; ++i) {
+      float* dst = out + i * c_.sparse_dim;
+      if (const auto it = row_of_.find(ids[i]); it != row_of_.end()) {
+        std::memcpy(dst, arena_.data() + it->second, c_.sparse_dim * sizeof(float));
+      } else {
+        InitSparseRow(c_.seed, ids[i], c_.sparse_dim, dst);
+      }
     }
-  }
+  });
 }
 
 void ParamShard::Apply(const float* dense_grad, const uint64_t* ids, size_t n,
@@ -179,21 +186,50 @@ void ParamShard::ApplyLocked(const float* dense_grad, const uint64_t* ids, size_
   if (dense_grad != nullptr && !dense_.empty()) {
     const float* g = dense_grad;
     if (scale != 1.f) {
-      for (size_t i = 0; i < dense_.size(); ++i) scratch_[i] = dense_grad[i] * scale;
+      ParallelRanges(dense_.size(), size_t{1} << 16, [&](size_t b, size_t e) {
+        for (size_t i = b; i < e; ++i) scratch_[i] = dense_grad[i] * scale;
+      });
       g = scratch_.data();
     }
     ++dense_updates_;
     ApplyUpdate(c_.optimizer, dense_.data(), dense_state_.data(), g, dense_.size(), dense_updates_);
   }
-  float* g = row_scratch_.data();
+  if (n == 0) return;
+  // Where each id's row is: found in parallel (lookups only), then the ids without a row get
+  // one, in order, on this thread (insertion is not thread-safe; the arena may move, so
+  // rows are kept as offsets).
+  const bool parallel = n >= kParallelRows;
+  constexpr size_t kNone = ~size_t{0};
+  offsets_.resize(n);
+  ParallelRanges(n, kParallelRows, [&](size_t b, size_t e) {
+    for (size_t i = b; i < e; ++i) {
+      const auto it = row_of_.find(ids[i]);
+      offsets_[i] = it == row_of_.end() ? kNone : it->second;
+    }
+  });
   for (size_t i = 0; i < n; ++i) {
-    float* row = RowLocked(ids[i]);
-    for (int k = 0; k < c_.sparse_dim; ++k) g[k] = row_grads[i * c_.sparse_dim + k] * scale;
-    float& count = row[RowStride() - 1];
-    count += 1.f;
-    ApplyUpdate(c_.optimizer, row, row + c_.sparse_dim, g, c_.sparse_dim,
-                static_cast<int64_t>(count));
+    if (offsets_[i] == kNone) offsets_[i] = RowLocked(ids[i]) - arena_.data();
   }
+  // The updates, split by row: a row's updates (an id may repeat in a push from the wire)
+  // are all done by one thread, in the order of the push, so the result is the sequential
+  // one whatever the thread count.
+  const size_t stride = RowStride();
+  ParallelParts(parallel, [&](int part, int parts) {
+    std::vector<float> scaled(scale != 1.f ? c_.sparse_dim : 0);
+    for (size_t i = 0; i < n; ++i) {
+      if (parts > 1 && static_cast<int>((offsets_[i] / stride) % parts) != part) continue;
+      float* row = arena_.data() + offsets_[i];
+      const float* g = row_grads + i * c_.sparse_dim;
+      if (scale != 1.f) {
+        for (int k = 0; k < c_.sparse_dim; ++k) scaled[k] = g[k] * scale;
+        g = scaled.data();
+      }
+      float& count = row[stride - 1];
+      count += 1.f;
+      ApplyUpdate(c_.optimizer, row, row + c_.sparse_dim, g, c_.sparse_dim,
+                  static_cast<int64_t>(count));
+    }
+  });
 }
 
 size_t ParamShard::num_rows() const {

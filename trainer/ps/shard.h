@@ -114,7 +114,7 @@ class ParamShard {
   std::unordered_map<uint64_t, size_t> row_of_;  // guarded by mu_; id -> arena offset
   std::vector<float> arena_;                     // guarded by mu_
   std::vector<float> scratch_;                   // guarded by mu_; a scaled dense gradient
-  std::vector<float> row_scratch_;               // guarded by mu_; a scaled row gradient
+  std::vector<size_t> offsets_;                  // guarded by mu_; a push's rows in arena_
   PushLedger ledger_;                            // guarded by mu_
 };
 

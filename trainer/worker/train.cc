@@ -10,6 +10,7 @@
 #include <numeric>
 
 #include "trainer/data/metrics.h"
+#include "trainer/data/read_ahead.h"
 #include "trainer/metrics/metrics.h"
 
 namespace kubetrain::trainer {
@@ -43,13 +44,26 @@ StatusOr<TrainResult> Train(Model& model, StripeReader& reader, ParamClient& par
     if (curve == nullptr)
       return InvalidArgument("cannot open loss curve file " + o.loss_curve_path);
   }
-  // This step's batch and the next one, read ahead so that its ids can be given to
-  // params.Prefetch before this step's push (a pipelined client fetches them meanwhile).
-  Batch batches[2];
-  SparseLookup lookups[2];
-  int cur = 0;
-  Status next_status;  // of reading the next batch ahead; reported at its step
-  bool have_next = false;
+  // Batches rotate through three slots: step t's (computing), step t+1's (read, its ids
+  // given to params.Prefetch before step t's push, so a pipelined client fetches them
+  // meanwhile) and step t+2's (being read on the ReadAhead thread while step t computes).
+  // No batch past o.steps is read, so a reader handed to the next Train call continues
+  // where this one stopped.
+  constexpr int kSlots = 3;
+  Batch batches[kSlots];
+  SparseLookup lookups[kSlots];
+  Status read_status[kSlots];  // of each slot's batch; reported at its step
+  const auto slot = [](int64_t step) { return static_cast<int>(step % kSlots); };
+  ReadAhead ahead(reader, model.batch_size());
+  int64_t in_flight = 0;  // the step whose batch ahead is reading; 0: none
+  const auto start_read = [&](int64_t s) {
+    ahead.Start(&batches[slot(s)], &lookups[slot(s)]);
+    in_flight = s;
+  };
+  const auto wait_read = [&] {
+    read_status[slot(in_flight)] = ahead.Wait().status();
+    in_flight = 0;
+  };
   std::vector<float> rows, row_grads;
   std::deque<float> recent;
   double recent_sum = 0;
@@ -63,21 +77,20 @@ StatusOr<TrainResult> Train(Model& model, StripeReader& reader, ParamClient& par
   int64_t rate_samples = 0, rate_steps = 0;
   Status status;
   TrainResult::Phases& phases = result.phases;
+  if (start_step < o.steps) start_read(start_step + 1);
   for (int64_t step = start_step + 1; step <= o.steps; ++step) {
+    // The read phase is the time this loop waits for data, not what reading costs.
     auto t0 = Clock::now();
-    if (!have_next) {
-      auto n = reader.Next(model.batch_size(), &batches[cur]);
-      if (!n.ok()) {
-        status = n.status();
-        break;
-      }
-      lookups[cur].Assign(batches[cur]);
-    } else if (!next_status.ok()) {
-      status = next_status;
+    if (in_flight == step) wait_read();
+    if (!read_status[slot(step)].ok()) {
+      status = read_status[slot(step)];
       break;
     }
-    const Batch& batch = batches[cur];
-    const SparseLookup& lookup = lookups[cur];
+    const Batch& batch = batches[slot(step)];
+    const SparseLookup& lookup = lookups[slot(step)];
+    // The next batch is read while this step pulls (only the first step gets here with
+    // nothing in flight).
+    if (in_flight == 0 && step < o.steps) start_read(step + 1);
     rows.resize(lookup.ids.size() * model.SparseRowDim());
     row_grads.resize(rows.size());
     auto t1 = Clock::now();
@@ -86,13 +99,11 @@ StatusOr<TrainResult> Train(Model& model, StripeReader& reader, ParamClient& par
     if (!status.ok()) break;
     t0 = Clock::now();
     phases.pull += Seconds(t0 - t1);
-    have_next = step < o.steps;
-    if (have_next) {
-      auto n = reader.Next(model.batch_size(), &batches[1 - cur]);
-      next_status = n.status();
-      if (n.ok()) {
-        lookups[1 - cur].Assign(batches[1 - cur]);
-        params.Prefetch(lookups[1 - cur].ids);
+    if (in_flight == step + 1) {
+      wait_read();
+      if (read_status[slot(step + 1)].ok()) {
+        params.Prefetch(lookups[slot(step + 1)].ids);
+        if (step + 2 <= o.steps) start_read(step + 2);
       }
       t1 = Clock::now();
       phases.read += Seconds(t1 - t0);
@@ -113,7 +124,6 @@ StatusOr<TrainResult> Train(Model& model, StripeReader& reader, ParamClient& par
     status = params.Push(step, lookup.ids, row_grads.data(), model.dense_grads().data());
     if (!status.ok()) break;
     phases.push += Seconds(Clock::now() - t1);
-    cur = 1 - cur;
 
     result.losses.push_back(*loss);
     result.last_step = step;

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 
 #include "trainer/data/generator.h"
 #include "trainer/ps/checkpoint.h"
@@ -153,6 +154,72 @@ TEST_F(TrainTest, ResumeFromCheckpointContinuesExactly) {
   ASSERT_TRUE(r.ok());
   ASSERT_EQ(r->losses.size(), 10u);
   for (int i = 0; i < 10; ++i) EXPECT_FLOAT_EQ(r->losses[i], straight[10 + i]) << "step " << 11 + i;
+}
+
+// The next batches are read on a background thread while a step computes; none past the
+// last step, so a second Train on the same reader continues exactly where the first
+// stopped, as one longer run does.
+TEST_F(TrainTest, ReadsNoBatchPastTheLastStepSoARunCanContinue) {
+  TrainOptions o;
+  o.log_every = 0;
+  o.steps = 12;
+  std::vector<float> straight;
+  {
+    auto model = CreateWideDeep(config_);
+    ASSERT_TRUE(model.ok());
+    LocalParams params(**model, 1, optimizer_);
+    StripeReader train(Reader("train.tsv", true));
+    auto r = Train(**model, train, params, o, 0);
+    ASSERT_TRUE(r.ok());
+    straight = r->losses;
+    EXPECT_EQ(train.lines_read(), 12 * config_.batch_size);
+  }
+  auto model = CreateWideDeep(config_);
+  ASSERT_TRUE(model.ok());
+  LocalParams params(**model, 1, optimizer_);
+  StripeReader train(Reader("train.tsv", true));
+  TrainOptions first = o;
+  first.steps = 7;
+  auto a = Train(**model, train, params, first, 0);
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(train.lines_read(), 7 * config_.batch_size);
+  auto b = Train(**model, train, params, o, 7);
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(train.lines_read(), 12 * config_.batch_size);
+  std::vector<float> joined = a->losses;
+  joined.insert(joined.end(), b->losses.begin(), b->losses.end());
+  EXPECT_EQ(joined, straight);
+}
+
+// A read that fails (here: too many malformed lines in the third batch) ends the run with
+// its error at its step, after the steps before it were trained.
+TEST_F(TrainTest, AReadErrorEndsTheRunAtItsStep) {
+  std::ifstream in(File("train.tsv"));
+  std::string text, line;
+  for (int i = 0; i < 2 * config_.batch_size + 10 && std::getline(in, line); ++i) {
+    text += line + "\n";
+  }
+  for (int i = 0; i < 200; ++i) text += "garbage\n";
+  std::ofstream(File("bad.tsv")) << text;
+  auto model = CreateWideDeep(config_);
+  ASSERT_TRUE(model.ok());
+  LocalParams params(**model, 1, optimizer_);
+  ReaderOptions ro = Reader("bad.tsv", true);
+  ro.max_bad_lines = 5;
+  StripeReader train(ro);
+  TrainOptions o;
+  o.steps = 10;
+  o.log_every = 0;
+  o.loss_curve_path = File("curve.csv");
+  auto r = Train(**model, train, params, o, 0);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("malformed lines"), std::string::npos)
+      << r.status().message();
+  std::ifstream curve(File("curve.csv"));
+  int steps = 0;
+  while (std::getline(curve, line)) ++steps;
+  EXPECT_EQ(steps, 2);
 }
 
 TEST_F(TrainTest, DivergenceIsAnError) {
