@@ -18,6 +18,17 @@ PodPhase PodPhaseFromString(std::string_view phase) {
 
 namespace {
 
+// j[key] when j is an object holding it, else `fallback`: a reference, where
+// json::value() would copy the whole subtree (a pod's spec and status, on
+// every watch event).
+const json& Member(const json& j, const char* key, const json& fallback) {
+  if (!j.is_object()) return fallback;
+  auto it = j.find(key);
+  return it == j.end() ? fallback : *it;
+}
+const json kNoObject = json::object();
+const json kNoArray = json::array();
+
 // Waiting reasons of a container the kubelet cannot start and keeps retrying
 // without the pod ever failing: the job would wait forever without a word.
 bool IsStartFailure(std::string_view reason) {
@@ -29,11 +40,11 @@ bool IsStartFailure(std::string_view reason) {
 // "<reason>: <message>" of the first init or main container stuck so.
 std::string CannotStart(const json& status) {
   for (const char* field : {"initContainerStatuses", "containerStatuses"}) {
-    const json statuses = status.value(field, json::array());
+    const json& statuses = Member(status, field, kNoArray);
     if (!statuses.is_array()) continue;
     for (const json& cs : statuses) {
       if (!cs.is_object()) continue;
-      const json state = cs.value("state", json::object());
+      const json& state = Member(cs, "state", kNoObject);
       if (!state.is_object() || !state.contains("waiting") || !state["waiting"].is_object())
         continue;
       const std::string reason = api::StringField(state["waiting"], "reason");
@@ -54,9 +65,9 @@ StatusOr<std::optional<api::Time>> OptTime(const json& j, std::string_view key) 
 
 StatusOr<ObservedPod> ObservePodUnsafe(const json& pod) {
   if (!pod.is_object()) return InvalidArgument("pod must be an object");
-  const json meta = pod.value("metadata", json::object());
-  const json spec = pod.value("spec", json::object());
-  const json status = pod.value("status", json::object());
+  const json& meta = Member(pod, "metadata", kNoObject);
+  const json& spec = Member(pod, "spec", kNoObject);
+  const json& status = Member(pod, "status", kNoObject);
   ObservedPod out;
   out.name = api::StringField(meta, "name");
   out.uid = api::StringField(meta, "uid");
@@ -79,15 +90,15 @@ StatusOr<ObservedPod> ObservePodUnsafe(const json& pod) {
 
   out.cluster_config_in_secret = ClusterConfigInSecret(pod);
   std::string main_name;
-  const json containers = spec.value("containers", json::array());
+  const json& containers = Member(spec, "containers", kNoArray);
   if (containers.is_array() && !containers.empty()) {
     main_name = api::StringField(containers[MainContainerIndex(containers)], "name");
   }
-  const json statuses = status.value("containerStatuses", json::array());
+  const json& statuses = Member(status, "containerStatuses", kNoArray);
   if (statuses.is_array()) {
     for (const json& cs : statuses) {
       if (!cs.is_object() || api::StringField(cs, "name") != main_name) continue;
-      const json state = cs.value("state", json::object());
+      const json& state = Member(cs, "state", kNoObject);
       if (state.contains("terminated") && state["terminated"].is_object()) {
         const json& t = state["terminated"];
         if (t.contains("exitCode") && t["exitCode"].is_number_integer()) {
@@ -99,7 +110,7 @@ StatusOr<ObservedPod> ObservePodUnsafe(const json& pod) {
     }
   }
   if (out.phase == PodPhase::kPending) out.cannot_start = CannotStart(status);
-  const json conditions = status.value("conditions", json::array());
+  const json& conditions = Member(status, "conditions", kNoArray);
   if (conditions.is_array()) {
     for (const json& c : conditions) {
       if (c.is_object() && api::StringField(c, "type") == "PodScheduled" &&
