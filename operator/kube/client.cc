@@ -178,7 +178,7 @@ class Client::Impl {
   StatusOr<HttpResponse> Send(std::string_view method, const std::string& path,
                               const std::string& body, std::string_view content_type,
                               const DataFn* on_data, std::stop_token stop, long timeout_ms) {
-    std::mt19937 rng(std::random_device{}());
+    std::optional<std::mt19937> rng;  // seeded at the first retry: most requests have none
     auto backoff = std::chrono::milliseconds(100);
     bool reauthenticated = false;
     for (int attempt = 0;; ++attempt) {
@@ -226,8 +226,9 @@ class Client::Impl {
       }
       if (!retry) return resp;
       // Full jitter keeps many clients from retrying in lockstep.
+      if (!rng) rng.emplace(std::random_device{}());
       auto jittered = std::chrono::milliseconds(
-          std::uniform_int_distribution<long>(wait.count() / 2, wait.count())(rng));
+          std::uniform_int_distribution<long>(wait.count() / 2, wait.count())(*rng));
       std::this_thread::sleep_for(jittered);
       backoff = std::min<std::chrono::milliseconds>(backoff * 2, std::chrono::seconds(5));
     }
@@ -491,7 +492,7 @@ StatusOr<json> PutObject(Client& c, const ResourceRef& r, std::string_view ns, c
   std::string name = NameOf(obj);
   if (name.empty()) return InvalidArgument(std::string(verb) + ": object has no metadata.name");
   std::string path = ResourcePath(r, ns, name, subresource);
-  return Decode(c.Do("PUT", path, DumpBody(obj)), "PUT " + path);
+  return Decode(c.Do("PUT", path, DumpBody(obj)), "PUT " + path, ServedShape::kObject, true);
 }
 
 }  // namespace
@@ -556,7 +557,7 @@ StatusOr<json> Client::ListAll(const ResourceRef& r, std::string_view ns, ListOp
 
 StatusOr<json> Client::Create(const ResourceRef& r, std::string_view ns, const json& obj) {
   std::string path = ResourcePath(r, ns);
-  return Decode(Do("POST", path, DumpBody(obj)), "POST " + path);
+  return Decode(Do("POST", path, DumpBody(obj)), "POST " + path, ServedShape::kObject, true);
 }
 
 StatusOr<json> Client::Update(const ResourceRef& r, std::string_view ns, const json& obj) {
@@ -590,7 +591,8 @@ StatusOr<json> Client::Patch(const ResourceRef& r, std::string_view ns, std::str
       if (opts.force) AddParam(q, "force", "true");
       break;
   }
-  return Decode(Do("PATCH", path + q, DumpBody(patch), ct), "PATCH " + path);
+  return Decode(Do("PATCH", path + q, DumpBody(patch), ct), "PATCH " + path, ServedShape::kObject,
+                true);
 }
 
 StatusOr<json> Client::Apply(const ResourceRef& r, std::string_view ns, const json& obj,
@@ -673,29 +675,149 @@ Status Client::Watch(const ResourceRef& r, std::string_view ns, const ListOption
   return CheckOk(resp, what);
 }
 
-json ParseServedJson(std::string_view text, ServedShape shape, bool drop_managed_fields) {
-  if (!drop_managed_fields) return json::parse(text);
-  // The key path down to the current object: keys[d] is the last key seen in
-  // the object at depth d (the document is depth 1); "" for an array level.
-  std::vector<std::string> keys;
-  const size_t at = shape == ServedShape::kObject ? 2 : shape == ServedShape::kList ? 4 : 3;
-  auto cb = [&](int depth, json::parse_event_t event, json& parsed) {
-    if (event != json::parse_event_t::key) return true;
-    const auto d = static_cast<size_t>(depth);
-    keys.resize(d);
-    keys.push_back(parsed.get<std::string>());
-    if (d != at || keys[d] != "managedFields" || keys[d - 1] != "metadata") return true;
+namespace {
+
+// Builds the DOM of a served document as json::parse does, minus the served
+// objects' metadata.managedFields: a SAX handler, so a skipped value is never
+// built and a kept key costs no more than in json::parse (a parse callback
+// copies every key into a json string and calls through std::function).
+class ServedDomBuilder {
+ public:
+  explicit ServedDomBuilder(ServedShape shape) {
+    // The keys (or array levels, "") from the document down to the object
+    // whose metadata.managedFields is dropped, "metadata" included.
     switch (shape) {
       case ServedShape::kObject:
-        return false;
+        path_ = {"metadata"};
+        break;
       case ServedShape::kList:
-        return !(keys[1] == "items" && keys[2].empty());
+        path_ = {"items", "", "metadata"};
+        break;
       case ServedShape::kWatchEvent:
-        return keys[1] != "object";
+        path_ = {"object", "metadata"};
+        break;
     }
+  }
+
+  json Take() { return std::move(root_); }
+
+  bool null() { return Value(nullptr); }
+  bool boolean(bool v) { return Value(v); }
+  bool number_integer(json::number_integer_t v) { return Value(v); }
+  bool number_unsigned(json::number_unsigned_t v) { return Value(v); }
+  bool number_float(json::number_float_t v, const json::string_t&) { return Value(v); }
+  bool string(json::string_t& v) { return Value(std::move(v)); }
+  bool binary(json::binary_t& v) { return Value(json::binary(std::move(v))); }
+
+  bool start_object(std::size_t) { return Open(json::value_t::object); }
+  bool start_array(std::size_t) { return Open(json::value_t::array); }
+  bool end_object() { return Close(); }
+  bool end_array() { return Close(); }
+
+  bool key(json::string_t& k) {
+    if (skip_depth_ > 0) return true;
+    Frame& f = stack_.back();
+    if (f.matched == Steps() && k == "managedFields") {
+      skip_next_ = true;
+      return true;
+    }
+    f.key_matches = KeyStep(f.matched, k);
+    slot_ = &(*f.node)[std::move(k)];
     return true;
+  }
+
+  template <class Exception>
+  bool parse_error(std::size_t, const std::string&, const Exception& ex) {
+    throw ex;
+  }
+
+ private:
+  struct Frame {
+    json* node;
+    // How many steps of path_ lead here; -1 when off the path.
+    int matched;
+    bool key_matches = false;  // an object's last key is the next step
   };
-  return json::parse(text, cb);
+
+  int Steps() const { return static_cast<int>(path_.size()); }
+  // Whether step `i` of path_ is key `k` (an object's member), or an array's
+  // element ("" in path_).
+  bool KeyStep(int i, std::string_view k) const {
+    return i >= 0 && i < Steps() && !path_[static_cast<size_t>(i)].empty() &&
+           path_[static_cast<size_t>(i)] == k;
+  }
+  bool ElementStep(int i) const {
+    return i >= 0 && i < Steps() && path_[static_cast<size_t>(i)].empty();
+  }
+
+  // Where the next value goes: the document, an array's end or the slot of
+  // the object's last key. Returns it with the path steps matched there.
+  json* Place(json&& v, int* matched) {
+    if (stack_.empty()) {
+      root_ = std::move(v);
+      *matched = 0;
+      return &root_;
+    }
+    Frame& f = stack_.back();
+    const bool array = f.node->is_array();
+    const bool on_path = array ? ElementStep(f.matched) : f.key_matches;
+    *matched = on_path ? f.matched + 1 : -1;
+    if (array) {
+      f.node->push_back(std::move(v));
+      return &f.node->back();
+    }
+    *slot_ = std::move(v);
+    return slot_;
+  }
+
+  template <class T>
+  bool Value(T&& v) {
+    if (skip_depth_ > 0) return true;
+    if (skip_next_) {
+      skip_next_ = false;
+      return true;
+    }
+    int matched;
+    Place(json(std::forward<T>(v)), &matched);
+    return true;
+  }
+
+  bool Open(json::value_t type) {
+    if (skip_depth_ > 0 || skip_next_) {
+      skip_next_ = false;
+      ++skip_depth_;
+      return true;
+    }
+    int matched;
+    json* node = Place(json(type), &matched);
+    stack_.push_back(Frame{node, matched});
+    return true;
+  }
+
+  bool Close() {
+    if (skip_depth_ > 0) {
+      --skip_depth_;
+      return true;
+    }
+    stack_.pop_back();
+    return true;
+  }
+
+  std::vector<std::string_view> path_;
+  json root_;
+  std::vector<Frame> stack_;
+  json* slot_ = nullptr;
+  bool skip_next_ = false;  // the next value is the dropped managedFields
+  int skip_depth_ = 0;      // containers open inside a dropped value
+};
+
+}  // namespace
+
+json ParseServedJson(std::string_view text, ServedShape shape, bool drop_managed_fields) {
+  if (!drop_managed_fields) return json::parse(text);
+  ServedDomBuilder builder(shape);
+  json::sax_parse(text, &builder);
+  return builder.Take();
 }
 
 }  // namespace kubetrain::kube

@@ -133,6 +133,9 @@ class Client {
   // returned; a 410 mid-way is kGone (the pages already delivered are stale).
   [[nodiscard]] Status ListPages(const ResourceRef& r, std::string_view ns, ListOptions opts,
                                  const std::function<Status(nlohmann::json&& page)>& on_page);
+  // The writes (Create, Update, UpdateStatus, Patch, Apply) return the
+  // object the server answered without its metadata.managedFields (see
+  // ParseServedJson); a later PUT of it keeps the server's.
   [[nodiscard]] StatusOr<nlohmann::json> Create(const ResourceRef& r, std::string_view ns,
                                                 const nlohmann::json& obj);
   // PUT; the object's metadata.resourceVersion, when set, is a precondition

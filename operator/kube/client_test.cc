@@ -88,5 +88,34 @@ TEST(ParseServedJsonTest, DropsOnlyTheServedObjectsManagedFields) {
                nlohmann::json::parse_error);
 }
 
+// The SAX builder gives what json::parse gives for every kind of value and
+// position, and drops managedFields only at the served objects' metadata
+// (not under a key "" that looks like a list's array level, not a scalar
+// elsewhere).
+TEST(ParseServedJsonTest, BuildsWhatJsonParseBuildsElsewhere) {
+  const std::string body =
+      R"({"metadata":{"managedFields":[{"a":[1,[2,{"b":null}]]}],"name":"p","n":-3,"u":18446744073709551615,)"
+      R"("f":1.5e3,"t":true,"z":false,"nil":null,"s":"\u00e9\n\"x\"","e":{},"ea":[]},)"
+      R"("spec":[{"metadata":{"managedFields":1}},[[]],"x"],"":{"metadata":{"managedFields":2}}})";
+  auto want = nlohmann::json::parse(body);
+  want["metadata"].erase("managedFields");
+  EXPECT_EQ(ParseServedJson(body, ServedShape::kObject, true), want);
+  EXPECT_EQ(ParseServedJson(body, ServedShape::kObject, true).dump(), want.dump());
+
+  // A list whose items sit under "" instead of an array keeps everything.
+  const std::string list = R"({"items":{"":{"metadata":{"managedFields":3,"name":"q"}}}})";
+  EXPECT_EQ(ParseServedJson(list, ServedShape::kList, true), nlohmann::json::parse(list));
+  // Scalars and empty documents of each shape.
+  EXPECT_EQ(ParseServedJson("7", ServedShape::kObject, true), 7);
+  EXPECT_EQ(ParseServedJson(R"({"items":[]})", ServedShape::kList, true),
+            nlohmann::json::parse(R"({"items":[]})"));
+  EXPECT_EQ(ParseServedJson(R"({"type":"DELETED","object":{"metadata":{"managedFields":[]}}})",
+                            ServedShape::kWatchEvent, true),
+            nlohmann::json::parse(R"({"type":"DELETED","object":{"metadata":{}}})"));
+  EXPECT_THROW(
+      (void)ParseServedJson(R"({"metadata":{"managedFields":[1,)", ServedShape::kObject, true),
+      nlohmann::json::parse_error);
+}
+
 }  // namespace
 }  // namespace kubetrain::kube

@@ -27,15 +27,25 @@ TEST_F(ClientIT, ConfigMapCrudRoundTrip) {
   auto created = client_->Create(kube::kConfigMaps, ns(), ConfigMap("cm", "one"));
   ASSERT_TRUE(created.ok()) << created.status().ToString();
   EXPECT_FALSE((*created)["metadata"].value("uid", "").empty());
+  // A write's answer is parsed without managedFields; a Get keeps them.
+  EXPECT_FALSE((*created)["metadata"].contains("managedFields"));
 
   auto got = client_->Get(kube::kConfigMaps, ns(), "cm");
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   EXPECT_EQ((*got)["data"]["k"], "one");
+  EXPECT_TRUE((*got)["metadata"].contains("managedFields"));
 
-  (*got)["data"]["k"] = "two";
-  auto updated = client_->Update(kube::kConfigMaps, ns(), *got);
+  // A PUT of an object without managedFields keeps the server's.
+  json without = *got;
+  without["metadata"].erase("managedFields");
+  without["data"]["k"] = "two";
+  auto updated = client_->Update(kube::kConfigMaps, ns(), without);
   ASSERT_TRUE(updated.ok()) << updated.status().ToString();
   EXPECT_EQ((*updated)["data"]["k"], "two");
+  EXPECT_FALSE((*updated)["metadata"].contains("managedFields"));
+  auto reread = client_->Get(kube::kConfigMaps, ns(), "cm");
+  ASSERT_TRUE(reread.ok()) << reread.status().ToString();
+  EXPECT_TRUE((*reread)["metadata"].contains("managedFields")) << reread->dump();
 
   auto again = client_->Create(kube::kConfigMaps, ns(), ConfigMap("cm"));
   EXPECT_EQ(again.status().code(), StatusCode::kAlreadyExists) << again.status().ToString();
