@@ -150,6 +150,26 @@ void Expectations::SecretNotOurs(const std::string& key) {
   jobs_[key].secret_not_ours = true;
 }
 
+void Expectations::ChildExists(const std::string& key, const std::string& uid,
+                               ChildRef::Kind kind) {
+  const Clock::time_point at = clock_();
+  std::lock_guard lock(mu_);
+  Job& job = jobs_[key];
+  if (job.known_uid != uid) job.known.clear();
+  job.known_uid = uid;
+  job.known[kind] = at;
+}
+
+bool Expectations::KnowsChild(const std::string& key, const std::string& uid, ChildRef::Kind kind,
+                              std::chrono::seconds max_age) {
+  const Clock::time_point now = clock_();
+  std::lock_guard lock(mu_);
+  auto it = jobs_.find(key);
+  if (it == jobs_.end() || uid.empty() || it->second.known_uid != uid) return false;
+  auto seen = it->second.known.find(kind);
+  return seen != it->second.known.end() && now - seen->second < max_age;
+}
+
 void Expectations::GangUnavailable(const std::string& key, std::string message) {
   std::lock_guard lock(mu_);
   jobs_[key].gang_unavailable = std::move(message);

@@ -13,8 +13,9 @@
 //
 // Also kept per job: an apiserver rejection of a child (422), an auth Secret
 // replaced under live pods and a PodGroup that cannot be created, until the
-// planner has recorded them in the status, and the ConfigMap content and
-// PodGroup spec this process knows are written.
+// planner has recorded them in the status; the ConfigMap content and PodGroup
+// spec this process knows are written; and when it last saw a child it does
+// not watch (the NetworkPolicy) exist.
 //
 // Thread-safe: every method takes the object's own lock.
 #pragma once
@@ -81,6 +82,12 @@ class Expectations {
   // The job's Secret was there before it and may hold another job's host list
   // (PlanInput::secret_not_ours, until the job is forgotten).
   void SecretNotOurs(const std::string& key);
+  // This process saw the job's child of `kind` exist for job `uid` (it created
+  // it, or the create answered AlreadyExists), now.
+  void ChildExists(const std::string& key, const std::string& uid, ChildRef::Kind kind);
+  // Whether ChildExists was recorded for `uid` and `kind` within `max_age`.
+  bool KnowsChild(const std::string& key, const std::string& uid, ChildRef::Kind kind,
+                  std::chrono::seconds max_age);
   // The job's PodGroup cannot be created (no PodGroup API, no RBAC), with why.
   void GangUnavailable(const std::string& key, std::string message);
   // Sets input.rejected_child, input.auth_secret_replaced,
@@ -125,6 +132,9 @@ class Expectations {
     // created by this process); empty: unknown, replace it when it exists.
     std::string config_map_data;
     std::string pod_group_spec;  // likewise for the PodGroup's spec
+    // ChildExists: the job (UID) and when each kind was last seen to exist.
+    std::string known_uid;
+    std::map<ChildRef::Kind, Clock::time_point> known;
   };
 
   // Constant after construction.

@@ -142,5 +142,28 @@ TEST(ExpectationsTest, ConfigMapContentIsKnownOnceWritten) {
   EXPECT_FALSE(e.ConfigMapHolds("ml/tj", "{b}", false));
 }
 
+TEST(ExpectationsTest, AChildSeenToExistIsKnownForItsJobUidForMaxAge) {
+  FakeClock clock;
+  Expectations e(seconds(60), clock.fn());
+  const auto np = ChildRef::Kind::kNetworkPolicy;
+  EXPECT_FALSE(e.KnowsChild("ml/tj", "uid-1", np, seconds(600)));
+  e.ChildExists("ml/tj", "uid-1", np);
+  EXPECT_TRUE(e.KnowsChild("ml/tj", "uid-1", np, seconds(600)));
+  EXPECT_FALSE(e.KnowsChild("ml/tj", "uid-1", ChildRef::Kind::kSecret, seconds(600)));
+  // A same-named job of another UID knows nothing.
+  EXPECT_FALSE(e.KnowsChild("ml/tj", "uid-2", np, seconds(600)));
+  EXPECT_FALSE(e.KnowsChild("ml/tj", "", np, seconds(600)));
+  clock.now += seconds(600);
+  EXPECT_FALSE(e.KnowsChild("ml/tj", "uid-1", np, seconds(600)));  // due to be checked again
+  e.ChildExists("ml/tj", "uid-1", np);
+  EXPECT_TRUE(e.KnowsChild("ml/tj", "uid-1", np, seconds(600)));
+  e.ChildExists("ml/tj", "uid-2", ChildRef::Kind::kSecret);  // the name's new job
+  EXPECT_FALSE(e.KnowsChild("ml/tj", "uid-1", np, seconds(600)));
+  EXPECT_FALSE(e.KnowsChild("ml/tj", "uid-2", np, seconds(600)));
+  e.ChildExists("ml/tj", "uid-2", np);
+  e.Forget("ml/tj");
+  EXPECT_FALSE(e.KnowsChild("ml/tj", "uid-2", np, seconds(600)));
+}
+
 }  // namespace
 }  // namespace kubetrain::controller

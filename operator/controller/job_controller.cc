@@ -290,7 +290,15 @@ class JobController::Impl {
     for (const auto& s : c.services->store().ByIndex(runtime::kOwnerUidIndex, owner)) {
       observed.services.push_back(ObservedService{s->meta.name, s->deletion_timestamp});
     }
-    observed.secret_exists = false;  // not observable; see Caches
+    // Not observable (see Caches): the Secret is sent before or with every pod
+    // create (a 409 says it is there; a success while pods live, that it was
+    // deleted: AuthSecretReplaced); the NetworkPolicy unless this process saw
+    // it recently.
+    observed.secret_exists = false;
+    observed.network_policy_exists =
+        options_.network_policy &&
+        expectations_.KnowsChild(key, job_uid, ChildRef::Kind::kNetworkPolicy,
+                                 options_.network_policy_recheck);
 
     expectations_.Adjust(key, observed, now);
     return observed;
@@ -404,8 +412,15 @@ class JobController::Impl {
     // to options_.create_parallelism calls in flight. Every result is then
     // handled in the plan's order, as if the calls had been made one by one
     // (AlreadyExists is created, a failure is retried and reported).
+    // While pods of the job live, its Secret and NetworkPolicy are there but
+    // for a deletion behind its back: a replacement pod's plan sends them
+    // alongside the pods, so the pod does not wait for their 409s (a Secret
+    // found missing still fails the job, AuthSecretReplaced; a policy found
+    // missing is created, the new pod perhaps running a moment before it, as
+    // the live ones already did).
     Status first_error;
     const std::vector<ChildCreate>& creates = plan.creates;
+    const bool live_pods = HasLivePods(observed);
     size_t parallel_from = creates.size();
     for (size_t i = 0; i < creates.size(); ++i) {
       const ChildRef::Kind k = creates[i].ref.kind;
@@ -413,6 +428,13 @@ class JobController::Impl {
         parallel_from = i;
         break;
       }
+    }
+    if (live_pods &&
+        std::all_of(creates.begin(), creates.begin() + parallel_from, [](const ChildCreate& first) {
+          return first.ref.kind == ChildRef::Kind::kSecret ||
+                 first.ref.kind == ChildRef::Kind::kNetworkPolicy;
+        })) {
+      parallel_from = 0;
     }
     std::vector<Status> results(creates.size());
     auto issue = [&](size_t i) {
@@ -424,11 +446,15 @@ class JobController::Impl {
         metrics_->PodCreated(ns + "/" + create.ref.name);
       }
     };
-    bool stop = false;
-    for (size_t i = 0; i < creates.size() && !stop; ++i) {
+    // stop: issue nothing more (every call already issued is still handled);
+    // plan_again: then plan the job again at once instead of going on.
+    bool stop = false, plan_again = false;
+    for (size_t i = 0; i < creates.size(); ++i) {
       if (i < parallel_from) {
+        if (stop) break;
         issue(i);
       } else if (i == parallel_from) {
+        if (stop) break;
         IssueConcurrently(parallel_from, creates.size(), issue);
       }
       const ChildCreate& create = creates[i];
@@ -440,7 +466,7 @@ class JobController::Impl {
         expectations_.SecretCreated(key, job.metadata.uid);
       }
       if (kind.kind == ChildRef::Kind::kSecret && s.code() == StatusCode::kAlreadyExists &&
-          !input.secret_not_ours && !HasLivePods(observed) &&
+          !input.secret_not_ours && !live_pods &&
           !expectations_.CreatedSecret(key, job.metadata.uid)) {
         // Not known to be this job's: a same-named earlier job's Secret may
         // still be there, with another shape's host list. Plan again at once;
@@ -448,18 +474,16 @@ class JobController::Impl {
         spdlog::info("{}: auth Secret {} already existed; the cluster goes in the ConfigMap", key,
                      child);
         expectations_.SecretNotOurs(key);
-        runtime::ReconcileResult again;
-        again.requeue_after = std::chrono::milliseconds(1);
-        return again;
+        plan_again = stop = true;
+        continue;
       }
-      if (kind.kind == ChildRef::Kind::kSecret && s.ok() && HasLivePods(observed)) {
+      if (kind.kind == ChildRef::Kind::kSecret && s.ok() && live_pods) {
         // The Secret was gone although pods built with it live: they hold a key
         // the new Secret does not. Plan again at once; the planner fails the job.
         spdlog::warn("{}: auth Secret {} was missing while the job's pods ran", key, child);
         expectations_.AuthSecretReplaced(key);
-        runtime::ReconcileResult again;
-        again.requeue_after = std::chrono::milliseconds(1);
-        return again;
+        plan_again = stop = true;
+        continue;
       }
       if (kind.kind == ChildRef::Kind::kConfigMap &&
           (s.ok() || s.code() == StatusCode::kAlreadyExists)) {
@@ -481,6 +505,17 @@ class JobController::Impl {
         stop = true;
         continue;
       }
+      if (kind.kind == ChildRef::Kind::kNetworkPolicy &&
+          (s.ok() || s.code() == StatusCode::kAlreadyExists)) {
+        expectations_.ChildExists(key, job.metadata.uid, ChildRef::Kind::kNetworkPolicy);
+        if (s.ok() && live_pods) {
+          recorder_->Record(regarding, "Warning", "NetworkPolicyRecreated", "Create",
+                            "NetworkPolicy " + child +
+                                " was missing while the job's pods ran (deleted, or the operator "
+                                "ran without --network-policy): created again");
+        }
+        continue;
+      }
       if (s.ok() || s.code() == StatusCode::kAlreadyExists) continue;
       expectations_.ForgetCreate(key, create.ref);
       if (kind.kind == ChildRef::Kind::kPodGroup &&
@@ -498,9 +533,8 @@ class JobController::Impl {
                            " (grant create and patch on scheduling.x-k8s.io podgroups: the Helm "
                            "value gangScheduling.enabled or the kustomize component "
                            "gang-scheduling)");
-        runtime::ReconcileResult again;
-        again.requeue_after = std::chrono::milliseconds(1);
-        return again;
+        plan_again = stop = true;
+        continue;
       }
       if (kind.kind == ChildRef::Kind::kNetworkPolicy &&
           (s.code() == StatusCode::kPermissionDenied || s.code() == StatusCode::kInvalidArgument ||
@@ -522,9 +556,8 @@ class JobController::Impl {
         // (InvalidSpec) and cleans up like after any other failure.
         expectations_.ChildRejected(key, "the apiserver rejected " + std::string(kind.name) + " " +
                                              child + ": " + s.message());
-        runtime::ReconcileResult again;
-        again.requeue_after = std::chrono::milliseconds(1);
-        return again;
+        plan_again = stop = true;
+        continue;
       }
       if (first_error.ok()) first_error = s.WithContext("create " + child);
       // No pod without its Secret: a pod created first would look, once the
@@ -535,6 +568,12 @@ class JobController::Impl {
           kind.kind == ChildRef::Kind::kNetworkPolicy || kind.kind == ChildRef::Kind::kPodGroup) {
         stop = true;
       }
+    }
+
+    if (plan_again) {
+      runtime::ReconcileResult again;
+      again.requeue_after = std::chrono::milliseconds(1);
+      return again;
     }
 
     // 3. Deletes (foreground not needed: children have no children of their own).

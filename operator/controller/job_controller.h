@@ -52,8 +52,15 @@ struct JobControllerOptions {
   int workers = 4;
   // A reconcile creates a job's Services and Pods with up to this many API
   // calls in flight (its Secret, NetworkPolicy, ConfigMap and PodGroup first,
-  // one by one). 1: one by one.
+  // one by one; while pods of the job live, a replacement's Secret and
+  // NetworkPolicy go alongside it). 1: one by one.
   int create_parallelism = 4;
+  // How long a NetworkPolicy this process created, or whose create answered
+  // AlreadyExists, is trusted to be there: within it, replacement pods are
+  // created without sending the policy again; after it (and after a restart)
+  // the next pod the job gets sends it once more, recreating it (with a
+  // Warning event NetworkPolicyRecreated) when it was deleted.
+  std::chrono::seconds network_policy_recheck{600};
   // How long a create or delete may stay unseen in the cache before it is
   // assumed lost and planned again.
   std::chrono::seconds expectation_timeout{60};

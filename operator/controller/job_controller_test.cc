@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <deque>
 #include <map>
@@ -73,11 +74,32 @@ class FakeApi final : public JobClient {
     std::lock_guard lock(gather_mu_);
     return max_in_flight_;
   }
+  // From now on a Secret create waits (up to 10 s) until a pod create has
+  // come in since this call; secret_holds_timed_out() counts those that waited
+  // in vain (no pod create in flight alongside: made one after the other).
+  void HoldSecretCreatesUntilAPodCreate() {
+    std::lock_guard lock(gather_mu_);
+    hold_secrets_from_ = pod_creates_;
+  }
+  int secret_holds_timed_out() {
+    std::lock_guard lock(gather_mu_);
+    return secret_holds_timed_out_;
+  }
 
   StatusOr<json> Create(const kube::ResourceRef& r, const std::string& ns,
                         const json& object) override {
+    if (r.resource == "secrets") {
+      std::unique_lock gather(gather_mu_);
+      if (hold_secrets_from_ >= 0 && !gather_cv_.wait_for(gather, seconds(10), [&] {
+            return pod_creates_ > hold_secrets_from_;
+          })) {
+        ++secret_holds_timed_out_;
+      }
+    }
     if (r.resource == "pods") {
       std::unique_lock gather(gather_mu_);
+      ++pod_creates_;
+      gather_cv_.notify_all();
       ++in_flight_;
       max_in_flight_ = std::max(max_in_flight_, in_flight_);
       gather_cv_.notify_all();
@@ -248,6 +270,8 @@ class FakeApi final : public JobClient {
   std::mutex gather_mu_;
   std::condition_variable gather_cv_;
   int gather_ = 0, in_flight_ = 0, max_in_flight_ = 0;  // guarded by gather_mu_
+  int pod_creates_ = 0, hold_secrets_from_ = -1;        // guarded by gather_mu_
+  int secret_holds_timed_out_ = 0;                      // guarded by gather_mu_
   std::mutex mu_;
   std::condition_variable_any cv_;
   int64_t rv_ = 0;                                              // guarded by mu_
@@ -733,6 +757,120 @@ TEST(JobControllerConcurrencyTest, AFailedConcurrentCreateIsRetriedAndNoPodIsMad
   EXPECT_EQ(Count(calls, "create", "pods", StatusCode::kUnavailable), 2u);
   EXPECT_EQ(Count(calls, "create", "pods", StatusCode::kOk), 8u);
   EXPECT_EQ(Count(calls, "create", "pods", StatusCode::kAlreadyExists), 0u);
+}
+
+// ---- Replacement pods: the Secret and the NetworkPolicy --------------------------
+
+// The creates among `calls` from index `from` on, as "resource/name Code"
+// lines, sorted (calls in flight together are logged in any order).
+std::string CreatesFrom(const std::vector<FakeApi::Call>& calls, size_t from) {
+  std::vector<std::string> lines;
+  for (size_t i = from; i < calls.size(); ++i) {
+    if (calls[i].verb != "create") continue;
+    lines.push_back(calls[i].resource + "/" + calls[i].name + " " +
+                    std::string(StatusCodeName(calls[i].code)) + "\n");
+  }
+  std::sort(lines.begin(), lines.end());
+  std::string log;
+  for (const std::string& line : lines) log += line;
+  return log;
+}
+
+// Marks the job's pods Running and waits until the status counts them (with
+// status_coalesce 0, written by a reconcile whose caches show both pods: a pod
+// deleted before they did would stay expected until expectation_timeout).
+void BringUp(FakeApi& api) {
+  for (const char* name : {"tj-worker-0", "tj-worker-1"}) {
+    json pod = *api.Get(kube::kPods, "ml", name);
+    pod["status"]["phase"] = "Running";
+    api.Seed(kube::kPods, std::move(pod));
+  }
+  ASSERT_TRUE(Eventually([&] {
+    return api.Get(kTrainingJobs, "ml", "tj")
+               ->value("status", json::object())
+               .value("running", 0) == 2;
+  }));
+}
+
+JobControllerOptions Uncoalesced() {
+  JobControllerOptions o = Options();
+  o.status_coalesce = milliseconds(0);
+  return o;
+}
+
+// Deletes tj-worker-1 and waits for its replacement (the `n`th pod created);
+// returns the creates made from the delete on. Secret creates are held until
+// a pod create comes (FakeApi::HoldSecretCreatesUntilAPodCreate).
+std::string ReplaceWorker1(FakeApi& api, size_t n) {
+  const size_t from = api.calls().size();
+  api.HoldSecretCreatesUntilAPodCreate();
+  EXPECT_TRUE(api.Delete(kube::kPods, "ml", "tj-worker-1", {}).ok());
+  EXPECT_TRUE(
+      Eventually([&] { return Count(api.calls(), "create", "pods", StatusCode::kOk) == n; }));
+  // The status saying 1 running went out before that create (same reconcile).
+  BringUp(api);
+  std::this_thread::sleep_for(milliseconds(300));  // lets a wrong extra create happen
+  return CreatesFrom(api.calls(), from);
+}
+
+// A replacement pod goes out alongside its job's Secret create (whose 409 says
+// the Secret is still there; a success would fail the job, AuthSecretDeleted)
+// and without the NetworkPolicy this process created. Before, the Secret's and
+// the policy's creates went first, one after the other, each a 409.
+TEST(JobControllerReplacementTest, GoesOutWithTheSecretAndWithoutAKnownPolicy) {
+  FakeApi api;
+  api.Seed(kTrainingJobs, Job());
+  Running controller(&api, Uncoalesced());
+  ASSERT_TRUE(
+      Eventually([&] { return Count(api.calls(), "create", "pods", StatusCode::kOk) == 2; }));
+  EXPECT_EQ(Count(api.calls(), "create", "networkpolicies", StatusCode::kOk), 1u);
+  BringUp(api);
+  for (size_t n : {3u, 4u}) {
+    EXPECT_EQ(ReplaceWorker1(api, n),
+              "pods/tj-worker-1 OK\n"
+              "secrets/tj-auth AlreadyExists\n");
+  }
+  // Each Secret create was in flight with its pod's, not before it.
+  EXPECT_EQ(api.secret_holds_timed_out(), 0);
+}
+
+// An operator that restarts knows no policy: the job's first replacement pod
+// sends it once, alongside the pod; the next one does not.
+TEST(JobControllerReplacementTest, AfterARestartThePolicyIsSentOnceAlongsideThePod) {
+  FakeApi api;
+  api.Seed(kTrainingJobs, Job());
+  {
+    Running first(&api, Uncoalesced());
+    ASSERT_TRUE(
+        Eventually([&] { return Count(api.calls(), "create", "pods", StatusCode::kOk) == 2; }));
+    BringUp(api);
+  }
+  Running controller(&api, Uncoalesced());
+  EXPECT_EQ(ReplaceWorker1(api, 3),
+            "networkpolicies/tj-training AlreadyExists\n"
+            "pods/tj-worker-1 OK\n"
+            "secrets/tj-auth AlreadyExists\n");
+  EXPECT_EQ(ReplaceWorker1(api, 4),
+            "pods/tj-worker-1 OK\n"
+            "secrets/tj-auth AlreadyExists\n");
+  EXPECT_EQ(api.secret_holds_timed_out(), 0);
+}
+
+// A policy deleted behind the job's back comes back with the job's next pod
+// once it is due to be checked again (network_policy_recheck; 0: every pod).
+TEST(JobControllerReplacementTest, ADeletedPolicyComesBackWithTheNextPodOnceDue) {
+  FakeApi api;
+  api.Seed(kTrainingJobs, Job());
+  JobControllerOptions options = Uncoalesced();
+  options.network_policy_recheck = seconds(0);
+  Running controller(&api, options);
+  ASSERT_TRUE(
+      Eventually([&] { return Count(api.calls(), "create", "pods", StatusCode::kOk) == 2; }));
+  BringUp(api);
+  ASSERT_TRUE(api.Delete(kube::kNetworkPolicies, "ml", "tj-training", {}).ok());
+  const std::string creates = ReplaceWorker1(api, 3);
+  EXPECT_NE(creates.find("networkpolicies/tj-training OK\n"), std::string::npos) << creates;
+  EXPECT_TRUE(api.Get(kube::kNetworkPolicies, "ml", "tj-training").has_value());
 }
 
 }  // namespace

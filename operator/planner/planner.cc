@@ -460,7 +460,7 @@ void Planner::CreateMissing(std::optional<ReplicaType> only) {
         first.push_back(Child(ChildRef::Kind::kSecret, AuthSecretName(job),
                               builder_.Secret(input_.auth_key, cluster_config_)));
       }
-      if (input_.network_policy) {
+      if (input_.network_policy && !observed_.network_policy_exists) {
         first.push_back(Child(ChildRef::Kind::kNetworkPolicy, NetworkPolicyName(job),
                               builder_.NetworkPolicy()));
       }

@@ -82,6 +82,9 @@ struct ObservedChildren {
   std::vector<ObservedPod> pods;
   std::vector<ObservedService> services;
   bool secret_exists = false;
+  // The job's NetworkPolicy is known to exist (the executor created it, or its
+  // create answered AlreadyExists, recently): a plan creating pods leaves it out.
+  bool network_policy_exists = false;
 };
 
 // The job's spec.serviceMode; unset: PerReplica when the job already has a
@@ -231,7 +234,8 @@ struct Plan {
   // the ConfigMap: an existing one must be updated to this spec (it changes
   // when the spec was reshaped or minAvailable changed).
   // The NetworkPolicy (with input.network_policy) is in every plan that creates
-  // pods; AlreadyExists means it is there. The Secret is in the plan only when pods are
+  // pods unless observed.network_policy_exists; AlreadyExists means it is
+  // there. The Secret is in the plan only when pods are
   // (and observed.secret_exists is false): an executor that cannot observe
   // Secrets creates it before any pod, and AlreadyExists tells it the Secret is
   // there; it holds the cluster as well as the key, and an existing one is left

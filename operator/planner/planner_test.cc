@@ -248,6 +248,17 @@ TEST(PlannerNetworkPolicyTest, ComesAfterTheSecretAndBeforeEveryPodOnlyWhenAsked
   EXPECT_EQ(with, CreatedNames(PlanJob(Job(), {}, Input())));
 }
 
+// A policy the executor knows is there is not sent again with the pods.
+TEST(PlannerNetworkPolicyTest, AKnownPolicyIsLeftOutOfThePlan) {
+  PlanInput in = Input();
+  in.network_policy = true;
+  ObservedChildren observed;
+  observed.network_policy_exists = true;
+  Plan plan = PlanJob(Job(), observed, in);
+  EXPECT_EQ(Created(plan, "NetworkPolicy", "tj-training"), nullptr);
+  EXPECT_EQ(CreatedNames(plan), CreatedNames(PlanJob(Job(), {}, Input())));
+}
+
 TEST(PlannerNetworkPolicyTest, OnlyTheJobsPodsReachItsPortAndOtherPortsStayOpen) {
   PlanInput in = Input();
   in.network_policy = true;
