@@ -59,18 +59,27 @@ double SgemmGflops(int n, int reps) {
   return 2.0 * n * n * n * reps / SecondsSince(t0) / 1e9;
 }
 
-// Median milliseconds per step of each phase over the repetitions.
+// Median milliseconds per step of each phase over the repetitions, wall-clock and CPU (every
+// thread of the process during the phase; CPU / wall = threads busy on average).
 struct PhaseMs {
-  std::vector<double> read, pull, compute, push;
+  std::vector<double> read, pull, compute, push, read_cpu, pull_cpu, compute_cpu, push_cpu;
   void Add(const TrainResult& r, int steps) {
-    read.push_back(1e3 * r.phases.read / steps);
-    pull.push_back(1e3 * r.phases.pull / steps);
-    compute.push_back(1e3 * r.phases.compute / steps);
-    push.push_back(1e3 * r.phases.push / steps);
+    const TrainResult::Phases& p = r.phases;
+    read.push_back(1e3 * p.read / steps);
+    pull.push_back(1e3 * p.pull / steps);
+    compute.push_back(1e3 * p.compute / steps);
+    push.push_back(1e3 * p.push / steps);
+    read_cpu.push_back(1e3 * p.read_cpu / steps);
+    pull_cpu.push_back(1e3 * p.pull_cpu / steps);
+    compute_cpu.push_back(1e3 * p.compute_cpu / steps);
+    push_cpu.push_back(1e3 * p.push_cpu / steps);
   }
   void Print(const char* what) const {
-    std::printf("  %s, ms per step: read %.2f, pull %.2f, compute %.2f, push %.2f\n", what,
-                Median(read), Median(pull), Median(compute), Median(push));
+    std::printf(
+        "  %s, ms per step (CPU-ms): read %.2f (%.2f), pull %.2f (%.2f), compute %.2f (%.2f), "
+        "push %.2f (%.2f)\n",
+        what, Median(read), Median(read_cpu), Median(pull), Median(pull_cpu), Median(compute),
+        Median(compute_cpu), Median(push), Median(push_cpu));
   }
 };
 

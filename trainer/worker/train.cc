@@ -29,6 +29,27 @@ double ProcessCpuSeconds() {
   return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
+// Wall-clock and process CPU seconds from the last Start() or End(), added to a phase's.
+class PhaseLap {
+ public:
+  void Start() {
+    wall_ = Clock::now();
+    cpu_ = ProcessCpuSeconds();
+  }
+  void End(double* wall, double* cpu) {
+    const auto now = Clock::now();
+    const double cpu_now = ProcessCpuSeconds();
+    *wall += Seconds(now - wall_);
+    *cpu += cpu_now - cpu_;
+    wall_ = now;
+    cpu_ = cpu_now;
+  }
+
+ private:
+  Clock::time_point wall_;
+  double cpu_ = 0;
+};
+
 // The live rates served on /metrics cover about this long.
 constexpr auto kRateWindow = std::chrono::seconds(2);
 
@@ -77,10 +98,11 @@ StatusOr<TrainResult> Train(Model& model, StripeReader& reader, ParamClient& par
   int64_t rate_samples = 0, rate_steps = 0;
   Status status;
   TrainResult::Phases& phases = result.phases;
+  PhaseLap lap;
   if (start_step < o.steps) start_read(start_step + 1);
   for (int64_t step = start_step + 1; step <= o.steps; ++step) {
     // The read phase is the time this loop waits for data, not what reading costs.
-    auto t0 = Clock::now();
+    lap.Start();
     if (in_flight == step) wait_read();
     if (!read_status[slot(step)].ok()) {
       status = read_status[slot(step)];
@@ -93,25 +115,20 @@ StatusOr<TrainResult> Train(Model& model, StripeReader& reader, ParamClient& par
     if (in_flight == 0 && step < o.steps) start_read(step + 1);
     rows.resize(lookup.ids.size() * model.SparseRowDim());
     row_grads.resize(rows.size());
-    auto t1 = Clock::now();
-    phases.read += Seconds(t1 - t0);
+    lap.End(&phases.read, &phases.read_cpu);
     status = params.Pull(lookup.ids, rows.data(), model.dense_params().data());
     if (!status.ok()) break;
-    t0 = Clock::now();
-    phases.pull += Seconds(t0 - t1);
+    lap.End(&phases.pull, &phases.pull_cpu);
     if (in_flight == step + 1) {
       wait_read();
       if (read_status[slot(step + 1)].ok()) {
         params.Prefetch(lookups[slot(step + 1)].ids);
         if (step + 2 <= o.steps) start_read(step + 2);
       }
-      t1 = Clock::now();
-      phases.read += Seconds(t1 - t0);
-      t0 = t1;
+      lap.End(&phases.read, &phases.read_cpu);
     }
     auto loss = model.TrainStep(batch, lookup, rows.data(), row_grads.data());
-    t1 = Clock::now();
-    phases.compute += Seconds(t1 - t0);
+    lap.End(&phases.compute, &phases.compute_cpu);
     if (!loss.ok()) {
       status = loss.status();
       break;
@@ -123,7 +140,7 @@ StatusOr<TrainResult> Train(Model& model, StripeReader& reader, ParamClient& par
     }
     status = params.Push(step, lookup.ids, row_grads.data(), model.dense_grads().data());
     if (!status.ok()) break;
-    phases.push += Seconds(Clock::now() - t1);
+    lap.End(&phases.push, &phases.push_cpu);
 
     result.losses.push_back(*loss);
     result.last_step = step;

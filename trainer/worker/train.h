@@ -30,10 +30,15 @@ struct TrainResult {
   // samples_per_s also says how much CPU the machine gave.
   double samples_per_cpu_s = 0;
   std::vector<float> losses;
-  // Where the run's wall-clock time went (seconds): reading and parsing batches, pulling
-  // parameters, the model's forward and backward pass, pushing gradients.
+  // Where the run's wall-clock time went (seconds): waiting for the next batch (it is read
+  // and parsed on a background thread while a step computes), pulling parameters, the
+  // model's forward and backward pass, pushing gradients. The *_cpu fields are the CPU
+  // seconds the whole process (every thread) used during each phase: cpu / wall is how
+  // many threads were busy on average, so a phase that runs on one thread while the other
+  // compute threads wait shows about 1.
   struct Phases {
     double read = 0, pull = 0, compute = 0, push = 0;
+    double read_cpu = 0, pull_cpu = 0, compute_cpu = 0, push_cpu = 0;
   } phases;
 };
 

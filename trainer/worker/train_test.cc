@@ -81,6 +81,12 @@ TEST_F(TrainTest, PhasesAccountForTheRunsTime) {
   EXPECT_GT(p.compute, 0);
   EXPECT_GT(p.push, 0);
   EXPECT_LE(p.read + p.pull + p.compute + p.push, wall);
+  // Per phase, the process's CPU time; all of it within the run's.
+  EXPECT_GT(p.compute_cpu, 0);
+  EXPECT_GE(p.read_cpu, 0);
+  EXPECT_GE(p.pull_cpu, 0);
+  EXPECT_GE(p.push_cpu, 0);
+  EXPECT_LE(p.read_cpu + p.pull_cpu + p.compute_cpu + p.push_cpu, cpu_used);
   // The CPU rate covers the training loop, within the CPU time of the whole call.
   const double samples = 20.0 * config_.batch_size;
   ASSERT_GT(r->samples_per_cpu_s, 0);
