@@ -103,7 +103,14 @@ void Expectations::Adjust(const std::string& key, ObservedChildren& observed, ap
 void Expectations::StatusWritten(const std::string& key, std::string from_rv, std::string to_rv,
                                  api::TrainingJobStatus status) {
   std::lock_guard lock(mu_);
-  jobs_[key].status = StatusWrite{std::move(from_rv), std::move(to_rv), std::move(status)};
+  jobs_[key].status = StatusWrite{std::move(from_rv), std::move(to_rv), std::move(status), false};
+}
+
+void Expectations::StatusDeferred(const std::string& key, std::string rv,
+                                  api::TrainingJobStatus status) {
+  std::lock_guard lock(mu_);
+  std::string to_rv = rv;
+  jobs_[key].status = StatusWrite{std::move(rv), std::move(to_rv), std::move(status), true};
 }
 
 void Expectations::ForgetStatus(const std::string& key) {
@@ -121,7 +128,8 @@ std::optional<Expectations::WrittenStatus> Expectations::LastStatus(const std::s
     it->second.status.reset();
     return std::nullopt;
   }
-  return WrittenStatus{it->second.status->status, it->second.status->to_rv};
+  return WrittenStatus{it->second.status->status, it->second.status->to_rv,
+                       it->second.status->unwritten};
 }
 
 void Expectations::ChildRejected(const std::string& key, std::string message) {

@@ -61,15 +61,21 @@ class Expectations {
   // A status written: resourceVersion `from_rv` (what the cache showed) became `to_rv`.
   void StatusWritten(const std::string& key, std::string from_rv, std::string to_rv,
                      api::TrainingJobStatus status);
+  // A status planned over resourceVersion `rv` and not written yet (the
+  // job's first status, waiting to go in one write with the next): the next
+  // plans start from it, so its times (startTime, the Created condition's)
+  // stay those of the first plan.
+  void StatusDeferred(const std::string& key, std::string rv, api::TrainingJobStatus status);
   // A status write failed (conflict): plan from the cache again.
   void ForgetStatus(const std::string& key);
   struct WrittenStatus {
     api::TrainingJobStatus status;
     std::string resource_version;
+    bool unwritten = false;  // StatusDeferred: still to be written
   };
-  // The status this controller wrote last, while the cache still shows
-  // `cached_rv` (the version it was written over); once the cache has moved
-  // on, nothing (and the entry is dropped).
+  // The status this controller wrote (or deferred) last, while the cache still
+  // shows `cached_rv` (the version it was written over); once the cache has
+  // moved on, nothing (and the entry is dropped).
   std::optional<WrittenStatus> LastStatus(const std::string& key, const std::string& cached_rv);
 
   // The apiserver rejected a child as invalid, with this message.
@@ -117,6 +123,7 @@ class Expectations {
     std::string from_rv;
     std::string to_rv;
     api::TrainingJobStatus status;
+    bool unwritten = false;
   };
   struct Job {
     // By kind and name: a replica's Pod and Service share a name.

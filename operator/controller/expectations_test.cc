@@ -165,5 +165,21 @@ TEST(ExpectationsTest, AChildSeenToExistIsKnownForItsJobUidForMaxAge) {
   EXPECT_FALSE(e.KnowsChild("ml/tj", "uid-2", np, seconds(600)));
 }
 
+TEST(ExpectationsTest, ADeferredStatusStandsUnwrittenWhileTheCacheShowsItsVersion) {
+  Expectations e(seconds(60));
+  api::TrainingJobStatus status;
+  status.start_time = kNow;
+  e.StatusDeferred("ml/tj", "5", status);
+  auto got = e.LastStatus("ml/tj", "5");
+  ASSERT_TRUE(got.has_value());
+  EXPECT_TRUE(got->unwritten);
+  EXPECT_EQ(got->resource_version, "5");  // the write goes over the cached version
+  EXPECT_EQ(got->status.start_time, kNow);
+  EXPECT_FALSE(e.LastStatus("ml/tj", "6").has_value());  // the job changed: plan afresh
+  EXPECT_FALSE(e.LastStatus("ml/tj", "5").has_value());
+  e.StatusWritten("ml/tj", "5", "7", status);
+  EXPECT_FALSE(e.LastStatus("ml/tj", "5")->unwritten);
+}
+
 }  // namespace
 }  // namespace kubetrain::controller

@@ -73,6 +73,16 @@ const ChildKindInfo& Info(ChildRef::Kind kind) {
   return kChildKinds[0];
 }
 
+// A job's status that says nothing but that it was created: Created True
+// and no other condition (pod counts aside).
+bool OnlyCreated(const api::TrainingJobStatus& status) {
+  if (!status.IsTrue(api::ConditionType::kCreated)) return false;
+  for (const api::Condition& c : status.conditions) {
+    if (c.type != api::ConditionType::kCreated) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 class JobController::Impl {
@@ -323,12 +333,17 @@ class JobController::Impl {
     api::TrainingJob job = std::move(*parsed);
     if (job.metadata.deletion_timestamp) return runtime::ReconcileResult{};
 
-    // Use the status this controller wrote last while the cache lags behind it.
+    // Use the status this controller wrote last while the cache lags behind it,
+    // or the job's first status it deferred (not written yet).
     std::string rv = cached_rv;
+    bool unwritten = false;
     if (auto written = expectations_.LastStatus(key, cached_rv)) {
       job.status = std::move(written->status);
       rv = std::move(written->resource_version);
+      unwritten = written->unwritten;
     }
+    // No status was ever written for the job.
+    const bool first_status = unwritten || job.status.conditions.empty();
     const bool was_created = job.status.IsTrue(api::ConditionType::kCreated);
     const bool was_finished = job.status.Finished();
 
@@ -376,21 +391,33 @@ class JobController::Impl {
     UpdateProgressTarget(key, *c, job, plan.status);
 
     // 1. Status first: it records which failures were counted before their pods go.
-    // > 0: a live-count-only change waits this long (StatusWriteWait).
+    // > 0: a live-count-only change waits this long (StatusWriteWait), and
+    // so does a job's first status while it says only Created
+    // (FirstStatusWait).
     std::chrono::milliseconds status_wait{0};
-    if (plan.status_changed && OnlyLiveCountsDiffer(job.status, plan.status)) {
+    const bool status_due = plan.status_changed || unwritten;
+    if (status_due && first_status && OnlyCreated(plan.status)) {
+      // A new job whose pods are being created: Created waits up to a window
+      // for the next change (its pods Running, or why they are not: those
+      // conditions are written at once) to go in one write. Kept here so the
+      // next plans start from it (its start time stays).
+      status_wait = FirstStatusWait(key);
+      if (status_wait > std::chrono::milliseconds(0)) {
+        expectations_.StatusDeferred(key, cached_rv, plan.status);
+      }
+    } else if (plan.status_changed && OnlyLiveCountsDiffer(job.status, plan.status)) {
       // Only how many pods are Pending moved (pods created, not yet running):
       // not in any kubectl column, and the next change (Running, Unschedulable,
       // a failure) carries it; it waits 4 windows, so it is never lost.
       status_wait = StatusWriteWait(key, OnlyPendingCountsDiffer(job.status, plan.status));
     }
-    if (plan.status_changed && status_wait <= std::chrono::milliseconds(0)) {
+    if (status_due && status_wait <= std::chrono::milliseconds(0)) {
       KT_RETURN_IF_ERROR(WriteStatus(key, *cached, rv, plan.status));
       if ((input.rejected_child || input.auth_secret_replaced || input.gang_unavailable) &&
           plan.status.Finished()) {
         expectations_.FailureRecorded(key);  // recorded in the status now
       }
-      if (!was_created && plan.status.IsTrue(api::ConditionType::kCreated)) {
+      if ((!was_created || unwritten) && plan.status.IsTrue(api::ConditionType::kCreated)) {
         metrics_->JobCreated();
       }
       if (!was_finished && plan.status.Finished()) {
@@ -637,6 +664,18 @@ class JobController::Impl {
   // (options_.status_coalesce) after the job's last write; any other
   // (status.running, the Unschedulable message) one window after it was first
   // deferred, so the RUNNING column trails by at most one window.
+  // How long a new job's first status, saying only Created, may still wait:
+  // one options_.status_coalesce window from when it was first deferred; <= 0:
+  // write now.
+  std::chrono::milliseconds FirstStatusWait(const std::string& key) {
+    if (options_.status_coalesce <= std::chrono::milliseconds(0)) return {};
+    const auto now = std::chrono::steady_clock::now();
+    std::lock_guard<std::mutex> lock(status_mu_);
+    const auto since = first_deferred_.try_emplace(key, now).first->second;
+    return std::chrono::duration_cast<std::chrono::milliseconds>(since + options_.status_coalesce -
+                                                                 now);
+  }
+
   std::chrono::milliseconds StatusWriteWait(const std::string& key, bool pending_only) {
     if (options_.status_coalesce <= std::chrono::milliseconds(0)) return {};
     const auto now = std::chrono::steady_clock::now();

@@ -444,7 +444,9 @@ TEST(JobControllerTest, AlreadyExistsCountsAsCreated) {
   api.Seed(kTrainingJobs, Job());
   // Every pod create answers 409 although the caches never show the pods.
   api.FailNext("create", "pods", Status(StatusCode::kAlreadyExists, "AlreadyExists (409)"), 2);
-  Running controller(&api);
+  JobControllerOptions options = Options();
+  options.status_coalesce = milliseconds(0);  // Created at once
+  Running controller(&api, options);
   ASSERT_TRUE(Eventually(
       [&] { return Count(api.calls(), "create", "pods", StatusCode::kAlreadyExists) == 2; }));
   ASSERT_TRUE(
@@ -488,7 +490,9 @@ TEST(JobControllerTest, StatusConflictIsRetried) {
   FakeApi api;
   api.Seed(kTrainingJobs, Job());
   api.FailNext("update_status", "trainingjobs", Status(StatusCode::kConflict, "Conflict (409)"));
-  Running controller(&api);
+  JobControllerOptions options = Options();
+  options.status_coalesce = milliseconds(0);  // the first status goes at once
+  Running controller(&api, options);
   ASSERT_TRUE(Eventually([&] {
     return Reason(*api.Get(kTrainingJobs, "ml", "tj"), "Created") == "TrainingJobCreated";
   }));
@@ -593,7 +597,8 @@ TEST(JobControllerTest, LiveCountChangesWaitForTheCoalesceWindowAndGoInOneWrite)
   JobControllerOptions options = Options();
   options.status_coalesce = seconds(1);
   Running controller(&api, options);
-  // Created is written at once; the pods' Pending counts follow in one write.
+  // Created waits a window for the pods (they stay Pending here), then goes
+  // with their Pending counts in one write.
   ASSERT_TRUE(Eventually([&] {
     const json job = *api.Get(kTrainingJobs, "ml", "tj");
     const json status = job.value("status", json::object());
@@ -603,7 +608,8 @@ TEST(JobControllerTest, LiveCountChangesWaitForTheCoalesceWindowAndGoInOneWrite)
   }));
   std::this_thread::sleep_for(milliseconds(300));  // lets a wrong extra write happen
   const auto calls = api.calls();
-  EXPECT_EQ(Count(calls, "update_status", "trainingjobs", StatusCode::kOk), 2u);
+  EXPECT_EQ(Count(calls, "update_status", "trainingjobs", StatusCode::kOk), 1u);
+  EXPECT_EQ(Reason(*api.Get(kTrainingJobs, "ml", "tj"), "Created"), "TrainingJobCreated");
 }
 
 // The cluster JSON goes into the job's auth Secret: a new job gets no ConfigMap,
@@ -871,6 +877,87 @@ TEST(JobControllerReplacementTest, ADeletedPolicyComesBackWithTheNextPodOnceDue)
   const std::string creates = ReplaceWorker1(api, 3);
   EXPECT_NE(creates.find("networkpolicies/tj-training OK\n"), std::string::npos) << creates;
   EXPECT_TRUE(api.Get(kube::kNetworkPolicies, "ml", "tj-training").has_value());
+}
+
+// ---- The first status -------------------------------------------------------------
+
+size_t StatusWrites(FakeApi& api) {
+  return Count(api.calls(), "update_status", "trainingjobs", StatusCode::kOk);
+}
+
+// A new job whose pods come up within the coalesce window writes its status
+// once: Created and Running together (before: Created, then Running).
+TEST(JobControllerFirstStatusTest, CreatedGoesWithRunningWhenThePodsComeUpInTheWindow) {
+  FakeApi api;
+  api.Seed(kTrainingJobs, Job());
+  JobControllerOptions options = Options();
+  options.status_coalesce = seconds(60);  // longer than Eventually waits
+  Running controller(&api, options);
+  ASSERT_TRUE(
+      Eventually([&] { return Count(api.calls(), "create", "pods", StatusCode::kOk) == 2; }));
+  std::this_thread::sleep_for(milliseconds(300));  // lets a wrong early write happen
+  EXPECT_EQ(StatusWrites(api), 0u);
+  for (const char* name : {"tj-worker-0", "tj-worker-1"}) {
+    json pod = *api.Get(kube::kPods, "ml", name);
+    pod["status"]["phase"] = "Running";
+    api.Seed(kube::kPods, std::move(pod));
+  }
+  ASSERT_TRUE(Eventually([&] {
+    return Reason(*api.Get(kTrainingJobs, "ml", "tj"), "Running") == "TrainingJobRunning";
+  }));
+  std::this_thread::sleep_for(milliseconds(300));  // lets a wrong extra write happen
+  EXPECT_EQ(StatusWrites(api), 1u);
+  const json job = *api.Get(kTrainingJobs, "ml", "tj");
+  EXPECT_EQ(Reason(job, "Created"), "TrainingJobCreated");
+  EXPECT_EQ(job["status"].value("running", 0), 2);
+  EXPECT_TRUE(job["status"].contains("startTime")) << job.dump();
+  EXPECT_EQ(controller.Registry("kubetrain_jobs_created_total"), 1);
+}
+
+// Pods that cannot be scheduled: the job says so at once, with Created, not
+// after the window.
+TEST(JobControllerFirstStatusTest, AJobThatCannotStartSaysWhyAtOnce) {
+  FakeApi api;
+  api.Seed(kTrainingJobs, Job());
+  JobControllerOptions options = Options();
+  options.status_coalesce = seconds(60);
+  Running controller(&api, options);
+  ASSERT_TRUE(
+      Eventually([&] { return Count(api.calls(), "create", "pods", StatusCode::kOk) == 2; }));
+  json pod = *api.Get(kube::kPods, "ml", "tj-worker-0");
+  pod["status"]["phase"] = "Pending";
+  pod["status"]["conditions"] = {{{"type", "PodScheduled"},
+                                  {"status", "False"},
+                                  {"reason", "Unschedulable"},
+                                  {"message", "0/3 nodes are available"}}};
+  api.Seed(kube::kPods, std::move(pod));
+  ASSERT_TRUE(Eventually([&] {
+    return Reason(*api.Get(kTrainingJobs, "ml", "tj"), "Unschedulable") == "Unschedulable";
+  }));
+  EXPECT_EQ(Reason(*api.Get(kTrainingJobs, "ml", "tj"), "Created"), "TrainingJobCreated");
+  EXPECT_EQ(StatusWrites(api), 1u);
+}
+
+// Pods that stay Pending without a reason (pulling images): Created is
+// written once the window has passed, with the time of the first plan.
+TEST(JobControllerFirstStatusTest, CreatedIsWrittenAfterOneWindowWhileThePodsArePending) {
+  FakeApi api;
+  api.Seed(kTrainingJobs, Job());
+  JobControllerOptions options = Options();
+  options.status_coalesce = seconds(2);
+  const auto before = std::chrono::system_clock::now();
+  Running controller(&api, options);
+  ASSERT_TRUE(Eventually([&] { return StatusWrites(api) == 1; }));
+  const auto written = std::chrono::system_clock::now();
+  EXPECT_GE(written - before, seconds(2));
+  const json job = *api.Get(kTrainingJobs, "ml", "tj");
+  EXPECT_EQ(Reason(job, "Created"), "TrainingJobCreated");
+  EXPECT_EQ(job["status"]["replicaStatuses"]["Worker"].value("active", 0), 2) << job.dump();
+  // The start time is the first plan's, not the write's: at least 1 s before it.
+  const auto start = api::ParseTime(job["status"].value("startTime", ""));
+  ASSERT_TRUE(start.ok()) << job.dump();
+  EXPECT_LT(*start, std::chrono::time_point_cast<api::Time::duration>(written - seconds(1)))
+      << job.dump();
 }
 
 }  // namespace
