@@ -22,6 +22,7 @@ void Expectations::ExpectChildCreate(const std::string& key, const ChildCreate& 
     const nlohmann::json& annotations = meta.value("annotations", nlohmann::json::object());
     e.spec_hash = annotations.value(std::string(kSpecHashAnnotation), std::string());
     e.cluster_config_in_secret = ClusterConfigInSecret(create.object);
+    e.legacy_auth_secret = LegacyAuthSecret(create.object);
   }
   std::lock_guard lock(mu_);
   jobs_[key].creates[{ref.kind, ref.name}] = std::move(e);
@@ -62,6 +63,7 @@ void Expectations::Adjust(const std::string& key, ObservedChildren& observed, ap
           pending.creation_timestamp = now;
           pending.spec_hash = create.spec_hash;
           pending.cluster_config_in_secret = create.cluster_config_in_secret;
+          pending.legacy_auth_secret = create.legacy_auth_secret;
           observed.pods.push_back(std::move(pending));
         }
         break;

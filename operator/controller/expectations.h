@@ -118,6 +118,7 @@ class Expectations {
     Clock::time_point at;
     std::string spec_hash;  // a pod's, when known
     bool cluster_config_in_secret = false;
+    bool legacy_auth_secret = false;
   };
   struct StatusWrite {
     std::string from_rv;

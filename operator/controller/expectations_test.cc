@@ -90,7 +90,7 @@ TEST(ExpectationsTest, ADeletedPodIsBeingDeletedUntilItGoes) {
 
 TEST(ExpectationsTest, SecretAndConfigMapCreatesNeedNoWaiting) {
   Expectations e(seconds(60));
-  e.ExpectCreate("ml/tj", {ChildRef::Kind::kSecret, "tj-auth"});
+  e.ExpectCreate("ml/tj", {ChildRef::Kind::kSecret, "tj-auth-job-uid"});
   e.ExpectCreate("ml/tj", {ChildRef::Kind::kService, "tj-worker-0", ReplicaType::kWorker, 0});
   ObservedChildren observed;
   e.Adjust("ml/tj", observed, kNow);

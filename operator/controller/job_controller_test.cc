@@ -405,6 +405,14 @@ std::string ClusterConfigSource(const json& pod) {
   return "";
 }
 
+// The Secret the pod's KUBETRAIN_AUTH_KEY comes from.
+std::string AuthKeySecret(const json& pod) {
+  for (const json& e : pod["spec"]["containers"][0]["env"]) {
+    if (e["name"] == "KUBETRAIN_AUTH_KEY") return e["valueFrom"]["secretKeyRef"].value("name", "");
+  }
+  return "";
+}
+
 size_t Count(const std::vector<FakeApi::Call>& calls, const std::string& verb,
              const std::string& resource, StatusCode code) {
   size_t n = 0;
@@ -624,12 +632,12 @@ TEST(JobControllerTest, ANewJobKeepsItsClusterInTheSecretAndCreatesNoConfigMap) 
   EXPECT_EQ(Count(calls, "create", "secrets", StatusCode::kOk), 1u);
   EXPECT_EQ(Count(calls, "create", "configmaps", StatusCode::kOk), 0u);
   EXPECT_EQ(Count(calls, "update", "configmaps", StatusCode::kOk), 0u);
-  const json secret = *api.Get(kube::kSecrets, "ml", "tj-auth");
+  const json secret = *api.Get(kube::kSecrets, "ml", "tj-auth-job-uid");
   const std::string cluster = secret["stringData"].value("cluster", "");
   EXPECT_NE(cluster.find("tj-worker-1.tj.ml.svc.cluster.local:2222"), std::string::npos) << cluster;
   const json pod = *api.Get(kube::kPods, "ml", "tj-worker-0");
   const std::string source = ClusterConfigSource(pod);
-  EXPECT_EQ(source, R"({"secretKeyRef":{"key":"cluster","name":"tj-auth"}})");
+  EXPECT_EQ(source, R"({"secretKeyRef":{"key":"cluster","name":"tj-auth-job-uid"}})");
 }
 
 // After an operator upgrade: a job whose pods an earlier operator made (with
@@ -649,7 +657,9 @@ TEST(JobControllerTest, AJobFromAnEarlierOperatorKeepsReadingItsConfigMap) {
   json old_pod = Pod(0, "Running");
   old_pod["spec"]["containers"][0]["env"] = {
       {{"name", "CLUSTER_CONFIG"},
-       {"valueFrom", {{"configMapKeyRef", {{"name", "tj-cluster"}, {"key", "cluster"}}}}}}};
+       {"valueFrom", {{"configMapKeyRef", {{"name", "tj-cluster"}, {"key", "cluster"}}}}}},
+      {{"name", "KUBETRAIN_AUTH_KEY"},
+       {"valueFrom", {{"secretKeyRef", {{"name", "tj-auth"}, {"key", "key"}}}}}}};
   api.Seed(kube::kPods, old_pod);
   api.Seed(kube::kSecrets, {{"apiVersion", "v1"},
                             {"kind", "Secret"},
@@ -661,6 +671,8 @@ TEST(JobControllerTest, AJobFromAnEarlierOperatorKeepsReadingItsConfigMap) {
   const json pod = *api.Get(kube::kPods, "ml", "tj-worker-1");
   const std::string source = ClusterConfigSource(pod);
   EXPECT_EQ(source, R"({"configMapKeyRef":{"key":"cluster","name":"tj-cluster"}})");
+  // Its key from the Secret the running pod reads (not a UID-named one).
+  EXPECT_EQ(AuthKeySecret(pod), "tj-auth");
   const auto calls = api.calls();
   EXPECT_EQ(Count(calls, "create", "configmaps", StatusCode::kOk), 1u);
   EXPECT_EQ(Count(calls, "create", "secrets", StatusCode::kAlreadyExists), 1u);
@@ -671,11 +683,12 @@ TEST(JobControllerTest, AJobFromAnEarlierOperatorKeepsReadingItsConfigMap) {
 }
 
 // A job re-created under the same name before the garbage collector removed
-// the earlier job's Secret: that Secret may hold another shape's host list (it
-// had 1 worker), and the operator cannot read it. The pods read CLUSTER_CONFIG
-// from the ConfigMap, which holds this job's hosts. (Before: they read the
-// leftover Secret's list.)
-TEST(JobControllerTest, ALeftoverSecretOfASameNamedJobIsNotTrustedForTheHosts) {
+// the earlier job's Secret "tj-auth" (which had 1 worker's host list): the new
+// job's Secret is named by its UID, so it never meets that one. Before, its
+// pods read their key from the earlier Secret; once the garbage collector
+// removed it, the first replacement pod re-created it with a new key and the
+// job failed (AuthSecretDeleted).
+TEST(JobControllerTest, ASameNamedEarlierJobsSecretIsNeverUsed) {
   FakeApi api;
   api.Seed(kTrainingJobs, Job());
   api.Seed(kube::kSecrets,
@@ -694,11 +707,25 @@ TEST(JobControllerTest, ALeftoverSecretOfASameNamedJobIsNotTrustedForTheHosts) {
       Eventually([&] { return Count(api.calls(), "create", "pods", StatusCode::kOk) == 2; }));
   for (const char* name : {"tj-worker-0", "tj-worker-1"}) {
     const json pod = *api.Get(kube::kPods, "ml", name);
-    const std::string source = ClusterConfigSource(pod);
-    EXPECT_EQ(source, R"({"configMapKeyRef":{"key":"cluster","name":"tj-cluster"}})") << name;
+    EXPECT_EQ(ClusterConfigSource(pod),
+              R"({"secretKeyRef":{"key":"cluster","name":"tj-auth-job-uid"}})")
+        << name;
+    EXPECT_EQ(AuthKeySecret(pod), "tj-auth-job-uid") << name;
   }
-  const json cm = *api.Get(kube::kConfigMaps, "ml", "tj-cluster");
-  EXPECT_NE(cm["data"].value("cluster", "").find("tj-worker-1"), std::string::npos) << cm.dump();
+  const json secret = *api.Get(kube::kSecrets, "ml", "tj-auth-job-uid");
+  EXPECT_NE(secret["stringData"].value("cluster", "").find("tj-worker-1"), std::string::npos);
+
+  // The garbage collector removes the earlier job's Secret; then a pod goes.
+  ASSERT_TRUE(api.Delete(kube::kSecrets, "ml", "tj-auth", {}).ok());
+  ASSERT_TRUE(api.Delete(kube::kPods, "ml", "tj-worker-0", {}).ok());
+  ASSERT_TRUE(Eventually([&] {
+    return Count(api.calls(), "create", "pods", StatusCode::kOk) == 3 ||
+           !Reason(*api.Get(kTrainingJobs, "ml", "tj"), "Failed").empty();
+  }));
+  EXPECT_EQ(Reason(*api.Get(kTrainingJobs, "ml", "tj"), "Failed"), "");
+  ASSERT_TRUE(api.Get(kube::kPods, "ml", "tj-worker-0"));
+  EXPECT_EQ(AuthKeySecret(*api.Get(kube::kPods, "ml", "tj-worker-0")), "tj-auth-job-uid");
+  EXPECT_EQ(Count(api.calls(), "create", "configmaps", StatusCode::kOk), 0u);
 }
 
 json JobOfWorkers(int workers) {
@@ -834,7 +861,7 @@ TEST(JobControllerReplacementTest, GoesOutWithTheSecretAndWithoutAKnownPolicy) {
   for (size_t n : {3u, 4u}) {
     EXPECT_EQ(ReplaceWorker1(api, n),
               "pods/tj-worker-1 OK\n"
-              "secrets/tj-auth AlreadyExists\n");
+              "secrets/tj-auth-job-uid AlreadyExists\n");
   }
   // Each Secret create was in flight with its pod's, not before it.
   EXPECT_EQ(api.secret_holds_timed_out(), 0);
@@ -855,10 +882,10 @@ TEST(JobControllerReplacementTest, AfterARestartThePolicyIsSentOnceAlongsideTheP
   EXPECT_EQ(ReplaceWorker1(api, 3),
             "networkpolicies/tj-training AlreadyExists\n"
             "pods/tj-worker-1 OK\n"
-            "secrets/tj-auth AlreadyExists\n");
+            "secrets/tj-auth-job-uid AlreadyExists\n");
   EXPECT_EQ(ReplaceWorker1(api, 4),
             "pods/tj-worker-1 OK\n"
-            "secrets/tj-auth AlreadyExists\n");
+            "secrets/tj-auth-job-uid AlreadyExists\n");
   EXPECT_EQ(api.secret_holds_timed_out(), 0);
 }
 

@@ -89,6 +89,7 @@ StatusOr<ObservedPod> ObservePodUnsafe(const json& pod) {
   KT_ASSIGN_OR_RETURN(out.creation_timestamp, OptTime(meta, "creationTimestamp"));
 
   out.cluster_config_in_secret = ClusterConfigInSecret(pod);
+  out.legacy_auth_secret = LegacyAuthSecret(pod);
   std::string main_name;
   const json& containers = Member(spec, "containers", kNoArray);
   if (containers.is_array() && !containers.empty()) {
@@ -135,14 +136,6 @@ StatusOr<ObservedPod> ObservePod(const json& pod) {
   } catch (const json::exception& e) {
     return InvalidArgument(std::string("malformed pod: ") + e.what());
   }
-}
-
-bool SameForTheController(const CachedPod& a, const CachedPod& b) {
-  if (!(a.pod == b.pod) || a.metrics_url != b.metrics_url) return false;
-  if (a.meta.resource_version == b.meta.resource_version) return a.meta == b.meta;
-  runtime::ObjectMeta same_version = b.meta;
-  same_version.resource_version = a.meta.resource_version;
-  return a.meta == same_version;
 }
 
 StatusOr<CachedPod> ToCachedPod(const json& obj) {

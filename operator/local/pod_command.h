@@ -44,7 +44,7 @@ struct LocalObjects {
 
 struct CommandContext {
   std::string trainer_path;     // the kubetrain-trainer binary
-  std::string auth_secret;      // "<job>-auth"
+  std::string auth_secret;      // "<job>-auth-<uid>" (AuthSecretName)
   std::string auth_key_text;    // AuthKeyText(key)
   std::string termination_log;  // where this replica's termination message goes
   std::string path_env;         // PATH used to resolve commands

@@ -14,7 +14,7 @@ json Pod(json container) {
 
 CommandContext Ctx() {
   return {"/opt/bin/kubetrain-trainer",
-          "j-auth",
+          "j-auth-local",
           std::string(64, 'a'),
           "/tmp/w0.log",
           "/nonexistent:/usr/bin:/bin",
@@ -69,7 +69,7 @@ TEST(LocalCommandForTest, ClusterConfigComesFromTheAuthSecretLikeFromTheConfigMa
             {"command", {"env"}},
             {"env",
              {{{"name", "CLUSTER_CONFIG"},
-               {"valueFrom", {{"secretKeyRef", {{"name", "j-auth"}, {"key", "cluster"}}}}}},
+               {"valueFrom", {{"secretKeyRef", {{"name", "j-auth-local"}, {"key", "cluster"}}}}}},
               {{"name", "TF_CONFIG"}, {"value", R"({"cluster":$(CLUSTER_CONFIG),"x":1})"}}}}};
   auto cmd = LocalCommandFor(Pod(c), Ctx());
   ASSERT_TRUE(cmd.ok()) << cmd.status().ToString();
@@ -86,7 +86,7 @@ TEST(LocalCommandForTest, TrainerImageRunsLocalBinaryWithTerminationLog) {
       {"env",
        {{{"name", "POD_NAME"}, {"value", "worker-0"}},
         {{"name", "KUBETRAIN_AUTH_KEY"},
-         {"valueFrom", {{"secretKeyRef", {{"name", "j-auth"}, {"key", "key"}}}}}},
+         {"valueFrom", {{"secretKeyRef", {{"name", "j-auth-local"}, {"key", "key"}}}}}},
         {{"name", "NS"}, {"valueFrom", {{"fieldRef", {{"fieldPath", "metadata.namespace"}}}}}},
         {{"name", "X"}, {"value", "$(POD_NAME)!"}}}}};
   CommandContext ctx = Ctx();

@@ -184,7 +184,7 @@ Status Runner::Preflight(const controller::Plan& first) {
   for (const controller::ChildCreate& c : first.creates) {
     if (c.ref.kind != controller::ChildRef::Kind::kPod) continue;
     CommandContext ctx{opt_.trainer_path,
-                       controller::AuthSecretName(job_.metadata.name),
+                       controller::AuthSecretName(job_.metadata.name, job_.metadata.uid),
                        controller::AuthKeyText(key_),
                        "/dev/null",
                        path_env ? path_env : "",
@@ -281,6 +281,7 @@ void Runner::StartPod(const controller::ChildCreate& child) {
         meta["annotations"][std::string(controller::kSpecHashAnnotation)].get<std::string>();
   }
   pod.observed.cluster_config_in_secret = controller::ClusterConfigInSecret(obj);
+  pod.observed.legacy_auth_secret = controller::LegacyAuthSecret(obj);
   pod.short_name = controller::PodNameEnv(role, child.ref.index);
   pod.termination_log = opt_.work_dir + "/" + pod.short_name + ".termination-log";
   std::error_code ignored;
@@ -289,7 +290,7 @@ void Runner::StartPod(const controller::ChildCreate& child) {
   const char* path_env = getenv("PATH");
   const std::string volume_root = opt_.work_dir + "/" + pod.short_name + "-volumes";
   CommandContext ctx{opt_.trainer_path,
-                     controller::AuthSecretName(job_.metadata.name),
+                     controller::AuthSecretName(job_.metadata.name, job_.metadata.uid),
                      controller::AuthKeyText(key_),
                      pod.termination_log,
                      path_env ? path_env : "",

@@ -165,7 +165,7 @@ StatusOr<json> ChildBuilder::Pod(ReplicaType type, int32_t index, const api::Rep
   // CLUSTER_CONFIG from the job's Secret (or ConfigMap) and TF_CONFIG expanded
   // from it: a pod's size does not grow with the job's.
   if (config_in_secret_) {
-    json ref = {{"name", AuthSecretName(job_.metadata.name)}, {"key", kClusterConfigKey}};
+    json ref = {{"name", auth_secret_}, {"key", kClusterConfigKey}};
     kept.push_back({{"name", "CLUSTER_CONFIG"}, {"valueFrom", {{"secretKeyRef", std::move(ref)}}}});
   } else {
     json ref = {{"name", ClusterConfigMapName(job_.metadata.name)}, {"key", kClusterConfigKey}};
@@ -174,7 +174,7 @@ StatusOr<json> ChildBuilder::Pod(ReplicaType type, int32_t index, const api::Rep
   }
   kept.push_back({{"name", "POD_NAME"}, {"value", PodNameEnv(type, index)}});
   kept.push_back({{"name", "TF_CONFIG"}, {"value", TfConfigTemplate(type, index)}});
-  json secret_ref = {{"name", AuthSecretName(job_.metadata.name)}, {"key", kAuthSecretKey}};
+  json secret_ref = {{"name", auth_secret_}, {"key", kAuthSecretKey}};
   kept.push_back(
       {{"name", "KUBETRAIN_AUTH_KEY"}, {"valueFrom", {{"secretKeyRef", std::move(secret_ref)}}}});
   main["env"] = std::move(kept);
@@ -309,7 +309,7 @@ json ChildBuilder::Secret(const std::array<uint8_t, 32>& key,
   std::string hex = AuthKeyText(key);
   return json{{"apiVersion", "v1"},
               {"kind", "Secret"},
-              {"metadata", ChildMetadata(AuthSecretName(job_.metadata.name), labels)},
+              {"metadata", ChildMetadata(auth_secret_, labels)},
               {"type", "Opaque"},
               {"data", {{kAuthSecretKey, Base64(hex)}}},
               {"stringData", {{kClusterConfigKey, cluster_config}}}};

@@ -33,8 +33,16 @@ class ChildBuilder {
   // auth Secret (key kClusterConfigKey), else from the ConfigMap.
   ChildBuilder(const api::TrainingJob& job, api::ServiceMode mode, const GangSpec* gang = nullptr,
                bool config_in_secret = true)
-      : job_(job), mode_(mode), gang_(gang), config_in_secret_(config_in_secret) {}
+      : job_(job),
+        mode_(mode),
+        gang_(gang),
+        config_in_secret_(config_in_secret),
+        auth_secret_(AuthSecretName(job.metadata.name, job.metadata.uid)) {}
   void set_config_in_secret(bool in_secret) { config_in_secret_ = in_secret; }
+  // The auth Secret the pods read and Secret() names: AuthSecretName unless
+  // live pods read the legacy one (planner.h).
+  void set_auth_secret(std::string name) { auth_secret_ = std::move(name); }
+  const std::string& auth_secret() const { return auth_secret_; }
 
   // The replica's Pod: its template with our labels, the spec-hash annotation,
   // the env contract (our variables replace the template's), the job's port,
@@ -71,6 +79,7 @@ class ChildBuilder {
   const api::ServiceMode mode_;
   const GangSpec* gang_;
   bool config_in_secret_;
+  std::string auth_secret_;
 };
 
 }  // namespace kubetrain::controller

@@ -68,7 +68,13 @@ std::string NetworkPolicyName(std::string_view job_name) {
   return std::string(job_name) + "-training";
 }
 
-std::string AuthSecretName(std::string_view job_name) {
+std::string AuthSecretName(std::string_view job_name, std::string_view job_uid) {
+  std::string name = LegacyAuthSecretName(job_name);
+  if (!job_uid.empty()) name.append("-").append(job_uid);
+  return name;
+}
+
+std::string LegacyAuthSecretName(std::string_view job_name) {
   return std::string(job_name) + "-auth";
 }
 
@@ -128,23 +134,43 @@ std::string ClusterConfigMapName(std::string_view job_name) {
   return std::string(job_name) + "-cluster";
 }
 
-bool ClusterConfigInSecret(const json& pod) {
-  // By reference throughout: the pod informer calls this for every pod it caches.
-  if (!pod.is_object()) return false;
+namespace {
+
+// The valueFrom object of variable `name` in the pod's main container; null
+// when it has none. By reference throughout: the pod informer calls this for
+// every pod it caches.
+const json* MainEnvSource(const json& pod, std::string_view name) {
+  if (!pod.is_object()) return nullptr;
   auto spec = pod.find("spec");
-  if (spec == pod.end() || !spec->is_object()) return false;
+  if (spec == pod.end() || !spec->is_object()) return nullptr;
   auto containers = spec->find("containers");
-  if (containers == spec->end() || !containers->is_array() || containers->empty()) return false;
+  if (containers == spec->end() || !containers->is_array() || containers->empty()) return nullptr;
   const json& main = (*containers)[MainContainerIndex(*containers)];
-  if (!main.is_object()) return false;
+  if (!main.is_object()) return nullptr;
   auto env = main.find("env");
-  if (env == main.end() || !env->is_array()) return false;
+  if (env == main.end() || !env->is_array()) return nullptr;
   for (const json& e : *env) {
-    if (!e.is_object() || api::StringField(e, "name") != "CLUSTER_CONFIG") continue;
+    if (!e.is_object() || api::StringField(e, "name") != name) continue;
     auto from = e.find("valueFrom");
-    return from != e.end() && from->is_object() && from->contains("secretKeyRef");
+    return from != e.end() && from->is_object() ? &*from : nullptr;
   }
-  return false;
+  return nullptr;
+}
+
+}  // namespace
+
+bool ClusterConfigInSecret(const json& pod) {
+  const json* from = MainEnvSource(pod, "CLUSTER_CONFIG");
+  return from != nullptr && from->contains("secretKeyRef");
+}
+
+bool LegacyAuthSecret(const json& pod) {
+  const json* from = MainEnvSource(pod, "KUBETRAIN_AUTH_KEY");
+  if (from == nullptr) return false;
+  auto ref = from->find("secretKeyRef");
+  if (ref == from->end() || !ref->is_object()) return false;
+  const std::string name = api::StringField(*ref, "name");
+  return name.size() > 5 && name.ends_with("-auth");
 }
 
 }  // namespace kubetrain::controller

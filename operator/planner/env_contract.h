@@ -3,7 +3,7 @@
 // Kubernetes executor and the local runner.
 //
 // Names: children are <job>-<role>-<index> (api::ChildName), labelled with the
-// job name, role and index; the job's auth Secret is <job>-auth. Environment of
+// job name, role and index; the job's auth Secret is <job>-auth-<uid>. Environment of
 // the main container (named "trainer", else the first): CLUSTER_CONFIG (from the
 // Secret's key "cluster"; from the ConfigMap <job>-cluster for jobs whose pods
 // an earlier operator made, see planner.h), POD_NAME ("<role>-<index>"),
@@ -90,8 +90,18 @@ std::string ClusterConfigMapName(std::string_view job_name);
 bool ClusterConfigInSecret(const nlohmann::json& pod);
 // "<role>-<index>".
 std::string PodNameEnv(api::ReplicaType role, int32_t index);
-// "<job>-auth".
-std::string AuthSecretName(std::string_view job_name);
+// The job's auth Secret: "<job>-auth-<uid>". Named by the job's UID because the
+// operator may not read Secrets: a job deleted and re-created under its name
+// would otherwise meet the earlier job's Secret until the garbage collector
+// removes it, and its pods would read a key that then disappears. Without a UID
+// (kubetrain render of a file): "<job>-auth".
+std::string AuthSecretName(std::string_view job_name, std::string_view job_uid);
+// "<job>-auth": the Secret of jobs whose pods an operator before the UID-named
+// Secret made; their replacement pods keep reading it (LegacyAuthSecret).
+std::string LegacyAuthSecretName(std::string_view job_name);
+// Whether the pod's main container reads KUBETRAIN_AUTH_KEY from a Secret named
+// "<job>-auth" (LegacyAuthSecretName) rather than the UID-named one. Never throws.
+bool LegacyAuthSecret(const nlohmann::json& pod);
 // "<job>-training": the job's NetworkPolicy.
 std::string NetworkPolicyName(std::string_view job_name);
 // The key as the Secret stores it and KUBETRAIN_AUTH_KEY carries it: 64

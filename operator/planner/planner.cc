@@ -457,7 +457,7 @@ void Planner::CreateMissing(std::optional<ReplicaType> only) {
       const std::string& job = job_.metadata.name;
       std::vector<ChildCreate> first;
       if (!observed_.secret_exists) {
-        first.push_back(Child(ChildRef::Kind::kSecret, AuthSecretName(job),
+        first.push_back(Child(ChildRef::Kind::kSecret, builder_.auth_secret(),
                               builder_.Secret(input_.auth_key, cluster_config_)));
       }
       if (input_.network_policy && !observed_.network_policy_exists) {
@@ -619,7 +619,7 @@ void Planner::RunActive() {
 
   if (input_.auth_secret_replaced) {
     Finish(false, "AuthSecretDeleted",
-           "the Secret " + AuthSecretName(job_.metadata.name) +
+           "the Secret " + builder_.auth_secret() +
                " holding the job's auth key was deleted while the job ran: its live pods "
                "hold the old key, a recreated replica would get a new one and be refused. "
                "Delete and re-create the job");
@@ -849,6 +849,15 @@ Plan Planner::Run() {
     config_in_secret_ =
         !input_.secret_not_ours && ClusterConfigInSecret(job_, observed_, spec_hashes_);
     builder_.set_config_in_secret(config_in_secret_);
+    // Pods an earlier operator made read the key from "<job>-auth": their
+    // replacements must get the same key, so they keep reading that Secret.
+    for (const ObservedPod& pod : observed_.pods) {
+      if (pod.legacy_auth_secret && !pod.deletion_timestamp && pod.phase != PodPhase::kFailed &&
+          pod.phase != PodPhase::kSucceeded) {
+        builder_.set_auth_secret(LegacyAuthSecretName(job_.metadata.name));
+        break;
+      }
+    }
     Status valid = api::ToStatus(api::Validate(job_));
     if (valid.ok() && !gang_.ok()) valid = gang_.status();
     if (valid.ok()) valid = CheckTemplates();

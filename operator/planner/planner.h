@@ -64,6 +64,9 @@ struct ObservedPod {
   // Its CLUSTER_CONFIG comes from the job's auth Secret (ClusterConfigInSecret),
   // not from the ConfigMap; false when unknown.
   bool cluster_config_in_secret = false;
+  // Its KUBETRAIN_AUTH_KEY comes from the Secret "<job>-auth" of an operator
+  // before the UID-named one (LegacyAuthSecret); false when unknown.
+  bool legacy_auth_secret = false;
   // The scheduler's reason while the pod cannot be scheduled (its PodScheduled
   // condition False with reason Unschedulable); empty otherwise.
   std::string unschedulable;
@@ -71,8 +74,6 @@ struct ObservedPod {
   // while the pod is Pending (image pull errors, a missing Secret or
   // ConfigMap); empty otherwise.
   std::string cannot_start;
-
-  friend bool operator==(const ObservedPod&, const ObservedPod&) = default;
 };
 
 struct ObservedService {

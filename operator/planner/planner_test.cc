@@ -214,7 +214,7 @@ TEST(PlannerCreateTest, NewJobGetsSecretThenServicesThenPods) {
   Plan plan = PlanJob(Job(), {}, Input());
   ASSERT_EQ(plan.creates.size(), 9u);
   EXPECT_EQ(plan.creates[0].object["kind"], "Secret");
-  EXPECT_EQ(plan.creates[0].object["metadata"]["name"], "tj-auth");
+  EXPECT_EQ(plan.creates[0].object["metadata"]["name"], "tj-auth-job-uid");
   EXPECT_EQ(CreatedNames(plan),
             (std::vector<std::string>{"Service/tj-ps-0", "Service/tj-ps-1", "Service/tj-worker-0",
                                       "Service/tj-worker-1", "Pod/tj-ps-0", "Pod/tj-ps-1",
@@ -318,7 +318,7 @@ TEST(PlannerCreateTest, PodCarriesLabelsOwnerAndTheEnvContract) {
       R"({"cluster":)" + cluster + R"(,"environment":"cloud","task":{"index":1,"type":"worker"}})");
   EXPECT_EQ(
       EnvValue(*pod, "KUBETRAIN_AUTH_KEY"),
-      R"({"name":"KUBETRAIN_AUTH_KEY","valueFrom":{"secretKeyRef":{"key":"key","name":"tj-auth"}}})");
+      R"({"name":"KUBETRAIN_AUTH_KEY","valueFrom":{"secretKeyRef":{"key":"key","name":"tj-auth-job-uid"}}})");
   EXPECT_EQ((*pod)["spec"]["containers"][0]["ports"],
             json::parse(R"([{"containerPort": 2222, "name": "kubetrain", "protocol": "TCP"},
                             {"containerPort": 9090, "name": "metrics", "protocol": "TCP"}])"));
@@ -366,7 +366,7 @@ TEST(PlannerScaleTest, TfConfigExpandsToTheContractByteForByte) {
     EXPECT_EQ(ProcessEnv(plan, *pod, "CLUSTER_CONFIG"), ClusterConfigJson(cluster));
   }
   EXPECT_EQ(Created(plan, "ConfigMap", "tj-cluster"), nullptr);  // in the Secret
-  const json* secret = Created(plan, "Secret", "tj-auth");
+  const json* secret = Created(plan, "Secret", "tj-auth-job-uid");
   ASSERT_NE(secret, nullptr);
   EXPECT_EQ((*secret)["metadata"]["ownerReferences"][0]["uid"], "job-uid");
   EXPECT_EQ((*secret)["metadata"]["labels"], json({{"kubetrain.io/job-name", "tj"}}));
@@ -640,7 +640,7 @@ TEST(PlannerStatusTest, OnlyPendingCountsDifferIsActiveAlone) {
 
 TEST(PlannerCreateTest, SecretHoldsTheInputKeyAsHex) {
   Plan plan = PlanJob(Job(), {}, Input());
-  const json& secret = *Created(plan, "Secret", "tj-auth");
+  const json& secret = *Created(plan, "Secret", "tj-auth-job-uid");
   EXPECT_EQ(secret["type"], "Opaque");
   // base64("abab...ab"): the 32 bytes 0xab as 64 hex characters.
   EXPECT_EQ(
@@ -1013,7 +1013,7 @@ TEST(PlannerSecretTest, TheSecretIsPlannedOnlyAlongWithPods) {
   std::erase_if(o.pods, [](const ObservedPod& p) { return p.name == "tj-ps-1"; });
   plan = PlanJob(Job(), o, Input());
   EXPECT_EQ(CreatedNames(plan), (std::vector<std::string>{"Pod/tj-ps-1"}));
-  EXPECT_NE(Created(plan, "Secret", "tj-auth"), nullptr);  // with every batch of pods
+  EXPECT_NE(Created(plan, "Secret", "tj-auth-job-uid"), nullptr);  // with every batch of pods
 }
 
 // ---- Where pods read CLUSTER_CONFIG: the Secret, or the ConfigMap -----------------
@@ -1048,7 +1048,7 @@ std::string ClusterSource(const json& pod) {
 TEST(PlannerClusterConfigTest, ANewJobKeepsTheClusterInItsSecretAndHasNoConfigMap) {
   const Plan plan = PlanJob(Job(), {}, Input());
   EXPECT_EQ(Created(plan, "ConfigMap", "tj-cluster"), nullptr);
-  const json* secret = Created(plan, "Secret", "tj-auth");
+  const json* secret = Created(plan, "Secret", "tj-auth-job-uid");
   ASSERT_NE(secret, nullptr);
   const std::string cluster =
       ClusterConfigJson(BuildClusterSpec(Job(), "cluster.local", api::ServiceMode::kPerReplica));
@@ -1056,7 +1056,7 @@ TEST(PlannerClusterConfigTest, ANewJobKeepsTheClusterInItsSecretAndHasNoConfigMa
   EXPECT_EQ((*secret)["data"].size(), 1u);  // the key, base64
   for (const ChildCreate& c : plan.creates) {
     if (c.ref.kind == ChildRef::Kind::kPod) {
-      EXPECT_EQ(ClusterSource(c.object), "Secret/tj-auth") << c.ref.name;
+      EXPECT_EQ(ClusterSource(c.object), "Secret/tj-auth-job-uid") << c.ref.name;
       EXPECT_EQ(ProcessEnv(plan, c.object, "CLUSTER_CONFIG"), cluster) << c.ref.name;
     }
   }
@@ -1074,7 +1074,7 @@ TEST(PlannerClusterConfigTest, ARestartedReplicaReadsTheSecretLikeItsPeers) {
   const Plan plan = PlanJob(job, o, Input(kNow + seconds(60)));
   const json* pod = Created(plan, "Pod", "tj-worker-1");
   ASSERT_NE(pod, nullptr);
-  EXPECT_EQ(ClusterSource(*pod), "Secret/tj-auth");
+  EXPECT_EQ(ClusterSource(*pod), "Secret/tj-auth-job-uid");
   EXPECT_EQ(Created(plan, "ConfigMap", "tj-cluster"), nullptr);
 }
 
@@ -1144,7 +1144,7 @@ TEST(PlannerClusterConfigTest, AResumedJobWithNoPodsReadsTheConfigMap) {
   fresh.spec.run_policy.suspend = false;
   const Plan resumed = PlanJob(fresh, {}, Input(kNow + seconds(1)));
   EXPECT_EQ(Created(resumed, "ConfigMap", "tj-cluster"), nullptr);
-  EXPECT_EQ(ClusterSource(*Created(resumed, "Pod", "tj-ps-0")), "Secret/tj-auth");
+  EXPECT_EQ(ClusterSource(*Created(resumed, "Pod", "tj-ps-0")), "Secret/tj-auth-job-uid");
 }
 
 TEST(PlannerSecretTest, AReplacedSecretFailsTheJobWithAClearReason) {
@@ -1153,7 +1153,8 @@ TEST(PlannerSecretTest, AReplacedSecretFailsTheJobWithAClearReason) {
   Plan plan = PlanJob(Job(), All(PodPhase::kRunning), in);
   EXPECT_TRUE(plan.status.IsTrue(ConditionType::kFailed));
   EXPECT_EQ(plan.status.Find(ConditionType::kFailed)->reason, "AuthSecretDeleted");
-  EXPECT_NE(plan.status.Find(ConditionType::kFailed)->message.find("tj-auth"), std::string::npos);
+  EXPECT_NE(plan.status.Find(ConditionType::kFailed)->message.find("tj-auth-job-uid"),
+            std::string::npos);
   EXPECT_TRUE(plan.creates.empty());
   EXPECT_EQ(DeletedPods(plan).size(), 4u);  // cleanPodPolicy Running
 }

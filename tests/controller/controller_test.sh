@@ -86,20 +86,22 @@ case_env_contract() {
   local cc="{\"ps\":[\"j-ps-0.${d}\"],\"worker\":[\"j-worker-0.${d}\",\"j-worker-1.${d}\"]}"
   # The host list is in the job's auth Secret once (no ConfigMap); the pod
   # references it, and TF_CONFIG is expanded from it by the kubelet ($(CLUSTER_CONFIG)).
+  # The Secret is named by the job's UID (a same-named later job never meets it).
+  local secret="j-auth-$(jpath tj/j '{.metadata.uid}')"
   check "CLUSTER_CONFIG of worker-1 comes from the job's Secret" \
     "$(jpath pod/j-worker-1 '{.spec.containers[0].env[?(@.name=="CLUSTER_CONFIG")].valueFrom.secretKeyRef.name}/{.spec.containers[0].env[?(@.name=="CLUSTER_CONFIG")].valueFrom.secretKeyRef.key}')" \
-    j-auth/cluster
-  check "the Secret holds CLUSTER_CONFIG" "$(jpath secret/j-auth '{.data.cluster}' | base64 -d)" "${cc}"
-  check "Secret controlled by the job" "$(jpath secret/j-auth '{.metadata.ownerReferences[0].kind},{.metadata.ownerReferences[0].controller}')" "TrainingJob,true"
+    "${secret}/cluster"
+  check "the Secret holds CLUSTER_CONFIG" "$(jpath "secret/${secret}" '{.data.cluster}' | base64 -d)" "${cc}"
+  check "Secret controlled by the job" "$(jpath "secret/${secret}" '{.metadata.ownerReferences[0].kind},{.metadata.ownerReferences[0].controller}')" "TrainingJob,true"
   check "no ConfigMap for a new job" "$(k get configmap -l kubetrain.io/job-name=j -o name | wc -l)" 0
   check "POD_NAME of ps-0" "$(jpath pod/j-ps-0 '{.spec.containers[0].env[?(@.name=="POD_NAME")].value}')" ps-0
   check "TF_CONFIG of worker-1 expands CLUSTER_CONFIG" \
     "$(jpath pod/j-worker-1 '{.spec.containers[0].env[?(@.name=="TF_CONFIG")].value}')" \
     '{"cluster":$(CLUSTER_CONFIG),"environment":"cloud","task":{"index":1,"type":"worker"}}'
   check "auth key comes from the job's secret" \
-    "$(jpath pod/j-worker-0 '{.spec.containers[0].env[?(@.name=="KUBETRAIN_AUTH_KEY")].valueFrom.secretKeyRef.name}')" j-auth
-  check "secret holds 64 hex characters" "$(jpath secret/j-auth '{.data.key}' | base64 -d | tr -d '0-9a-f' | wc -c)" 0
-  check "secret key length" "$(jpath secret/j-auth '{.data.key}' | base64 -d | wc -c)" 64
+    "$(jpath pod/j-worker-0 '{.spec.containers[0].env[?(@.name=="KUBETRAIN_AUTH_KEY")].valueFrom.secretKeyRef.name}')" "${secret}"
+  check "secret holds 64 hex characters" "$(jpath "secret/${secret}" '{.data.key}' | base64 -d | tr -d '0-9a-f' | wc -c)" 0
+  check "secret key length" "$(jpath "secret/${secret}" '{.data.key}' | base64 -d | wc -c)" 64
   check "labels" "$(jpath pod/j-worker-1 '{.metadata.labels.kubetrain\.io/job-name},{.metadata.labels.kubetrain\.io/replica-type},{.metadata.labels.kubetrain\.io/replica-index}')" "j,worker,1"
   check "pod controlled by the job" "$(jpath pod/j-ps-0 '{.metadata.ownerReferences[0].kind},{.metadata.ownerReferences[0].controller}')" "TrainingJob,true"
   check "one headless service for the job" "$(jpath svc/j '{.spec.clusterIP}')" None
@@ -433,7 +435,7 @@ case_deleted_secret_fails_the_job() {
   new_ns secret
   job j "" 1 1 ExitCode
   wait_until "worker running" bash -c "[[ \$(kubectl -n ${ns} get pod j-worker-0 -o jsonpath='{.status.phase}') == Running ]]"
-  k delete secret j-auth >/dev/null
+  k delete secret "j-auth-$(jpath tj/j '{.metadata.uid}')" >/dev/null || fail "deleting the Secret"
   # The PS still holds the old key; the restarted worker would get a new one.
   k annotate pod j-worker-0 kubetrain.io/test-exit-code=137 >/dev/null
   wait_cond j Failed
