@@ -34,6 +34,12 @@ void Expectations::ForgetCreate(const std::string& key, const ChildRef& ref) {
   if (it != jobs_.end()) it->second.creates.erase({ref.kind, ref.name});
 }
 
+void Expectations::PodGone(const std::string& key, const std::string& name) {
+  std::lock_guard lock(mu_);
+  auto it = jobs_.find(key);
+  if (it != jobs_.end()) it->second.creates.erase({ChildRef::Kind::kPod, name});
+}
+
 void Expectations::ExpectDelete(const std::string& key, const ChildRef& ref) {
   const Clock::time_point at = clock_();
   std::lock_guard lock(mu_);

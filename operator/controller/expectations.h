@@ -51,6 +51,11 @@ class Expectations {
   void ExpectChildCreate(const std::string& key, const ChildCreate& create);
   // The create failed: nothing to wait for.
   void ForgetCreate(const std::string& key, const ChildRef& ref);
+  // The cache saw pod `name` deleted: a create of it is no longer awaited
+  // (it went before a reconcile saw it; without this, its replacement would
+  // wait for the timeout). At worst the pod is created again and the create
+  // answers AlreadyExists.
+  void PodGone(const std::string& key, const std::string& name);
   void ExpectDelete(const std::string& key, const ChildRef& ref);
   // Corrects `observed` (from the caches) for the creates and deletes not yet
   // seen: a pod or service created is added (a pod as Pending, created `now`),

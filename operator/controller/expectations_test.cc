@@ -181,5 +181,17 @@ TEST(ExpectationsTest, ADeferredStatusStandsUnwrittenWhileTheCacheShowsItsVersio
   EXPECT_FALSE(e.LastStatus("ml/tj", "5")->unwritten);
 }
 
+TEST(ExpectationsTest, APodSeenGoneIsNoLongerAwaited) {
+  Expectations e(seconds(60));
+  e.ExpectCreate("ml/tj", PodRef(0));
+  e.ExpectCreate("ml/tj", PodRef(1));
+  e.PodGone("ml/tj", "tj-worker-1");  // created and deleted before a reconcile saw it
+  ObservedChildren observed;
+  e.Adjust("ml/tj", observed, kNow);
+  ASSERT_EQ(observed.pods.size(), 1u);
+  EXPECT_EQ(observed.pods[0].name, "tj-worker-0");
+  e.PodGone("ml/other", "tj-worker-0");  // another job's: nothing
+}
+
 }  // namespace
 }  // namespace kubetrain::controller

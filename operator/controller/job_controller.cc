@@ -112,8 +112,8 @@ class JobController::Impl {
           .on_update = [this](const auto&, const auto& j) { queue_.Add(j->meta.Key()); },
           .on_delete = [this](const auto& j, bool) { ForgetJob(j->meta.Key()); },
       });
+      caches->pods->AddHandlers(RestartLatencyHandlers());  // before the owner is queued
       caches->pods->AddHandlers(ChildHandlers<CachedPod>());
-      caches->pods->AddHandlers(RestartLatencyHandlers());
       caches->services->AddHandlers(ChildHandlers<CachedChild>());
       if (options_.kueue) {
         // Workloads made by a job integration carry the job-uid label.
@@ -225,14 +225,24 @@ class JobController::Impl {
     };
   }
 
-  // The start of kubetrain_pod_restart_latency_seconds: a pod seen Failed or gone.
+  // The start of kubetrain_pod_restart_latency_seconds: a pod seen Failed or
+  // gone. Also, a pod gone is no longer an awaited create (PodGone).
   runtime::EventHandlers<CachedPod> RestartLatencyHandlers() {
     runtime::EventHandlers<CachedPod> h;
     h.on_update = [this](const auto& old, const auto& pod) {
       if (pod->pod.phase == PodPhase::kFailed && old->pod.phase != PodPhase::kFailed)
         metrics_->PodLost(pod->meta.Key());
     };
-    h.on_delete = [this](const auto& pod, bool) { metrics_->PodLost(pod->meta.Key()); };
+    h.on_delete = [this](const auto& pod, bool) {
+      metrics_->PodLost(pod->meta.Key());
+      // A pod this process created may go before a reconcile saw it in the
+      // cache: its create is not awaited any more, or its replacement would
+      // wait for expectation_timeout.
+      const auto& owner = pod->meta.controller;
+      if (owner && owner->kind == api::kKind) {
+        expectations_.PodGone(pod->meta.ns + "/" + owner->name, pod->meta.name);
+      }
+    };
     return h;
   }
 

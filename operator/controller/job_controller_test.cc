@@ -81,6 +81,12 @@ class FakeApi final : public JobClient {
     std::lock_guard lock(gather_mu_);
     hold_secrets_from_ = pod_creates_;
   }
+  // The next create of pod `name` is followed at once by its deletion (as
+  // kwok's late delete of a name did under load): the watch shows both.
+  void DeleteOnCreate(std::string name) {
+    std::lock_guard lock(mu_);
+    delete_on_create_ = std::move(name);
+  }
   int secret_holds_timed_out() {
     std::lock_guard lock(gather_mu_);
     return secret_holds_timed_out_;
@@ -116,7 +122,14 @@ class FakeApi final : public JobClient {
                  Status(StatusCode::kAlreadyExists, "AlreadyExists (409): " + name));
     }
     (void)Log("create", r, name, Status::Ok());
-    return Store(r, std::move(obj), kube::WatchEventType::kAdded);
+    json stored = Store(r, std::move(obj), kube::WatchEventType::kAdded);
+    if (r.resource == "pods" && name == delete_on_create_) {
+      delete_on_create_.clear();
+      objects_[r.resource].erase(ns + "/" + name);
+      events_.push_back({++rv_, r.resource, kube::WatchEventType::kDeleted, stored});
+      cv_.notify_all();
+    }
+    return stored;
   }
   StatusOr<json> Update(const kube::ResourceRef& r, const std::string& ns,
                         const json& object) override {
@@ -279,6 +292,7 @@ class FakeApi final : public JobClient {
   std::deque<Event> events_;                                    // guarded by mu_
   std::vector<Failure> failures_;                               // guarded by mu_
   std::vector<Call> calls_;                                     // guarded by mu_
+  std::string delete_on_create_;                                // guarded by mu_
 };
 
 json Job(const std::string& restart_policy = "OnFailure") {
@@ -887,6 +901,23 @@ TEST(JobControllerReplacementTest, AfterARestartThePolicyIsSentOnceAlongsideTheP
             "pods/tj-worker-1 OK\n"
             "secrets/tj-auth-job-uid AlreadyExists\n");
   EXPECT_EQ(api.secret_holds_timed_out(), 0);
+}
+
+// A pod deleted before the controller's cache showed it is replaced at once,
+// not once its create expectation times out (60 s).
+TEST(JobControllerReplacementTest, APodGoneBeforeTheCacheSawItIsReplacedAtOnce) {
+  FakeApi api;
+  api.Seed(kTrainingJobs, Job());
+  api.DeleteOnCreate("tj-worker-1");
+  Running controller(&api);
+  ASSERT_TRUE(Eventually([&] {
+    size_t n = 0;
+    for (const auto& c : api.calls()) {
+      n += c.verb == "create" && c.name == "tj-worker-1" && c.code == StatusCode::kOk;
+    }
+    return n == 2;
+  })) << CallLog(api.calls());
+  EXPECT_TRUE(api.Get(kube::kPods, "ml", "tj-worker-1").has_value());
 }
 
 // A policy deleted behind the job's back comes back with the job's next pod
