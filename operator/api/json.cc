@@ -412,6 +412,13 @@ json ToJson(const TrainingJob& job) {
   return out;
 }
 
+const nlohmann::json& Member(const nlohmann::json& object, const char* key,
+                             const nlohmann::json& fallback) {
+  if (!object.is_object()) return fallback;
+  auto it = object.find(key);
+  return it == object.end() ? fallback : *it;
+}
+
 std::string StringField(const nlohmann::json& object, std::string_view key) {
   if (!object.is_object()) return std::string();
   auto it = object.find(key);

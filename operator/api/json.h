@@ -36,5 +36,10 @@ nlohmann::json StatusToJson(const TrainingJobStatus& status);
 // The string at `key` of a JSON object, else "" (absent, not a string, or not
 // an object): for reading Kubernetes objects leniently. Never throws.
 std::string StringField(const nlohmann::json& object, std::string_view key);
+// object[key] when `object` is an object holding it, else `fallback`: a
+// reference, where json::value() would copy the whole subtree (a pod's spec and
+// status, on every watch event). Never throws.
+const nlohmann::json& Member(const nlohmann::json& object, const char* key,
+                             const nlohmann::json& fallback);
 
 }  // namespace kubetrain::api

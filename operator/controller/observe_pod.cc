@@ -18,14 +18,7 @@ PodPhase PodPhaseFromString(std::string_view phase) {
 
 namespace {
 
-// j[key] when j is an object holding it, else `fallback`: a reference, where
-// json::value() would copy the whole subtree (a pod's spec and status, on
-// every watch event).
-const json& Member(const json& j, const char* key, const json& fallback) {
-  if (!j.is_object()) return fallback;
-  auto it = j.find(key);
-  return it == j.end() ? fallback : *it;
-}
+using api::Member;
 const json kNoObject = json::object();
 const json kNoArray = json::array();
 

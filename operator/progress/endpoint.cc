@@ -1,5 +1,6 @@
 #include "operator/progress/endpoint.h"
 
+#include "operator/api/json.h"
 #include "operator/progress/metric_names.h"
 
 namespace kubetrain::progress {
@@ -8,14 +9,7 @@ using nlohmann::json;
 
 namespace {
 
-// j[key] when j is an object holding it, else `fallback`: a reference, where
-// json::value() would copy the whole subtree (a pod's spec and status, on
-// every watch event).
-const json& Member(const json& j, const char* key, const json& fallback) {
-  if (!j.is_object()) return fallback;
-  auto it = j.find(key);
-  return it == j.end() ? fallback : *it;
-}
+using api::Member;
 const json kNoObject = json::object();
 const json kNoArray = json::array();
 const json kNull;

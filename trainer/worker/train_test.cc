@@ -46,6 +46,19 @@ class TrainTest : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(root_); }
   std::string File(const std::string& name) const { return (root_ / name).string(); }
+  // The losses of one run of o.steps steps from a fresh model; when `lines` is
+  // set, also how many lines it read.
+  std::vector<float> StraightLosses(const TrainOptions& o, int64_t* lines = nullptr) {
+    auto model = CreateWideDeep(config_);
+    EXPECT_TRUE(model.ok());
+    if (!model.ok()) return {};
+    LocalParams params(**model, 1, optimizer_);
+    StripeReader train(Reader("train.tsv", true));
+    auto r = Train(**model, train, params, o, 0);
+    EXPECT_TRUE(r.ok());
+    if (lines != nullptr) *lines = train.lines_read();
+    return r.ok() ? r->losses : std::vector<float>();
+  }
   ReaderOptions Reader(const std::string& name, bool loop) const {
     return ReaderOptions{{File(name)}, DataFormat::kCriteoTsv, 0, 0, 1, 0, loop};
   }
@@ -125,16 +138,8 @@ TEST_F(TrainTest, ResumeFromCheckpointContinuesExactly) {
   TrainOptions o;
   o.log_every = 0;
   o.steps = 20;
-  std::vector<float> straight;
-  {
-    auto model = CreateWideDeep(config_);
-    ASSERT_TRUE(model.ok());
-    LocalParams params(**model, 1, optimizer_);
-    StripeReader train(Reader("train.tsv", true));
-    auto r = Train(**model, train, params, o, 0);
-    ASSERT_TRUE(r.ok());
-    straight = r->losses;
-  }
+  const std::vector<float> straight = StraightLosses(o);
+  ASSERT_EQ(straight.size(), 20u);
   const std::string ckpt = File("ckpt");
   {
     auto model = CreateWideDeep(config_);
@@ -169,17 +174,10 @@ TEST_F(TrainTest, ReadsNoBatchPastTheLastStepSoARunCanContinue) {
   TrainOptions o;
   o.log_every = 0;
   o.steps = 12;
-  std::vector<float> straight;
-  {
-    auto model = CreateWideDeep(config_);
-    ASSERT_TRUE(model.ok());
-    LocalParams params(**model, 1, optimizer_);
-    StripeReader train(Reader("train.tsv", true));
-    auto r = Train(**model, train, params, o, 0);
-    ASSERT_TRUE(r.ok());
-    straight = r->losses;
-    EXPECT_EQ(train.lines_read(), 12 * config_.batch_size);
-  }
+  int64_t lines = 0;
+  const std::vector<float> straight = StraightLosses(o, &lines);
+  ASSERT_EQ(straight.size(), 12u);
+  EXPECT_EQ(lines, 12 * config_.batch_size);
   auto model = CreateWideDeep(config_);
   ASSERT_TRUE(model.ok());
   LocalParams params(**model, 1, optimizer_);
