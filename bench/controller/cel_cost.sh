@@ -4,13 +4,24 @@
 # of 1 PS + 4 workers are created with one `kubectl create`, once with the CRD
 # as shipped and once with its x-kubernetes-validations removed, alternating
 # ROUNDS times (each round in a fresh namespace, the CRD replaced before it).
+# Further variants, e.g. a CRD with some rules rewritten, are given as
+# LABEL=CRD_FILE arguments and join the rotation.
 # Prints, per variant, the medians of the apiserver's CPU milliseconds per
 # create and the wall time of the creates, last.
-# Usage: bench/controller/cel_cost.sh [JOBS=300] [ROUNDS=3]. Bench only.
+# Usage: bench/controller/cel_cost.sh [JOBS=300] [ROUNDS=3] [LABEL=CRD_FILE...]
+# Bench only.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 jobs="${1:-300}"
 rounds="${2:-3}"
+shift $(($# < 2 ? $# : 2))
+declare -A files
+labels=(cel no-cel)
+for arg in "$@"; do
+  [[ "${arg}" == *=* && -f "${arg#*=}" ]] || { echo "cel_cost.sh: ${arg}: want LABEL=CRD_FILE" >&2; exit 2; }
+  labels+=("${arg%%=*}")
+  files[${arg%%=*}]="$(realpath "${arg#*=}")"
+done
 cluster_bin="$("${root}/tests/cluster/build")"  # fails the script if it cannot build
 export PATH="${cluster_bin}:${PATH}"
 work="$(mktemp -d "${TMPDIR:-/tmp}/kubetrain-cel.XXXXXX")"
@@ -38,6 +49,8 @@ def strip(node):
 strip(doc)
 yaml.safe_dump(doc, open(sys.argv[2], "w"))
 PY
+files[cel]="${crd}"
+files[no-cel]="${work}/no-cel.yaml"
 
 for ((i = 0; i < jobs; i++)); do
   cat <<JOB
@@ -60,10 +73,11 @@ done >"${work}/jobs.yaml"
 
 declare -A cpu wall
 for ((r = 1; r <= rounds; r++)); do
-  order=(cel no-cel)
-  ((r % 2 == 0)) && order=(no-cel cel)
+  # Rotate the order each round so every variant takes each position.
+  order=()
+  for ((k = 0; k < ${#labels[@]}; k++)); do order+=("${labels[(k + r - 1) % ${#labels[@]}]}"); done
   for v in "${order[@]}"; do
-    file="${crd}"; [[ "${v}" == no-cel ]] && file="${work}/no-cel.yaml"
+    file="${files[${v}]}"
     kubectl replace -f "${file}" >/dev/null 2>&1 || kubectl create -f "${file}" >/dev/null
     "${root}/tests/tools/wait-crds" crd/trainingjobs.kubetrain.io >/dev/null
     ns="cel-${v}-${r}"
@@ -73,12 +87,13 @@ for ((r = 1; r <= rounds; r++)); do
     c1=$(cpu_ms "${api_pid}"); t1=$(date +%s.%N)
     per=$(echo "(${c1} - ${c0}) / ${jobs}" | bc -l)
     w=$(echo "${t1} - ${t0}" | bc -l)
-    printf 'round %d %-6s: %.1f apiserver CPU ms per create, %.1f s for %d creates\n' "${r}" "${v}" "${per}" "${w}" "${jobs}"
+    printf 'round %d %-8s: %.1f apiserver CPU ms per create, %.1f s for %d creates\n' "${r}" "${v}" "${per}" "${w}" "${jobs}"
     cpu[${v}]+="${per} " wall[${v}]+="${w} "
     kubectl delete namespace "${ns}" --wait=false >/dev/null
   done
 done
 median() { tr ' ' '\n' | grep . | sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
-printf 'medians of %d rounds, %d creates each: with CEL %.1f ms apiserver CPU per create (%.1f s), without %.1f ms (%.1f s)\n' \
-  "${rounds}" "${jobs}" "$(median <<<"${cpu[cel]}")" "$(median <<<"${wall[cel]}")" \
-  "$(median <<<"${cpu[no-cel]}")" "$(median <<<"${wall[no-cel]}")"
+echo "medians of ${rounds} rounds, ${jobs} creates each:"
+for v in "${labels[@]}"; do
+  printf '  %-8s %.1f ms apiserver CPU per create (%.1f s)\n' "${v}" "$(median <<<"${cpu[${v}]}")" "$(median <<<"${wall[${v}]}")"
+done

@@ -53,6 +53,12 @@ class FakeApi final : public JobClient {
     if (it == objects_[r.resource].end()) return std::nullopt;
     return it->second;
   }
+  std::vector<json> All(const kube::ResourceRef& r) {
+    std::lock_guard lock(mu_);
+    std::vector<json> all;
+    for (const auto& [key, obj] : objects_[r.resource]) all.push_back(obj);
+    return all;
+  }
   std::vector<Call> calls() {
     std::lock_guard lock(mu_);
     return calls_;
@@ -742,6 +748,34 @@ TEST(JobControllerTest, ASameNamedEarlierJobsSecretIsNeverUsed) {
   EXPECT_EQ(Count(api.calls(), "create", "configmaps", StatusCode::kOk), 0u);
 }
 
+// Same for the NetworkPolicy: an earlier same-named job's policy, which the
+// garbage collector is about to remove, is not taken for this job's.
+TEST(JobControllerTest, ASameNamedEarlierJobsPolicyIsNeverTakenForThisJobs) {
+  FakeApi api;
+  api.Seed(kTrainingJobs, Job());
+  api.Seed(kube::kNetworkPolicies,
+           {{"apiVersion", "networking.k8s.io/v1"},
+            {"kind", "NetworkPolicy"},
+            {"metadata",
+             {{"name", "tj-training"},
+              {"namespace", "ml"},
+              {"ownerReferences",
+               {{{"kind", "TrainingJob"}, {"name", "tj"}, {"uid", "an-earlier-tj"}}}}}},
+            {"spec", json::object()}});
+  Running controller(&api);
+  ASSERT_TRUE(
+      Eventually([&] { return Count(api.calls(), "create", "pods", StatusCode::kOk) == 2; }));
+  // The garbage collector removes the earlier job's policy.
+  ASSERT_TRUE(api.Delete(kube::kNetworkPolicies, "ml", "tj-training", {}).ok());
+  size_t ours = 0;
+  for (const json& np : api.All(kube::kNetworkPolicies)) {
+    for (const json& owner : np["metadata"].value("ownerReferences", json::array())) {
+      ours += owner.value("uid", "") == "job-uid";
+    }
+  }
+  EXPECT_EQ(ours, 1u) << CallLog(api.calls());
+}
+
 json JobOfWorkers(int workers) {
   json job = Job();
   job["spec"]["replicaSpecs"]["Worker"]["replicas"] = workers;
@@ -894,7 +928,7 @@ TEST(JobControllerReplacementTest, AfterARestartThePolicyIsSentOnceAlongsideTheP
   }
   Running controller(&api, Uncoalesced());
   EXPECT_EQ(ReplaceWorker1(api, 3),
-            "networkpolicies/tj-training AlreadyExists\n"
+            "networkpolicies/tj-training-job-uid AlreadyExists\n"
             "pods/tj-worker-1 OK\n"
             "secrets/tj-auth-job-uid AlreadyExists\n");
   EXPECT_EQ(ReplaceWorker1(api, 4),
@@ -931,10 +965,10 @@ TEST(JobControllerReplacementTest, ADeletedPolicyComesBackWithTheNextPodOnceDue)
   ASSERT_TRUE(
       Eventually([&] { return Count(api.calls(), "create", "pods", StatusCode::kOk) == 2; }));
   BringUp(api);
-  ASSERT_TRUE(api.Delete(kube::kNetworkPolicies, "ml", "tj-training", {}).ok());
+  ASSERT_TRUE(api.Delete(kube::kNetworkPolicies, "ml", "tj-training-job-uid", {}).ok());
   const std::string creates = ReplaceWorker1(api, 3);
-  EXPECT_NE(creates.find("networkpolicies/tj-training OK\n"), std::string::npos) << creates;
-  EXPECT_TRUE(api.Get(kube::kNetworkPolicies, "ml", "tj-training").has_value());
+  EXPECT_NE(creates.find("networkpolicies/tj-training-job-uid OK\n"), std::string::npos) << creates;
+  EXPECT_TRUE(api.Get(kube::kNetworkPolicies, "ml", "tj-training-job-uid").has_value());
 }
 
 // ---- The first status -------------------------------------------------------------

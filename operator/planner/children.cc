@@ -280,10 +280,11 @@ json ChildBuilder::NetworkPolicy() const {
                                 {"ports", json::array({{{"protocol", "TCP"}, {"port", port}}})}},
                                {{"ports", std::move(others)}}})}};
   json labels = {{kJobNameLabel, job_.metadata.name}};
-  return json{{"apiVersion", "networking.k8s.io/v1"},
-              {"kind", "NetworkPolicy"},
-              {"metadata", ChildMetadata(NetworkPolicyName(job_.metadata.name), labels)},
-              {"spec", std::move(spec)}};
+  return json{
+      {"apiVersion", "networking.k8s.io/v1"},
+      {"kind", "NetworkPolicy"},
+      {"metadata", ChildMetadata(NetworkPolicyName(job_.metadata.name, job_.metadata.uid), labels)},
+      {"spec", std::move(spec)}};
 }
 
 json ChildBuilder::PodGroup() const {

@@ -64,8 +64,10 @@ std::string PodNameEnv(ReplicaType role, int32_t index) {
   return std::string(api::Role(role).lower) + "-" + std::to_string(index);
 }
 
-std::string NetworkPolicyName(std::string_view job_name) {
-  return std::string(job_name) + "-training";
+std::string NetworkPolicyName(std::string_view job_name, std::string_view job_uid) {
+  std::string name = std::string(job_name) + "-training";
+  if (!job_uid.empty()) name.append("-").append(job_uid);
+  return name;
 }
 
 std::string AuthSecretName(std::string_view job_name, std::string_view job_uid) {

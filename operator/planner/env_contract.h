@@ -102,8 +102,13 @@ std::string LegacyAuthSecretName(std::string_view job_name);
 // Whether the pod's main container reads KUBETRAIN_AUTH_KEY from a Secret named
 // "<job>-auth" (LegacyAuthSecretName) rather than the UID-named one. Never throws.
 bool LegacyAuthSecret(const nlohmann::json& pod);
-// "<job>-training": the job's NetworkPolicy.
-std::string NetworkPolicyName(std::string_view job_name);
+// The job's NetworkPolicy: "<job>-training-<uid>". Named by the job's UID like
+// the auth Secret: the operator does not watch NetworkPolicies and takes
+// AlreadyExists for "the job has its policy", so a job re-created under its
+// name must not meet the earlier job's policy, which the garbage collector
+// removes soon after. Without a UID (kubetrain render of a file):
+// "<job>-training".
+std::string NetworkPolicyName(std::string_view job_name, std::string_view job_uid);
 // The key as the Secret stores it and KUBETRAIN_AUTH_KEY carries it: 64
 // lower-case hex characters. The local runner, which has no Secret, sets the
 // variable to this.

@@ -461,8 +461,8 @@ void Planner::CreateMissing(std::optional<ReplicaType> only) {
                               builder_.Secret(input_.auth_key, cluster_config_)));
       }
       if (input_.network_policy && !observed_.network_policy_exists) {
-        first.push_back(Child(ChildRef::Kind::kNetworkPolicy, NetworkPolicyName(job),
-                              builder_.NetworkPolicy()));
+        first.push_back(Child(ChildRef::Kind::kNetworkPolicy,
+                              NetworkPolicyName(job, job_.metadata.uid), builder_.NetworkPolicy()));
       }
       if (!config_in_secret_) {
         first.push_back(Child(ChildRef::Kind::kConfigMap, ClusterConfigMapName(job),

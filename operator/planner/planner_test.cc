@@ -233,17 +233,17 @@ TEST(PlannerCreateTest, NewJobGetsSecretThenServicesThenPods) {
 // ---- The NetworkPolicy ------------------------------------------------------------
 
 TEST(PlannerNetworkPolicyTest, ComesAfterTheSecretAndBeforeEveryPodOnlyWhenAsked) {
-  EXPECT_EQ(Created(PlanJob(Job(), {}, Input()), "NetworkPolicy", "tj-training"), nullptr);
+  EXPECT_EQ(Created(PlanJob(Job(), {}, Input()), "NetworkPolicy", "tj-training-job-uid"), nullptr);
   PlanInput in = Input();
   in.network_policy = true;
   Plan plan = PlanJob(Job(), {}, in);
   ASSERT_GE(plan.creates.size(), 3u);
   EXPECT_EQ(plan.creates[0].ref.kind, ChildRef::Kind::kSecret);
-  EXPECT_EQ(plan.creates[1].ref, (ChildRef{ChildRef::Kind::kNetworkPolicy, "tj-training"}));
+  EXPECT_EQ(plan.creates[1].ref, (ChildRef{ChildRef::Kind::kNetworkPolicy, "tj-training-job-uid"}));
   EXPECT_EQ(plan.creates[2].ref.kind, ChildRef::Kind::kService);
   // Nothing else changes.
   std::vector<std::string> with = CreatedNames(plan);
-  ASSERT_EQ(with[0], "NetworkPolicy/tj-training");
+  ASSERT_EQ(with[0], "NetworkPolicy/tj-training-job-uid");
   with.erase(with.begin());
   EXPECT_EQ(with, CreatedNames(PlanJob(Job(), {}, Input())));
 }
@@ -255,7 +255,7 @@ TEST(PlannerNetworkPolicyTest, AKnownPolicyIsLeftOutOfThePlan) {
   ObservedChildren observed;
   observed.network_policy_exists = true;
   Plan plan = PlanJob(Job(), observed, in);
-  EXPECT_EQ(Created(plan, "NetworkPolicy", "tj-training"), nullptr);
+  EXPECT_EQ(Created(plan, "NetworkPolicy", "tj-training-job-uid"), nullptr);
   EXPECT_EQ(CreatedNames(plan), CreatedNames(PlanJob(Job(), {}, Input())));
 }
 
@@ -265,7 +265,7 @@ TEST(PlannerNetworkPolicyTest, OnlyTheJobsPodsReachItsPortAndOtherPortsStayOpen)
   api::TrainingJob job = Job();
   job.spec.port = 3000;
   const Plan plan = PlanJob(job, {}, in);
-  const json* np = Created(plan, "NetworkPolicy", "tj-training");
+  const json* np = Created(plan, "NetworkPolicy", "tj-training-job-uid");
   ASSERT_NE(np, nullptr);
   const json job_pods = {{"matchLabels", {{"kubetrain.io/job-name", "tj"}}}};
   EXPECT_EQ((*np)["apiVersion"], "networking.k8s.io/v1");
@@ -285,7 +285,7 @@ TEST(PlannerNetworkPolicyTest, OnlyTheJobsPodsReachItsPortAndOtherPortsStayOpen)
   for (int32_t port : {1, 65535}) {
     job.spec.port = port;
     const Plan edge_plan = PlanJob(job, {}, in);
-    const json* edge = Created(edge_plan, "NetworkPolicy", "tj-training");
+    const json* edge = Created(edge_plan, "NetworkPolicy", "tj-training-job-uid");
     ASSERT_NE(edge, nullptr);
     const json& others = (*edge)["spec"]["ingress"][1]["ports"];
     ASSERT_EQ(others.size(), 3u) << port;

@@ -455,7 +455,8 @@ case_network_policy() {
   new_ns netpol
   job j "" 1 1 Never
   wait_until "2 running pods" bash -c "[[ \$(kubectl -n ${ns} get pods --field-selector=status.phase=Running -o name | wc -l) == 2 ]]"
-  local np=networkpolicy/j-training
+  # Named by the job's UID (a re-created job never meets the earlier one's).
+  local np="networkpolicy/j-training-$(jpath tj/j '{.metadata.uid}')"
   check "policy selects the job's pods" \
     "$(jpath "${np}" '{.spec.podSelector.matchLabels.kubetrain\.io/job-name}/{.spec.policyTypes}')" 'j/["Ingress"]'
   check "training port only from the job's own pods" \
