@@ -409,6 +409,28 @@ case_missing_priority_class_says_so_then_queues() {
   wait_until "j runs once the class exists" has_running j 5
 }
 
+# With neither a WorkloadPriorityClass label nor a PriorityClass in the job,
+# the Workload takes the cluster's globalDefault PriorityClass, as the pods do.
+# The class is deleted at the end: a cluster-wide default would change every
+# other case's pods.
+case_global_default_priority_class_is_the_workloads() {
+  new_ns gdefault
+  queue q 5
+  local class="kq-pc-default-${ns##*-}"
+  cluster_objects+=("priorityclass/${class}")
+  printf 'apiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata: {name: %s}\nvalue: 7\nglobalDefault: true\n' \
+    "${class}" | kubectl apply -f - >/dev/null || fail "creating the default PriorityClass"
+  job d "kueue.x-k8s.io/queue-name: q"
+  local wl=""
+  wait_until "d's 5 pods run" has_running d 5 && wl="$(workload_of d)"
+  check "d's Workload has the default class's priority" \
+    "$(k get workloads.v1beta1.kueue.x-k8s.io "${wl}" \
+      -o 'jsonpath={.spec.priorityClassName}={.spec.priority} {.spec.priorityClassSource}')" \
+    "${class}=7 scheduling.k8s.io/priorityclass"
+  check "d's pods run at that class" "$(k get pod d-ps-0 -o 'jsonpath={.spec.priority}' 2>/dev/null)" 7
+  kubectl delete priorityclass "${class}" >/dev/null || fail "deleting the default PriorityClass"
+}
+
 # Last (it restarts the operator without --kueue): a job asking for a queue
 # runs unqueued, and an event says why.
 case_without_kueue_flag_the_job_runs_with_a_warning() {
@@ -432,6 +454,7 @@ cases=(case_packaging_only_when_on case_second_job_waits_for_the_first
   case_suspend_releases_the_quota_and_resume_queues_again
   case_deleted_job_releases_its_quota_to_another_namespace
   case_unlabelled_job_is_untouched
-  case_missing_priority_class_says_so_then_queues case_without_kueue_flag_the_job_runs_with_a_warning)
+  case_missing_priority_class_says_so_then_queues case_global_default_priority_class_is_the_workloads
+  case_without_kueue_flag_the_job_runs_with_a_warning)
 [[ $# -gt 1 ]] && cases=("${@:2}")
 run_cases "${cases[@]}"
