@@ -251,6 +251,12 @@ struct RunFlags {
 
 // `kubetrain run` of a TrainingSweep: every trial is a child `kubetrain run`.
 int RunSweep(const RunFlags& f, api::TrainingSweep sweep) {
+  if (sweep.spec.suspend) {
+    // As for a suspended job: nothing may start, and nothing local would resume it.
+    std::cout << "the sweep is suspended (spec.suspend): nothing to run\n"
+              << "result: TrainingSweep " << sweep.metadata.name << " Suspended\n";
+    return 1;
+  }
   sweep::LocalSweepOptions opt;
   std::error_code ec;
   opt.self_path = std::filesystem::read_symlink("/proc/self/exe", ec).string();

@@ -224,6 +224,14 @@ suspended)
   expect_out 'the job is suspended'
   expect_out '^result: Suspended'
   [[ $(started_pids | wc -l) -eq 0 ]] || fail "a suspended job started a process"
+  # A suspended sweep: no trial starts, and it says why.
+  sed 's/^  parallelism: 2$/  parallelism: 2\n  suspend: true/' "$jobs/sweep-no-metric.yaml" >"$KT_TEST_DIR/sweep.yaml"
+  timeout 60 "$KUBETRAIN" run -f "$KT_TEST_DIR/sweep.yaml" >"$KT_TEST_DIR/out" 2>"$KT_TEST_DIR/err"
+  rc=$?
+  [[ $rc -eq 1 ]] || fail "suspended sweep: exit code $rc, want 1 (124: it hung)"
+  expect_out 'the sweep is suspended'
+  expect_out '^result: TrainingSweep no-metric Suspended$'
+  [[ $(started_pids | wc -l) -eq 0 ]] || fail "a suspended sweep started a process"
   ;;
 sigint)
   "$KUBETRAIN" run -f "$jobs/sleepers.yaml" >"$KT_TEST_DIR/out" 2>"$KT_TEST_DIR/err" &
