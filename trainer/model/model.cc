@@ -55,6 +55,9 @@ class WideDeep : public Model {
   size_t NumDenseParams() const override { return params_.size(); }
   int SparseRowDim() const override { return c_.embedding_dim + 1; }
   void InitDense(uint64_t seed, float* out) const override { mlp_->Init(seed, out); }
+  void UseDenseParams(float* params) override {
+    mlp_->Bind(params != nullptr ? params : params_.data(), grads_.data());
+  }
   // The embeddings' gradients need the first layer's backward-data pass.
   double MlpFlopsPerStep() const override { return mlp_->FlopsPerStep(/*input_grad=*/true); }
 
@@ -163,6 +166,9 @@ class MlpClassifier : public Model {
   size_t NumDenseParams() const override { return params_.size(); }
   int SparseRowDim() const override { return 0; }
   void InitDense(uint64_t seed, float* out) const override { mlp_->Init(seed, out); }
+  void UseDenseParams(float* params) override {
+    mlp_->Bind(params != nullptr ? params : params_.data(), grads_.data());
+  }
   double MlpFlopsPerStep() const override { return mlp_->FlopsPerStep(/*input_grad=*/false); }
 
   StatusOr<float> TrainStep(const Batch& b, const SparseLookup&, const float*, float*) override {

@@ -33,6 +33,10 @@ class Model {
   // of the last TrainStep.
   std::vector<float>& dense_params() { return params_; }
   const std::vector<float>& dense_grads() const { return grads_; }
+  // Points the model at `params` (NumDenseParams() floats, valid while the model uses
+  // them), which it then computes from instead of dense_params(), so a parameter store in
+  // this process needs no copy per step; nullptr points it back at dense_params().
+  virtual void UseDenseParams(float* params) = 0;
 
   // One forward + backward pass. `rows` holds lookup.ids.size() rows of SparseRowDim()
   // floats; `row_grads` (same shape) receives their gradients. Returns the mean loss.

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -343,7 +344,8 @@ Status ParamShard::Restore(std::string_view data, const std::string& path) {
   }
   if (!cur.AtEnd()) return bad("trailing bytes");
   std::lock_guard<std::mutex> lock(mu_);
-  dense_ = std::move(dense);
+  // Copied, not moved: dense_data() stays valid.
+  std::copy(dense.begin(), dense.end(), dense_.begin());
   dense_state_ = std::move(state);
   dense_updates_ = updates;
   row_of_ = std::move(row_of);

@@ -52,6 +52,10 @@ class ParamShard {
   int sparse_dim() const { return c_.sparse_dim; }
 
   void PullDense(float* out) const;
+  // The dense slice itself, for a caller in this process that computes from it between
+  // calls (LocalParams): the pointer stays valid for the shard's life (Restore copies into
+  // it), and reading through it is safe only while no other thread updates the shard.
+  float* dense_data() { return dense_.data(); }
   // Writes n rows of sparse_dim floats; unknown ids get their deterministic initial row,
   // which is not stored (checkpoints hold only rows that were updated).
   void PullSparse(const uint64_t* ids, size_t n, float* out);

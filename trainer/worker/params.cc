@@ -32,7 +32,7 @@ StatusOr<std::optional<int64_t>> LocalParams::Restore(const std::string& dir) {
 
 Status LocalParams::Pull(const std::vector<uint64_t>& ids, float* rows, float* dense) {
   if (!ids.empty()) shard_->PullSparse(ids.data(), ids.size(), rows);
-  shard_->PullDense(dense);
+  if (dense != nullptr) shard_->PullDense(dense);
   return Status::Ok();
 }
 

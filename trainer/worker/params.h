@@ -19,8 +19,13 @@ namespace kubetrain::trainer {
 class ParamClient {
  public:
   virtual ~ParamClient() = default;
-  // Fills `rows` (ids.size() x row dim) and the whole dense vector.
+  // Fills `rows` (ids.size() x row dim) and the whole dense vector (unless `dense` is
+  // null: a caller computing from DenseInPlace()).
   virtual Status Pull(const std::vector<uint64_t>& ids, float* rows, float* dense) = 0;
+  // The dense parameters themselves when this client keeps them in this process: the
+  // caller may compute from them between a Pull and the next Push instead of pulling a
+  // copy (Push updates them in place). nullptr (the default): Pull copies them.
+  virtual float* DenseInPlace() { return nullptr; }
   // The ids the next Pull will ask for, given before the current step's Push. An
   // implementation may fetch them now, while the caller computes, and answer that Pull
   // with these values (then they lack the current step's own update: one step stale). The
@@ -47,6 +52,7 @@ class LocalParams : public ParamClient {
   StatusOr<std::optional<int64_t>> Restore(const std::string& dir);
 
   Status Pull(const std::vector<uint64_t>& ids, float* rows, float* dense) override;
+  float* DenseInPlace() override { return shard_->dense_data(); }
   Status Push(int64_t step, const std::vector<uint64_t>& ids, const float* row_grads,
               const float* dense_grad) override;
   Status SaveCheckpoint(const std::string& dir, int64_t step) override;

@@ -107,6 +107,69 @@ TEST_F(TrainTest, PhasesAccountForTheRunsTime) {
   EXPECT_GT(samples / r->samples_per_cpu_s, 0.5 * cpu_used);
 }
 
+// LocalParams' dense parameters as a copy per Pull, as a client without DenseInPlace()
+// (a parameter server) gives them.
+class CopyingParams : public ParamClient {
+ public:
+  explicit CopyingParams(LocalParams& local) : local_(local) {}
+  Status Pull(const std::vector<uint64_t>& ids, float* rows, float* dense) override {
+    if (dense == nullptr) return InvalidArgument("a copy was not asked for");
+    return local_.Pull(ids, rows, dense);
+  }
+  Status Push(int64_t step, const std::vector<uint64_t>& ids, const float* row_grads,
+              const float* dense_grad) override {
+    return local_.Push(step, ids, row_grads, dense_grad);
+  }
+  Status SaveCheckpoint(const std::string& dir, int64_t step) override {
+    return local_.SaveCheckpoint(dir, step);
+  }
+
+ private:
+  LocalParams& local_;
+};
+
+// Training and evaluation from LocalParams' own dense array (no copy per step) give what a
+// copy per step gives, and the model holds the parameters' values afterwards.
+TEST_F(TrainTest, ComputingFromTheLocalDenseArrayMatchesACopyPerStep) {
+  struct Run {
+    std::vector<float> losses, dense, pulled;
+    double auc = 0;
+  };
+  const auto run = [&](bool copy) {
+    Run out;
+    auto model = CreateWideDeep(config_);
+    EXPECT_TRUE(model.ok());
+    if (!model.ok()) return out;
+    LocalParams local(**model, 1, optimizer_);
+    EXPECT_EQ(local.DenseInPlace() != nullptr, true);
+    CopyingParams copying(local);
+    ParamClient& params = copy ? static_cast<ParamClient&>(copying) : local;
+    StripeReader train(Reader("train.tsv", true));
+    TrainOptions o;
+    o.steps = 25;
+    o.log_every = 0;
+    auto r = Train(**model, train, params, o, 0);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    if (!r.ok()) return out;
+    out.losses = r->losses;
+    StripeReader eval(Reader("eval.tsv", false));
+    auto m = Evaluate(**model, eval, params, 1000);
+    EXPECT_TRUE(m.ok()) << m.status().ToString();
+    if (m.ok()) out.auc = m->auc;
+    out.dense = (*model)->dense_params();
+    out.pulled.resize(out.dense.size());
+    EXPECT_TRUE(local.Pull({}, nullptr, out.pulled.data()).ok());
+    return out;
+  };
+  const Run copied = run(true), in_place = run(false);
+  ASSERT_EQ(copied.losses.size(), 25u);
+  EXPECT_EQ(in_place.losses, copied.losses);
+  EXPECT_EQ(in_place.auc, copied.auc);
+  EXPECT_EQ(in_place.pulled, copied.pulled);
+  // After a run from the array the model's own parameters are the array's values.
+  EXPECT_EQ(in_place.dense, in_place.pulled);
+}
+
 TEST_F(TrainTest, WideDeepLearnsGroundTruth) {
   auto model = CreateWideDeep(config_);
   ASSERT_TRUE(model.ok());
