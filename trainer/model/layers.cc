@@ -1,7 +1,10 @@
 #include "trainer/model/layers.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
+
+#include "trainer/model/parallel.h"
 
 namespace kubetrain::trainer {
 
@@ -15,6 +18,40 @@ namespace {
 std::vector<float> BufferFor(const memory::desc& md) {
   return std::vector<float>((md.get_size() + sizeof(float) - 1) / sizeof(float));
 }
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define KT_SIMD_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define KT_SIMD_CLONES
+#endif
+
+// ReLU's backward pass and the bias gradient in one pass over columns [begin, end) of a
+// [batch x n] gradient: diff_pre = diff_act * (out > 0 ? 1 : 0) and diff_bias = the column
+// sums of diff_pre, added from the first sample to the last. These are the operations and the
+// order of oneDNN's ReLU backward (eltwise_relu_use_dst_for_bwd, alpha 0) and of its GEMM
+// inner product's bias gradient, so the results are theirs bit for bit (checked by
+// DenseLayerTest); the file is built without FP contraction.
+KT_SIMD_CLONES void ReluBackwardAndBiasColumns(const float* __restrict out,
+                                               const float* __restrict diff_act,
+                                               float* __restrict diff_pre,
+                                               float* __restrict diff_bias, int batch, size_t n,
+                                               size_t begin, size_t end) {
+  for (size_t j = begin; j < end; ++j) {
+    const float d = diff_act[j] * (out[j] > 0.f ? 1.f : 0.f);
+    diff_pre[j] = d;
+    diff_bias[j] = d;
+  }
+  for (int s = 1; s < batch; ++s) {
+    const size_t row = static_cast<size_t>(s) * n;
+    for (size_t j = begin; j < end; ++j) {
+      const float d = diff_act[row + j] * (out[row + j] > 0.f ? 1.f : 0.f);
+      diff_pre[row + j] = d;
+      diff_bias[j] += d;
+    }
+  }
+}
+
+#undef KT_SIMD_CLONES
 
 const char* IsaName(dnnl::cpu_isa isa) {
   switch (isa) {
@@ -79,7 +116,8 @@ DenseLayer::DenseLayer(DnnlContext* ctx, int batch, int in, int out, bool relu, 
       out_(out),
       relu_(relu),
       types_(types),
-      low_precision_(types.src != dt::f32) {}
+      low_precision_(types.src != dt::f32),
+      fused_relu_bwd_(relu && types.src == dt::f32 && types.dst == dt::f32) {}
 
 StatusOr<std::unique_ptr<DenseLayer>> DenseLayer::Create(DnnlContext* ctx, int batch, int in,
                                                          int out, bool relu, LayerTypes types) {
@@ -131,8 +169,11 @@ void DenseLayer::Build() {
   const dnnl::inner_product_forward::primitive_desc hint_pd(fwd_desc, eng);
   const dnnl::inner_product_backward_data::primitive_desc bwd_data_pd(
       dnnl::inner_product_backward_data::desc(diff_src_md, mul_w_md, diff_dst_md), eng, hint_pd);
+  // With fused_relu_bwd_ the bias gradient comes from Backward's own pass (with ReLU's).
   const dnnl::inner_product_backward_weights::primitive_desc bwd_w_pd(
-      dnnl::inner_product_backward_weights::desc(src_md, w_md, b_md, diff_dst_md), eng, hint_pd);
+      fused_relu_bwd_ ? dnnl::inner_product_backward_weights::desc(src_md, w_md, diff_dst_md)
+                      : dnnl::inner_product_backward_weights::desc(src_md, w_md, b_md, diff_dst_md),
+      eng, hint_pd);
 
   // Primitives, created once.
   fwd_ = dnnl::inner_product_forward(fwd_pd);
@@ -155,7 +196,7 @@ void DenseLayer::Build() {
     to_low_w_ = dnnl::reorder(w_m_, w_low_m_);
   }
 
-  if (relu_) {
+  if (relu_ && !fused_relu_bwd_) {
     const dnnl::eltwise_forward::primitive_desc relu_hint_pd(
         dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_training,
                                     dnnl::algorithm::eltwise_relu_use_dst_for_bwd, dst_md, 0.f,
@@ -178,10 +219,9 @@ void DenseLayer::Build() {
                {DNNL_ARG_DST, out_m_}};
   relu_bwd_args_ = {
       {DNNL_ARG_DST, out_m_}, {DNNL_ARG_DIFF_DST, diff_act_m_}, {DNNL_ARG_DIFF_SRC, diff_pre_m_}};
-  bwd_weights_args_ = {{DNNL_ARG_SRC, src_m_},
-                       {DNNL_ARG_DIFF_DST, diff_pre},
-                       {DNNL_ARG_DIFF_WEIGHTS, diff_w_m_},
-                       {DNNL_ARG_DIFF_BIAS, diff_b_m_}};
+  bwd_weights_args_ = {
+      {DNNL_ARG_SRC, src_m_}, {DNNL_ARG_DIFF_DST, diff_pre}, {DNNL_ARG_DIFF_WEIGHTS, diff_w_m_}};
+  if (!fused_relu_bwd_) bwd_weights_args_.emplace(DNNL_ARG_DIFF_BIAS, diff_b_m_);
   bwd_data_args_ = {
       {DNNL_ARG_DIFF_DST, diff_pre}, {DNNL_ARG_WEIGHTS, mul_w}, {DNNL_ARG_DIFF_SRC, diff_src_m_}};
 }
@@ -192,6 +232,7 @@ void DenseLayer::Bind(float* params, float* grads) {
   b_m_.set_data_handle(params + nw);
   diff_w_m_.set_data_handle(grads);
   diff_b_m_.set_data_handle(grads + nw);
+  diff_bias_ = grads + nw;
 }
 
 void DenseLayer::Forward(const void* src) {
@@ -205,7 +246,20 @@ void DenseLayer::Forward(const void* src) {
 
 void DenseLayer::Backward(const void* diff_dst, void* diff_src) {
   diff_act_m_.set_data_handle(const_cast<void*>(diff_dst));
-  if (relu_) relu_bwd_.execute(ctx_->stream, relu_bwd_args_);
+  if (fused_relu_bwd_) {
+    // Split by blocks of 16 columns (one AVX-512 vector), each column done by one thread.
+    constexpr size_t kBlock = 16;
+    const size_t n = static_cast<size_t>(out_);
+    const size_t elements = static_cast<size_t>(batch_) * n;
+    ParallelRanges((n + kBlock - 1) / kBlock, elements >= (size_t{1} << 15) ? 2 : ~size_t{0},
+                   [&](size_t b, size_t e) {
+                     ReluBackwardAndBiasColumns(
+                         out_buf_.data(), static_cast<const float*>(diff_dst), diff_pre_.data(),
+                         diff_bias_, batch_, n, b * kBlock, std::min(e * kBlock, n));
+                   });
+  } else if (relu_) {
+    relu_bwd_.execute(ctx_->stream, relu_bwd_args_);
+  }
   bwd_weights_.execute(ctx_->stream, bwd_weights_args_);
   if (diff_src != nullptr) {
     diff_src_m_.set_data_handle(diff_src);

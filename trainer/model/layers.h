@@ -92,6 +92,10 @@ class DenseLayer {
   const bool relu_;
   const LayerTypes types_;
   const bool low_precision_;  // types_.src is not f32: weights are converted per Forward
+  // An FP32 ReLU layer: Backward does ReLU's backward pass and the bias gradient in one pass
+  // of its own (one pass over the gradient and one parallel section instead of two each).
+  const bool fused_relu_bwd_;
+  float* diff_bias_ = nullptr;  // the bias gradient's place in the model's gradients (Bind)
 
   // Buffers of any data type, as floats for alignment.
   std::vector<float> out_buf_, diff_pre_, w_low_;
@@ -101,7 +105,7 @@ class DenseLayer {
   dnnl::inner_product_forward fwd_;  // with ReLU as a post-op when relu_
   dnnl::inner_product_backward_data bwd_data_;
   dnnl::inner_product_backward_weights bwd_weights_;
-  dnnl::eltwise_backward relu_bwd_;  // from the output, not the pre-activation
+  dnnl::eltwise_backward relu_bwd_;  // from the output, not the pre-activation; unless fused
   std::unordered_map<int, dnnl::memory> fwd_args_, relu_bwd_args_, bwd_weights_args_,
       bwd_data_args_;
 };

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -91,6 +92,108 @@ TEST_P(DenseLayerGradTest, BackwardMatchesFiniteDifferences) {
 }
 
 INSTANTIATE_TEST_SUITE_P(WithAndWithoutRelu, DenseLayerGradTest, ::testing::Bool());
+
+// What oneDNN's own primitives give for one FP32 ReLU layer's backward pass: the inner
+// product (ReLU post-op) forward, eltwise ReLU backward from the output, then the inner
+// product's backward weights (with the bias gradient) and backward data.
+struct Reference {
+  std::vector<float> grads, dx;
+};
+Reference OneDnnReluLayerBackward(int batch, int in, int out, const std::vector<float>& params,
+                                  const std::vector<float>& x, const std::vector<float>& dy) {
+  using dnnl::memory;
+  using tag = memory::format_tag;
+  using dt = memory::data_type;
+  const dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  dnnl::stream stream(eng);
+  const memory::desc src_md({batch, in}, dt::f32, tag::nc), w_md({out, in}, dt::f32, tag::oi),
+      b_md({out}, dt::f32, tag::x), dst_md({batch, out}, dt::f32, tag::nc);
+  Reference r;
+  r.grads.assign(params.size(), 0.f);
+  r.dx.assign(x.size(), 0.f);
+  std::vector<float> y(static_cast<size_t>(batch) * out), dpre(y.size());
+  float* w = const_cast<float*>(params.data());
+  const size_t nw = static_cast<size_t>(out) * in;
+  memory src_m(src_md, eng, const_cast<float*>(x.data())), w_m(w_md, eng, w),
+      b_m(b_md, eng, w + nw), y_m(dst_md, eng, y.data()),
+      dy_m(dst_md, eng, const_cast<float*>(dy.data())), dpre_m(dst_md, eng, dpre.data()),
+      dw_m(w_md, eng, r.grads.data()), db_m(b_md, eng, r.grads.data() + nw),
+      dx_m(src_md, eng, r.dx.data());
+  dnnl::post_ops ops;
+  ops.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
+  dnnl::primitive_attr attr;
+  attr.set_post_ops(ops);
+  const dnnl::inner_product_forward::desc fwd(dnnl::prop_kind::forward_training, src_md, w_md, b_md,
+                                              dst_md);
+  const dnnl::inner_product_forward::primitive_desc hint(fwd, eng);
+  dnnl::inner_product_forward(dnnl::inner_product_forward::primitive_desc(fwd, attr, eng))
+      .execute(stream, {{DNNL_ARG_SRC, src_m},
+                        {DNNL_ARG_WEIGHTS, w_m},
+                        {DNNL_ARG_BIAS, b_m},
+                        {DNNL_ARG_DST, y_m}});
+  const dnnl::algorithm relu = dnnl::algorithm::eltwise_relu_use_dst_for_bwd;
+  dnnl::eltwise_backward(dnnl::eltwise_backward::primitive_desc(
+                             dnnl::eltwise_backward::desc(relu, dst_md, dst_md, 0.f, 0.f), eng,
+                             dnnl::eltwise_forward::primitive_desc(
+                                 dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_training,
+                                                             relu, dst_md, 0.f, 0.f),
+                                 eng)))
+      .execute(stream,
+               {{DNNL_ARG_DST, y_m}, {DNNL_ARG_DIFF_DST, dy_m}, {DNNL_ARG_DIFF_SRC, dpre_m}});
+  dnnl::inner_product_backward_weights(
+      dnnl::inner_product_backward_weights::primitive_desc(
+          dnnl::inner_product_backward_weights::desc(src_md, w_md, b_md, dst_md), eng, hint))
+      .execute(stream, {{DNNL_ARG_SRC, src_m},
+                        {DNNL_ARG_DIFF_DST, dpre_m},
+                        {DNNL_ARG_DIFF_WEIGHTS, dw_m},
+                        {DNNL_ARG_DIFF_BIAS, db_m}});
+  dnnl::inner_product_backward_data(
+      dnnl::inner_product_backward_data::primitive_desc(
+          dnnl::inner_product_backward_data::desc(src_md, w_md, dst_md), eng, hint))
+      .execute(stream,
+               {{DNNL_ARG_DIFF_DST, dpre_m}, {DNNL_ARG_WEIGHTS, w_m}, {DNNL_ARG_DIFF_SRC, dx_m}});
+  stream.wait();
+  return r;
+}
+
+// DenseLayer computes an FP32 ReLU layer's ReLU backward and bias gradient itself, in one
+// pass: its gradients must be oneDNN's bit for bit (signed zeros included), serial and split
+// over two threads, for a Wide & Deep sized layer and a small one whose width is not a
+// multiple of 16.
+TEST(DenseLayerTest, FusedReluBackwardGivesOneDnnsBits) {
+  struct Shape {
+    int batch, in, out;
+  };
+  for (const Shape& sh : {Shape{512, 429, 1024}, Shape{7, 5, 21}}) {
+    for (int threads : {1, 2}) {
+      SCOPED_TRACE("batch " + std::to_string(sh.batch) + " out " + std::to_string(sh.out) +
+                   ", threads " + std::to_string(threads));
+      SetComputeThreads(threads);
+      DnnlContext ctx;
+      auto layer = DenseLayer::Create(&ctx, sh.batch, sh.in, sh.out, /*relu=*/true);
+      ASSERT_TRUE(layer.ok()) << layer.status().ToString();
+      DenseLayer& l = **layer;
+      const std::vector<float> params = RandomVector(l.NumParams(), 11, 0.1f);
+      std::vector<float> x = RandomVector(static_cast<size_t>(sh.batch) * sh.in, 12);
+      std::vector<float> dy = RandomVector(static_cast<size_t>(sh.batch) * sh.out, 13);
+      dy[1] = 0.f;  // signed zeros in the incoming gradient too
+      dy[2] = -0.f;
+      const Reference want = OneDnnReluLayerBackward(sh.batch, sh.in, sh.out, params, x, dy);
+      std::vector<float> p = params, grads(l.NumParams(), 123.f), dx(x.size(), 123.f);
+      l.Bind(p.data(), grads.data());
+      l.Forward(x.data());
+      l.Backward(dy.data(), dx.data());
+      size_t zeros = 0;
+      for (float y : std::vector<float>(l.output(), l.output() + dy.size())) zeros += y == 0.f;
+      EXPECT_GT(zeros, 0u) << "ReLU never clipped: the test would not cover the mask";
+      EXPECT_EQ(std::memcmp(grads.data(), want.grads.data(), grads.size() * sizeof(float)), 0)
+          << "weight or bias gradients differ from oneDNN's";
+      EXPECT_EQ(std::memcmp(dx.data(), want.dx.data(), dx.size() * sizeof(float)), 0)
+          << "input gradients differ from oneDNN's";
+    }
+  }
+  SetComputeThreads(1);
+}
 
 TEST(DenseLayerTest, RejectsNonPositiveSizes) {
   DnnlContext ctx;
