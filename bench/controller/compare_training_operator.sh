@@ -25,6 +25,7 @@
 #     operator flags), SPEC_<label> (a YAML line added under the job's spec)
 #     and CRD_<label> (the TrainingJob CRD file), e.g.
 #     BENCH_CONTENDERS="old new" BIN_old=/tmp/old-operator.
+#   BENCH_KEEP_AUDIT=DIR: keep each run's audit log there (audit-LABEL-RUN.log).
 # Both operators run outside a cluster with the admin kubeconfig and no leader
 # election; ours with --progress-qps 0 (the peer reads no metrics either, and
 # kwok pod IPs serve none). The peer is built by build-training-operator (Go
@@ -191,6 +192,7 @@ pod_creates = [utc(e["stageTimestamp"]) for e in events
                and e.get("objectRef", {}).get("resource") == "pods" and not e["objectRef"].get("subresource")
                and e.get("responseStatus", {}).get("code") == 201]
 writes = collections.Counter()
+kcm = collections.Counter()  # the controller-manager's endpoint writes by resource and verb
 failed = collections.Counter()
 for e in events:
     if e["verb"] not in ("create", "update", "patch", "delete", "deletecollection"): continue
@@ -198,6 +200,7 @@ for e in events:
     w = who(e.get("userAgent")); ref = e.get("objectRef", {})
     res = ref.get("resource", "") + ("/" + ref["subresource"] if ref.get("subresource") else "")
     writes[(w, res)] += 1
+    if w == "kcm" and res in ("endpoints", "endpointslices"): kcm[res + " " + e["verb"]] += 1
     if e.get("responseStatus", {}).get("code", 200) >= 400: failed[w] += 1
 op = {res: n for (w, res), n in writes.items() if w == "operator"}
 kcm_eps = sum(n for (w, res), n in writes.items() if w == "kcm" and res in ("endpoints", "endpointslices"))
@@ -206,10 +209,11 @@ print(json.dumps({
     "last_pod_s": max(pod_creates) - t0, "pods_created": len(pod_creates),
     "running_s": float(running_at) - t0, "cpu": float(cpu), "rss_mib": int(rss) / 1024,
     "op_writes": sum(op.values()) / jobs, "kcm_ep_writes": kcm_eps / jobs,
-    "op_failed": failed["operator"], "op_by_resource": {k: round(v / jobs, 2) for k, v in sorted(op.items())}}))
+    "op_failed": failed["operator"], "op_by_resource": {k: round(v / jobs, 2) for k, v in sorted(op.items())},
+    "kcm_by_resource": {k: round(v / jobs, 2) for k, v in sorted(kcm.items())}}))
 PY
   ) >>"${results}"
-  rm -f "${audit}"
+  if [[ -n "${BENCH_KEEP_AUDIT:-}" ]]; then mv "${audit}" "${BENCH_KEEP_AUDIT}/"; else rm -f "${audit}"; fi
 }
 
 for ((r = 1; r <= runs; r++)); do
@@ -221,7 +225,7 @@ for ((r = 1; r <= runs; r++)); do
     # Not in a $(...) subshell: an interrupt must find ${dir} to stop its cluster.
     run_one "${label}" "${r}"
     line="$(tail -n 1 "${results}")"
-    python3 -c 'import json,sys; d=json.loads(sys.argv[1]); print("run %s %-10s jobs created in %.1f s (apiserver %.1f CPU s), last pod create %.1f s, all Running %.1f s, operator %.1f CPU s / %.0f MiB, writes/job %.1f operator + %.1f controller-manager endpoints; %d failed; %s" % (sys.argv[2], d["label"], d["jobs_s"], d["api_cpu"], d["last_pod_s"], d["running_s"], d["cpu"], d["rss_mib"], d["op_writes"], d["kcm_ep_writes"], d["op_failed"], d["op_by_resource"]))' "${line}" "${r}"
+    python3 -c 'import json,sys; d=json.loads(sys.argv[1]); print("run %s %-10s jobs created in %.1f s (apiserver %.1f CPU s), last pod create %.1f s, all Running %.1f s, operator %.1f CPU s / %.0f MiB, writes/job %.1f operator + %.1f controller-manager endpoints; %d failed; %s; %s" % (sys.argv[2], d["label"], d["jobs_s"], d["api_cpu"], d["last_pod_s"], d["running_s"], d["cpu"], d["rss_mib"], d["op_writes"], d["kcm_ep_writes"], d["op_failed"], d["op_by_resource"], d["kcm_by_resource"]))' "${line}" "${r}"
   done
 done
 

@@ -364,6 +364,8 @@ class JobController::Impl {
     randombytes_buf(input.auth_key.data(), input.auth_key.size());
     input.default_cluster_domain = options_.cluster_domain;
     input.max_pod_creates = kMaxPodCreatesPerPlan;  // a huge job is created in batches
+    // Endpoints and EndpointSlices written once per Service (PlanInput).
+    input.services_when_running = true;
     if (progress_) input.progress = progress_->Latest(key);
     input.network_policy = options_.network_policy;
     input.gang_scheduler_name = options_.gang_scheduler_name;

@@ -1006,6 +1006,44 @@ TEST(JobControllerFirstStatusTest, CreatedGoesWithRunningWhenThePodsComeUpInTheW
   EXPECT_EQ(controller.Registry("kubetrain_jobs_created_total"), 1);
 }
 
+// Every write a new job causes until it runs: its Secret, NetworkPolicy and
+// pods, then its job-wide Service once the pods run (before: with the pods, so
+// the endpoint controllers rewrote its Endpoints and EndpointSlice as each pod
+// got its IP and turned ready), then one status.
+TEST(JobControllerFirstStatusTest, ANewJobWritesItsServiceOnceItsPodsRun) {
+  FakeApi api;
+  api.Seed(kTrainingJobs, Job());
+  JobControllerOptions options = Options();
+  options.status_coalesce = seconds(60);
+  Running controller(&api, options);
+  ASSERT_TRUE(
+      Eventually([&] { return Count(api.calls(), "create", "pods", StatusCode::kOk) == 2; }));
+  std::this_thread::sleep_for(milliseconds(300));  // lets a wrong early create happen
+  EXPECT_EQ(Count(api.calls(), "create", "services", StatusCode::kOk), 0u);
+  for (const char* name : {"tj-worker-0", "tj-worker-1"}) {
+    json pod = *api.Get(kube::kPods, "ml", name);
+    pod["status"]["phase"] = "Running";
+    api.Seed(kube::kPods, std::move(pod));
+  }
+  ASSERT_TRUE(Eventually([&] {
+    return Reason(*api.Get(kTrainingJobs, "ml", "tj"), "Running") == "TrainingJobRunning";
+  }));
+  std::this_thread::sleep_for(milliseconds(300));  // lets a wrong extra write happen
+  std::vector<std::string> writes;
+  for (const FakeApi::Call& c : api.calls()) {
+    if (c.verb == "create" && c.resource == "pods") {
+      if (writes.empty() || writes.back() != "create pods") writes.push_back("create pods");
+      continue;  // concurrent: counted below
+    }
+    writes.push_back(c.verb + " " + c.resource + (c.code == StatusCode::kOk ? "" : " failed"));
+  }
+  EXPECT_EQ(writes,
+            (std::vector<std::string>{"create secrets", "create networkpolicies", "create pods",
+                                      "create services", "update_status trainingjobs"}));
+  EXPECT_EQ(Count(api.calls(), "create", "pods", StatusCode::kOk), 2u);
+  EXPECT_TRUE(api.Get(kube::kServices, "ml", "tj"));
+}
+
 // Pods that cannot be scheduled: the job says so at once, with Created, not
 // after the window.
 TEST(JobControllerFirstStatusTest, AJobThatCannotStartSaysWhyAtOnce) {

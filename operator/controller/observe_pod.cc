@@ -93,6 +93,9 @@ StatusOr<ObservedPod> ObservePodUnsafe(const json& pod) {
     for (const json& cs : statuses) {
       if (!cs.is_object() || api::StringField(cs, "name") != main_name) continue;
       const json& state = Member(cs, "state", kNoObject);
+      if (state.contains("running") && state["running"].is_object()) {
+        KT_ASSIGN_OR_RETURN(out.running_since, OptTime(state["running"], "startedAt"));
+      }
       if (state.contains("terminated") && state["terminated"].is_object()) {
         const json& t = state["terminated"];
         if (t.contains("exitCode") && t["exitCode"].is_number_integer()) {

@@ -35,6 +35,22 @@ TEST(ObservePodTest, ReadsTheMainContainersTermination) {
   EXPECT_EQ(p->spec_hash, "0123456789abcdef");
 }
 
+TEST(ObservePodTest, ReadsWhenTheMainContainerStartedRunning) {
+  json pod = json::parse(R"({
+    "metadata": {"name": "tj-ps-0", "labels": {"kubetrain.io/replica-type": "ps",
+                                               "kubetrain.io/replica-index": "0"}},
+    "spec": {"containers": [{"name": "sidecar"}, {"name": "trainer"}]},
+    "status": {"phase": "Running", "containerStatuses": [
+      {"name": "sidecar", "state": {"running": {"startedAt": "2026-01-01T00:00:01Z"}}},
+      {"name": "trainer", "state": {"running": {"startedAt": "2026-01-01T00:00:05Z"}}}]}})");
+  StatusOr<ObservedPod> p = ObservePod(pod);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  ASSERT_TRUE(p->running_since);
+  EXPECT_EQ(api::FormatTime(*p->running_since), "2026-01-01T00:00:05Z");
+  pod["status"]["containerStatuses"][1]["state"] = {{"waiting", {{"reason", "PodInitializing"}}}};
+  EXPECT_FALSE(ObservePod(pod)->running_since);
+}
+
 TEST(ObservePodTest, ReadsWhyTheSchedulerCannotPlaceIt) {
   json pod = json::parse(R"({
     "metadata": {"name": "tj-ps-0", "labels": {"kubetrain.io/replica-type": "ps",

@@ -33,6 +33,12 @@ bool Terminated(PodPhase p) {
   return p == PodPhase::kSucceeded || p == PodPhase::kFailed;
 }
 
+// A live pod past Pending: Running, or terminated.
+bool PastPending(const ObservedPod* pod) {
+  return pod != nullptr && !pod->deletion_timestamp &&
+         (pod->phase == PodPhase::kRunning || Terminated(pod->phase));
+}
+
 std::string ExitText(const ObservedPod& pod) {
   std::string text = pod.exit_code ? "exit code " + std::to_string(*pod.exit_code) : "no exit code";
   if (!pod.reason.empty()) text += " (" + pod.reason + ")";
@@ -122,6 +128,9 @@ class Planner {
   // message that fail the job, if it must.
   std::optional<std::pair<std::string, std::string>> HandleTerminated(const Slot& slot,
                                                                       bool& restarted);
+  // Whether the job-wide Service may be created (PlanInput::services_when_running);
+  // if it must wait for kServiceGrace, a requeue for then.
+  bool JobServiceDue(std::optional<ReplicaType> only);
   // Creates the missing Services and Pods (of `only` this role, if set).
   void CreateMissing(std::optional<ReplicaType> only = std::nullopt);
   void UpdateRunning(bool restarted);
@@ -426,18 +435,44 @@ bool Planner::InBackoff(const Slot& slot) {
   return false;
 }
 
+bool Planner::JobServiceDue(std::optional<ReplicaType> only) {
+  if (!input_.services_when_running) return true;
+  bool all_up = true;
+  std::optional<api::Time> first_run;
+  for (const Slot& slot : slots_) {
+    if (only && slot.type != *only) continue;
+    const ObservedPod* pod = slot.pod;
+    if (!PastPending(pod)) {
+      all_up = false;
+      continue;
+    }
+    // Running without a start time (not reported yet): since its creation.
+    std::optional<api::Time> since =
+        pod->running_since ? pod->running_since : pod->creation_timestamp;
+    if (pod->phase == PodPhase::kRunning && since && (!first_run || *since < *first_run)) {
+      first_run = since;
+    }
+  }
+  if (all_up) return true;
+  if (!first_run) return false;  // nothing runs: no pod to resolve a peer
+  if (input_.now >= *first_run + kServiceGrace) return true;
+  Requeue(*first_run + kServiceGrace - input_.now);
+  return false;
+}
+
 void Planner::CreateMissing(std::optional<ReplicaType> only) {
   std::set<std::string> services;
   for (const ObservedService& s : observed_.services) services.insert(s.name);
   if (mode_ == api::ServiceMode::kJobWide) {
     const std::string name = JobServiceName(job_.metadata.name);
-    if (!services.count(name)) {
+    if (!services.count(name) && JobServiceDue(only)) {
       plan_.creates.push_back(Child(ChildRef::Kind::kService, name, builder_.JobService()));
     }
   }
   for (const Slot& slot : slots_) {
     if (only && slot.type != *only) continue;
-    if (mode_ == api::ServiceMode::kPerReplica && !services.count(slot.name)) {
+    if (mode_ == api::ServiceMode::kPerReplica && !services.count(slot.name) &&
+        (!input_.services_when_running || PastPending(slot.pod))) {
       plan_.creates.push_back(Child(ChildRef::Kind::kService, slot.name,
                                     builder_.Service(slot.type, slot.index), slot.type,
                                     slot.index));

@@ -60,6 +60,9 @@ struct ObservedPod {
   std::string message;  // the termination message (the trainer writes metrics there)
   std::optional<api::Time> deletion_timestamp;
   std::optional<api::Time> creation_timestamp;
+  // When its main container started running (state.running.startedAt);
+  // unset while it has not, or once it has terminated.
+  std::optional<api::Time> running_since;
   std::string spec_hash;  // the kubetrain.io/spec-hash annotation; empty: unknown, keep
   // Its CLUSTER_CONFIG comes from the job's auth Secret (ClusterConfigInSecret),
   // not from the ConfigMap; false when unknown.
@@ -126,6 +129,10 @@ bool OnlyPendingCountsDiffer(const api::TrainingJobStatus& a, const api::Trainin
 // operator's memory) stays bounded whatever the job's size.
 inline constexpr size_t kMaxPodCreatesPerPlan = 500;
 
+// PlanInput::services_when_running: how long the job-wide Service may wait for
+// a job's last pod once its first runs.
+inline constexpr std::chrono::seconds kServiceGrace{10};
+
 struct PlanInput {
   api::Time now{};
   // The Secret's key, used only when the Secret must be created. The caller
@@ -155,6 +162,16 @@ struct PlanInput {
   // fails with reason GangSchedulingUnavailable and this message, rather than
   // waiting for a group that never comes.
   std::optional<std::string> gang_unavailable;
+  // Create a job's Services once its pods run, not with them (the Kubernetes
+  // executor): the endpoint controllers then write each Service's Endpoints
+  // and EndpointSlice once, with every address, instead of again as each pod
+  // gets its IP and turns ready. The job-wide Service comes once every replica
+  // has a pod past Pending, or kServiceGrace after the first one started
+  // running (a pod stuck Pending keeps its running peers from resolving one
+  // another that long at most); a per-replica Service once its pod is past
+  // Pending. No DNS record is lost: a pod's record needs its IP, which it gets
+  // only on its node. Unset: with the pods (render, the local runner).
+  bool services_when_running = false;
   // Create the job's NetworkPolicy (ChildBuilder::NetworkPolicy) with its pods
   // (the operator's --network-policy; the local runner has no network to police).
   bool network_policy = false;

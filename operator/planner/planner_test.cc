@@ -587,6 +587,91 @@ TEST(PlannerServiceModeTest, JobWideDeletesPerReplicaServices) {
   EXPECT_EQ(Created(plan, "Service", "tj"), nullptr);
 }
 
+// tj (JobWide) with every pod of All(kPending): what the executor plans with
+// services_when_running once its first plan created them.
+struct ServiceWhenRunning {
+  api::TrainingJob job = Job();
+  ObservedChildren observed;
+  PlanInput input = Input();
+
+  ServiceWhenRunning() {
+    job.spec.service_mode = api::ServiceMode::kJobWide;
+    input.services_when_running = true;
+    observed = All(PodPhase::kPending);
+    observed.services.clear();
+  }
+  void Run(const std::string& name, api::Time since) {
+    ObservedPod& pod = Find(observed, name);
+    pod.phase = PodPhase::kRunning;
+    pod.running_since = since;
+  }
+  std::vector<std::string> Services(const Plan& plan) const {
+    std::vector<std::string> out;
+    for (const ChildCreate& c : plan.creates) {
+      if (c.ref.kind == ChildRef::Kind::kService) out.push_back(c.ref.name);
+    }
+    return out;
+  }
+};
+
+TEST(PlannerServiceWhenRunningTest, ANewJobsPodsComeWithoutTheirService) {
+  ServiceWhenRunning t;
+  Plan plan = PlanJob(t.job, {}, t.input);
+  EXPECT_TRUE(t.Services(plan).empty());
+  EXPECT_NE(Created(plan, "Pod", "tj-worker-1"), nullptr);
+  EXPECT_FALSE(plan.requeue_after);  // the pods' updates wake it, no timer
+  // Without it (render, the local runner), the Service comes with them.
+  t.input.services_when_running = false;
+  EXPECT_EQ(t.Services(PlanJob(t.job, {}, t.input)), std::vector<std::string>{"tj"});
+}
+
+TEST(PlannerServiceWhenRunningTest, TheJobWideServiceComesOnceEveryPodRuns) {
+  ServiceWhenRunning t;
+  EXPECT_TRUE(t.Services(PlanJob(t.job, t.observed, t.input)).empty());
+  t.Run("tj-ps-0", kNow);
+  t.Run("tj-ps-1", kNow);
+  t.Run("tj-worker-0", kNow);
+  Plan plan = PlanJob(t.job, t.observed, t.input);
+  EXPECT_TRUE(t.Services(plan).empty());
+  EXPECT_EQ(plan.requeue_after, kServiceGrace);  // the fallback's timer
+  t.Run("tj-worker-1", kNow + seconds(2));
+  t.input.now = kNow + seconds(2);
+  plan = PlanJob(t.job, t.observed, t.input);
+  EXPECT_EQ(t.Services(plan), std::vector<std::string>{"tj"});
+  EXPECT_EQ(plan.creates.size(), 1u);
+}
+
+TEST(PlannerServiceWhenRunningTest, APodStuckPendingDelaysTheServiceByTheGraceAtMost) {
+  ServiceWhenRunning t;
+  t.Run("tj-ps-0", kNow - seconds(4));
+  t.Run("tj-worker-0", kNow - seconds(3));
+  Plan plan = PlanJob(t.job, t.observed, t.input);
+  EXPECT_TRUE(t.Services(plan).empty());
+  EXPECT_EQ(plan.requeue_after, kServiceGrace - seconds(4));
+  t.input.now = kNow - seconds(4) + kServiceGrace;
+  EXPECT_EQ(t.Services(PlanJob(t.job, t.observed, t.input)), std::vector<std::string>{"tj"});
+}
+
+TEST(PlannerServiceWhenRunningTest, AMissingServiceOfARunningJobComesAtOnce) {
+  // Deleted behind the job's back, or a replica in crash-loop backoff while
+  // the others run: the peers must resolve one another again.
+  ServiceWhenRunning t;
+  for (ObservedPod& p : t.observed.pods) t.Run(p.name, kNow - seconds(600));
+  EXPECT_EQ(t.Services(PlanJob(t.job, t.observed, t.input)), std::vector<std::string>{"tj"});
+  std::erase_if(t.observed.pods, [](const ObservedPod& p) { return p.name == "tj-worker-1"; });
+  EXPECT_EQ(t.Services(PlanJob(t.job, t.observed, t.input)), std::vector<std::string>{"tj"});
+}
+
+TEST(PlannerServiceWhenRunningTest, APerReplicaServiceComesOnceItsPodRuns) {
+  ServiceWhenRunning t;
+  t.job.spec.service_mode = api::ServiceMode::kPerReplica;
+  EXPECT_TRUE(t.Services(PlanJob(t.job, {}, t.input)).empty());
+  t.Run("tj-worker-1", kNow);
+  Find(t.observed, "tj-ps-0").phase = PodPhase::kFailed;
+  Plan plan = PlanJob(t.job, t.observed, t.input);
+  EXPECT_EQ(t.Services(plan), (std::vector<std::string>{"tj-ps-0", "tj-worker-1"}));
+}
+
 TEST(PlannerStatusTest, OnlyLiveCountsDifferIsTrueForActiveAndRunningAlone) {
   api::TrainingJobStatus a;
   a.state = "Created";

@@ -104,6 +104,16 @@ case_env_contract() {
   check "secret key length" "$(jpath "secret/${secret}" '{.data.key}' | base64 -d | wc -c)" 64
   check "labels" "$(jpath pod/j-worker-1 '{.metadata.labels.kubetrain\.io/job-name},{.metadata.labels.kubetrain\.io/replica-type},{.metadata.labels.kubetrain\.io/replica-index}')" "j,worker,1"
   check "pod controlled by the job" "$(jpath pod/j-ps-0 '{.metadata.ownerReferences[0].kind},{.metadata.ownerReferences[0].controller}')" "TrainingJob,true"
+  # The job-wide Service comes once the pods run, so the endpoint controllers
+  # write its Endpoints and EndpointSlice once, with every pod: it is newer
+  # than each pod's last update (resourceVersions are etcd revisions here;
+  # kwok pods are not updated after turning Running).
+  wait_until "the job's Service" k get svc j
+  local svc_rv pod_rvs newest=0
+  svc_rv="$(jpath svc/j '{.metadata.resourceVersion}')"
+  pod_rvs="$(jpath pods '{.items[*].metadata.resourceVersion}')"
+  for rv in ${pod_rvs}; do ((rv > newest)) && newest=${rv}; done
+  check "the Service comes after every pod runs" "$((svc_rv > newest))" 1
   check "one headless service for the job" "$(jpath svc/j '{.spec.clusterIP}')" None
   check "no per-replica services" "$(k get svc -l kubetrain.io/job-name=j -o name)" service/j
   check "pod hostname and subdomain" "$(jpath pod/j-worker-1 '{.spec.hostname}.{.spec.subdomain}')" j-worker-1.j
