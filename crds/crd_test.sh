@@ -182,6 +182,11 @@ job "${long54}" "$(printf '  replicaSpecs:\n    Worker:\n      %s\n    Evaluator
 
 # --- transition rules, on a stored job
 job live "$(printf '  replicaSpecs:\n    Worker:\n      replicas: 2\n      %s' "${T}")" | k apply -f - >/dev/null
+# No status written yet: it reads state Created (defaulted when read from etcd),
+# which the operator's first status write may wait for the pods to run.
+check "a job with no status reads state Created" \
+  "$(k get tj live -o jsonpath='{.status.state}/{.status.conditions}')" "Created/"
+check "and so does its STATE column" "$(k get tj live --no-headers | awk '{print $2}')" "Created"
 # patched_cpp DESCRIPTION VERDICT MESSAGE PATCH: the C++ update rules on the
 # stored job and the same merge patch applied locally.
 patched_cpp() {

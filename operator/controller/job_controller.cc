@@ -343,6 +343,9 @@ class JobController::Impl {
     api::TrainingJob job = std::move(*parsed);
     if (job.metadata.deletion_timestamp) return runtime::ReconcileResult{};
 
+    // A job with no status reads as state Created when the CRD defaults it
+    // (crds/): its STATE column says so before any write.
+    const bool state_defaulted = job.status.conditions.empty() && !job.status.state.empty();
     // Use the status this controller wrote last while the cache lags behind it,
     // or the job's first status it deferred (not written yet).
     std::string rv = cached_rv;
@@ -409,11 +412,12 @@ class JobController::Impl {
     std::chrono::milliseconds status_wait{0};
     const bool status_due = plan.status_changed || unwritten;
     if (status_due && first_status && OnlyCreated(plan.status)) {
-      // A new job whose pods are being created: Created waits up to a window
-      // for the next change (its pods Running, or why they are not: those
-      // conditions are written at once) to go in one write. Kept here so the
+      // A new job whose pods are being created: Created waits for the next
+      // change (its pods Running, or why they are not: those conditions are
+      // written at once) to go in one write, up to 4 windows when the job
+      // already reads Created (the CRD's default), else one. Kept here so the
       // next plans start from it (its start time stays).
-      status_wait = FirstStatusWait(key);
+      status_wait = FirstStatusWait(key, state_defaulted);
       if (status_wait > std::chrono::milliseconds(0)) {
         expectations_.StatusDeferred(key, cached_rv, plan.status);
       }
@@ -677,15 +681,16 @@ class JobController::Impl {
   // (status.running, the Unschedulable message) one window after it was first
   // deferred, so the RUNNING column trails by at most one window.
   // How long a new job's first status, saying only Created, may still wait:
-  // one options_.status_coalesce window from when it was first deferred; <= 0:
-  // write now.
-  std::chrono::milliseconds FirstStatusWait(const std::string& key) {
+  // from when it was first deferred, 4 options_.status_coalesce windows if
+  // `state_defaulted` (the job reads Created meanwhile, like a change of
+  // Pending counts alone), else one; <= 0: write now.
+  std::chrono::milliseconds FirstStatusWait(const std::string& key, bool state_defaulted) {
     if (options_.status_coalesce <= std::chrono::milliseconds(0)) return {};
     const auto now = std::chrono::steady_clock::now();
     std::lock_guard<std::mutex> lock(status_mu_);
     const auto since = first_deferred_.try_emplace(key, now).first->second;
-    return std::chrono::duration_cast<std::chrono::milliseconds>(since + options_.status_coalesce -
-                                                                 now);
+    return std::chrono::duration_cast<std::chrono::milliseconds>(
+        since + (state_defaulted ? 4 : 1) * options_.status_coalesce - now);
   }
 
   std::chrono::milliseconds StatusWriteWait(const std::string& key, bool pending_only) {

@@ -72,8 +72,9 @@ struct JobControllerOptions {
   // writes per job with 2 s, 2.7 with 10 s, at 150 jobs starting at once). A
   // change in replicaStatuses.*.active alone (pods Pending:
   // OnlyPendingCountsDiffer) waits 4 windows. A new job's first status, while
-  // it says only Created, waits one window from its first plan for the next
-  // change: a job whose pods come up within it writes its status once
+  // it says only Created, waits for the next change from its first plan, 4
+  // windows when the job already reads state Created (the CRD defaults it),
+  // else one: a job whose pods come up meanwhile writes its status once
   // (Created and Running); one whose pods cannot be scheduled or started says
   // so at once. 0: off.
   std::chrono::milliseconds status_coalesce{30000};

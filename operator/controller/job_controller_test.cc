@@ -1090,5 +1090,24 @@ TEST(JobControllerFirstStatusTest, CreatedIsWrittenAfterOneWindowWhileThePodsAre
       << job.dump();
 }
 
+// The CRD defaults a new job's status.state to Created, so the job reads
+// Created before any write: its first status may wait 4 windows for its pods
+// (at 500 jobs they take over a minute to run) and still go once, with Running.
+TEST(JobControllerFirstStatusTest, AJobReadingTheDefaultStateCreatedWaitsFourWindows) {
+  FakeApi api;
+  json served = Job();
+  served["status"] = {{"state", "Created"}};  // as the apiserver serves it
+  api.Seed(kTrainingJobs, served);
+  JobControllerOptions options = Options();
+  options.status_coalesce = seconds(1);
+  const auto before = std::chrono::steady_clock::now();
+  Running controller(&api, options);
+  ASSERT_TRUE(Eventually([&] { return StatusWrites(api) == 1; }));
+  EXPECT_GE(std::chrono::steady_clock::now() - before, seconds(4));
+  const json job = *api.Get(kTrainingJobs, "ml", "tj");
+  EXPECT_EQ(Reason(job, "Created"), "TrainingJobCreated");
+  EXPECT_EQ(job["status"]["replicaStatuses"]["Worker"].value("active", 0), 2) << job.dump();
+}
+
 }  // namespace
 }  // namespace kubetrain::controller
