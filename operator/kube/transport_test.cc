@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
@@ -26,6 +27,7 @@ class TransportTest : public ::testing::Test {
  protected:
   void SetUp() override {
     server_.set_keep_alive_max_count(1000);  // httplib closes after 5 requests by default
+    server_.new_task_queue = [] { return new httplib::ThreadPool(32); };  // 8 by default
     port_ = server_.bind_to_any_port("127.0.0.1");
     thread_ = std::thread([this] { server_.listen_after_bind(); });
     while (!server_.is_running()) std::this_thread::sleep_for(1ms);  // httplib 0.11 has no wait
@@ -177,6 +179,36 @@ TEST_F(TransportTest, ConnectionsAreReusedAndUserAgentCarriesVersion) {
   std::lock_guard lock(mu);
   EXPECT_EQ(ports.size(), 1u) << "each request opened a new connection";
   EXPECT_EQ(ua.rfind("kubetrain/", 0), 0u) << ua;
+}
+
+// Issue 16: bursts of concurrent requests (workers x create parallelism)
+// reuse the connections of the last burst instead of opening new ones.
+TEST_F(TransportTest, ConcurrentBurstsReuseTheirConnections) {
+  constexpr int kInFlight = 24;
+  constexpr int kBursts = 3;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::set<int> ports;
+  int arrived = 0;
+  server_.Get("/api/v1/namespaces/ns/configmaps/x", [&](const httplib::Request& req, auto& res) {
+    std::unique_lock lock(mu);
+    ports.insert(req.remote_port);
+    // Every request of a burst is in flight at once (each on its own handle).
+    const int burst = arrived++ / kInFlight;
+    cv.notify_all();
+    cv.wait_for(lock, 10s, [&] { return arrived >= (burst + 1) * kInFlight; });
+    res.set_content(kCm, "application/json");
+  });
+  auto c = NewClient();
+  for (int b = 0; b < kBursts; ++b) {
+    std::vector<std::thread> threads;
+    for (int i = 0; i < kInFlight; ++i)
+      threads.emplace_back([&] { EXPECT_TRUE(c->Get(kConfigMaps, "ns", "x").ok()); });
+    for (auto& t : threads) t.join();
+  }
+  std::lock_guard lock(mu);
+  EXPECT_EQ(arrived, kInFlight * kBursts);
+  EXPECT_EQ(ports.size(), static_cast<size_t>(kInFlight)) << "bursts opened new connections";
 }
 
 TEST_F(TransportTest, ClientSideRateLimitPacesRequests) {
