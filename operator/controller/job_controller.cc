@@ -220,7 +220,16 @@ class JobController::Impl {
     };
     return {
         .on_add = enqueue_owner,
-        .on_update = [enqueue_owner](const auto&, const auto& obj) { enqueue_owner(obj); },
+        .on_update =
+            [enqueue_owner](const std::shared_ptr<const T>& old,
+                            const std::shared_ptr<const T>& obj) {
+              // A pod event that changes nothing the controller reads (most
+              // of a pod's status updates) reconciles nothing.
+              if constexpr (std::is_same_v<T, CachedPod>) {
+                if (old && SameForTheController(*old, *obj)) return;
+              }
+              enqueue_owner(obj);
+            },
         .on_delete = [enqueue_owner](const auto& obj, bool) { enqueue_owner(obj); },
     };
   }
@@ -304,9 +313,9 @@ class JobController::Impl {
     // Owner references name no namespace: a child is the job's only when it is
     // in the job's namespace too.
     const std::string owner = runtime::OwnerIndexValue(ns, job_uid);
-    for (const auto& p : c.pods->store().ByIndex(runtime::kOwnerUidIndex, owner)) {
-      observed.pods.push_back(p->pod);
-    }
+    const auto pods = c.pods->store().ByIndex(runtime::kOwnerUidIndex, owner);
+    observed.pods.reserve(pods.size());
+    for (const auto& p : pods) observed.pods.push_back(p->pod);
     for (const auto& s : c.services->store().ByIndex(runtime::kOwnerUidIndex, owner)) {
       observed.services.push_back(ObservedService{s->meta.name, s->deletion_timestamp});
     }

@@ -134,6 +134,14 @@ StatusOr<ObservedPod> ObservePod(const json& pod) {
   }
 }
 
+bool SameForTheController(const CachedPod& a, const CachedPod& b) {
+  if (!(a.pod == b.pod) || a.metrics_url != b.metrics_url) return false;
+  if (a.meta.resource_version == b.meta.resource_version) return a.meta == b.meta;
+  runtime::ObjectMeta same_version = b.meta;
+  same_version.resource_version = a.meta.resource_version;
+  return a.meta == same_version;
+}
+
 StatusOr<CachedPod> ToCachedPod(const json& obj) {
   KT_ASSIGN_OR_RETURN(runtime::ObjectMeta meta, runtime::ParseObjectMeta(obj));
   KT_ASSIGN_OR_RETURN(ObservedPod pod, ObservePod(obj));

@@ -30,4 +30,10 @@ struct CachedPod {
 };
 [[nodiscard]] StatusOr<CachedPod> ToCachedPod(const nlohmann::json& pod);
 
+// Whether `a` and `b` differ in nothing the controller reads: in no field but
+// metadata.resourceVersion. A pod update that changes only what the cache
+// does not keep (the scheduler's binding, kwok's or the kubelet's condition
+// timestamps) needs no reconcile of its job.
+bool SameForTheController(const CachedPod& a, const CachedPod& b);
+
 }  // namespace kubetrain::controller

@@ -125,5 +125,48 @@ TEST(ObservePodTest, ReadsPhases) {
   EXPECT_EQ(PodPhaseFromString("running"), PodPhase::kUnknown);
 }
 
+// Issue 16: a pod update reconciles its job only when it changes something
+// the cache keeps; the scheduler's binding and condition timestamps do not.
+TEST(CachedPodTest, SameForTheControllerIgnoresOnlyWhatTheCacheDoesNotKeep) {
+  const json pending = json::parse(R"({
+    "metadata": {"name": "tj-worker-0", "namespace": "ns", "uid": "u1", "resourceVersion": "5",
+                 "creationTimestamp": "2026-01-01T00:00:00Z",
+                 "labels": {"kubetrain.io/job-name": "tj", "kubetrain.io/replica-type": "worker",
+                            "kubetrain.io/replica-index": "0"},
+                 "ownerReferences": [{"kind": "TrainingJob", "name": "tj", "uid": "j1",
+                                      "controller": true}]},
+    "spec": {"containers": [{"name": "trainer",
+                             "ports": [{"name": "metrics", "containerPort": 9090}]}]},
+    "status": {"phase": "Pending"}})");
+  const CachedPod a = *ToCachedPod(pending);
+
+  json bound = pending;  // the scheduler's binding: a new version, nothing kept changes
+  bound["metadata"]["resourceVersion"] = "6";
+  bound["spec"]["nodeName"] = "node-1";
+  bound["status"]["conditions"] = {{{"type", "PodScheduled"}, {"status", "True"}}};
+  EXPECT_TRUE(SameForTheController(a, *ToCachedPod(bound)));
+  EXPECT_TRUE(SameForTheController(a, a));
+
+  json running = bound;
+  running["status"]["phase"] = "Running";
+  EXPECT_FALSE(SameForTheController(a, *ToCachedPod(running)));
+  json with_ip = bound;  // the metrics URL appears
+  with_ip["status"]["podIP"] = "10.0.0.1";
+  EXPECT_FALSE(SameForTheController(a, *ToCachedPod(with_ip)));
+  json deleting = bound;
+  deleting["metadata"]["deletionTimestamp"] = "2026-01-01T00:01:00Z";
+  EXPECT_FALSE(SameForTheController(a, *ToCachedPod(deleting)));
+  json relabelled = bound;
+  relabelled["metadata"]["labels"]["extra"] = "x";
+  EXPECT_FALSE(SameForTheController(a, *ToCachedPod(relabelled)));
+  json orphaned = bound;
+  orphaned["metadata"].erase("ownerReferences");
+  EXPECT_FALSE(SameForTheController(a, *ToCachedPod(orphaned)));
+  json unschedulable = pending;
+  unschedulable["status"]["conditions"] = {
+      {{"type", "PodScheduled"}, {"status", "False"}, {"reason", "Unschedulable"}}};
+  EXPECT_FALSE(SameForTheController(a, *ToCachedPod(unschedulable)));
+}
+
 }  // namespace
 }  // namespace kubetrain::controller

@@ -77,6 +77,8 @@ struct ObservedPod {
   // while the pod is Pending (image pull errors, a missing Secret or
   // ConfigMap); empty otherwise.
   std::string cannot_start;
+
+  friend bool operator==(const ObservedPod&, const ObservedPod&) = default;
 };
 
 struct ObservedService {

@@ -17,6 +17,8 @@ struct OwnerRef {
   std::string kind;
   std::string name;
   std::string uid;
+
+  friend bool operator==(const OwnerRef&, const OwnerRef&) = default;
 };
 
 // The parts of metadata a controller needs. Labels are a sorted vector, not a
@@ -30,6 +32,8 @@ struct ObjectMeta {
   std::vector<std::pair<std::string, std::string>> labels;
   std::optional<OwnerRef> controller;
   std::string deletion_timestamp;  // "" when not being deleted
+
+  friend bool operator==(const ObjectMeta&, const ObjectMeta&) = default;
 
   // "namespace/name", or "name" for cluster-scoped objects.
   std::string Key() const { return ns.empty() ? name : ns + "/" + name; }
