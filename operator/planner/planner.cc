@@ -455,7 +455,9 @@ bool Planner::JobServiceDue(std::optional<ReplicaType> only) {
   }
   if (all_up) return true;
   if (!first_run) return false;  // nothing runs: no pod to resolve a peer
-  if (input_.now >= *first_run + kServiceGrace) return true;
+  // A start after now is a node clock ahead of ours: waiting on it could last
+  // as long as the skew.
+  if (*first_run > input_.now || input_.now >= *first_run + kServiceGrace) return true;
   Requeue(*first_run + kServiceGrace - input_.now);
   return false;
 }

@@ -652,6 +652,12 @@ TEST(PlannerServiceWhenRunningTest, APodStuckPendingDelaysTheServiceByTheGraceAt
   EXPECT_EQ(t.Services(PlanJob(t.job, t.observed, t.input)), std::vector<std::string>{"tj"});
 }
 
+TEST(PlannerServiceWhenRunningTest, AStartTimeAheadOfTheOperatorsClockWaitsForNothing) {
+  ServiceWhenRunning t;
+  t.Run("tj-ps-0", kNow + seconds(3600));  // its node's clock is an hour ahead
+  EXPECT_EQ(t.Services(PlanJob(t.job, t.observed, t.input)), std::vector<std::string>{"tj"});
+}
+
 TEST(PlannerServiceWhenRunningTest, AMissingServiceOfARunningJobComesAtOnce) {
   // Deleted behind the job's back, or a replica in crash-loop backoff while
   // the others run: the peers must resolve one another again.
