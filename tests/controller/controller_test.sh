@@ -127,6 +127,38 @@ case_env_contract() {
   check "children collected after the job was deleted" "$(k get pods,svc,secret,configmap -l kubetrain.io/job-name=j -o name | wc -l)" 0
 }
 
+case_per_replica_services() {
+  new_ns perreplica
+  cat <<JOB | k apply -f - >/dev/null
+apiVersion: kubetrain.io/v1alpha1
+kind: TrainingJob
+metadata: {name: j}
+spec:
+  serviceMode: PerReplica
+  replicaSpecs:
+    PS:
+      replicas: 1
+$(template)
+    Worker:
+      replicas: 1
+$(template)
+JOB
+  wait_cond j Running
+  # Each replica's Service comes once its pod runs (then the endpoint
+  # controllers write its Endpoints and EndpointSlice once): newer than its pod.
+  local r svc_rv pod_rv
+  for r in ps-0 worker-0; do
+    wait_until "Service j-${r}" k get svc "j-${r}" || return
+    svc_rv="$(jpath "svc/j-${r}" '{.metadata.resourceVersion}')"
+    pod_rv="$(jpath "pod/j-${r}" '{.metadata.resourceVersion}')"
+    check "Service j-${r} comes after its pod runs" "$((svc_rv > pod_rv))" 1
+  done
+  check "no job-wide Service" "$(k get svc j -o name 2>/dev/null)" ""
+  check "per-replica host names" \
+    "$(jpath secret/"j-auth-$(jpath tj/j '{.metadata.uid}')" '{.data.cluster}' | base64 -d)" \
+    "{\"ps\":[\"j-ps-0.${ns}.svc.cluster.local:2222\"],\"worker\":[\"j-worker-0.${ns}.svc.cluster.local:2222\"]}"
+}
+
 case_success_cleans_ps() {
   new_ns success
   # Worker 0 decides (ChiefOrWorker0); worker 1 and the PS never exit by themselves.
@@ -507,7 +539,7 @@ kubectl apply -k "${root}/deploy/kustomize/base" >/dev/null || { echo "kustomize
 "${root}/tests/tools/wait-crds" crd/trainingjobs.kubetrain.io >/dev/null
 operator_kubeconfig "${work}/operator-kubeconfig" || exit 1
 start_operator
-cases=(case_env_contract case_success_cleans_ps case_evaluator_keeps_the_job_running
+cases=(case_env_contract case_per_replica_services case_success_cleans_ps case_evaluator_keeps_the_job_running
   case_exit_code_restart case_never_fails_the_job
   case_backoff_limit case_deadline case_ttl case_suspend_resume case_finished_job_gets_no_new_pods
   case_clean_pod_policy_all case_restart_policy_override_event case_invalid_spec
