@@ -11,7 +11,8 @@
 #   - all pods Running, from the first job create (polled once a second);
 #   - operator CPU seconds and peak RSS (VmHWM) once every job reports Running;
 #   - writes per job by user agent from the audit log (the operator's, and the
-#     controller-manager's Endpoints + EndpointSlices that its Services cause).
+#     controller-manager's Endpoints + EndpointSlices that its Services cause),
+#     each run's line also by resource (and, for the endpoints, by verb).
 # Prints the runs, then the medians as the table, last.
 #
 # Usage: bench/controller/compare_training_operator.sh OPERATOR_BINARY [JOBS=500] [RUNS=3]
