@@ -116,45 +116,63 @@ json ChildBuilder::ChildMetadata(const std::string& name, const json& labels) co
   return meta;
 }
 
-StatusOr<json> ChildBuilder::Pod(ReplicaType type, int32_t index, const api::ReplicaSpec& replica,
-                                 std::string_view spec_hash) const {
+Status CheckPodTemplate(ReplicaType type, const api::ReplicaSpec& replica) {
   const std::string path = "spec.replicaSpecs." + std::string(api::Role(type).key) + ".template";
   const json& tmpl = replica.pod_template;
+  if (auto meta = tmpl.find("metadata"); meta != tmpl.end()) {
+    if (!meta->is_object()) return InvalidArgument(path + ".metadata: must be an object");
+    auto labels = meta->find("labels");
+    if (labels != meta->end() && !labels->is_object()) {
+      return InvalidArgument(path + ".metadata.labels: must be an object");
+    }
+    auto annotations = meta->find("annotations");
+    if (annotations != meta->end() && !annotations->is_object()) {
+      return InvalidArgument(path + ".metadata.annotations: must be an object");
+    }
+  }
+  auto spec = tmpl.find("spec");
+  if (spec == tmpl.end() || !spec->is_object()) {
+    return InvalidArgument(path + ".spec: required (a pod spec with containers)");
+  }
+  auto containers = spec->find("containers");
+  if (containers == spec->end() || !containers->is_array() || containers->empty()) {
+    return InvalidArgument(path + ".spec.containers: at least one container is required");
+  }
+  for (size_t i = 0; i < containers->size(); ++i) {
+    KT_RETURN_IF_ERROR(
+        CheckContainer((*containers)[i], path + ".spec.containers[" + std::to_string(i) + "]"));
+  }
+  // CheckContainer vetted every container's env; the main container's ports.
+  const size_t main_index = MainContainerIndex(*containers);
+  const json& main = (*containers)[main_index];
+  if (auto ports = main.find("ports"); ports != main.end() && !ports->is_array()) {
+    return InvalidArgument(path + ".spec.containers[" + std::to_string(main_index) +
+                           "].ports: must be an array");
+  }
+  return Status::Ok();
+}
+
+StatusOr<json> ChildBuilder::Pod(ReplicaType type, int32_t index, const api::ReplicaSpec& replica,
+                                 std::string_view spec_hash) const {
+  KT_RETURN_IF_ERROR(CheckPodTemplate(type, replica));
+  const json& tmpl = replica.pod_template;
   json meta = tmpl.value("metadata", json::object());
-  if (!meta.is_object()) return InvalidArgument(path + ".metadata: must be an object");
   json labels = meta.value("labels", json::object());
-  if (!labels.is_object()) return InvalidArgument(path + ".metadata.labels: must be an object");
   labels.update(Labels(type, index));  // ours win: the controller selects on them
   if (gang_ != nullptr) labels[std::string(kPodGroupLabel)] = gang_->group_name;
   json pod_meta = ChildMetadata(api::ChildName(job_.metadata.name, type, index), labels);
   json annotations = meta.value("annotations", json::object());
-  if (!annotations.is_object()) {
-    return InvalidArgument(path + ".metadata.annotations: must be an object");
-  }
   annotations[std::string(kSpecHashAnnotation)] = spec_hash;
   pod_meta["annotations"] = std::move(annotations);
 
-  if (!tmpl.contains("spec") || !tmpl["spec"].is_object()) {
-    return InvalidArgument(path + ".spec: required (a pod spec with containers)");
-  }
   json spec = tmpl["spec"];
-  if (!spec.contains("containers") || !spec["containers"].is_array() ||
-      spec["containers"].empty()) {
-    return InvalidArgument(path + ".spec.containers: at least one container is required");
-  }
   json& containers = spec["containers"];
-  for (size_t i = 0; i < containers.size(); ++i) {
-    KT_RETURN_IF_ERROR(
-        CheckContainer(containers[i], path + ".spec.containers[" + std::to_string(i) + "]"));
-  }
   const size_t main_index = MainContainerIndex(containers);
   json& main = containers[main_index];
-  const std::string cpath = path + ".spec.containers[" + std::to_string(main_index) + "]";
 
   // The env contract. Our variables replace any of the same name in the template,
   // so a stale copy pasted from another job cannot shadow them.
   json env = main.value("env", json::array());
-  if (!env.is_array()) return InvalidArgument(cpath + ".env: must be an array");
   json kept = json::array();
   for (const json& e : env) {
     std::string name = e.is_object() ? api::StringField(e, "name") : "";
@@ -180,7 +198,6 @@ StatusOr<json> ChildBuilder::Pod(ReplicaType type, int32_t index, const api::Rep
   main["env"] = std::move(kept);
 
   json ports = main.value("ports", json::array());
-  if (!ports.is_array()) return InvalidArgument(cpath + ".ports: must be an array");
   bool has_port = false, name_taken = false, has_metrics = false;
   for (const json& p : ports) {
     if (!p.is_object()) continue;

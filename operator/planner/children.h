@@ -23,6 +23,11 @@ namespace kubetrain::controller {
 // differently does not change it, so it does not recreate running pods.
 std::string SpecHash(const api::ReplicaSpec& spec, std::string_view cluster_config);
 
+// Whether ChildBuilder::Pod can build the role's pods: the template checks it
+// makes (InvalidArgument naming the field), without building a pod. Depends on
+// the template alone.
+Status CheckPodTemplate(api::ReplicaType type, const api::ReplicaSpec& spec);
+
 // Builds one job's children. Holds a reference to the job, which outlives it.
 // Every child carries the job's labels and, when the job has a UID, an
 // ownerReference to it (a job that never went through an apiserver has none).
@@ -48,7 +53,7 @@ class ChildBuilder {
   // the env contract (our variables replace the template's), the job's port,
   // restartPolicy Never and the scheduling policy (a gang-scheduled job's pods:
   // kPodGroupLabel and the gang's schedulerName). InvalidArgument, naming the
-  // field, for a template the CRD could not check.
+  // field, for a template the CRD could not check (CheckPodTemplate).
   StatusOr<nlohmann::json> Pod(api::ReplicaType type, int32_t index, const api::ReplicaSpec& spec,
                                std::string_view spec_hash) const;
   // The replica's headless Service (PerReplica; publishNotReadyAddresses: peers

@@ -192,9 +192,10 @@ class Planner {
   api::TrainingJobStatus status_;
 };
 
+// Checked on every plan, so without building the pods: CheckPodTemplate.
 Status Planner::CheckTemplates() const {
   for (const auto& [type, spec] : job_.spec.replica_specs) {
-    KT_RETURN_IF_ERROR(builder_.Pod(type, 0, spec, spec_hashes_.at(type)).status());
+    KT_RETURN_IF_ERROR(CheckPodTemplate(type, spec));
   }
   return Status::Ok();
 }

@@ -2026,6 +2026,36 @@ TEST(PlannerInvalidTest, OtherUnusableTemplatesAreInvalidSpec) {
   }
 }
 
+TEST(PlannerInvalidTest, UnusableTemplateFieldsAreNamed) {
+  // Checked without building a pod (CheckPodTemplate); the builder refuses the same.
+  const std::pair<const char*, const char*> cases[] = {
+      {R"({"metadata": null, "spec": {"containers": [{"name": "t"}]}})",
+       "spec.replicaSpecs.Worker.template.metadata: must be an object"},
+      {R"({"metadata": {"annotations": "a=b"}, "spec": {"containers": [{"name": "t"}]}})",
+       "spec.replicaSpecs.Worker.template.metadata.annotations: must be an object"},
+      {R"({"spec": {"containers": [{"name": "t", "ports": {"containerPort": 1}}]}})",
+       "spec.replicaSpecs.Worker.template.spec.containers[0].ports: must be an array"},
+      {R"({"spec": {"containers": [{"name": "side"}, {"name": "trainer", "ports": 1}]}})",
+       "spec.replicaSpecs.Worker.template.spec.containers[1].ports: must be an array"},
+      {R"({"spec": {"containers": [{"name": "t", "env": [{"value": "x"}]}]}})",
+       "spec.replicaSpecs.Worker.template.spec.containers[0].env[0]: must be an object with a "
+       "string name"},
+  };
+  for (const auto& [tmpl, message] : cases) {
+    api::TrainingJob job = Job();
+    job.spec.replica_specs[ReplicaType::kWorker].pod_template = json::parse(tmpl);
+    Plan plan = PlanJob(job, {}, Input());
+    ASSERT_TRUE(plan.status.IsTrue(ConditionType::kFailed)) << tmpl;
+    EXPECT_EQ(Cond(plan, ConditionType::kFailed)->message, message) << tmpl;
+    EXPECT_TRUE(plan.creates.empty()) << tmpl;
+    const api::ReplicaSpec& spec = job.spec.replica_specs[ReplicaType::kWorker];
+    EXPECT_EQ(CheckPodTemplate(ReplicaType::kWorker, spec).message(), message) << tmpl;
+    auto pod =
+        ChildBuilder(job, api::ServiceMode::kPerReplica).Pod(ReplicaType::kWorker, 0, spec, "h");
+    EXPECT_EQ(pod.status().message(), message) << tmpl;
+  }
+}
+
 TEST(PlannerInvalidTest, CrdRuleViolationIsInvalidSpec) {
   // An apiserver without the CRD's rules, or a local file: the planner still refuses.
   api::TrainingJob job = Job();
