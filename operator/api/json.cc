@@ -53,7 +53,10 @@ Status ParseMetadata(const json& j, ObjectMeta& m) {
   return Status::Ok();
 }
 
-Status ParseReplicaSpec(const json& j, const std::string& path, ReplicaSpec& r) {
+// `take_template`: `j` belongs to a document the caller gave up (ParseTrainingJob(json&&)):
+// the template is moved out of it, not copied.
+Status ParseReplicaSpec(const json& j, const std::string& path, ReplicaSpec& r,
+                        bool take_template) {
   KT_RETURN_IF_ERROR(ExpectObject(j, path));
   KT_RETURN_IF_ERROR(RejectUnknown(j, path, {"replicas", "restartPolicy", "template"}));
   KT_RETURN_IF_ERROR(ReadInt(j, path, "replicas", r.replicas));
@@ -64,7 +67,11 @@ Status ParseReplicaSpec(const json& j, const std::string& path, ReplicaSpec& r) 
   const json* t = Field(j, "template");
   if (t == nullptr) return Error(Join(path, "template"), "required field is missing");
   KT_RETURN_IF_ERROR(ExpectObject(*t, Join(path, "template")));
-  r.pod_template = *t;
+  if (take_template) {
+    r.pod_template = std::move(const_cast<json&>(*t));  // not const: see ParseUnsafe
+  } else {
+    r.pod_template = *t;
+  }
   return Status::Ok();
 }
 
@@ -103,7 +110,7 @@ Status ParseRunPolicy(const json& j, const std::string& path, RunPolicy& r) {
   return Status::Ok();
 }
 
-Status ParseSpec(const json& j, TrainingJobSpec& spec) {
+Status ParseSpec(const json& j, TrainingJobSpec& spec, bool take_templates) {
   const std::string path = "spec";
   KT_RETURN_IF_ERROR(ExpectObject(j, path));
   KT_RETURN_IF_ERROR(RejectUnknown(
@@ -120,7 +127,7 @@ Status ParseSpec(const json& j, TrainingJobSpec& spec) {
                    "unknown replica type \"" + key + "\" (want PS, Worker, Chief or Evaluator)");
     }
     ReplicaSpec r;
-    KT_RETURN_IF_ERROR(ParseReplicaSpec(value, Join(rpath, key), r));
+    KT_RETURN_IF_ERROR(ParseReplicaSpec(value, Join(rpath, key), r, take_templates));
     spec.replica_specs[*type] = std::move(r);
   }
   if (const json* rp = Field(j, "runPolicy")) {
@@ -245,7 +252,9 @@ Status ParseStatusInto(const json& j, TrainingJobStatus& s) {
   return Status::Ok();
 }
 
-StatusOr<TrainingJob> ParseUnsafe(const json& object) {
+// `take_templates`: the caller owns `object` (non-const) and gives it up, so the
+// pod templates are moved out of it.
+StatusOr<TrainingJob> ParseUnsafe(const json& object, bool take_templates) {
   if (!object.is_object()) return InvalidArgument("a TrainingJob must be a JSON object");
   KT_RETURN_IF_ERROR(
       RejectUnknown(object, "", {"apiVersion", "kind", "metadata", "spec", "status"}));
@@ -263,7 +272,7 @@ StatusOr<TrainingJob> ParseUnsafe(const json& object) {
   KT_RETURN_IF_ERROR(ParseMetadata(*meta, job.metadata));
   const json* spec = Field(object, "spec");
   if (spec == nullptr) return Error("spec", "required field is missing");
-  KT_RETURN_IF_ERROR(ParseSpec(*spec, job.spec));
+  KT_RETURN_IF_ERROR(ParseSpec(*spec, job.spec, take_templates));
   if (const json* status = Field(object, "status")) {
     KT_RETURN_IF_ERROR(ParseStatusInto(*status, job.status));
   }
@@ -278,7 +287,15 @@ void PutOptional(json& j, const char* key, const auto& value) {
 
 StatusOr<TrainingJob> ParseTrainingJob(const json& object) {
   try {
-    return ParseUnsafe(object);
+    return ParseUnsafe(object, false);
+  } catch (const json::exception& e) {
+    return InvalidArgument(std::string("malformed TrainingJob: ") + e.what());
+  }
+}
+
+StatusOr<TrainingJob> ParseTrainingJob(json&& object) {
+  try {
+    return ParseUnsafe(object, true);
   } catch (const json::exception& e) {
     return InvalidArgument(std::string("malformed TrainingJob: ") + e.what());
   }

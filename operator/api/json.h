@@ -24,6 +24,9 @@
 namespace kubetrain::api {
 
 StatusOr<TrainingJob> ParseTrainingJob(const nlohmann::json& object);
+// The same, taking the pod templates out of `object` instead of copying them
+// (a controller parses a fresh copy of the cached job on every reconcile).
+StatusOr<TrainingJob> ParseTrainingJob(nlohmann::json&& object);
 StatusOr<TrainingJobStatus> ParseTrainingJobStatus(const nlohmann::json& status);
 
 // The full object, defaults included, as the apiserver would store it. Status

@@ -90,6 +90,27 @@ TEST(ParseTest, RoundTripsEveryField) {
   EXPECT_EQ(ToJson(*job)["spec"]["serviceMode"], "PerReplica");
 }
 
+TEST(ParseTest, ParsingAGivenUpDocumentGivesTheSameJob) {
+  json j = Minimal();
+  j["spec"]["replicaSpecs"]["PS"] = {
+      {"replicas", 1}, {"template", json::parse(R"({"metadata": {"labels": {"a": "b"}},
+          "spec": {"containers": [{"name": "ps", "image": "i", "env": [{"name": "X"}]}]}})")}};
+  j["status"] = json::parse(R"({"conditions": [{"type": "Created", "status": "True",
+      "reason": "TrainingJobCreated", "message": "m", "lastTransitionTime": "2026-01-02T03:04:05Z"}]})");
+  StatusOr<TrainingJob> copied = ParseTrainingJob(j);
+  ASSERT_TRUE(copied.ok()) << copied.status().ToString();
+  json given_up = j;
+  StatusOr<TrainingJob> taken = ParseTrainingJob(std::move(given_up));
+  ASSERT_TRUE(taken.ok()) << taken.status().ToString();
+  EXPECT_TRUE(*taken == *copied);
+  EXPECT_EQ(taken->spec.replica_specs.at(ReplicaType::kPS).pod_template,
+            j["spec"]["replicaSpecs"]["PS"]["template"]);
+  // Errors are the same too.
+  j["spec"]["replicaSpecs"]["Worker"]["template"] = json::array();
+  json bad = j;
+  EXPECT_EQ(ParseTrainingJob(std::move(bad)).status().message(), ErrorOf(j));
+}
+
 TEST(ParseTest, StatusMetricsIsReadAsAnObjectAndAnythingElseIsIgnored) {
   StatusOr<TrainingJobStatus> s =
       ParseTrainingJobStatus(json::parse(R"({"metrics": {"eval": {"auc": 0.9}}})"));
