@@ -857,15 +857,20 @@ std::string CreatesFrom(const std::vector<FakeApi::Call>& calls, size_t from) {
   return log;
 }
 
-// Marks the job's pods Running and waits until the status counts them (with
-// status_coalesce 0, written by a reconcile whose caches show both pods: a pod
-// deleted before they did would stay expected until expectation_timeout).
-void BringUp(FakeApi& api) {
+// The job's two worker pods report Running.
+void MarkWorkersRunning(FakeApi& api) {
   for (const char* name : {"tj-worker-0", "tj-worker-1"}) {
     json pod = *api.Get(kube::kPods, "ml", name);
     pod["status"]["phase"] = "Running";
     api.Seed(kube::kPods, std::move(pod));
   }
+}
+
+// Marks the job's pods Running and waits until the status counts them (with
+// status_coalesce 0, written by a reconcile whose caches show both pods: a pod
+// deleted before they did would stay expected until expectation_timeout).
+void BringUp(FakeApi& api) {
+  MarkWorkersRunning(api);
   ASSERT_TRUE(Eventually([&] {
     return api.Get(kTrainingJobs, "ml", "tj")
                ->value("status", json::object())
@@ -989,11 +994,7 @@ TEST(JobControllerFirstStatusTest, CreatedGoesWithRunningWhenThePodsComeUpInTheW
       Eventually([&] { return Count(api.calls(), "create", "pods", StatusCode::kOk) == 2; }));
   std::this_thread::sleep_for(milliseconds(300));  // lets a wrong early write happen
   EXPECT_EQ(StatusWrites(api), 0u);
-  for (const char* name : {"tj-worker-0", "tj-worker-1"}) {
-    json pod = *api.Get(kube::kPods, "ml", name);
-    pod["status"]["phase"] = "Running";
-    api.Seed(kube::kPods, std::move(pod));
-  }
+  MarkWorkersRunning(api);
   ASSERT_TRUE(Eventually([&] {
     return Reason(*api.Get(kTrainingJobs, "ml", "tj"), "Running") == "TrainingJobRunning";
   }));
@@ -1020,11 +1021,7 @@ TEST(JobControllerFirstStatusTest, ANewJobWritesItsServiceOnceItsPodsRun) {
       Eventually([&] { return Count(api.calls(), "create", "pods", StatusCode::kOk) == 2; }));
   std::this_thread::sleep_for(milliseconds(300));  // lets a wrong early create happen
   EXPECT_EQ(Count(api.calls(), "create", "services", StatusCode::kOk), 0u);
-  for (const char* name : {"tj-worker-0", "tj-worker-1"}) {
-    json pod = *api.Get(kube::kPods, "ml", name);
-    pod["status"]["phase"] = "Running";
-    api.Seed(kube::kPods, std::move(pod));
-  }
+  MarkWorkersRunning(api);
   ASSERT_TRUE(Eventually([&] {
     return Reason(*api.Get(kTrainingJobs, "ml", "tj"), "Running") == "TrainingJobRunning";
   }));

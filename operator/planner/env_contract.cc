@@ -64,16 +64,21 @@ std::string PodNameEnv(ReplicaType role, int32_t index) {
   return std::string(api::Role(role).lower) + "-" + std::to_string(index);
 }
 
+namespace {
+// "<base>-<uid>", or `base` without a UID (kubetrain render of a file): the
+// children a job re-created under its name must never take for its own.
+std::string NamedByUid(std::string base, std::string_view job_uid) {
+  if (!job_uid.empty()) base.append("-").append(job_uid);
+  return base;
+}
+}  // namespace
+
 std::string NetworkPolicyName(std::string_view job_name, std::string_view job_uid) {
-  std::string name = std::string(job_name) + "-training";
-  if (!job_uid.empty()) name.append("-").append(job_uid);
-  return name;
+  return NamedByUid(std::string(job_name) + "-training", job_uid);
 }
 
 std::string AuthSecretName(std::string_view job_name, std::string_view job_uid) {
-  std::string name = LegacyAuthSecretName(job_name);
-  if (!job_uid.empty()) name.append("-").append(job_uid);
-  return name;
+  return NamedByUid(LegacyAuthSecretName(job_name), job_uid);
 }
 
 std::string LegacyAuthSecretName(std::string_view job_name) {

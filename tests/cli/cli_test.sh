@@ -218,20 +218,19 @@ deadline)
   expect_all_gone
   ;;
 suspended)
-  timeout 60 "$KUBETRAIN" run -f "$jobs/suspended.yaml" >"$KT_TEST_DIR/out" 2>"$KT_TEST_DIR/err"
-  rc=$?
-  [[ $rc -eq 1 ]] || fail "exit code $rc, want 1 (124: it hung)"
-  expect_out 'the job is suspended'
-  expect_out '^result: Suspended'
-  [[ $(started_pids | wc -l) -eq 0 ]] || fail "a suspended job started a process"
+  # expect_suspended FILE WHAT RESULT: exit 1 at once, saying why, nothing started.
+  expect_suspended() {
+    timeout 60 "$KUBETRAIN" run -f "$1" >"$KT_TEST_DIR/out" 2>"$KT_TEST_DIR/err"
+    rc=$?
+    [[ $rc -eq 1 ]] || fail "suspended $2: exit code $rc, want 1 (124: it hung)"
+    expect_out "the $2 is suspended"
+    expect_out "$3"
+    [[ $(started_pids | wc -l) -eq 0 ]] || fail "a suspended $2 started a process"
+  }
+  expect_suspended "$jobs/suspended.yaml" job '^result: Suspended'
   # A suspended sweep: no trial starts, and it says why.
   sed 's/^  parallelism: 2$/  parallelism: 2\n  suspend: true/' "$jobs/sweep-no-metric.yaml" >"$KT_TEST_DIR/sweep.yaml"
-  timeout 60 "$KUBETRAIN" run -f "$KT_TEST_DIR/sweep.yaml" >"$KT_TEST_DIR/out" 2>"$KT_TEST_DIR/err"
-  rc=$?
-  [[ $rc -eq 1 ]] || fail "suspended sweep: exit code $rc, want 1 (124: it hung)"
-  expect_out 'the sweep is suspended'
-  expect_out '^result: TrainingSweep no-metric Suspended$'
-  [[ $(started_pids | wc -l) -eq 0 ]] || fail "a suspended sweep started a process"
+  expect_suspended "$KT_TEST_DIR/sweep.yaml" sweep '^result: TrainingSweep no-metric Suspended$'
   ;;
 sigint)
   "$KUBETRAIN" run -f "$jobs/sleepers.yaml" >"$KT_TEST_DIR/out" 2>"$KT_TEST_DIR/err" &
