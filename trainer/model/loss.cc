@@ -10,15 +10,20 @@ float Sigmoid(float x) {
 }
 
 float SigmoidBinaryCrossEntropy(const float* logits, const float* labels, int n, float* grad) {
+  return static_cast<float>(SigmoidBinaryCrossEntropySum(logits, labels, n, n, grad) / n);
+}
+
+double SigmoidBinaryCrossEntropySum(const float* logits, const float* labels, int n, int batch,
+                                    float* grad) {
   double total = 0;
   for (int i = 0; i < n; ++i) {
     const float z = logits[i];
     const float y = labels[i];
     // log(1 + e^-|z|) + max(z, 0) - z*y  ==  -y log s(z) - (1-y) log(1 - s(z))
     total += std::max(z, 0.f) - z * y + std::log1p(std::exp(-std::fabs(z)));
-    if (grad != nullptr) grad[i] = (Sigmoid(z) - y) / static_cast<float>(n);
+    if (grad != nullptr) grad[i] = (Sigmoid(z) - y) / static_cast<float>(batch);
   }
-  return static_cast<float>(total / n);
+  return total;
 }
 
 float SoftmaxCrossEntropy(const float* logits, const float* labels, int n, int classes,

@@ -20,6 +20,11 @@ namespace {
 constexpr size_t kParallelSamples = 128;
 constexpr size_t kParallelRows = 2048;
 
+// dst[i] += src[i] for i < n.
+void AddTo(float* __restrict dst, const float* __restrict src, size_t n) {
+  for (size_t i = 0; i < n; ++i) dst[i] += src[i];
+}
+
 // Creates the MLP in -> hidden... -> out and binds it to `params` and `grads`, which are
 // resized to its parameter count and zeroed.
 StatusOr<std::unique_ptr<Mlp>> CreateBoundMlp(DnnlContext* ctx, int batch, int in,
@@ -43,6 +48,10 @@ class WideDeep : public Model {
   Status Build() {
     KT_ASSIGN_OR_RETURN(mlp_, CreateBoundMlp(&ctx_, c_.batch_size, InputWidth(), c_.hidden, 1,
                                              c_.precision, params_, grads_));
+    sizes_ = {InputWidth()};
+    sizes_.insert(sizes_.end(), c_.hidden.begin(), c_.hidden.end());
+    sizes_.push_back(1);
+    dense_ = params_.data();
     input_.resize(static_cast<size_t>(c_.batch_size) * InputWidth());
     diff_input_.resize(input_.size());
     logits_.resize(c_.batch_size);
@@ -56,7 +65,8 @@ class WideDeep : public Model {
   int SparseRowDim() const override { return c_.embedding_dim + 1; }
   void InitDense(uint64_t seed, float* out) const override { mlp_->Init(seed, out); }
   void UseDenseParams(float* params) override {
-    mlp_->Bind(params != nullptr ? params : params_.data(), grads_.data());
+    dense_ = params != nullptr ? params : params_.data();
+    mlp_->Bind(dense_, grads_.data());
   }
   // The embeddings' gradients need the first layer's backward-data pass.
   double MlpFlopsPerStep() const override { return mlp_->FlopsPerStep(/*input_grad=*/true); }
@@ -64,32 +74,18 @@ class WideDeep : public Model {
   StatusOr<float> TrainStep(const Batch& b, const SparseLookup& lookup, const float* rows,
                             float* row_grads) override {
     KT_RETURN_IF_ERROR(CheckBatch(b));
+    const int threads = std::min(ComputeThreads(), b.size);
+    if (threads > 1 && !omp_in_parallel())
+      return TrainStepInLanes(threads, b, lookup, rows, row_grads);
     try {
       Forward(b, lookup, rows);
       const float loss =
           SigmoidBinaryCrossEntropy(logits_.data(), b.label.data(), b.size, diff_logits_.data());
       mlp_->Backward(diff_logits_.data(), diff_input_.data());
-      // Scatter the input gradient back to the rows; the wide weight's gradient is
-      // the logit's gradient itself.
-      // Split by row over the compute threads: every occurrence of a row is added by the
-      // same thread in sample order, so the sums are the sequential ones.
-      const int dim = SparseRowDim();
-      const int in = InputWidth();
+      // Scatter the input gradient back to the rows, split by row over the compute threads.
       const size_t num_rows = lookup.ids.size();
       ParallelParts(num_rows >= kParallelRows, [&](int part, int parts) {
-        for (size_t r = static_cast<size_t>(part); r < num_rows; r += parts) {
-          std::memset(row_grads + r * dim, 0, sizeof(float) * dim);
-        }
-        for (int s = 0; s < b.size; ++s) {
-          const float* d = diff_input_.data() + static_cast<size_t>(s) * in + c_.num_dense;
-          for (int f = 0; f < c_.num_cat; ++f) {
-            const int r = lookup.index[s * c_.num_cat + f];
-            if (parts > 1 && r % parts != part) continue;
-            float* g = row_grads + static_cast<size_t>(r) * dim;
-            for (int k = 0; k < c_.embedding_dim; ++k) g[k] += d[f * c_.embedding_dim + k];
-            g[c_.embedding_dim] += diff_logits_[s];
-          }
-        }
+        ScatterRowGrads(b, lookup, row_grads, part, parts);
       });
       return loss;
     } catch (const dnnl::error& e) {
@@ -121,32 +117,163 @@ class WideDeep : public Model {
     return Status::Ok();
   }
 
-  void Forward(const Batch& b, const SparseLookup& lookup, const float* rows) {
+  // The MLP's input for samples [begin, end) and their wide logits (into logits_).
+  void Gather(const Batch& b, const SparseLookup& lookup, const float* rows, size_t begin,
+              size_t end) {
     const int dim = SparseRowDim();
     const int in = InputWidth();
-    // The MLP's input, one sample per thread at a time.
-    ParallelRanges(b.size, kParallelSamples, [&](size_t begin, size_t end) {
-      for (size_t s = begin; s < end; ++s) {
-        float* x = input_.data() + s * in;
-        std::memcpy(x, b.dense.data() + s * c_.num_dense, sizeof(float) * c_.num_dense);
-        float wide = 0.f;
-        for (int f = 0; f < c_.num_cat; ++f) {
-          const float* row = rows + static_cast<size_t>(lookup.index[s * c_.num_cat + f]) * dim;
-          std::memcpy(x + c_.num_dense + f * c_.embedding_dim, row,
-                      sizeof(float) * c_.embedding_dim);
-          wide += row[c_.embedding_dim];
-        }
-        logits_[s] = wide;
+    for (size_t s = begin; s < end; ++s) {
+      float* x = input_.data() + s * in;
+      std::memcpy(x, b.dense.data() + s * c_.num_dense, sizeof(float) * c_.num_dense);
+      float wide = 0.f;
+      for (int f = 0; f < c_.num_cat; ++f) {
+        const float* row = rows + static_cast<size_t>(lookup.index[s * c_.num_cat + f]) * dim;
+        std::memcpy(x + c_.num_dense + f * c_.embedding_dim, row, sizeof(float) * c_.embedding_dim);
+        wide += row[c_.embedding_dim];
       }
-    });
+      logits_[s] = wide;
+    }
+  }
+
+  // Part `part` of `parts` of the scatter of diff_input_ back to the rows: the rows r with
+  // r % parts == part (all of them when parts is 1). The wide weight's gradient is the
+  // logit's gradient itself. Every occurrence of a row is added by the same part in sample
+  // order, so the sums are the sequential ones at any number of parts.
+  void ScatterRowGrads(const Batch& b, const SparseLookup& lookup, float* row_grads, int part,
+                       int parts) const {
+    const int dim = SparseRowDim();
+    const int in = InputWidth();
+    const size_t num_rows = lookup.ids.size();
+    for (size_t r = static_cast<size_t>(part); r < num_rows; r += parts) {
+      std::memset(row_grads + r * dim, 0, sizeof(float) * dim);
+    }
+    for (int s = 0; s < b.size; ++s) {
+      const float* d = diff_input_.data() + static_cast<size_t>(s) * in + c_.num_dense;
+      for (int f = 0; f < c_.num_cat; ++f) {
+        const int r = lookup.index[s * c_.num_cat + f];
+        if (parts > 1 && r % parts != part) continue;
+        float* g = row_grads + static_cast<size_t>(r) * dim;
+        for (int k = 0; k < c_.embedding_dim; ++k) g[k] += d[f * c_.embedding_dim + k];
+        g[c_.embedding_dim] += diff_logits_[s];
+      }
+    }
+  }
+
+  void Forward(const Batch& b, const SparseLookup& lookup, const float* rows) {
+    // The MLP's input, one sample per thread at a time.
+    ParallelRanges(b.size, kParallelSamples,
+                   [&](size_t begin, size_t end) { Gather(b, lookup, rows, begin, end); });
     const float* deep = mlp_->Forward(input_.data());
     for (int s = 0; s < b.size; ++s) logits_[s] += deep[s];
+  }
+
+  // Data-parallel lanes, for more than one compute thread: lane k of n owns samples
+  // [batch * k / n, batch * (k + 1) / n) of every batch and an MLP of its own for that many
+  // samples whose oneDNN primitives run on one thread, bound to the shared parameters and
+  // to gradients of its own (lane 0: grads_).
+  struct Lane {
+    int begin = 0, end = 0;
+    DnnlContext ctx;
+    std::unique_ptr<Mlp> mlp;
+    std::vector<float> grads;  // empty for lane 0
+    double loss_sum = 0;
+    std::string error;  // of the last step or of building the lane; empty: none
+  };
+
+  // (Re)builds n lanes, each on the thread that will run it, with OpenMP told to use one
+  // thread there so oneDNN builds its primitives for one thread.
+  Status BuildLanes(int n) {
+    lanes_.clear();
+    lanes_.resize(n);
+    std::vector<Status> errors(n);
+#pragma omp parallel num_threads(n)
+    {
+      omp_set_num_threads(1);  // this implicit task only
+      for (int k = omp_get_thread_num(); k < n; k += omp_get_num_threads()) {
+        try {
+          auto lane = std::make_unique<Lane>();
+          lane->begin = static_cast<int>(static_cast<int64_t>(c_.batch_size) * k / n);
+          lane->end = static_cast<int>(static_cast<int64_t>(c_.batch_size) * (k + 1) / n);
+          auto mlp = Mlp::Create(&lane->ctx, lane->end - lane->begin, sizes_, c_.precision);
+          if (!mlp.ok()) {
+            errors[k] = mlp.status();
+            continue;
+          }
+          lane->mlp = std::move(*mlp);
+          if (k > 0) lane->grads.assign(grads_.size(), 0.f);
+          lanes_[k] = std::move(lane);
+        } catch (const dnnl::error& e) {
+          errors[k] = Internal(std::string("oneDNN: ") + e.what());
+        } catch (const std::bad_alloc&) {
+          errors[k] = Internal("out of memory building the compute lanes");
+        }
+      }
+    }
+    for (const Status& e : errors) {
+      if (!e.ok()) {
+        lanes_.clear();
+        return e;
+      }
+    }
+    return Status::Ok();
+  }
+
+  // TrainStep over `n` lanes in one parallel region: each thread runs the forward and
+  // backward pass of its lanes' samples, then (after one barrier) its part of the embedding
+  // gradient scatter and its range of the sum of the lanes' dense gradients (lane order, so
+  // the result depends on n alone).
+  StatusOr<float> TrainStepInLanes(int n, const Batch& b, const SparseLookup& lookup,
+                                   const float* rows, float* row_grads) {
+    if (static_cast<int>(lanes_.size()) != n) KT_RETURN_IF_ERROR(BuildLanes(n));
+    const size_t num_params = grads_.size();
+    const int in = InputWidth();
+#pragma omp parallel num_threads(n)
+    {
+      omp_set_num_threads(1);
+      const int t = omp_get_thread_num();
+      const int nt = omp_get_num_threads();
+      for (int k = t; k < n; k += nt) {
+        Lane& lane = *lanes_[k];
+        lane.error.clear();
+        try {
+          lane.mlp->Bind(dense_, k == 0 ? grads_.data() : lane.grads.data());
+          Gather(b, lookup, rows, lane.begin, lane.end);
+          const size_t first = static_cast<size_t>(lane.begin);
+          const float* deep = lane.mlp->Forward(input_.data() + first * in);
+          for (int s = lane.begin; s < lane.end; ++s) logits_[s] += deep[s - lane.begin];
+          lane.loss_sum = SigmoidBinaryCrossEntropySum(
+              logits_.data() + first, b.label.data() + first, lane.end - lane.begin, b.size,
+              diff_logits_.data() + first);
+          lane.mlp->Backward(diff_logits_.data() + first, diff_input_.data() + first * in);
+        } catch (const dnnl::error& e) {
+          lane.error = std::string("oneDNN: ") + e.what();
+        }
+      }
+#pragma omp barrier
+      bool failed = false;
+      for (const auto& lane : lanes_) failed |= !lane->error.empty();
+      if (!failed) {
+        ScatterRowGrads(b, lookup, row_grads, t, nt);
+        const size_t lo = num_params * t / nt, hi = num_params * (t + 1) / nt;
+        for (int k = 1; k < n; ++k)
+          AddTo(grads_.data() + lo, lanes_[k]->grads.data() + lo, hi - lo);
+      }
+    }
+    double loss = 0;
+    for (const auto& lane : lanes_) {
+      if (!lane->error.empty()) return Internal(lane->error);
+      loss += lane->loss_sum;
+    }
+    return static_cast<float>(loss / b.size);
   }
 
   const WideDeepConfig c_;
   DnnlContext ctx_;
   std::unique_ptr<Mlp> mlp_;
+  std::vector<int> sizes_;  // of the MLP's layers, input first
+  float* dense_ = nullptr;  // the parameters the model computes from (UseDenseParams)
   std::vector<float> input_, diff_input_, logits_, diff_logits_;
+  std::vector<std::unique_ptr<Lane>> lanes_;  // built by the first step on > 1 thread
 };
 
 class MlpClassifier : public Model {

@@ -197,6 +197,47 @@ TEST_F(TrainTest, WideDeepLearnsGroundTruth) {
   EXPECT_LT(last, first * 0.95);
 }
 
+// Two compute threads train in two data-parallel lanes (half a batch each, their dense
+// gradients summed): the same run twice gives the same bits, and it follows the one-thread
+// run up to rounding (the sums are in another order), to the same evaluation AUC.
+TEST_F(TrainTest, TwoComputeLanesAreDeterministicAndFollowTheOneThreadRun) {
+  struct Run {
+    std::vector<float> losses;
+    double auc = 0;
+  };
+  const auto run = [&](int threads) {
+    SetComputeThreads(threads);
+    Run out;
+    auto model = CreateWideDeep(config_);
+    EXPECT_TRUE(model.ok());
+    if (model.ok()) {
+      LocalParams params(**model, 1, optimizer_);
+      StripeReader train(Reader("train.tsv", true));
+      TrainOptions o;
+      o.steps = 150;
+      o.log_every = 0;
+      auto r = Train(**model, train, params, o, 0);
+      EXPECT_TRUE(r.ok()) << r.status().ToString();
+      StripeReader eval(Reader("eval.tsv", false));
+      auto m = Evaluate(**model, eval, params, 0);
+      EXPECT_TRUE(m.ok()) << m.status().ToString();
+      if (r.ok() && m.ok()) out = Run{r->losses, m->auc};
+    }
+    SetComputeThreads(1);
+    return out;
+  };
+  const Run two = run(2), again = run(2), one = run(1);
+  ASSERT_EQ(one.losses.size(), 150u);
+  ASSERT_EQ(two.losses.size(), 150u);
+  EXPECT_EQ(two.losses, again.losses);
+  EXPECT_EQ(two.auc, again.auc);
+  EXPECT_NE(two.losses, one.losses) << "two threads did not run in lanes";
+  for (size_t i = 0; i < one.losses.size(); ++i) {
+    EXPECT_NEAR(two.losses[i], one.losses[i], 1e-3 * one.losses[i]) << "step " << i + 1;
+  }
+  EXPECT_NEAR(two.auc, one.auc, 0.002);
+}
+
 TEST_F(TrainTest, ResumeFromCheckpointContinuesExactly) {
   TrainOptions o;
   o.log_every = 0;
