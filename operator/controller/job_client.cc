@@ -7,9 +7,9 @@ class KubeJobClient final : public JobClient {
  public:
   explicit KubeJobClient(kube::Client* client) : client_(client) {}
 
-  StatusOr<nlohmann::json> Create(const kube::ResourceRef& r, const std::string& ns,
-                                  const nlohmann::json& object) override {
-    return client_->Create(r, ns, object);
+  Status Create(const kube::ResourceRef& r, const std::string& ns,
+                const nlohmann::json& object) override {
+    return client_->CreateUnread(r, ns, object);
   }
   StatusOr<nlohmann::json> GetObject(const kube::ResourceRef& r, const std::string& ns,
                                      const std::string& name) override {
@@ -32,10 +32,10 @@ class KubeJobClient final : public JobClient {
                 const kube::DeleteOptions& options) override {
     return client_->Delete(r, ns, name, options);
   }
-  std::unique_ptr<runtime::ListerWatcher> ListWatch(const kube::ResourceRef& r,
-                                                    const std::string& ns,
-                                                    const std::string& selector) override {
-    return runtime::NewKubeListerWatcher(client_, r, ns, selector);
+  std::unique_ptr<runtime::ListerWatcher> ListWatch(
+      const kube::ResourceRef& r, const std::string& ns, const std::string& selector,
+      std::shared_ptr<const kube::FieldFilter> fields) override {
+    return runtime::NewKubeListerWatcher(client_, r, ns, selector, "", 500, std::move(fields));
   }
 
  private:

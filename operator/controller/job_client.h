@@ -22,9 +22,10 @@ class JobClient {
  public:
   virtual ~JobClient() = default;
 
-  [[nodiscard]] virtual StatusOr<nlohmann::json> Create(const kube::ResourceRef& r,
-                                                        const std::string& ns,
-                                                        const nlohmann::json& object) = 0;
+  // The created object is not returned: the controller reads its children
+  // from its caches (kube::Client::CreateUnread).
+  [[nodiscard]] virtual Status Create(const kube::ResourceRef& r, const std::string& ns,
+                                      const nlohmann::json& object) = 0;
   // One object (Kueue's ResourceFlavors and WorkloadPriorityClasses).
   [[nodiscard]] virtual StatusOr<nlohmann::json> GetObject(const kube::ResourceRef& r,
                                                            const std::string& ns,
@@ -46,10 +47,11 @@ class JobClient {
   [[nodiscard]] virtual Status Delete(const kube::ResourceRef& r, const std::string& ns,
                                       const std::string& name,
                                       const kube::DeleteOptions& options) = 0;
-  // Lists and watches `r` in `ns` ("" = all namespaces) with a label selector.
-  virtual std::unique_ptr<runtime::ListerWatcher> ListWatch(const kube::ResourceRef& r,
-                                                            const std::string& ns,
-                                                            const std::string& selector) = 0;
+  // Lists and watches `r` in `ns` ("" = all namespaces) with a label selector;
+  // the objects with only `fields` (kube::ListOptions::fields; null: all).
+  virtual std::unique_ptr<runtime::ListerWatcher> ListWatch(
+      const kube::ResourceRef& r, const std::string& ns, const std::string& selector,
+      std::shared_ptr<const kube::FieldFilter> fields) = 0;
 };
 
 // Forwards to `client`, which must outlive it.

@@ -47,6 +47,13 @@ StatusOr<CachedChild> ToCachedChild(const json& obj) {
   return out;
 }
 
+// ToCachedChild reads a Service's metadata only.
+const std::shared_ptr<const kube::FieldFilter>& CachedChildFields() {
+  static const auto* const fields = new std::shared_ptr<const kube::FieldFilter>(
+      std::make_shared<const kube::FieldFilter>(kube::FieldFilter{{"metadata", {}}}));
+  return *fields;
+}
+
 api::Time Now() {
   return std::chrono::floor<std::chrono::seconds>(Clock::now());
 }
@@ -99,13 +106,13 @@ class JobController::Impl {
       auto caches = std::make_unique<Caches>();
       const std::string selector(kJobNameLabel);
       caches->jobs = std::make_unique<runtime::Informer<runtime::CompactObject>>(
-          client_->ListWatch(kTrainingJobs, ns, ""), runtime::ToCompactObject,
+          client_->ListWatch(kTrainingJobs, ns, "", nullptr), runtime::ToCompactObject,
           runtime::ReflectorOptions{.name = "trainingjobs"});
       caches->pods = std::make_unique<runtime::Informer<CachedPod>>(
-          client_->ListWatch(kube::kPods, ns, selector), ToCachedPod,
+          client_->ListWatch(kube::kPods, ns, selector, CachedPodFields()), ToCachedPod,
           runtime::ReflectorOptions{.name = "pods"});
       caches->services = std::make_unique<runtime::Informer<CachedChild>>(
-          client_->ListWatch(kube::kServices, ns, selector), ToCachedChild,
+          client_->ListWatch(kube::kServices, ns, selector, CachedChildFields()), ToCachedChild,
           runtime::ReflectorOptions{.name = "services"});
       caches->jobs->AddHandlers({
           .on_add = [this](const auto& j) { queue_.Add(j->meta.Key()); },
@@ -118,7 +125,7 @@ class JobController::Impl {
       if (options_.kueue) {
         // Workloads made by a job integration carry the job-uid label.
         caches->workloads = std::make_unique<runtime::Informer<runtime::GenericObject>>(
-            client_->ListWatch(kWorkloads, ns, std::string(kueue::kJobUidLabel)),
+            client_->ListWatch(kWorkloads, ns, std::string(kueue::kJobUidLabel), nullptr),
             runtime::ToGenericObject, runtime::ReflectorOptions{.name = "workloads"});
         caches->workloads->AddHandlers(ChildHandlers<runtime::GenericObject>());
       }
@@ -492,7 +499,7 @@ class JobController::Impl {
     auto issue = [&](size_t i) {
       const ChildCreate& create = creates[i];
       expectations_.ExpectChildCreate(key, create);
-      results[i] = client_->Create(*Info(create.ref.kind).resource, ns, create.object).status();
+      results[i] = client_->Create(*Info(create.ref.kind).resource, ns, create.object);
       metrics_->CountRequest("create", StatusCodeName(results[i].code()));
       if (results[i].ok() && create.ref.kind == ChildRef::Kind::kPod) {
         metrics_->PodCreated(ns + "/" + create.ref.name);

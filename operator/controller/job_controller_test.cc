@@ -98,8 +98,7 @@ class FakeApi final : public JobClient {
     return secret_holds_timed_out_;
   }
 
-  StatusOr<json> Create(const kube::ResourceRef& r, const std::string& ns,
-                        const json& object) override {
+  Status Create(const kube::ResourceRef& r, const std::string& ns, const json& object) override {
     if (r.resource == "secrets") {
       std::unique_lock gather(gather_mu_);
       if (hold_secrets_from_ >= 0 && !gather_cv_.wait_for(gather, seconds(10), [&] {
@@ -135,7 +134,7 @@ class FakeApi final : public JobClient {
       events_.push_back({++rv_, r.resource, kube::WatchEventType::kDeleted, stored});
       cv_.notify_all();
     }
-    return stored;
+    return Status::Ok();
   }
   StatusOr<json> Update(const kube::ResourceRef& r, const std::string& ns,
                         const json& object) override {
@@ -199,10 +198,10 @@ class FakeApi final : public JobClient {
     cv_.notify_all();
     return Log("delete", r, name, Status::Ok());
   }
-  std::unique_ptr<runtime::ListerWatcher> ListWatch(const kube::ResourceRef& r,
-                                                    const std::string& ns,
-                                                    const std::string&) override {
-    return std::make_unique<Watcher>(this, r.resource, ns);
+  std::unique_ptr<runtime::ListerWatcher> ListWatch(
+      const kube::ResourceRef& r, const std::string& ns, const std::string&,
+      std::shared_ptr<const kube::FieldFilter> fields) override {
+    return std::make_unique<Watcher>(this, r.resource, ns, std::move(fields));
   }
 
  private:
@@ -219,13 +218,18 @@ class FakeApi final : public JobClient {
 
   class Watcher final : public runtime::ListerWatcher {
    public:
-    Watcher(FakeApi* api, std::string resource, std::string ns)
-        : api_(api), resource_(std::move(resource)), ns_(std::move(ns)) {}
+    Watcher(FakeApi* api, std::string resource, std::string ns,
+            std::shared_ptr<const kube::FieldFilter> fields)
+        : api_(api),
+          resource_(std::move(resource)),
+          ns_(std::move(ns)),
+          fields_(std::move(fields)) {}
     StatusOr<json> List() override {
       std::lock_guard lock(api_->mu_);
       json items = json::array();
       for (const auto& [key, obj] : api_->objects_[resource_]) {
-        if (ns_.empty() || obj["metadata"].value("namespace", "") == ns_) items.push_back(obj);
+        if (ns_.empty() || obj["metadata"].value("namespace", "") == ns_)
+          items.push_back(Served(obj));
       }
       return json{{"metadata", {{"resourceVersion", std::to_string(api_->rv_)}}},
                   {"items", std::move(items)}};
@@ -246,7 +250,7 @@ class FakeApi final : public JobClient {
             seen = e.rv;
             if (e.resource != resource_) continue;
             if (!ns_.empty() && e.object["metadata"].value("namespace", "") != ns_) continue;
-            batch.push_back({e.type, e.object});
+            batch.push_back({e.type, Served(e.object)});
           }
         }
         for (auto& e : batch) KT_RETURN_IF_ERROR(handler(std::move(e)));
@@ -254,8 +258,15 @@ class FakeApi final : public JobClient {
     }
 
    private:
+    // As the real client builds it: with only the fields the cache asked for.
+    json Served(const json& obj) const {
+      if (!fields_) return obj;
+      return kube::ParseServedJson(obj.dump(), kube::ServedShape::kObject, true, fields_.get());
+    }
+
     FakeApi* const api_;
     const std::string resource_, ns_;
+    const std::shared_ptr<const kube::FieldFilter> fields_;
   };
 
   json Store(const kube::ResourceRef& r, json obj, kube::WatchEventType type) {

@@ -42,7 +42,7 @@ StatusOr<std::optional<kueue::Priority>> KueueIntegration::PriorityOf(const api:
     return std::optional<kueue::Priority>(
         kueue::Priority{*name, value_of(*pc), kueue::kPodPriorityClassSource});
   }
-  auto classes = client_->ListWatch(kPriorityClasses, "", "")->List();
+  auto classes = client_->ListWatch(kPriorityClasses, "", "", nullptr)->List();
   if (!classes.ok()) return classes.status().WithContext("list PriorityClasses");
   for (const json& pc : classes->value("items", json::array())) {
     if (pc.value("globalDefault", false)) {
@@ -71,13 +71,13 @@ StatusOr<KueueIntegration::SyncResult> KueueIntegration::Sync(
         made = priority.status();
       } else {
         const json obj = kueue::BuildWorkload(job, queue, *priority);
-        auto created = client_->Create(kWorkloads, ns, obj);
+        const Status created = client_->Create(kWorkloads, ns, obj);
         if (created.ok()) {
           Event(job, "Normal", "CreatedWorkload",
                 "created Workload " + obj["metadata"]["name"].get<std::string>() + " in queue " +
                     queue);
-        } else if (created.status().code() != StatusCode::kAlreadyExists) {
-          made = created.status().WithContext("create Workload");
+        } else if (created.code() != StatusCode::kAlreadyExists) {
+          made = created.WithContext("create Workload");
         }
       }
       if (made.ok()) break;

@@ -149,4 +149,17 @@ StatusOr<CachedPod> ToCachedPod(const json& obj) {
                    progress::PodMetricsUrl(obj).value_or(std::string())};
 }
 
+const std::shared_ptr<const kube::FieldFilter>& CachedPodFields() {
+  using F = kube::KeptField;
+  static const auto* const fields = new std::shared_ptr<const kube::FieldFilter>(
+      std::make_shared<const kube::FieldFilter>(kube::FieldFilter{
+          F{"metadata", {}},
+          F{"spec",
+            {F{"containers",
+               {F{"name", {}}, F{"env", {F{"name", {}}, F{"valueFrom", {}}}}, F{"ports", {}}}}}},
+          F{"status", {}},
+      }));
+  return *fields;
+}
+
 }  // namespace kubetrain::controller

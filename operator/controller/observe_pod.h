@@ -3,11 +3,13 @@
 // processes instead).
 #pragma once
 
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 
 #include "common/status.h"
+#include "operator/kube/client.h"
 #include "operator/planner/planner.h"
 #include "operator/runtime/object.h"
 
@@ -29,6 +31,10 @@ struct CachedPod {
   std::string metrics_url;  // where its metrics are read (status.progress); empty: nowhere
 };
 [[nodiscard]] StatusOr<CachedPod> ToCachedPod(const nlohmann::json& pod);
+// The fields of a served Pod that ToCachedPod reads (its metadata and status,
+// its containers' names, env names and sources, and ports): the pod informer
+// parses only these (kube::ListOptions::fields), not the rest of the spec.
+const std::shared_ptr<const kube::FieldFilter>& CachedPodFields();
 
 // Whether `a` and `b` differ in nothing the controller reads: in no field but
 // metadata.resourceVersion. A pod update that changes only what the cache

@@ -168,5 +168,66 @@ TEST(CachedPodTest, SameForTheControllerIgnoresOnlyWhatTheCacheDoesNotKeep) {
   EXPECT_FALSE(SameForTheController(a, *ToCachedPod(unschedulable)));
 }
 
+// Issue 16: the pod informer builds only CachedPodFields of each served pod;
+// ToCachedPod reads from that what it reads from the whole pod, for every
+// field it keeps, and the rest of the spec is not built.
+TEST(CachedPodTest, CachedPodFieldsHoldEverythingToCachedPodReads) {
+  const json pod = json::parse(R"({
+    "apiVersion": "v1", "kind": "Pod",
+    "metadata": {"name": "tj-worker-1", "namespace": "ns", "uid": "u1", "resourceVersion": "7",
+                 "generation": 2, "creationTimestamp": "2026-01-01T00:00:00Z",
+                 "deletionTimestamp": "2026-01-01T00:01:00Z",
+                 "annotations": {"kubetrain.io/spec-hash": "0123456789abcdef"},
+                 "labels": {"kubetrain.io/job-name": "tj", "kubetrain.io/replica-type": "worker",
+                            "kubetrain.io/replica-index": "1"},
+                 "ownerReferences": [{"kind": "TrainingJob", "name": "tj", "uid": "j1",
+                                      "controller": true}],
+                 "managedFields": [{"manager": "kubetrain"}]},
+    "spec": {"volumes": [{"name": "v", "secret": {"secretName": "tj-auth"}}],
+             "nodeSelector": {"type": "kwok"},
+             "initContainers": [{"name": "init", "image": "busybox"}],
+             "containers": [
+               {"name": "sidecar", "image": "s", "ports": [{"name": "metrics", "containerPort": 1}]},
+               {"name": "trainer", "image": "kubetrain-trainer", "args": ["--x"],
+                "ports": [{"name": "grpc", "containerPort": 2222},
+                          {"name": "metrics", "containerPort": 9090}],
+                "env": [{"name": "POD_NAME", "value": "worker-1"},
+                        {"name": "CLUSTER_CONFIG", "valueFrom": {"secretKeyRef":
+                          {"name": "tj-auth-j1", "key": "cluster"}}},
+                        {"name": "KUBETRAIN_AUTH_KEY", "valueFrom": {"secretKeyRef":
+                          {"name": "tj-auth", "key": "key"}}}]}]},
+    "status": {"phase": "Pending", "podIP": "10.0.0.9", "reason": "R", "message": "M",
+      "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                      "message": "0/2 nodes are available"}],
+      "initContainerStatuses": [{"name": "init", "state": {"waiting": {
+        "reason": "ErrImagePull", "message": "no such image"}}}],
+      "containerStatuses": [
+        {"name": "trainer", "state": {"terminated": {"exitCode": 137, "reason": "OOMKilled",
+                                                     "message": "m"}}}]}})");
+  const json built =
+      kube::ParseServedJson(pod.dump(), kube::ServedShape::kObject, true, CachedPodFields().get());
+  EXPECT_FALSE(built["spec"].contains("volumes"));
+  EXPECT_FALSE(built["spec"]["containers"][1].contains("image"));
+  EXPECT_FALSE(built["spec"]["containers"][1]["env"][0].contains("value"));
+
+  auto whole = ToCachedPod(pod);
+  auto kept = ToCachedPod(built);
+  ASSERT_TRUE(whole.ok()) << whole.status().ToString();
+  ASSERT_TRUE(kept.ok()) << kept.status().ToString();
+  EXPECT_EQ(kept->meta, whole->meta);
+  EXPECT_TRUE(kept->pod == whole->pod);
+  EXPECT_EQ(kept->metrics_url, whole->metrics_url);
+  // The pod reads as the whole one does in every field the test set.
+  EXPECT_EQ(kept->metrics_url, "http://10.0.0.9:9090/metrics");
+  EXPECT_TRUE(kept->pod.cluster_config_in_secret);
+  EXPECT_TRUE(kept->pod.legacy_auth_secret);
+  EXPECT_EQ(kept->pod.exit_code, 137);
+  EXPECT_EQ(kept->pod.spec_hash, "0123456789abcdef");
+  EXPECT_EQ(kept->pod.unschedulable, "0/2 nodes are available");
+  EXPECT_EQ(kept->pod.cannot_start, "ErrImagePull: no such image");
+  ASSERT_TRUE(kept->meta.controller);
+  EXPECT_EQ(kept->meta.controller->uid, "j1");
+}
+
 }  // namespace
 }  // namespace kubetrain::controller

@@ -21,6 +21,7 @@
 #include <stop_token>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/status.h"
 #include "operator/kube/config.h"
@@ -49,6 +50,15 @@ inline const ResourceRef kEvents{"events.k8s.io", "v1", "events", true};
 inline const ResourceRef kCustomResourceDefinitions{"apiextensions.k8s.io", "v1",
                                                     "customresourcedefinitions", false};
 
+// Which fields of a served object ParseServedJson builds (ListOptions::fields):
+// an object keeps only the listed keys, each with `fields` applied to its value
+// (empty: all of it); an array's elements are filtered as the array itself is.
+struct KeptField {
+  std::string name;
+  std::vector<KeptField> fields;
+};
+using FieldFilter = std::vector<KeptField>;
+
 struct ListOptions {
   std::string label_selector;  // "app=x,role in (ps,worker)"
   std::string field_selector;  // "metadata.name=x"
@@ -62,6 +72,10 @@ struct ListOptions {
   // metadata.managedFields: a cache never reads them and they are about a
   // third of a served Pod. (A PUT without managedFields keeps the server's.)
   bool drop_managed_fields = false;
+  // List items and watch event objects are built with only these fields
+  // (the rest is skipped while parsing, never built): for a cache whose
+  // transform reads a few fields of a large object. Null: every field.
+  std::shared_ptr<const FieldFilter> fields;
 };
 
 enum class PatchType {
@@ -138,6 +152,11 @@ class Client {
   // ParseServedJson); a later PUT of it keeps the server's.
   [[nodiscard]] StatusOr<nlohmann::json> Create(const ResourceRef& r, std::string_view ns,
                                                 const nlohmann::json& obj);
+  // Create without parsing the server's answer, for a caller that never reads
+  // it (a controller reading its children from caches): the same request,
+  // retries and errors as Create.
+  [[nodiscard]] Status CreateUnread(const ResourceRef& r, std::string_view ns,
+                                    const nlohmann::json& obj);
   // PUT; the object's metadata.resourceVersion, when set, is a precondition
   // (stale -> kConflict).
   [[nodiscard]] StatusOr<nlohmann::json> Update(const ResourceRef& r, std::string_view ns,
@@ -185,9 +204,11 @@ std::string ResourcePath(const ResourceRef& r, std::string_view ns, std::string_
 enum class ServedShape { kObject, kList, kWatchEvent };
 // Parses a served document; with `drop_managed_fields`, the objects'
 // metadata.managedFields (the object's own, a list's items', a watch event's
-// object's; nothing nested deeper) are skipped while parsing, never built.
+// object's; nothing nested deeper) are skipped while parsing, never built;
+// with `fields`, so is every field of the objects it does not keep.
 // Throws nlohmann::json::parse_error on malformed text.
-nlohmann::json ParseServedJson(std::string_view text, ServedShape shape, bool drop_managed_fields);
+nlohmann::json ParseServedJson(std::string_view text, ServedShape shape, bool drop_managed_fields,
+                               const FieldFilter* fields = nullptr);
 
 // Maps an HTTP status and an apiserver Status body to a Status (see above).
 Status ApiError(long http_status, std::string_view body, std::string_view what);

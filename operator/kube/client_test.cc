@@ -117,5 +117,43 @@ TEST(ParseServedJsonTest, BuildsWhatJsonParseBuildsElsewhere) {
       nlohmann::json::parse_error);
 }
 
+// Issue 16: a cache that reads a few fields of large objects has the
+// objects built with only those; what sits above the served objects (a
+// watch event's type, a list's metadata) is kept, arrays' elements are
+// filtered as the array, and managedFields still go.
+TEST(ParseServedJsonTest, BuildsOnlyTheFilteredFieldsOfTheServedObjects) {
+  const FieldFilter fields = {
+      {"metadata", {}},
+      {"spec", {{"containers", {{"name", {}}, {"env", {{"name", {}}}}}}}},
+  };
+  const std::string obj =
+      R"({"kind":"Pod","metadata":{"name":"a","managedFields":[1],"labels":{"x":"y"}},)"
+      R"("spec":{"volumes":[{"name":"v","secret":{"secretName":"s"}}],)"
+      R"("containers":[{"name":"c","image":"i","env":[{"name":"E","value":"big"},{"value":"x"}]},)"
+      R"({"args":["a"]},7]},"status":{"phase":"Running"}})";
+  const auto want = nlohmann::json::parse(
+      R"({"metadata":{"name":"a","labels":{"x":"y"}},)"
+      R"("spec":{"containers":[{"name":"c","env":[{"name":"E"},{}]},{},7]}})");
+  EXPECT_EQ(ParseServedJson(obj, ServedShape::kObject, true, &fields), want);
+  auto with_managed_fields = want;
+  with_managed_fields["metadata"]["managedFields"] = {1};
+  EXPECT_EQ(ParseServedJson(obj, ServedShape::kObject, false, &fields), with_managed_fields);
+
+  const std::string list =
+      R"({"metadata":{"resourceVersion":"5"},"items":[)" + obj + "," + obj + "]}";
+  auto got = ParseServedJson(list, ServedShape::kList, true, &fields);
+  EXPECT_EQ(got["metadata"], (nlohmann::json{{"resourceVersion", "5"}}));
+  EXPECT_EQ(got["items"], nlohmann::json::array({want, want}));
+
+  got = ParseServedJson(R"({"type":"ADDED","object":)" + obj + "}", ServedShape::kWatchEvent, true,
+                        &fields);
+  EXPECT_EQ(got, (nlohmann::json{{"type", "ADDED"}, {"object", want}}));
+  // An empty filter keeps no field; an object that is no object stays as it is.
+  const FieldFilter none;
+  EXPECT_EQ(ParseServedJson(obj, ServedShape::kObject, true, &none), nlohmann::json::object());
+  EXPECT_EQ(ParseServedJson(R"({"items":[1,"s",[{"kind":1}]]})", ServedShape::kList, true, &none),
+            nlohmann::json::parse(R"({"items":[1,"s",[{}]]})"));
+}
+
 }  // namespace
 }  // namespace kubetrain::kube

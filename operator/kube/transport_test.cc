@@ -132,6 +132,32 @@ TEST_F(TransportTest, PostIsNotRetriedOn503) {
   EXPECT_EQ(calls.load(), 1);
 }
 
+// Issue 16: CreateUnread sends what Create sends and maps the answer's
+// status as Create does; the body of a success is never parsed (not JSON here).
+TEST_F(TransportTest, CreateUnreadSendsTheObjectAndMapsErrorsAsCreate) {
+  std::atomic<int> calls{0};
+  std::string got;
+  server_.Post("/api/v1/namespaces/ns/configmaps", [&](const auto& req, auto& res) {
+    got = req.body;
+    if (++calls == 1) {
+      res.status = 201;
+      res.set_content("not json", "text/plain");
+      return;
+    }
+    res.status = 409;
+    res.set_content(R"({"kind":"Status","reason":"AlreadyExists","message":"exists"})",
+                    "application/json");
+  });
+  auto client = NewClient();
+  EXPECT_TRUE(client->CreateUnread(kConfigMaps, "ns", json::parse(kCm)).ok());
+  EXPECT_EQ(json::parse(got), json::parse(kCm));
+  EXPECT_EQ(client->CreateUnread(kConfigMaps, "ns", json::parse(kCm)).code(),
+            StatusCode::kAlreadyExists);
+  EXPECT_EQ(client->Create(kConfigMaps, "ns", json::parse(kCm)).status().code(),
+            StatusCode::kAlreadyExists);
+  EXPECT_EQ(calls.load(), 3);
+}
+
 TEST_F(TransportTest, TooManyRequestsHonoursRetryAfterForEveryVerb) {
   std::atomic<int> calls{0};
   server_.Post("/api/v1/namespaces/ns/configmaps", [&](const auto&, auto& res) {
@@ -287,6 +313,14 @@ TEST_F(TransportTest, WatchErrorEventWith410IsGone) {
   });
   Status s = NewClient()->Watch(kConfigMaps, "ns", {}, [](WatchEvent&&) { return Status::Ok(); });
   EXPECT_EQ(s.code(), StatusCode::kGone) << s.ToString();
+  // A watch whose objects are built with a few fields only (a pod cache's)
+  // still reads the whole Status of an ERROR event: its 410 means relist.
+  ListOptions filtered;
+  filtered.drop_managed_fields = true;
+  filtered.fields = std::make_shared<const FieldFilter>(FieldFilter{{"metadata", {}}});
+  s = NewClient()->Watch(kConfigMaps, "ns", filtered, [](WatchEvent&&) { return Status::Ok(); });
+  EXPECT_EQ(s.code(), StatusCode::kGone) << s.ToString();
+  EXPECT_NE(s.message().find("too old resource version"), std::string::npos) << s.ToString();
 }
 
 TEST_F(TransportTest, WatchStopsPromptlyWhenStopIsRequested) {

@@ -15,8 +15,10 @@ using json = nlohmann::json;
 class KubeListerWatcher : public ListerWatcher {
  public:
   KubeListerWatcher(kube::Client* client, kube::ResourceRef ref, std::string ns,
-                    std::string label_selector, std::string field_selector, int64_t page_size)
+                    std::string label_selector, std::string field_selector, int64_t page_size,
+                    std::shared_ptr<const kube::FieldFilter> fields)
       : client_(client), ref_(std::move(ref)), ns_(std::move(ns)) {
+    opts_.fields = std::move(fields);
     opts_.label_selector = std::move(label_selector);
     opts_.field_selector = std::move(field_selector);
     opts_.limit = page_size;
@@ -98,12 +100,13 @@ StatusOr<std::string> ListerWatcher::ListPages(const ItemsFn& on_items,
   return rv;
 }
 
-std::unique_ptr<ListerWatcher> NewKubeListerWatcher(kube::Client* client, kube::ResourceRef ref,
-                                                    std::string ns, std::string label_selector,
-                                                    std::string field_selector, int64_t page_size) {
+std::unique_ptr<ListerWatcher> NewKubeListerWatcher(
+    kube::Client* client, kube::ResourceRef ref, std::string ns, std::string label_selector,
+    std::string field_selector, int64_t page_size,
+    std::shared_ptr<const kube::FieldFilter> fields) {
   return std::make_unique<KubeListerWatcher>(client, std::move(ref), std::move(ns),
                                              std::move(label_selector), std::move(field_selector),
-                                             page_size);
+                                             page_size, std::move(fields));
 }
 
 const char* ReflectorStateName(Reflector::State s) {

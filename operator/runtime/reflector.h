@@ -37,11 +37,12 @@ class ListerWatcher {
 };
 
 // Lists and watches one resource through a kube::Client, with server-side
-// label and field selectors, paging lists by `page_size`.
-std::unique_ptr<ListerWatcher> NewKubeListerWatcher(kube::Client* client, kube::ResourceRef ref,
-                                                    std::string ns, std::string label_selector = "",
-                                                    std::string field_selector = "",
-                                                    int64_t page_size = 500);
+// label and field selectors, paging lists by `page_size`; the objects are
+// built with only `fields` (kube::ListOptions::fields; null: all of them).
+std::unique_ptr<ListerWatcher> NewKubeListerWatcher(
+    kube::Client* client, kube::ResourceRef ref, std::string ns, std::string label_selector = "",
+    std::string field_selector = "", int64_t page_size = 500,
+    std::shared_ptr<const kube::FieldFilter> fields = nullptr);
 
 // What the reflector feeds. Called from the reflector's thread only.
 // A (re)list arrives as AddListed pages, then Replace, or DropListed when it
