@@ -113,6 +113,11 @@ int main(int argc, char** argv) {
                  "serve Prometheus metrics (step, loss, samples/s, ...) at GET /metrics on this "
                  "port; 0: off")
       ->capture_default_str();
+  app.add_option("--metrics-final-wait", f.metrics_final_wait_s,
+                 "training replicas that succeed wait up to this many seconds for a GET /metrics "
+                 "after their last step before exiting (kubetrain run sets it; 0: exit at once)")
+      ->check(CLI::Range(0.0, 3600.0))
+      ->capture_default_str();
   app.add_option("--predict", f.predict,
                  "write the predictions of the model in --checkpoint-dir for the --eval-files "
                  "examples in --data-dir (at most --eval-examples) to this file as JSON lines "

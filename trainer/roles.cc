@@ -726,6 +726,7 @@ int Run(const Flags& f) {
   // Live metrics (status.progress, Prometheus). Optional: a port in use costs
   // the metrics, not the training.
   MetricsServer metrics(&TrainerMetrics::Global());
+  int metrics_port = 0;         // where it serves, once started
   int ps_port = f.listen_port;  // a PS's own port goes to the PS, never to the metrics
   if (distributed && cluster->role == "ps" && ps_port < 0) {
     auto hp = SplitHostPort(cluster->Members("ps")[cluster->index]);
@@ -737,12 +738,28 @@ int Run(const Flags& f) {
   } else if (f.metrics_port > 0) {
     auto port = metrics.Start(f.metrics_port);
     if (port.ok()) {
+      metrics_port = *port;
       spdlog::info("metrics on port {} (GET /metrics)", *port);
     } else {
       spdlog::warn("{}; training without a metrics endpoint", port.status().message());
     }
   }
-  if (!distributed) return RunSingleProcess(f, **model, *opt);
+  // A successful trainer waits (at most --metrics-final-wait) until its last
+  // step has been read, so a job shorter than the reader's interval still
+  // reports how far it got.
+  const bool serving = metrics_port > 0;
+  auto read_last_step = [&](int code) {
+    if (code != 0 || !serving || f.metrics_final_wait_s <= 0) return code;
+    const auto deadline = std::chrono::steady_clock::now() +
+                          std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                              std::chrono::duration<double>(f.metrics_final_wait_s));
+    if (!metrics.WaitUntilServed(TrainerMetrics::Global().version(), deadline)) {
+      spdlog::info("nobody read the final metrics within --metrics-final-wait {}s",
+                   f.metrics_final_wait_s);
+    }
+    return code;
+  };
+  if (!distributed) return read_last_step(RunSingleProcess(f, **model, *opt));
   if (cluster->role == "evaluator") return RunEvaluator(f, *cluster, **model, *opt);
 
   const char* key_text = std::getenv("KUBETRAIN_AUTH_KEY");
@@ -756,7 +773,7 @@ int Run(const Flags& f) {
     return kExitPermanent;
   }
   if (cluster->role == "ps") return RunPs(f, *cluster, **model, *opt, *key);
-  return RunWorker(f, *cluster, **model, *key);
+  return read_last_step(RunWorker(f, *cluster, **model, *key));
 }
 
 }  // namespace kubetrain::trainer

@@ -55,6 +55,7 @@ struct Flags {
   std::string data_cache;
   std::string output;
   int metrics_port = 9090;
+  double metrics_final_wait_s = 0;  // on success, wait this long for a read of the last step
   // One-shot tools on the model in checkpoint_dir (e.g. --output's model/), then exit:
   std::string predict;     // write the trainer's predictions for the eval files here
   std::string export_dir;  // write model.onnx + model.json here

@@ -167,10 +167,16 @@ StatusOr<LocalCommand> CommandOf(const json& pod, const json& c, const std::stri
     if (!command.empty()) cmd.argv.insert(cmd.argv.end(), command.begin() + 1, command.end());
     for (auto& a : args) {
       // Ours wins: the file the runner reads the termination message from.
-      if (a.rfind("--termination-log", 0) == 0 || a.rfind("--metrics-port", 0) == 0) continue;
+      if (a.rfind("--termination-log", 0) == 0 || a.rfind("--metrics-port", 0) == 0 ||
+          a.rfind("--metrics-final-wait", 0) == 0) {
+        continue;
+      }
       cmd.argv.push_back(a);
     }
     cmd.argv.push_back("--metrics-port=" + std::to_string(ctx.metrics_port));
+    // The deciding replica's last step must be read before it exits: a run
+    // shorter than the runner's read interval still reports its progress.
+    if (ctx.metrics_port > 0) cmd.argv.push_back("--metrics-final-wait=10");
     cmd.argv.push_back("--termination-log=" + ctx.termination_log);
     return cmd;
   }

@@ -99,7 +99,7 @@ TEST(LocalCommandForTest, TrainerImageRunsLocalBinaryWithTerminationLog) {
   // trainers cannot all serve on 9090).
   EXPECT_EQ(cmd->argv,
             (std::vector<std::string>{"kubetrain-trainer", "--steps=5", "--metrics-port=41234",
-                                      "--termination-log=/tmp/w0.log"}));
+                                      "--metrics-final-wait=10", "--termination-log=/tmp/w0.log"}));
   EXPECT_EQ(cmd->env.at("KUBETRAIN_AUTH_KEY"), std::string(64, 'a'));
   EXPECT_EQ(cmd->env.at("NS"), "ns1");
   EXPECT_EQ(cmd->env.at("X"), "worker-0!");

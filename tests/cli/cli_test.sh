@@ -107,6 +107,17 @@ wide_deep)
   done
   expect_all_gone
   ;;
+short_progress)
+  # A job that ends before the runner's first metrics read still reports its
+  # progress: the deciding replica exits only once its last step was read.
+  run_job "$jobs/wide-deep-tiny.yaml"
+  [[ $rc -eq 0 ]] || fail "exit code $rc, want 0"
+  expect_out '^result: Succeeded'
+  expect_out 'started worker-0 .* --metrics-final-wait=10 '
+  expect_out '^kubetrain +\| progress: 100% \(step 5/5\)'
+  expect_out '^    percent: 100$'
+  expect_all_gone
+  ;;
 examples)
   # The MLP example: init containers write data into an emptyDir (a directory
   # per pod locally), AllWorkers success.

@@ -2,7 +2,10 @@
 
 #include <httplib.h>
 
+#include <algorithm>
+#include <condition_variable>
 #include <cstdio>
+#include <mutex>
 #include <thread>
 
 #include "operator/progress/metric_names.h"
@@ -36,11 +39,13 @@ void TrainerMetrics::StartTraining(int64_t first_step, int64_t total_steps) {
   step_ = first_step;
   total_steps_ = total_steps;
   training_ = true;
+  version_.fetch_add(1, std::memory_order_release);
 }
 
 void TrainerMetrics::SetStep(int64_t step, double loss) {
   step_ = step;
   loss_ = loss;
+  version_.fetch_add(1, std::memory_order_release);
 }
 
 void TrainerMetrics::SetRates(double samples_per_second, double steps_per_second) {
@@ -127,6 +132,9 @@ struct MetricsServer::Impl {
   const TrainerMetrics* metrics;
   httplib::Server server;
   std::thread thread;
+  std::mutex mu;
+  std::condition_variable served_cv;
+  uint64_t served_version = 0;  // the newest version a GET /metrics rendered
 };
 
 MetricsServer::MetricsServer(const TrainerMetrics* metrics) : impl_(std::make_unique<Impl>()) {
@@ -142,8 +150,14 @@ MetricsServer::MetricsServer(const TrainerMetrics* metrics) : impl_(std::make_un
   impl_->server.set_read_timeout(5, 0);
   impl_->server.set_write_timeout(5, 0);
   impl_->server.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    const uint64_t version = impl_->metrics->version();
     res.set_content(impl_->metrics->Render(TrainerMetrics::WallClock::now()),
                     "text/plain; version=0.0.4");
+    {
+      std::lock_guard lock(impl_->mu);
+      impl_->served_version = std::max(impl_->served_version, version);
+    }
+    impl_->served_cv.notify_all();
   });
 }
 
@@ -161,6 +175,14 @@ StatusOr<int> MetricsServer::Start(int port) {
   if (bound < 0) return Unavailable("metrics: cannot listen on port " + std::to_string(port));
   impl_->thread = std::thread([this] { impl_->server.listen_after_bind(); });
   return bound;
+}
+
+bool MetricsServer::WaitUntilServed(uint64_t version,
+                                    std::chrono::steady_clock::time_point deadline) {
+  if (!impl_->thread.joinable()) return false;
+  std::unique_lock lock(impl_->mu);
+  return impl_->served_cv.wait_until(lock, deadline,
+                                     [&] { return impl_->served_version >= version; });
 }
 
 void MetricsServer::Stop() {

@@ -43,8 +43,12 @@ class TrainerMetrics {
 
   // The Prometheus text exposition (0.0.4) as of `now`.
   std::string Render(WallClock::time_point now) const;
+  // Counts the training updates (StartTraining, SetStep): a Render after
+  // reading version v shows at least what v stood for.
+  uint64_t version() const { return version_.load(std::memory_order_acquire); }
 
  private:
+  std::atomic<uint64_t> version_{0};
   std::atomic<bool> training_{false};
   std::atomic<int64_t> step_{0};
   std::atomic<int64_t> total_steps_{0};
@@ -78,6 +82,11 @@ class MetricsServer {
   // Unavailable when the port cannot be bound.
   [[nodiscard]] StatusOr<int> Start(int port);
   void Stop();
+  // Waits until a GET /metrics has rendered at least `version` (of the
+  // TrainerMetrics served), or `deadline`. True when it has. A process that
+  // ends before anyone read its last step waits here, so a reader polling
+  // every few hundred milliseconds (`kubetrain run`) sees how training ended.
+  bool WaitUntilServed(uint64_t version, std::chrono::steady_clock::time_point deadline);
 
  private:
   struct Impl;

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <thread>
+
 #include "operator/progress/progress.h"
 #include "operator/progress/prometheus_text.h"
 
@@ -74,6 +76,33 @@ TEST(MetricsServerTest, ServesMetricsOverHttp) {
   // A second server cannot take the same port: an error, not a crash.
   MetricsServer second(&m);
   EXPECT_EQ(second.Start(*port).status().code(), StatusCode::kUnavailable);
+  server.Stop();
+}
+
+TEST(MetricsServerTest, WaitUntilServedReturnsOnceTheLastStepWasRead) {
+  TrainerMetrics m;
+  m.StartTraining(0, 50);
+  m.SetStep(49, 0.5);
+  MetricsServer server(&m);
+  // Not serving: nothing to wait for.
+  EXPECT_FALSE(server.WaitUntilServed(m.version(), std::chrono::steady_clock::now()));
+  auto port = server.Start(0);
+  ASSERT_TRUE(port.ok()) << port.status().ToString();
+  httplib::Client client("127.0.0.1", *port);
+  ASSERT_TRUE(client.Get("/metrics"));
+  m.SetStep(50, 0.4);
+  const uint64_t last = m.version();
+  // The read above showed step 49, not the last step.
+  EXPECT_FALSE(server.WaitUntilServed(last, std::chrono::steady_clock::now()));
+  // A reader that comes while the trainer waits ends the wait.
+  std::thread reader([&] {
+    auto res = httplib::Client("127.0.0.1", *port).Get("/metrics");
+    ASSERT_TRUE(res);
+    EXPECT_NE(res->body.find("kubetrain_trainer_step 50\n"), std::string::npos) << res->body;
+  });
+  EXPECT_TRUE(
+      server.WaitUntilServed(last, std::chrono::steady_clock::now() + std::chrono::minutes(5)));
+  reader.join();
   server.Stop();
 }
 
