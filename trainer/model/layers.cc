@@ -51,6 +51,27 @@ KT_SIMD_CLONES void ReluBackwardAndBiasColumns(const float* __restrict out,
   }
 }
 
+// The same in place: diff holds diff_act and receives diff_pre (for a caller whose gradient
+// buffer is scratch: no second buffer to write, and so none to bring into cache).
+KT_SIMD_CLONES void ReluBackwardAndBiasColumnsInPlace(const float* __restrict out,
+                                                      float* __restrict diff,
+                                                      float* __restrict diff_bias, int batch,
+                                                      size_t n, size_t begin, size_t end) {
+  for (size_t j = begin; j < end; ++j) {
+    const float d = diff[j] * (out[j] > 0.f ? 1.f : 0.f);
+    diff[j] = d;
+    diff_bias[j] = d;
+  }
+  for (int s = 1; s < batch; ++s) {
+    const size_t row = static_cast<size_t>(s) * n;
+    for (size_t j = begin; j < end; ++j) {
+      const float d = diff[row + j] * (out[row + j] > 0.f ? 1.f : 0.f);
+      diff[row + j] = d;
+      diff_bias[j] += d;
+    }
+  }
+}
+
 #undef KT_SIMD_CLONES
 
 const char* IsaName(dnnl::cpu_isa isa) {
@@ -244,27 +265,38 @@ void DenseLayer::Forward(const void* src) {
   ctx_->stream.wait();
 }
 
-void DenseLayer::Backward(const void* diff_dst, void* diff_src) {
+void DenseLayer::Backward(const void* diff_dst, void* diff_src, bool diff_dst_scratch) {
   diff_act_m_.set_data_handle(const_cast<void*>(diff_dst));
   if (fused_relu_bwd_) {
     // Split by blocks of 16 columns (one AVX-512 vector), each column done by one thread.
     constexpr size_t kBlock = 16;
     const size_t n = static_cast<size_t>(out_);
     const size_t elements = static_cast<size_t>(batch_) * n;
+    float* const in_place =
+        diff_dst_scratch ? static_cast<float*>(const_cast<void*>(diff_dst)) : nullptr;
+    diff_pre_m_.set_data_handle(in_place != nullptr ? in_place : diff_pre_.data());
     ParallelRanges((n + kBlock - 1) / kBlock, elements >= (size_t{1} << 15) ? 2 : ~size_t{0},
                    [&](size_t b, size_t e) {
-                     ReluBackwardAndBiasColumns(
-                         out_buf_.data(), static_cast<const float*>(diff_dst), diff_pre_.data(),
-                         diff_bias_, batch_, n, b * kBlock, std::min(e * kBlock, n));
+                     const size_t begin = b * kBlock, end = std::min(e * kBlock, n);
+                     if (in_place != nullptr) {
+                       ReluBackwardAndBiasColumnsInPlace(out_buf_.data(), in_place, diff_bias_,
+                                                         batch_, n, begin, end);
+                     } else {
+                       ReluBackwardAndBiasColumns(
+                           out_buf_.data(), static_cast<const float*>(diff_dst), diff_pre_.data(),
+                           diff_bias_, batch_, n, begin, end);
+                     }
                    });
   } else if (relu_) {
     relu_bwd_.execute(ctx_->stream, relu_bwd_args_);
   }
-  bwd_weights_.execute(ctx_->stream, bwd_weights_args_);
+  // The input gradient first: the weight gradient, written last, is then the freshest in
+  // cache for an optimizer update right after this pass (Mlp::Backward's layer_done).
   if (diff_src != nullptr) {
     diff_src_m_.set_data_handle(diff_src);
     bwd_data_.execute(ctx_->stream, bwd_data_args_);
   }
+  bwd_weights_.execute(ctx_->stream, bwd_weights_args_);
   ctx_->stream.wait();
 }
 
@@ -334,7 +366,8 @@ const float* Mlp::Forward(const float* src) {
   return layers_.back()->output();  // FP32 in every precision
 }
 
-void Mlp::Backward(const float* diff_out, float* diff_src) {
+void Mlp::Backward(const float* diff_out, float* diff_src,
+                   const std::function<void(size_t, size_t)>* layer_done) {
   const void* d = diff_out;
   if (precision_ != Precision::kFp32) {
     diff_out_f32_m_.set_data_handle(const_cast<float*>(diff_out));
@@ -342,10 +375,15 @@ void Mlp::Backward(const float* diff_out, float* diff_src) {
     ctx_->stream.wait();
     d = diff_out_low_.data();
   }
+  size_t end = num_params_;  // of layer i's parameters
   for (size_t i = layers_.size(); i-- > 0;) {
     void* diff_in = i == 0 ? static_cast<void*>(diff_src) : diff_buf_[i - 1].data();
-    layers_[i]->Backward(d, diff_in);
+    // d is this MLP's own buffer below the top layer: scratch, overwritten in place.
+    layers_[i]->Backward(d, diff_in, /*diff_dst_scratch=*/i + 1 < layers_.size());
     d = diff_in;
+    const size_t begin = end - layers_[i]->NumParams();
+    if (layer_done != nullptr) (*layer_done)(begin, end);
+    end = begin;
   }
 }
 

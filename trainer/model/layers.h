@@ -9,6 +9,7 @@
 // Not thread-safe: one layer object per training thread.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <string>
@@ -79,8 +80,9 @@ class DenseLayer {
 
   // diff_dst [batch x out] (of types.src). Overwrites the weight/bias gradients; writes
   // diff_src [batch x in] (of types.diff_src) unless it is null (the first layer needs no
-  // input gradient).
-  void Backward(const void* diff_dst, void* diff_src);
+  // input gradient). With `diff_dst_scratch` the caller's diff_dst may be overwritten (an
+  // FP32 ReLU layer then does ReLU's backward pass in place).
+  void Backward(const void* diff_dst, void* diff_src, bool diff_dst_scratch = false);
 
  private:
   DenseLayer(DnnlContext* ctx, int batch, int in, int out, bool relu, LayerTypes types);
@@ -123,7 +125,11 @@ class Mlp {
   size_t NumParams() const { return num_params_; }
   void Bind(float* params, float* grads);
   const float* Forward(const float* src);
-  void Backward(const float* diff_out, float* diff_src);
+  // With `layer_done`, calls (*layer_done)(begin, end) with each layer's parameter range
+  // (offsets into the bound parameters) once that layer's backward pass is done: its
+  // gradient is final and this pass reads its parameters no more.
+  void Backward(const float* diff_out, float* diff_src,
+                const std::function<void(size_t, size_t)>* layer_done = nullptr);
   // Deterministic He-uniform weights, zero biases, from `seed` alone.
   void Init(uint64_t seed, float* params) const;
   // Flops of one forward + backward pass, for GFLOPS figures; `input_grad`: Backward is

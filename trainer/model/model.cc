@@ -19,6 +19,8 @@ namespace {
 // scatter of its gradient back to the rows are split over the compute threads.
 constexpr size_t kParallelSamples = 128;
 constexpr size_t kParallelRows = 2048;
+// The embedding dimension the gather and scatter are compiled for (any other runs too).
+constexpr int kCommonDim = 16;
 
 // dst[i] += src[i] for i < n.
 void AddTo(float* __restrict dst, const float* __restrict src, size_t n) {
@@ -81,7 +83,7 @@ class WideDeep : public Model {
       Forward(b, lookup, rows);
       const float loss =
           SigmoidBinaryCrossEntropy(logits_.data(), b.label.data(), b.size, diff_logits_.data());
-      mlp_->Backward(diff_logits_.data(), diff_input_.data());
+      mlp_->Backward(diff_logits_.data(), diff_input_.data(), grad_ready_ ? &grad_ready_ : nullptr);
       // Scatter the input gradient back to the rows, split by row over the compute threads.
       const size_t num_rows = lookup.ids.size();
       ParallelParts(num_rows >= kParallelRows, [&](int part, int parts) {
@@ -120,16 +122,31 @@ class WideDeep : public Model {
   // The MLP's input for samples [begin, end) and their wide logits (into logits_).
   void Gather(const Batch& b, const SparseLookup& lookup, const float* rows, size_t begin,
               size_t end) {
-    const int dim = SparseRowDim();
+    if (c_.embedding_dim == kCommonDim) {
+      GatherDim<kCommonDim>(b, lookup, rows, begin, end);
+    } else {
+      GatherDim<0>(b, lookup, rows, begin, end);
+    }
+  }
+
+  // Gather with the embedding dimension kDim known at compile time (0: c_.embedding_dim), so
+  // that the common one copies each embedding with whole-vector moves, not a memcpy call.
+  template <int kDim>
+  void GatherDim(const Batch& b, const SparseLookup& lookup, const float* rows, size_t begin,
+                 size_t end) {
+    const int edim = kDim > 0 ? kDim : c_.embedding_dim;
+    const int dim = edim + 1;
     const int in = InputWidth();
     for (size_t s = begin; s < end; ++s) {
       float* x = input_.data() + s * in;
       std::memcpy(x, b.dense.data() + s * c_.num_dense, sizeof(float) * c_.num_dense);
       float wide = 0.f;
       for (int f = 0; f < c_.num_cat; ++f) {
-        const float* row = rows + static_cast<size_t>(lookup.index[s * c_.num_cat + f]) * dim;
-        std::memcpy(x + c_.num_dense + f * c_.embedding_dim, row, sizeof(float) * c_.embedding_dim);
-        wide += row[c_.embedding_dim];
+        const float* __restrict row =
+            rows + static_cast<size_t>(lookup.index[s * c_.num_cat + f]) * dim;
+        float* __restrict e = x + c_.num_dense + f * edim;
+        for (int k = 0; k < edim; ++k) e[k] = row[k];
+        wide += row[edim];
       }
       logits_[s] = wide;
     }
@@ -141,7 +158,18 @@ class WideDeep : public Model {
   // order, so the sums are the sequential ones at any number of parts.
   void ScatterRowGrads(const Batch& b, const SparseLookup& lookup, float* row_grads, int part,
                        int parts) const {
-    const int dim = SparseRowDim();
+    if (c_.embedding_dim == kCommonDim) {
+      ScatterRowGradsDim<kCommonDim>(b, lookup, row_grads, part, parts);
+    } else {
+      ScatterRowGradsDim<0>(b, lookup, row_grads, part, parts);
+    }
+  }
+
+  template <int kDim>
+  void ScatterRowGradsDim(const Batch& b, const SparseLookup& lookup, float* row_grads, int part,
+                          int parts) const {
+    const int edim = kDim > 0 ? kDim : c_.embedding_dim;
+    const int dim = edim + 1;
     const int in = InputWidth();
     const size_t num_rows = lookup.ids.size();
     for (size_t r = static_cast<size_t>(part); r < num_rows; r += parts) {
@@ -152,9 +180,10 @@ class WideDeep : public Model {
       for (int f = 0; f < c_.num_cat; ++f) {
         const int r = lookup.index[s * c_.num_cat + f];
         if (parts > 1 && r % parts != part) continue;
-        float* g = row_grads + static_cast<size_t>(r) * dim;
-        for (int k = 0; k < c_.embedding_dim; ++k) g[k] += d[f * c_.embedding_dim + k];
-        g[c_.embedding_dim] += diff_logits_[s];
+        float* __restrict g = row_grads + static_cast<size_t>(r) * dim;
+        const float* __restrict e = d + f * edim;
+        for (int k = 0; k < edim; ++k) g[k] += e[k];
+        g[edim] += diff_logits_[s];
       }
     }
   }
@@ -264,6 +293,7 @@ class WideDeep : public Model {
       if (!lane->error.empty()) return Internal(lane->error);
       loss += lane->loss_sum;
     }
+    if (grad_ready_) grad_ready_(0, num_params);
     return static_cast<float>(loss / b.size);
   }
 
@@ -304,7 +334,7 @@ class MlpClassifier : public Model {
       const float* logits = mlp_->Forward(b.dense.data());
       const float loss =
           SoftmaxCrossEntropy(logits, b.label.data(), b.size, c_.num_classes, diff_logits_.data());
-      mlp_->Backward(diff_logits_.data(), nullptr);
+      mlp_->Backward(diff_logits_.data(), nullptr, grad_ready_ ? &grad_ready_ : nullptr);
       return loss;
     } catch (const dnnl::error& e) {
       return Internal(std::string("oneDNN: ") + e.what());

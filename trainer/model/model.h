@@ -6,6 +6,7 @@
 // Not thread-safe: one model per training thread. Errors from oneDNN come back as Status.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -50,9 +51,18 @@ class Model {
   // Flops of the MLP layers in one TrainStep (for the GFLOPS benchmark).
   virtual double MlpFlopsPerStep() const = 0;
 
+  // Called by TrainStep with slices [begin, end) of the dense parameters, together covering
+  // each parameter once per step, as soon as the slice's gradient in dense_grads() is final
+  // and the step reads those parameters no more (with one compute thread: a layer's, right
+  // after its backward pass, so its caller can update them while they are in cache). Called
+  // on the thread that called TrainStep. Empty (the default): not called.
+  using DenseGradReady = std::function<void(size_t begin, size_t end)>;
+  void SetDenseGradReady(DenseGradReady fn) { grad_ready_ = std::move(fn); }
+
  protected:
   std::vector<float> params_;
   std::vector<float> grads_;
+  DenseGradReady grad_ready_;
 };
 
 struct WideDeepConfig {

@@ -159,37 +159,43 @@ Reference OneDnnReluLayerBackward(int batch, int in, int out, const std::vector<
 // DenseLayer computes an FP32 ReLU layer's ReLU backward and bias gradient itself, in one
 // pass: its gradients must be oneDNN's bit for bit (signed zeros included), serial and split
 // over two threads, for a Wide & Deep sized layer and a small one whose width is not a
-// multiple of 16.
+// multiple of 16, into a buffer of its own and in place over a scratch incoming gradient.
 TEST(DenseLayerTest, FusedReluBackwardGivesOneDnnsBits) {
   struct Shape {
     int batch, in, out;
   };
   for (const Shape& sh : {Shape{512, 429, 1024}, Shape{7, 5, 21}}) {
     for (int threads : {1, 2}) {
-      SCOPED_TRACE("batch " + std::to_string(sh.batch) + " out " + std::to_string(sh.out) +
-                   ", threads " + std::to_string(threads));
-      SetComputeThreads(threads);
-      DnnlContext ctx;
-      auto layer = DenseLayer::Create(&ctx, sh.batch, sh.in, sh.out, /*relu=*/true);
-      ASSERT_TRUE(layer.ok()) << layer.status().ToString();
-      DenseLayer& l = **layer;
-      const std::vector<float> params = RandomVector(l.NumParams(), 11, 0.1f);
-      std::vector<float> x = RandomVector(static_cast<size_t>(sh.batch) * sh.in, 12);
-      std::vector<float> dy = RandomVector(static_cast<size_t>(sh.batch) * sh.out, 13);
-      dy[1] = 0.f;  // signed zeros in the incoming gradient too
-      dy[2] = -0.f;
-      const Reference want = OneDnnReluLayerBackward(sh.batch, sh.in, sh.out, params, x, dy);
-      std::vector<float> p = params, grads(l.NumParams(), 123.f), dx(x.size(), 123.f);
-      l.Bind(p.data(), grads.data());
-      l.Forward(x.data());
-      l.Backward(dy.data(), dx.data());
-      size_t zeros = 0;
-      for (float y : std::vector<float>(l.output(), l.output() + dy.size())) zeros += y == 0.f;
-      EXPECT_GT(zeros, 0u) << "ReLU never clipped: the test would not cover the mask";
-      EXPECT_EQ(std::memcmp(grads.data(), want.grads.data(), grads.size() * sizeof(float)), 0)
-          << "weight or bias gradients differ from oneDNN's";
-      EXPECT_EQ(std::memcmp(dx.data(), want.dx.data(), dx.size() * sizeof(float)), 0)
-          << "input gradients differ from oneDNN's";
+      for (bool scratch : {false, true}) {
+        SCOPED_TRACE("batch " + std::to_string(sh.batch) + " out " + std::to_string(sh.out) +
+                     ", threads " + std::to_string(threads) + (scratch ? ", in place" : ""));
+        SetComputeThreads(threads);
+        DnnlContext ctx;
+        auto layer = DenseLayer::Create(&ctx, sh.batch, sh.in, sh.out, /*relu=*/true);
+        ASSERT_TRUE(layer.ok()) << layer.status().ToString();
+        DenseLayer& l = **layer;
+        const std::vector<float> params = RandomVector(l.NumParams(), 11, 0.1f);
+        std::vector<float> x = RandomVector(static_cast<size_t>(sh.batch) * sh.in, 12);
+        std::vector<float> dy = RandomVector(static_cast<size_t>(sh.batch) * sh.out, 13);
+        dy[1] = 0.f;  // signed zeros in the incoming gradient too
+        dy[2] = -0.f;
+        const Reference want = OneDnnReluLayerBackward(sh.batch, sh.in, sh.out, params, x, dy);
+        std::vector<float> p = params, grads(l.NumParams(), 123.f), dx(x.size(), 123.f);
+        l.Bind(p.data(), grads.data());
+        l.Forward(x.data());
+        std::vector<float> dy_arg = dy;
+        l.Backward(dy_arg.data(), dx.data(), scratch);
+        if (!scratch) {
+          EXPECT_EQ(dy_arg, dy) << "the incoming gradient was not the layer's to change";
+        }
+        size_t zeros = 0;
+        for (float y : std::vector<float>(l.output(), l.output() + dy.size())) zeros += y == 0.f;
+        EXPECT_GT(zeros, 0u) << "ReLU never clipped: the test would not cover the mask";
+        EXPECT_EQ(std::memcmp(grads.data(), want.grads.data(), grads.size() * sizeof(float)), 0)
+            << "weight or bias gradients differ from oneDNN's";
+        EXPECT_EQ(std::memcmp(dx.data(), want.dx.data(), dx.size() * sizeof(float)), 0)
+            << "input gradients differ from oneDNN's";
+      }
     }
   }
   SetComputeThreads(1);

@@ -80,19 +80,29 @@ void ForRange(size_t n, F f) {
 
 void ApplyUpdate(const OptimizerConfig& c, float* w, float* state, const float* g, size_t n,
                  int64_t t) {
+  ApplyUpdateRange(c, w, state, g, n, 0, n, t);
+}
+
+void ApplyUpdateRange(const OptimizerConfig& c, float* w, float* state, const float* g, size_t n,
+                      size_t begin, size_t end, int64_t t) {
+  // Offsets into the slice [begin, end); the state's slots stay n apart.
+  w += begin;
+  g += begin;
+  float* const s0 = state == nullptr ? nullptr : state + begin;
+  const size_t m = end - begin;
   switch (c.kind) {
     case OptimizerKind::kSgd:
-      ForRange(n, [&](size_t b, size_t e) { Sgd(c.lr, w + b, g + b, e - b); });
+      ForRange(m, [&](size_t b, size_t e) { Sgd(c.lr, w + b, g + b, e - b); });
       return;
     case OptimizerKind::kAdagrad:
-      ForRange(n, [&](size_t b, size_t e) { Adagrad(c.lr, w + b, state + b, g + b, e - b); });
+      ForRange(m, [&](size_t b, size_t e) { Adagrad(c.lr, w + b, s0 + b, g + b, e - b); });
       return;
     case OptimizerKind::kAdam: {
       const double td = static_cast<double>(t);
       const float step = static_cast<float>(c.lr * std::sqrt(1 - std::pow(c.beta2, td)) /
                                             (1 - std::pow(c.beta1, td)));
-      ForRange(n, [&](size_t b, size_t e) {
-        Adam(c.beta1, c.beta2, c.epsilon, step, w + b, state + b, state + n + b, g + b, e - b);
+      ForRange(m, [&](size_t b, size_t e) {
+        Adam(c.beta1, c.beta2, c.epsilon, step, w + b, s0 + b, s0 + n + b, g + b, e - b);
       });
       return;
     }

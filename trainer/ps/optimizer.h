@@ -33,5 +33,9 @@ void InitState(const OptimizerConfig& c, float* state, size_t n);
 // number of updates this array has received, including this one (Adam bias correction).
 void ApplyUpdate(const OptimizerConfig& c, float* w, float* state, const float* g, size_t n,
                  int64_t t);
+// ApplyUpdate for elements [begin, end) of the n-element arrays only (the same arithmetic
+// per element), so an array can be updated in slices as their gradients become final.
+void ApplyUpdateRange(const OptimizerConfig& c, float* w, float* state, const float* g, size_t n,
+                      size_t begin, size_t end, int64_t t);
 
 }  // namespace kubetrain::trainer

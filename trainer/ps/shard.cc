@@ -21,6 +21,8 @@ namespace {
 // Row counts from which pulls and updates of embedding rows are split over the compute
 // threads (a Wide & Deep batch of 512 has ~10,000 distinct ids).
 constexpr size_t kParallelRows = 2048;
+// How far ahead an update of embedding rows prefetches the row it will update.
+constexpr size_t kPrefetchRows = 8;
 
 // Format 1 has no push ledger; format 2 has it after the header.
 constexpr char kMagicV1[8] = {'K', 'T', 'S', 'H', 'A', 'R', 'D', '1'};
@@ -143,6 +145,17 @@ void ParamShard::Apply(const float* dense_grad, const uint64_t* ids, size_t n,
   ApplyLocked(dense_grad, ids, n, row_grads, scale);
 }
 
+void ParamShard::BeginDenseUpdate() {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++dense_updates_;
+}
+
+void ParamShard::ApplyDense(const float* dense_grad, size_t begin, size_t end) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ApplyUpdateRange(c_.optimizer, dense_.data(), dense_state_.data(), dense_grad, dense_.size(),
+                   begin, end, dense_updates_);
+}
+
 PushLedger::Outcome ParamShard::ApplyPush(int32_t rank, uint64_t incarnation, uint64_t seq,
                                           const float* dense_grad, const uint64_t* ids, size_t n,
                                           const float* row_grads) {
@@ -218,6 +231,14 @@ void ParamShard::ApplyLocked(const float* dense_grad, const uint64_t* ids, size_
   ParallelParts(parallel, [&](int part, int parts) {
     std::vector<float> scaled(scale != 1.f ? c_.sparse_dim : 0);
     for (size_t i = 0; i < n; ++i) {
+      // The rows are scattered over the arena: ask for one a few rows ahead (all of its
+      // cache lines) so that its misses overlap this row's update.
+      if (const size_t next = i + kPrefetchRows;
+          next < n && (parts == 1 || static_cast<int>((offsets_[next] / stride) % parts) == part)) {
+        const char* ahead = reinterpret_cast<const char*>(arena_.data() + offsets_[next]);
+        for (size_t byte = 0; byte < stride * sizeof(float); byte += 64)
+          __builtin_prefetch(ahead + byte, 1);
+      }
       if (parts > 1 && static_cast<int>((offsets_[i] / stride) % parts) != part) continue;
       float* row = arena_.data() + offsets_[i];
       const float* g = row_grads + i * c_.sparse_dim;

@@ -66,6 +66,14 @@ class ParamShard {
   // Applies push `seq` of worker (`rank`, `incarnation`) unless the ledger says it was
   // applied already (see ps/ledger.h): the check, the update and the record are one step
   // under the shard's lock, so two copies of a push racing on two connections apply once.
+  // Apply's dense update in slices, for a caller in this process that has each slice's
+  // gradient at a different time (LocalParams, layer by layer during the backward pass):
+  // BeginDenseUpdate counts one update; ApplyDense then updates dense parameters [begin,
+  // end) of the slice from `dense_grad` (the whole slice's gradient), with the arithmetic of
+  // Apply. Every parameter must get exactly one ApplyDense per BeginDenseUpdate, and Apply
+  // is then called without a dense gradient.
+  void BeginDenseUpdate();
+  void ApplyDense(const float* dense_grad, size_t begin, size_t end);
   PushLedger::Outcome ApplyPush(int32_t rank, uint64_t incarnation, uint64_t seq,
                                 const float* dense_grad, const uint64_t* ids, size_t n,
                                 const float* row_grads);

@@ -31,6 +31,16 @@ class ParamClient {
   // with these values (then they lack the current step's own update: one step stale). The
   // default does nothing: the next Pull reads after the Push, as without the hint.
   virtual void Prefetch(const std::vector<uint64_t>& ids) { (void)ids; }
+  // A client that keeps the dense parameters in this process may take their optimizer
+  // update in slices during the step, each as soon as the model has its final gradient
+  // (Model::SetDenseGradReady: a layer's, right after its backward pass, while it is still
+  // in cache): then BeginDenseUpdate opens a step's update, UpdateDense applies it to
+  // parameters [begin, end) from `dense_grad` (the whole gradient vector), each parameter
+  // once per step, and that step's Push gets no dense gradient. The default: not supported
+  // (Push applies the whole dense gradient).
+  virtual bool UpdatesDenseInSlices() const { return false; }
+  virtual void BeginDenseUpdate() {}
+  virtual void UpdateDense(const float* /*dense_grad*/, size_t /*begin*/, size_t /*end*/) {}
   // Sends this step's gradients. In synchronous mode it returns once every worker's
   // gradients for `step` are applied.
   virtual Status Push(int64_t step, const std::vector<uint64_t>& ids, const float* row_grads,
@@ -53,6 +63,11 @@ class LocalParams : public ParamClient {
 
   Status Pull(const std::vector<uint64_t>& ids, float* rows, float* dense) override;
   float* DenseInPlace() override { return shard_->dense_data(); }
+  bool UpdatesDenseInSlices() const override { return true; }
+  void BeginDenseUpdate() override { shard_->BeginDenseUpdate(); }
+  void UpdateDense(const float* dense_grad, size_t begin, size_t end) override {
+    shard_->ApplyDense(dense_grad, begin, end);
+  }
   Status Push(int64_t step, const std::vector<uint64_t>& ids, const float* row_grads,
               const float* dense_grad) override;
   Status SaveCheckpoint(const std::string& dir, int64_t step) override;

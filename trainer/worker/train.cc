@@ -78,6 +78,32 @@ class DenseBinding {
   float* const in_place_;
 };
 
+// Hands the model's dense gradient to the parameter client slice by slice during each step
+// when the client takes it so (ParamClient::UpdatesDenseInSlices: one process), for the
+// guard's life: each layer's optimizer update then runs right after its backward pass, on a
+// gradient still in cache, instead of one pass over all of them in Push.
+class DenseSlices {
+ public:
+  DenseSlices(Model& model, ParamClient& params)
+      : model_(model), on_(params.UpdatesDenseInSlices()) {
+    if (!on_) return;
+    model_.SetDenseGradReady([&model, &params](size_t begin, size_t end) {
+      params.UpdateDense(model.dense_grads().data(), begin, end);
+    });
+  }
+  ~DenseSlices() {
+    if (on_) model_.SetDenseGradReady(nullptr);
+  }
+  DenseSlices(const DenseSlices&) = delete;
+  DenseSlices& operator=(const DenseSlices&) = delete;
+
+  bool on() const { return on_; }
+
+ private:
+  Model& model_;
+  const bool on_;
+};
+
 // The live rates served on /metrics cover about this long.
 constexpr auto kRateWindow = std::chrono::seconds(2);
 
@@ -128,6 +154,7 @@ StatusOr<TrainResult> Train(Model& model, StripeReader& reader, ParamClient& par
   TrainResult::Phases& phases = result.phases;
   PhaseLap lap;
   const DenseBinding dense(model, params);
+  const DenseSlices slices(model, params);
   if (start_step < o.steps) start_read(start_step + 1);
   for (int64_t step = start_step + 1; step <= o.steps; ++step) {
     // The read phase is the time this loop waits for data, not what reading costs.
@@ -156,6 +183,7 @@ StatusOr<TrainResult> Train(Model& model, StripeReader& reader, ParamClient& par
       }
       lap.End(&phases.read, &phases.read_cpu);
     }
+    if (slices.on()) params.BeginDenseUpdate();
     auto loss = model.TrainStep(batch, lookup, rows.data(), row_grads.data());
     lap.End(&phases.compute, &phases.compute_cpu);
     if (!loss.ok()) {
@@ -167,7 +195,8 @@ StatusOr<TrainResult> Train(Model& model, StripeReader& reader, ParamClient& par
                                std::to_string(step) + " (learning rate too high?)");
       break;
     }
-    status = params.Push(step, lookup.ids, row_grads.data(), model.dense_grads().data());
+    status = params.Push(step, lookup.ids, row_grads.data(),
+                         slices.on() ? nullptr : model.dense_grads().data());
     if (!status.ok()) break;
     lap.End(&phases.push, &phases.push_cpu);
 

@@ -128,8 +128,9 @@ class CopyingParams : public ParamClient {
   LocalParams& local_;
 };
 
-// Training and evaluation from LocalParams' own dense array (no copy per step) give what a
-// copy per step gives, and the model holds the parameters' values afterwards.
+// Training and evaluation from LocalParams' own dense array (no copy per step, and the
+// optimizer applied layer by layer during the backward pass) give what a copy per step and
+// one dense update per Push give, and the model holds the parameters' values afterwards.
 TEST_F(TrainTest, ComputingFromTheLocalDenseArrayMatchesACopyPerStep) {
   struct Run {
     std::vector<float> losses, dense, pulled;
@@ -142,7 +143,9 @@ TEST_F(TrainTest, ComputingFromTheLocalDenseArrayMatchesACopyPerStep) {
     if (!model.ok()) return out;
     LocalParams local(**model, 1, optimizer_);
     EXPECT_EQ(local.DenseInPlace() != nullptr, true);
+    EXPECT_TRUE(local.UpdatesDenseInSlices());
     CopyingParams copying(local);
+    EXPECT_FALSE(copying.UpdatesDenseInSlices());
     ParamClient& params = copy ? static_cast<ParamClient&>(copying) : local;
     StripeReader train(Reader("train.tsv", true));
     TrainOptions o;
