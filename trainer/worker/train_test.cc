@@ -7,6 +7,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 
 #include "trainer/data/generator.h"
 #include "trainer/ps/checkpoint.h"
@@ -58,6 +59,30 @@ class TrainTest : public ::testing::Test {
     EXPECT_TRUE(r.ok());
     if (lines != nullptr) *lines = train.lines_read();
     return r.ok() ? r->losses : std::vector<float>();
+  }
+  // Trains a fresh Wide & Deep for `steps` steps on train.tsv (one process), then evaluates it
+  // on eval.tsv; fails the test (and returns nullopt) if either errs.
+  struct TrainedModel {
+    TrainResult train;
+    EvalMetrics eval;
+  };
+  std::optional<TrainedModel> TrainThenEvaluate(int64_t steps) {
+    auto model = CreateWideDeep(config_);
+    EXPECT_TRUE(model.ok()) << model.status().ToString();
+    if (!model.ok()) return std::nullopt;
+    LocalParams params(**model, 1, optimizer_);
+    StripeReader train(Reader("train.tsv", true));
+    TrainOptions o;
+    o.steps = steps;
+    o.log_every = 0;
+    auto r = Train(**model, train, params, o, 0);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    if (!r.ok()) return std::nullopt;
+    StripeReader eval(Reader("eval.tsv", false));
+    auto m = Evaluate(**model, eval, params, 0);
+    EXPECT_TRUE(m.ok()) << m.status().ToString();
+    if (!m.ok()) return std::nullopt;
+    return TrainedModel{*std::move(r), *m};
   }
   ReaderOptions Reader(const std::string& name, bool loop) const {
     return ReaderOptions{{File(name)}, DataFormat::kCriteoTsv, 0, 0, 1, 0, loop};
@@ -174,21 +199,12 @@ TEST_F(TrainTest, ComputingFromTheLocalDenseArrayMatchesACopyPerStep) {
 }
 
 TEST_F(TrainTest, WideDeepLearnsGroundTruth) {
-  auto model = CreateWideDeep(config_);
-  ASSERT_TRUE(model.ok());
-  LocalParams params(**model, 1, optimizer_);
-  StripeReader train(Reader("train.tsv", true));
-  TrainOptions o;
-  o.steps = 400;
-  o.log_every = 0;
-  auto r = Train(**model, train, params, o, 0);
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const auto trained = TrainThenEvaluate(400);
+  ASSERT_TRUE(trained);
+  const TrainResult* r = &trained->train;
+  const EvalMetrics* m = &trained->eval;
   EXPECT_EQ(r->last_step, 400);
-  StripeReader eval(Reader("eval.tsv", false));
-  auto m = Evaluate(**model, eval, params, 0);
-  ASSERT_TRUE(m.ok()) << m.status().ToString();
   EXPECT_EQ(m->examples, 4000);
-  // Close to the best achievable (the ground truth's own AUC), far above chance.
   // Far above chance, within reach of the best achievable (the ground truth's own AUC,
   // about 0.91 here; 51k samples over 20k distinct lines do not get all the way).
   EXPECT_GT(m->auc, 0.8) << "oracle " << oracle_auc_;
@@ -211,20 +227,8 @@ TEST_F(TrainTest, TwoComputeLanesAreDeterministicAndFollowTheOneThreadRun) {
   const auto run = [&](int threads) {
     SetComputeThreads(threads);
     Run out;
-    auto model = CreateWideDeep(config_);
-    EXPECT_TRUE(model.ok());
-    if (model.ok()) {
-      LocalParams params(**model, 1, optimizer_);
-      StripeReader train(Reader("train.tsv", true));
-      TrainOptions o;
-      o.steps = 150;
-      o.log_every = 0;
-      auto r = Train(**model, train, params, o, 0);
-      EXPECT_TRUE(r.ok()) << r.status().ToString();
-      StripeReader eval(Reader("eval.tsv", false));
-      auto m = Evaluate(**model, eval, params, 0);
-      EXPECT_TRUE(m.ok()) << m.status().ToString();
-      if (r.ok() && m.ok()) out = Run{r->losses, m->auc};
+    if (const auto trained = TrainThenEvaluate(150)) {
+      out = Run{trained->train.losses, trained->eval.auc};
     }
     SetComputeThreads(1);
     return out;
