@@ -12,7 +12,10 @@
 #   - operator CPU seconds and peak RSS (VmHWM) once every job reports Running;
 #   - writes per job by user agent from the audit log (the operator's, and the
 #     controller-manager's Endpoints + EndpointSlices that its Services cause),
-#     each run's line also by resource (and, for the endpoints, by verb).
+#     each run's line also by resource (and, for the endpoints, by verb),
+#     counted once the controller-manager has caught up with the Services
+#     (settle_endpoints; before, a run ended while it was still writing, which
+#     undercounted whoever makes more Services);
 # Prints the runs, then the medians as the issue's table, last.
 #
 # Usage: bench/controller/compare_training_operator.sh OPERATOR_BINARY [JOBS=500] [RUNS=3]
@@ -101,6 +104,32 @@ make_jobs() {  # make_jobs peer|ours SPEC_LINE
 }
 
 
+# settle_endpoints LABEL RUN AUDIT: the controller-manager writes each Service's
+# Endpoints and EndpointSlice at its own client rate (20 QPS), so with one
+# Service per replica it is minutes behind the operator when the last job says
+# Running. The writes a job causes are counted once it has caught up: every
+# Service in the namespace has its Endpoints and an EndpointSlice, and its
+# endpoint writes in the audit log have stopped for 10 s (at most 900 s).
+settle_endpoints() {
+  local label="$1" r="$2" audit="$3" svcs eps slices n last=-1 quiet_since=${SECONDS}
+  local deadline=$((SECONDS + 900))
+  local pat='"userAgent":"kube-controller-manager[^"]*","objectRef":\{"resource":"endpoint'
+  local slice_svc='{range .items[*]}{.metadata.labels.kubernetes\.io/service-name}{"\n"}{end}'
+  while :; do
+    svcs=$(kubectl get services -n bench -o name 2>/dev/null | wc -l)
+    eps=$(kubectl get endpoints -n bench -o name 2>/dev/null | wc -l)
+    slices=$(kubectl get endpointslices -n bench -o jsonpath="${slice_svc}" 2>/dev/null | sort -u | grep -c . || true)
+    n=$(grep -cE "${pat}" "${audit}" || true)
+    if ((n != last)); then last=${n} quiet_since=${SECONDS}; fi
+    if ((eps >= svcs && slices >= svcs && SECONDS - quiet_since >= 10)); then return 0; fi
+    if ((SECONDS >= deadline)); then
+      echo "${label} run ${r}: controller-manager not settled after 900 s (${svcs} Services, ${eps} Endpoints, ${slices} with EndpointSlices); counting what it wrote" >&2
+      return 0
+    fi
+    sleep 2
+  done
+}
+
 run_one() {  # run_one LABEL RUN: appends one JSON line of figures to ${results}
   local label="$1" r="$2" kind ready_url
   dir="${work}/cluster-${label}-${r}"
@@ -163,6 +192,7 @@ run_one() {  # run_one LABEL RUN: appends one JSON line of figures to ${results}
   local cpu rss
   cpu=$(cpu_s "${op_pid}")
   rss=$(awk '/VmHWM/ {print $2}' "/proc/${op_pid}/status")
+  settle_endpoints "${label}" "${r}" "${audit}"
   stop_run
   (python3 - "${audit}" "${label}" "${jobs}" "${running_at}" "${cpu}" "${rss}" "$(echo "${api1} - ${api0}" | bc -l)" <<'PY'
 import json, sys, collections
