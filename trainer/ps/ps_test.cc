@@ -7,6 +7,7 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <utility>
 #include <vector>
 
 #include "trainer/model/model.h"
@@ -18,6 +19,29 @@ namespace kubetrain::trainer {
 namespace {
 
 namespace fs = std::filesystem;
+
+// A gradient and starting weights of n values each, uniform in [-1, 1), drawn from `seed`
+// (g[i], then w[i]).
+struct GradientAndWeights {
+  std::vector<float> g, w;
+};
+GradientAndWeights RandomGradientAndWeights(size_t n, uint64_t seed) {
+  GradientAndWeights out{std::vector<float>(n), std::vector<float>(n)};
+  for (size_t i = 0; i < n; ++i) {
+    out.g[i] = UniformSym(seed);
+    out.w[i] = UniformSym(seed);
+  }
+  return out;
+}
+
+// An optimizer of `kind` (default hyper-parameters) and its initial state for n weights.
+std::pair<OptimizerConfig, std::vector<float>> FreshOptimizer(OptimizerKind kind, size_t n) {
+  OptimizerConfig c;
+  c.kind = kind;
+  std::vector<float> state(n * StateSlots(kind));
+  InitState(c, state.data(), n);
+  return {c, state};
+}
 
 std::string TempRoot() {
   static int n = 0;
@@ -64,20 +88,13 @@ TEST(OptimizerTest, SgdAdagradAdamFirstSteps) {
 // exactly like the plain element-by-element formulas, for every optimizer.
 TEST(OptimizerTest, LargeArraysMatchScalarFormulasBitForBit) {
   const size_t n = (size_t{1} << 17) + 13;  // above the parallel threshold, odd tail
-  std::vector<float> g(n), w0(n);
-  uint64_t seed = 5;
-  for (size_t i = 0; i < n; ++i) {
-    g[i] = UniformSym(seed);
-    w0[i] = UniformSym(seed);
-  }
+  const auto [g, w0] = RandomGradientAndWeights(n, 5);
   for (const int threads : {1, 2}) {
     SetComputeThreads(threads);
     for (const OptimizerKind kind :
          {OptimizerKind::kSgd, OptimizerKind::kAdagrad, OptimizerKind::kAdam}) {
-      OptimizerConfig c;
-      c.kind = kind;
-      std::vector<float> w = w0, s(n * StateSlots(kind));
-      InitState(c, s.data(), n);
+      auto [c, s] = FreshOptimizer(kind, n);
+      std::vector<float> w = w0;
       std::vector<float> rw = w, rs = s;
       for (int64_t t = 1; t <= 3; ++t) {
         ApplyUpdate(c, w.data(), s.data(), g.data(), n, t);
@@ -114,18 +131,11 @@ TEST(OptimizerTest, LargeArraysMatchScalarFormulasBitForBit) {
 // slot lies n floats after its first, whatever the slice).
 TEST(OptimizerTest, UpdatesInSlicesMatchOneWholeUpdate) {
   const size_t n = 1000;
-  std::vector<float> g(n), w0(n);
-  uint64_t seed = 9;
-  for (size_t i = 0; i < n; ++i) {
-    g[i] = UniformSym(seed);
-    w0[i] = UniformSym(seed);
-  }
+  const auto [g, w0] = RandomGradientAndWeights(n, 9);
   for (const OptimizerKind kind :
        {OptimizerKind::kSgd, OptimizerKind::kAdagrad, OptimizerKind::kAdam}) {
-    OptimizerConfig c;
-    c.kind = kind;
-    std::vector<float> whole = w0, whole_state(n * StateSlots(kind));
-    InitState(c, whole_state.data(), n);
+    auto [c, whole_state] = FreshOptimizer(kind, n);
+    std::vector<float> whole = w0;
     std::vector<float> sliced = whole, sliced_state = whole_state;
     for (int64_t t = 1; t <= 3; ++t) {
       ApplyUpdate(c, whole.data(), whole_state.data(), g.data(), n, t);
