@@ -677,11 +677,6 @@ Status Client::Watch(const ResourceRef& r, std::string_view ns, const ListOption
         } else if (type == "BOOKMARK") {
           out.type = WatchEventType::kBookmark;
         } else if (type == "ERROR") {
-          // ListOptions::fields are the watched objects' fields: the
-          // event's Status (its code says 410 Gone) is read whole.
-          if (opts.fields) {
-            ev = ParseServedJson(line, ServedShape::kWatchEvent, opts.drop_managed_fields);
-          }
           const json& st = ev["object"];
           long code = st.is_object() ? st.value("code", 500L) : 500L;
           result = ApiError(code, st.dump(), what);
@@ -720,7 +715,9 @@ namespace {
 class ServedDomBuilder {
  public:
   ServedDomBuilder(ServedShape shape, bool drop_managed_fields, const FieldFilter* fields)
-      : drop_managed_fields_(drop_managed_fields), fields_(fields) {
+      : watch_event_(shape == ServedShape::kWatchEvent),
+        drop_managed_fields_(drop_managed_fields),
+        fields_(fields) {
     // The keys (or array levels, "") from the document down to the object
     // whose metadata.managedFields is dropped, "metadata" included.
     switch (shape) {
@@ -743,7 +740,13 @@ class ServedDomBuilder {
   bool number_integer(json::number_integer_t v) { return Value(v); }
   bool number_unsigned(json::number_unsigned_t v) { return Value(v); }
   bool number_float(json::number_float_t v, const json::string_t&) { return Value(v); }
-  bool string(json::string_t& v) { return Value(std::move(v)); }
+  bool string(json::string_t& v) {
+    // A watch event's type comes before its object (the apiserver writes
+    // them in that order): an ERROR event's object is a Status, not one of
+    // the watched objects, and is built whole (its code says 410 Gone).
+    if (watch_event_ && stack_.size() == 1 && type_key_ && v == "ERROR") error_event_ = true;
+    return Value(std::move(v));
+  }
   bool binary(json::binary_t& v) { return Value(json::binary(std::move(v))); }
 
   bool start_object(std::size_t) { return Open(json::value_t::object); }
@@ -758,6 +761,7 @@ class ServedDomBuilder {
       skip_next_ = true;
       return true;
     }
+    if (stack_.size() == 1) type_key_ = k == "type";
     next_keep_ = nullptr;
     if (f.keep != nullptr) {
       auto kept = std::find_if(f.keep->begin(), f.keep->end(),
@@ -844,7 +848,7 @@ class ServedDomBuilder {
     if (!stack_.empty()) keep = stack_.back().node->is_array() ? stack_.back().keep : next_keep_;
     int matched;
     json* node = Place(json(type), &matched);
-    if (matched == Steps() - 1) keep = fields_;
+    if (matched == Steps() - 1) keep = error_event_ ? nullptr : fields_;
     stack_.push_back(Frame{node, matched, keep});
     return true;
   }
@@ -858,8 +862,11 @@ class ServedDomBuilder {
     return true;
   }
 
+  const bool watch_event_;
   const bool drop_managed_fields_;
   const FieldFilter* const fields_;
+  bool type_key_ = false;     // the document's last key was "type"
+  bool error_event_ = false;  // a watch event of type ERROR: its object is kept whole
   std::vector<std::string_view> path_;
   json root_;
   std::vector<Frame> stack_;

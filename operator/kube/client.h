@@ -205,7 +205,8 @@ enum class ServedShape { kObject, kList, kWatchEvent };
 // Parses a served document; with `drop_managed_fields`, the objects'
 // metadata.managedFields (the object's own, a list's items', a watch event's
 // object's; nothing nested deeper) are skipped while parsing, never built;
-// with `fields`, so is every field of the objects it does not keep.
+// with `fields`, so is every field of the objects it does not keep (a watch
+// ERROR event's Status is kept whole).
 // Throws nlohmann::json::parse_error on malformed text.
 nlohmann::json ParseServedJson(std::string_view text, ServedShape shape, bool drop_managed_fields,
                                const FieldFilter* fields = nullptr);
