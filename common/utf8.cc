@@ -52,4 +52,26 @@ std::string TruncateUtf8(std::string_view s, size_t max_bytes) {
   return out;
 }
 
+std::string CleanText(std::string_view s, size_t max_bytes) {
+  const std::string valid = SanitizeUtf8(s);
+  std::string out;
+  out.reserve(valid.size());
+  for (size_t i = 0; i < valid.size(); ++i) {
+    const auto c = static_cast<unsigned char>(valid[i]);
+    const bool c0 = c < 0x20 && c != '\n' && c != '\t';
+    // U+0080-U+009F is 0xC2 0x80-0x9F in UTF-8 (valid here, so i + 1 exists).
+    const bool c1 = c == 0xC2 && static_cast<unsigned char>(valid[i + 1]) <= 0x9F;
+    if (c == '\r') continue;  // CRLF reads as LF; a lone CR cannot overwrite a line
+    if (c0 || c == 0x7F) {
+      out += kReplacement;
+    } else if (c1) {
+      out += kReplacement;
+      ++i;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return TruncateUtf8(out, max_bytes);
+}
+
 }  // namespace kubetrain

@@ -19,4 +19,11 @@ std::string SanitizeUtf8(std::string_view s);
 // multi-byte character, so the result always serialises.
 std::string TruncateUtf8(std::string_view s, size_t max_bytes);
 
+// `s` made safe to show a person: valid UTF-8 (as SanitizeUtf8), carriage
+// returns dropped, every other control character but newline and tab (C0, DEL
+// and the C1 range U+0080-U+009F, so ESC and CSI and with them terminal escape
+// sequences) replaced by U+FFFD, then cut to at most `max_bytes` as TruncateUtf8. For workload
+// strings that reach `kubectl describe`, events, conditions and terminals.
+std::string CleanText(std::string_view s, size_t max_bytes);
+
 }  // namespace kubetrain

@@ -34,5 +34,19 @@ TEST(Utf8Test, InvalidSequencesAreReplacedNotThrown) {
   EXPECT_NO_THROW((void)nlohmann::json(SanitizeUtf8("\x80\xBF\xFE")).dump());
 }
 
+TEST(Utf8Test, CleanTextReplacesControlCharactersButKeepsLines) {
+  // A termination message that would recolour and clear a terminal.
+  const std::string hostile =
+      "boom\x1b[31m red\x1b]0;title\x07\r\x7f \xC2\x9B"
+      "2J";
+  EXPECT_EQ(CleanText(hostile, 1024),
+            "boom" + kFffd + "[31m red" + kFffd + "]0;title" + kFffd + kFffd + " " + kFffd + "2J");
+  EXPECT_EQ(CleanText("a\r\nb", 1024), "a\nb");
+  EXPECT_EQ(CleanText("line 1\n\tline 2 " + kEuro, 1024), "line 1\n\tline 2 " + kEuro);
+  EXPECT_EQ(CleanText("\xFF", 1024), kFffd);
+  EXPECT_EQ(CleanText(std::string(10, '\x1b'), 7), kFffd + kFffd) << "cut after cleaning";
+  EXPECT_EQ(CleanText("\xC2\xA0", 8), "\xC2\xA0") << "U+00A0 is not a control";
+}
+
 }  // namespace
 }  // namespace kubetrain

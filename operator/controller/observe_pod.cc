@@ -19,6 +19,9 @@ PodPhase PodPhaseFromString(std::string_view phase) {
 namespace {
 
 using api::Member;
+// The kubelet caps a termination message at 4096 bytes; a reason is one word.
+constexpr size_t kMaxMessageBytes = 4096;
+constexpr size_t kMaxReasonBytes = 256;
 const json kNoObject = json::object();
 const json kNoArray = json::array();
 
@@ -43,7 +46,7 @@ std::string CannotStart(const json& status) {
       const std::string reason = api::StringField(state["waiting"], "reason");
       if (!IsStartFailure(reason)) continue;
       // Cut: the cache keeps it for every stuck pod.
-      return TruncateUtf8(reason + ": " + api::StringField(state["waiting"], "message"), 1024);
+      return CleanText(reason + ": " + api::StringField(state["waiting"], "message"), 1024);
     }
   }
   return "";
@@ -101,8 +104,9 @@ StatusOr<ObservedPod> ObservePodUnsafe(const json& pod) {
         if (t.contains("exitCode") && t["exitCode"].is_number_integer()) {
           out.exit_code = t["exitCode"].get<int32_t>();
         }
-        out.reason = api::StringField(t, "reason");
-        out.message = api::StringField(t, "message");
+        // The workload writes both: no terminal escapes into events, describe or the CLI.
+        out.reason = CleanText(api::StringField(t, "reason"), kMaxReasonBytes);
+        out.message = CleanText(api::StringField(t, "message"), kMaxMessageBytes);
       }
     }
   }
@@ -114,13 +118,16 @@ StatusOr<ObservedPod> ObservePodUnsafe(const json& pod) {
           api::StringField(c, "status") == "False" &&
           api::StringField(c, "reason") == "Unschedulable") {
         // Cut: the cache keeps it for every pending pod.
-        out.unschedulable = TruncateUtf8(api::StringField(c, "message"), 1024);
+        out.unschedulable = CleanText(api::StringField(c, "message"), 1024);
         if (out.unschedulable.empty()) out.unschedulable = "Unschedulable";
       }
     }
   }
-  if (out.reason.empty()) out.reason = api::StringField(status, "reason");
-  if (out.message.empty()) out.message = api::StringField(status, "message");
+  if (out.reason.empty())
+    out.reason = CleanText(api::StringField(status, "reason"), kMaxReasonBytes);
+  if (out.message.empty()) {
+    out.message = CleanText(api::StringField(status, "message"), kMaxMessageBytes);
+  }
   return out;
 }
 

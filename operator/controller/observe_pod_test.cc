@@ -35,6 +35,25 @@ TEST(ObservePodTest, ReadsTheMainContainersTermination) {
   EXPECT_EQ(p->spec_hash, "0123456789abcdef");
 }
 
+TEST(ObservePodTest, WorkloadTextLosesTerminalEscapesAndIsCut) {
+  json pod = json::parse(R"({
+    "metadata": {"name": "tj-worker-0", "labels": {"kubetrain.io/job-name": "tj",
+                 "kubetrain.io/replica-type": "worker", "kubetrain.io/replica-index": "0"}},
+    "spec": {"containers": [{"name": "trainer"}]},
+    "status": {"phase": "Failed", "containerStatuses": [{"name": "trainer", "state":
+      {"terminated": {"exitCode": 1, "reason": "Error\u001b[2J"}}}]}})");
+  pod["status"]["containerStatuses"][0]["state"]["terminated"]["message"] =
+      "fine\x1b]8;;http://evil\x07link\n" + std::string(10'000, 'x');
+  StatusOr<ObservedPod> p = ObservePod(pod);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(p->reason.find('\x1b'), std::string::npos) << p->reason;
+  EXPECT_EQ(p->message.find('\x1b'), std::string::npos);
+  EXPECT_EQ(p->message.find('\x07'), std::string::npos);
+  EXPECT_EQ(p->message.rfind("fine", 0), 0u);
+  EXPECT_NE(p->message.find("link\n"), std::string::npos) << "newlines stay";
+  EXPECT_LE(p->message.size(), 4096u) << "the kubelet's own cap";
+}
+
 TEST(ObservePodTest, ReadsWhenTheMainContainerStartedRunning) {
   json pod = json::parse(R"({
     "metadata": {"name": "tj-ps-0", "labels": {"kubetrain.io/replica-type": "ps",

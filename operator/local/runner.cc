@@ -747,12 +747,12 @@ StatusOr<controller::ClusterSpec> AllocateLocalCluster(const api::TrainingJob& j
 
 std::string TerminationMessage(std::string_view log, const std::deque<std::string>& tail_lines,
                                bool fallback_to_logs, int exit_code) {
-  std::string msg = TruncateUtf8(log, kMaxTerminationMessage);
+  std::string msg = CleanText(log, kMaxTerminationMessage);
   while (!msg.empty() && std::isspace(static_cast<unsigned char>(msg.back()))) msg.pop_back();
   if (msg.empty() && fallback_to_logs && exit_code != 0) {
     std::string tail;
     for (const auto& l : tail_lines) tail += l + "\n";
-    tail = SanitizeUtf8(tail);
+    tail = CleanText(tail, std::string::npos);
     size_t start = tail.size() > kFallbackBytes ? tail.size() - kFallbackBytes : 0;
     // Keep the tail: skip the continuation bytes of a character cut at the front.
     while (start < tail.size() && start > 0 &&

@@ -169,8 +169,9 @@ void EventRecorder::Send(const Pending& p) {
              {"reason", p.reason},
              {"type", p.type},
              // A failed pod's termination message is in the note: cut it on a
-             // code-point boundary (a cut mid-character made dump() throw).
-             {"note", TruncateUtf8(p.note, kMaxNoteBytes)},
+             // code-point boundary (a cut mid-character made dump() throw), and
+             // no terminal escapes reach `kubectl describe`.
+             {"note", CleanText(p.note, kMaxNoteBytes)},
              {"regarding",
               {{"apiVersion", p.regarding.api_version},
                {"kind", p.regarding.kind},
