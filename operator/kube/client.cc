@@ -314,38 +314,56 @@ class Client::Impl {
     curl_easy_cleanup(h);
   }
 
-  // An exec plugin's token is refreshed when it is about to expire, and after
-  // a 401 (InvalidateExecToken); a failed refresh keeps the old token (the
-  // apiserver's 401 then says why) and is logged to stderr once per attempt.
-  std::string ExecToken() {
+  // What authenticates one request: a bearer token and/or a client
+  // certificate. Immutable once made; a transfer holds its snapshot, since
+  // curl borrows the certificate bytes (CURL_BLOB_NOCOPY) for its duration.
+  struct Credentials {
+    std::string token;
+    std::string cert_pem;
+    std::string key_pem;
+  };
+
+  // An exec plugin's credential (token and/or client certificate) is cached
+  // until it is about to expire, or a 401 marks it stale (InvalidateExecToken);
+  // a plugin that names no expiry is run again only after a 401, as client-go
+  // does. A failed refresh keeps the old credential (the apiserver's 401 then
+  // says why) and is logged to stderr once per attempt.
+  std::shared_ptr<const Credentials> ExecCredentials() {
     std::lock_guard lock(token_mu_);
-    if (!exec_started_) {
-      exec_started_ = true;
-      cached_token_ = config_.token;
+    if (!exec_credentials_) {
+      // What the plugin gave when the kubeconfig was loaded.
+      exec_credentials_ = std::make_shared<const Credentials>(
+          Credentials{config_.token, config_.client_cert_pem, config_.client_key_pem});
       exec_expiry_ = config_.exec_expiry;
     }
     const auto now = std::chrono::system_clock::now();
-    if (exec_stale_ || cached_token_.empty() ||
-        (exec_expiry_ && now + std::chrono::seconds(10) >= *exec_expiry_)) {
+    const bool empty = exec_credentials_->token.empty() && exec_credentials_->cert_pem.empty();
+    if (exec_stale_ || empty || (exec_expiry_ && now + std::chrono::seconds(10) >= *exec_expiry_)) {
       auto cred = RunExecPlugin(*config_.exec, config_);
       exec_stale_ = false;
-      if (cred.ok() && !cred->token.empty()) {
-        cached_token_ = cred->token;
+      if (cred.ok() && (!cred->token.empty() || !cred->client_cert_pem.empty())) {
+        exec_credentials_ = std::make_shared<const Credentials>(
+            Credentials{cred->token, cred->client_cert_pem, cred->client_key_pem});
         exec_expiry_ = cred->expiry;
       } else if (!cred.ok()) {
         std::fprintf(stderr, "kube client: refreshing the exec credential failed: %s\n",
                      cred.status().ToString().c_str());
       }
     }
-    return cached_token_;
+    return exec_credentials_;
   }
   void InvalidateExecToken() {
     std::lock_guard lock(token_mu_);
     exec_stale_ = true;
   }
 
+  std::shared_ptr<const Credentials> CurrentCredentials() {
+    if (config_.exec) return ExecCredentials();
+    return std::make_shared<const Credentials>(
+        Credentials{Token(), config_.client_cert_pem, config_.client_key_pem});
+  }
+
   std::string Token() {
-    if (config_.exec) return ExecToken();
     if (config_.token_file.empty()) return config_.token;
     struct stat st {};
     std::lock_guard lock(token_mu_);
@@ -377,8 +395,8 @@ class Client::Impl {
     headers.Add("Accept: application/json");
     if (!body.empty() || method == "POST" || method == "PUT" || method == "PATCH")
       headers.Add("Content-Type: " + std::string(content_type));
-    std::string token = Token();
-    if (!token.empty()) headers.Add("Authorization: Bearer " + token);
+    const std::shared_ptr<const Credentials> creds = CurrentCredentials();
+    if (!creds->token.empty()) headers.Add("Authorization: Bearer " + creds->token);
 
     curl_easy_setopt(h, CURLOPT_URL, url.c_str());
     curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
@@ -407,11 +425,9 @@ class Client::Impl {
       ca = {const_cast<char*>(config_.ca_pem.data()), config_.ca_pem.size(), CURL_BLOB_NOCOPY};
       curl_easy_setopt(h, CURLOPT_CAINFO_BLOB, &ca);
     }
-    if (!config_.client_cert_pem.empty()) {
-      cert = {const_cast<char*>(config_.client_cert_pem.data()), config_.client_cert_pem.size(),
-              CURL_BLOB_NOCOPY};
-      key = {const_cast<char*>(config_.client_key_pem.data()), config_.client_key_pem.size(),
-             CURL_BLOB_NOCOPY};
+    if (!creds->cert_pem.empty()) {
+      cert = {const_cast<char*>(creds->cert_pem.data()), creds->cert_pem.size(), CURL_BLOB_NOCOPY};
+      key = {const_cast<char*>(creds->key_pem.data()), creds->key_pem.size(), CURL_BLOB_NOCOPY};
       curl_easy_setopt(h, CURLOPT_SSLCERT_BLOB, &cert);
       curl_easy_setopt(h, CURLOPT_SSLCERTTYPE, "PEM");
       curl_easy_setopt(h, CURLOPT_SSLKEY_BLOB, &key);
@@ -455,7 +471,7 @@ class Client::Impl {
   std::string cached_token_;                                          // guarded by token_mu_
   timespec token_mtime_{};                                            // guarded by token_mu_
   off_t token_size_ = -1;                                             // guarded by token_mu_
-  bool exec_started_ = false;                                         // guarded by token_mu_
+  std::shared_ptr<const Credentials> exec_credentials_;               // guarded by token_mu_
   bool exec_stale_ = false;                                           // guarded by token_mu_
   std::optional<std::chrono::system_clock::time_point> exec_expiry_;  // guarded by token_mu_
 };

@@ -88,6 +88,32 @@ TEST_F(TransportTest, ExecPluginTokenIsRefreshedAfter401) {
   std::filesystem::remove_all(dir);
 }
 
+// Issue 27 item 11: a plugin that returns only a client certificate ran on
+// every request (the cache was keyed on the token it never returned).
+TEST_F(TransportTest, ExecPluginCertificateWithoutExpiryIsNotFetchedPerRequest) {
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("kt-exec-cert-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string plugin = (dir / "plugin.sh").string();
+  std::ofstream(plugin) << "#!/bin/sh\n"
+                           "echo run >> \"$(dirname \"$0\")/runs\"\n"
+                           "echo '{\"apiVersion\":\"client.authentication.k8s.io/v1\","
+                           "\"kind\":\"ExecCredential\",\"status\":{"
+                           "\"clientCertificateData\":\"C\",\"clientKeyData\":\"K\"}}'\n";
+  std::filesystem::permissions(plugin, std::filesystem::perms::owner_all);
+  server_.Get("/api/v1/namespaces/ns/configmaps/x",
+              [&](const auto&, auto& res) { res.set_content(kCm, "application/json"); });
+  Config cfg;
+  cfg.exec = ExecPlugin{"client.authentication.k8s.io/v1", plugin, {}, {}, "", false};
+  cfg.client_cert_pem = "C";  // as the kubeconfig's load left it
+  cfg.client_key_pem = "K";
+  auto client = NewClient(cfg);
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE(client->Get(kConfigMaps, "ns", "x").ok());
+  EXPECT_FALSE(std::filesystem::exists(dir / "runs"))
+      << "the loaded certificate has no expiry and no request was refused";
+  std::filesystem::remove_all(dir);
+}
+
 // Strings from workloads are untrusted: an object holding invalid UTF-8 is
 // sent with U+FFFD in its place instead of dump() throwing in the caller.
 TEST_F(TransportTest, InvalidUtf8InARequestBodyIsReplacedNotThrown) {

@@ -1,7 +1,9 @@
 // kube::Client against the real apiserver: verbs, errors, TLS and auth.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 
@@ -302,6 +304,72 @@ TEST(ClientAuthIT, ClientCertificateFromKubeconfigFilesAuthenticates) {
   auto client = NewClient(*cfg);
   auto r = client->Get(kube::kNamespaces, "", cfg->ns);
   EXPECT_TRUE(r.ok()) << r.status().ToString();
+}
+
+// Issue 27 item 11: an exec plugin that returns a client certificate ran on
+// every request (the cache keyed on a token it never got), under the token
+// lock, and the certificates of later runs were ignored: the one from the
+// kubeconfig's load was used for ever. Here the load gets an untrusted
+// certificate that expires in 5 s; the client must run the plugin once more,
+// use the trusted certificate it then gets, and not run it again.
+TEST(ClientAuthIT, ExecPluginCertificateIsUsedAndCachedUntilItExpires) {
+  const char* cluster_dir = std::getenv("KUBETRAIN_TEST_CLUSTER_DIR");
+  ASSERT_NE(cluster_dir, nullptr) << "needs KUBETRAIN_TEST_CLUSTER_DIR";
+  const std::string pki = std::string(cluster_dir) + "/pki";
+  auto dir = std::filesystem::temp_directory_path() / RandomName("kt-exec-cert");
+  std::filesystem::create_directories(dir);
+  const std::string d = dir.string();
+  std::string cmd =
+      "cd " + d +
+      " && openssl req -newkey rsa:2048 -nodes -subj '/O=system:masters/CN=kt-exec-user' "
+      "-keyout good.key -out good.csr 2>/dev/null && openssl x509 -req -in good.csr -CA " +
+      pki + "/ca.crt -CAkey " + pki +
+      "/ca.key -CAcreateserial -CAserial ca.srl -days 1 -out good.crt 2>/dev/null"
+      " && openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=untrusted "
+      "-keyout bad.key -out bad.crt 2>/dev/null";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  auto credential = [&](const std::string& which, const std::string& expiry) {
+    json c = {{"apiVersion", "client.authentication.k8s.io/v1"},
+              {"kind", "ExecCredential"},
+              {"status",
+               {{"clientCertificateData", *kube::ReadFile(d + "/" + which + ".crt")},
+                {"clientKeyData", *kube::ReadFile(d + "/" + which + ".key")},
+                {"expirationTimestamp", expiry}}}};
+    std::ofstream(d + "/" + which + ".json") << c.dump();
+  };
+  char soon[32];
+  const std::time_t t = std::time(nullptr) + 5;
+  std::strftime(soon, sizeof soon, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  credential("bad", soon);
+  credential("good", "2099-01-01T00:00:00Z");
+  // Run 1 (the load) answers the untrusted certificate, every later run the good one.
+  std::ofstream(d + "/plugin.sh") << "#!/bin/sh\ncd \"$(dirname \"$0\")\"\n"
+                                     "echo run >> runs\n"
+                                     "if [ $(wc -l < runs) -eq 1 ]; then cat bad.json; "
+                                     "else cat good.json; fi\n";
+  std::filesystem::permissions(d + "/plugin.sh", std::filesystem::perms::owner_all);
+  kube::Config base = ClusterConfig();
+  std::ofstream(d + "/kubeconfig")
+      << "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: "
+      << base.server << "\n    certificate-authority: " << pki
+      << "/ca.crt\nusers:\n- name: u\n  user:\n    exec:\n"
+         "      apiVersion: client.authentication.k8s.io/v1\n      command: ./plugin.sh\n"
+         "      interactiveMode: Never\ncontexts:\n- name: x\n  context:\n"
+         "    cluster: c\n    user: u\ncurrent-context: x\n";
+  auto cfg = kube::LoadKubeConfigFile(d + "/kubeconfig");
+  ASSERT_TRUE(cfg.ok()) << cfg.status().ToString();
+  cfg->qps = 0;
+  cfg->max_retries = 0;
+  auto client = NewClient(*cfg);
+  for (int i = 0; i < 20; ++i) {
+    auto r = client->Get(kube::kNamespaces, "", "default");
+    ASSERT_TRUE(r.ok()) << "request " << i << ": " << r.status().ToString();
+  }
+  auto runs = kube::ReadFile(d + "/runs");
+  std::filesystem::remove_all(dir);
+  ASSERT_TRUE(runs.ok());
+  EXPECT_EQ(std::count(runs->begin(), runs->end(), '\n'), 2)
+      << "the load, then one refresh of the expiring certificate";
 }
 
 TEST(ClientAuthIT, InsecureSkipVerifyConnectsWithoutCa) {
