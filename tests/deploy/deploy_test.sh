@@ -50,7 +50,9 @@ for sa in "${ns}:kt-kubetrain" "kubetrain-system:kubetrain-operator"; do
   check "delete services" "$(can "${sa}" delete services team-a)" yes
   check "create secrets" "$(can "${sa}" create secrets team-a)" yes
   check "not update secrets" "$(can "${sa}" update secrets team-a)" no
-  check "delete secrets (its jobs' own)" "$(can "${sa}" delete secrets team-a)" yes
+  check "no delete secrets (garbage collection deletes the job's)" "$(can "${sa}" delete secrets team-a)" no
+  check "no delete configmaps or networkpolicies" \
+    "$(can "${sa}" delete configmaps team-a)/$(can "${sa}" delete networkpolicies.networking.k8s.io team-a)" no/no
   check "no get secrets anywhere" "$(can "${sa}" get secrets -A)" no
   check "no list secrets anywhere" "$(can "${sa}" list secrets -A)" no
   check "no watch secrets anywhere" "$(can "${sa}" watch secrets -A)" no
@@ -74,5 +76,38 @@ for sa in "${ns}:kt-kubetrain" "kubetrain-system:kubetrain-operator"; do
   check "no nodes" "$(can "${sa}" list nodes)" no
   check "no deployments" "$(can "${sa}" create deployments.apps team-a)" no
 done
+
+# Helm with watchNamespaces: Roles in those namespaces only, nothing cluster-wide
+# but what is cluster-scoped (with --kueue: flavors and priority classes).
+ns_scoped=kubetrain-helm-ns
+watched=(kt-rbac-a kt-rbac-b)
+trap 'kubectl delete namespace "${ns}" "${ns_scoped}" "${watched[@]}" --wait=false >/dev/null 2>&1' EXIT
+kubectl create namespace "${ns_scoped}" >/dev/null
+for w in "${watched[@]}"; do kubectl create namespace "${w}" >/dev/null; done
+helm template kts "${chart}" -n "${ns_scoped}" --set "watchNamespaces={kt-rbac-a,kt-rbac-b}" \
+  --set kueue.enabled=true 2>/dev/null | kubectl apply -n "${ns_scoped}" -f - >/dev/null
+check "namespaced chart applied" "$?" 0
+sa="${ns_scoped}:kts-kubetrain"
+echo "== ${sa} (watchNamespaces: ${watched[*]})"
+check "deployment watches only its namespaces" \
+  "$(kubectl -n "${ns_scoped}" get deploy kts-kubetrain -o jsonpath='{.spec.template.spec.containers[0].args}' | grep -o -- '--namespace=[a-z-]*' | tr '\n' ' ')" \
+  "--namespace=kt-rbac-a --namespace=kt-rbac-b "
+check "create pods in a watched namespace" "$(can "${sa}" create pods kt-rbac-b)" yes
+check "watch trainingjobs in a watched namespace" "$(can "${sa}" watch trainingjobs.kubetrain.io kt-rbac-a)" yes
+check "no pods in an unwatched namespace" "$(can "${sa}" create pods team-a)" no
+check "no pods in kube-system" "$(can "${sa}" create pods kube-system)" no
+check "no trainingjobs across namespaces" "$(can "${sa}" list trainingjobs.kubetrain.io -A)" no
+check "kueue: resource flavors (cluster-scoped)" "$(can "${sa}" get resourceflavors.kueue.x-k8s.io)" yes
+check "kueue: workloads in a watched namespace only" \
+  "$(can "${sa}" create workloads.kueue.x-k8s.io kt-rbac-a)/$(can "${sa}" create workloads.kueue.x-k8s.io team-a)" yes/no
+
+# What each install may do, as docs/operations.md ("RBAC") shows it.
+for who in "kubetrain-system:kubetrain-operator team-a" "${ns}:kt-kubetrain team-a" "${sa} kt-rbac-a"; do
+  read -r s where <<<"${who}"
+  echo "== kubectl auth can-i --list -n ${where} as ${s}"
+  kubectl auth can-i --list -n "${where}" --as="system:serviceaccount:${s}" 2>/dev/null |
+    grep -v -E '^(selfsubject|\[/|Resources)' | grep -v -E 'authorization.k8s.io|authentication.k8s.io'
+done
+
 ((failures == 0)) && echo "deploy test passed"
 ((failures == 0))
