@@ -98,7 +98,10 @@ class Planner {
  private:
   // Child construction.
   StatusOr<json> BuildPod(const Slot& slot) const {
-    return builder_.Pod(slot.type, slot.index, *slot.spec, spec_hashes_.at(slot.type));
+    StatusOr<json> pod =
+        builder_.Pod(slot.type, slot.index, *slot.spec, spec_hashes_.at(slot.type));
+    if (pod.ok() && outside_gang_) (*pod)["metadata"]["labels"].erase(std::string(kPodGroupLabel));
+    return pod;
   }
   Status CheckTemplates() const;
 
@@ -177,6 +180,9 @@ class Planner {
   const PlanInput& input_;
   const api::ServiceMode mode_;
   const StatusOr<std::optional<GangSpec>> gang_;  // an error fails the job (InvalidSpec)
+  // Pods created from here on join no gang: training is over and an evaluator
+  // recreated alone could never make the gang's minMember.
+  bool outside_gang_ = false;
   ChildBuilder builder_;  // set_config_in_secret once the spec hashes are known
   std::vector<Slot> slots_;
   std::vector<const ObservedPod*> orphan_pods_;
@@ -763,6 +769,9 @@ void Planner::RunEvaluatorsAfterTraining(const std::optional<Success>& success) 
                " evaluated the final checkpoint");
     return;
   }
+  // The gang's other members are gone or finished: a replacement evaluator in
+  // the group would wait for siblings that never come (Coscheduling's minMember).
+  outside_gang_ = true;
   CreateMissing(ReplicaType::kEvaluator);
   const std::string message = trained + "; waiting for " + std::to_string(evaluators - done) +
                               " of " + std::to_string(evaluators) +

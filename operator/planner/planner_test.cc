@@ -1581,6 +1581,37 @@ TEST(PlannerEvaluatorTest, AFailedEvaluatorIsRestartedAfterTrainingAndNothingEls
   EXPECT_EQ(Cond(later, ConditionType::kRunning)->reason, "WaitingForEvaluator");
 }
 
+// Issue 27 item 13: after training the evaluator runs alone; a replacement in
+// the gang would wait for minMember siblings that never come back.
+TEST(PlannerEvaluatorTest, AnEvaluatorRecreatedAfterTrainingJoinsNoGang) {
+  api::TrainingJob job = JobWithEvaluator();
+  api::SchedulingPolicy sp;
+  sp.scheduler_name = "gang-scheduler";
+  sp.min_available = 5;
+  job.spec.run_policy.scheduling_policy = sp;
+  Plan first = PlanJob(job, {}, Input());
+  for (const ChildCreate& c : first.creates) {
+    if (c.ref.kind == ChildRef::Kind::kPod) {
+      EXPECT_EQ(c.object["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"], "tj");
+    }
+  }
+  ObservedChildren o = TrainedWithEvaluator();
+  Find(o, "tj-evaluator-0") = Pod(ReplicaType::kEvaluator, 0, PodPhase::kFailed, 1);
+  Plan plan = PlanJob(job, o, Input());
+  ObservedChildren gone = o;
+  std::erase_if(gone.pods, [](const ObservedPod& p) { return p.name != "tj-worker-0"; });
+  Plan later = PlanJob(After(job, plan), gone, Input(kNow + kRestartBackoffBase));
+  const ChildCreate* evaluator = nullptr;
+  for (const ChildCreate& c : later.creates) {
+    if (c.ref.kind == ChildRef::Kind::kPod) evaluator = &c;
+  }
+  ASSERT_NE(evaluator, nullptr);
+  EXPECT_EQ(evaluator->ref.name, "tj-evaluator-0");
+  EXPECT_FALSE(evaluator->object["metadata"]["labels"].contains("scheduling.x-k8s.io/pod-group"));
+  EXPECT_EQ(evaluator->object["spec"]["schedulerName"], "gang-scheduler")
+      << "the same scheduler, as a pod of no group";
+}
+
 TEST(PlannerEvaluatorTest, WaitingIsRememberedWhenTheCoordinatorsPodIsGone) {
   api::TrainingJob job = JobWithEvaluator();
   Plan waiting = PlanJob(job, TrainedWithEvaluator(), Input());

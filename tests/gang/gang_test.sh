@@ -161,6 +161,52 @@ case_suspend_keeps_the_group_and_resume_updates_it() {
   wait_until "its pods go" bash -c "[[ -z \$(kubectl -n ${ns} get pods -o name) ]]"
 }
 
+# Issue 27 item 13: once training is over only the evaluator runs on; a
+# recreated evaluator alone can never make a gang of 3, so it must not be one.
+case_an_evaluator_recreated_after_training_is_scheduled() {
+  new_ns evalgang
+  cat <<JOB | k apply -f - >/dev/null
+apiVersion: kubetrain.io/v1alpha1
+kind: TrainingJob
+metadata: {name: ev}
+spec:
+  runPolicy: {schedulingPolicy: {schedulerName: ${scheduler}, minAvailable: 3}}
+  replicaSpecs:
+    PS:
+      replicas: 1
+      template: &pod
+        spec:
+          nodeSelector: {kubetrain.io/gang-test: "true"}
+          containers:
+            - name: trainer
+              image: kubetrain-trainer
+              resources: {requests: {cpu: "1", memory: 100Mi}}
+    Worker: {replicas: 1, template: *pod}
+    Evaluator: {replicas: 1, restartPolicy: OnFailure, template: *pod}
+JOB
+  wait_until "3 pods bound" bash -c "[[ \$(kubectl -n ${ns} get pods -o jsonpath='{range .items[*]}{.spec.nodeName}{\"\\n\"}{end}' | grep -c .) == 3 ]]"
+  check "the first evaluator is in the gang" \
+    "$(jpath pod/ev-evaluator-0 '{.metadata.labels.scheduling\.x-k8s\.io/pod-group}' | grep -c .)" 1
+  k annotate pod ev-worker-0 kubetrain.io/test-exit-code=0 >/dev/null
+  wait_until "training over: the job waits for its evaluator" bash -c \
+    "[[ \$(kubectl -n ${ns} get tj ev -o jsonpath='{.status.conditions[?(@.type==\"Running\")].reason}') == WaitingForEvaluator ]]"
+  local first
+  first="$(jpath pod/ev-evaluator-0 '{.metadata.uid}')"
+  k annotate pod ev-evaluator-0 kubetrain.io/test-exit-code=1 >/dev/null
+  wait_until "a new evaluator pod" bash -c \
+    "uid=\$(kubectl -n ${ns} get pod ev-evaluator-0 -o jsonpath='{.metadata.uid}' 2>/dev/null); [[ -n \$uid && \$uid != ${first} ]]"
+  wait_until "the new evaluator is scheduled" bash -c \
+    "[[ -n \$(kubectl -n ${ns} get pod ev-evaluator-0 -o jsonpath='{.spec.nodeName}') ]]" ||
+    echo "  evaluator: $(jpath pod/ev-evaluator-0 '{.status.conditions[?(@.type=="PodScheduled")].message}')"
+  check "the new evaluator is outside the gang" \
+    "$(jpath pod/ev-evaluator-0 '{.metadata.labels.scheduling\.x-k8s\.io/pod-group}' | grep -c .)" 0
+  k annotate pod ev-evaluator-0 kubetrain.io/test-exit-code=0 >/dev/null
+  wait_until "the job succeeds" bash -c \
+    "[[ \$(kubectl -n ${ns} get tj ev -o jsonpath='{.status.conditions[?(@.type==\"Succeeded\")].status}') == True ]]"
+  k delete tj ev >/dev/null
+  wait_until "its pods go" bash -c "[[ -z \$(kubectl -n ${ns} get pods -o name) ]]"
+}
+
 # The test's nodes: room for 4 pods of 1 CPU.
 for i in 0 1; do
   cat <<NODE
@@ -195,6 +241,7 @@ operator_kubeconfig "${work}/operator-kubeconfig" || exit 1
   >>"${work}/operator.log" 2>&1 &
 op_pid=$!
 cases=(case_a_gang_that_does_not_fit_binds_none_and_says_why case_without_a_gang_four_of_five_bind
-  case_two_gangs_on_room_for_one_never_deadlock case_suspend_keeps_the_group_and_resume_updates_it)
+  case_two_gangs_on_room_for_one_never_deadlock case_suspend_keeps_the_group_and_resume_updates_it
+  case_an_evaluator_recreated_after_training_is_scheduled)
 [[ $# -gt 1 ]] && cases=("${@:2}")
 run_cases "${cases[@]}"
