@@ -1,13 +1,11 @@
 #include "trainer/metrics/metrics.h"
 
-#include <httplib.h>
-
 #include <algorithm>
 #include <condition_variable>
 #include <cstdio>
 #include <mutex>
-#include <thread>
 
+#include "common/http_server.h"
 #include "operator/progress/metric_names.h"
 
 namespace kubetrain::trainer {
@@ -18,6 +16,8 @@ namespace names = kubetrain::progress;
 // Served by parameter servers; not part of what the operator reads.
 constexpr std::string_view kPushesApplied = "kubetrain_trainer_ps_pushes_applied_total";
 constexpr std::string_view kPushesDuplicate = "kubetrain_trainer_ps_pushes_duplicate_total";
+// How connections to this endpoint ended (issue 27: rejected, cut off, timed out).
+constexpr std::string_view kHttpConnections = "kubetrain_trainer_http_connections_total";
 
 void Family(std::string& out, std::string_view name, std::string_view type, std::string_view help,
             double value) {
@@ -130,8 +130,8 @@ std::string TrainerMetrics::Render(WallClock::time_point now) const {
 
 struct MetricsServer::Impl {
   const TrainerMetrics* metrics;
-  httplib::Server server;
-  std::thread thread;
+  HttpServer server;  // default HttpLimits: 8 KiB headers, 5 s per request, 64 / 8 per client
+  bool started = false;
   std::mutex mu;
   std::condition_variable served_cv;
   uint64_t served_version = 0;  // the newest version a GET /metrics rendered
@@ -139,25 +139,18 @@ struct MetricsServer::Impl {
 
 MetricsServer::MetricsServer(const TrainerMetrics* metrics) : impl_(std::make_unique<Impl>()) {
   impl_->metrics = metrics;
-  // One request at a time is plenty for a scraper or two; no thread pool.
-  impl_->server.new_task_queue = [] { return new httplib::ThreadPool(1); };
-  // SO_REUSEADDR only: httplib's default adds SO_REUSEPORT, which would let a
-  // second process share the port and answer half of the reads.
-  impl_->server.set_socket_options([](socket_t sock) {
-    int yes = 1;
-    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
-  });
-  impl_->server.set_read_timeout(5, 0);
-  impl_->server.set_write_timeout(5, 0);
-  impl_->server.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+  impl_->server.Handle("/metrics", [this](const HttpRequest&) {
     const uint64_t version = impl_->metrics->version();
-    res.set_content(impl_->metrics->Render(TrainerMetrics::WallClock::now()),
-                    "text/plain; version=0.0.4");
+    HttpResponse res;
+    res.content_type = "text/plain; version=0.0.4";
+    res.body = impl_->metrics->Render(TrainerMetrics::WallClock::now());
+    AppendHttpStats(kHttpConnections, {{"metrics", impl_->server.stats()}}, &res.body);
     {
       std::lock_guard lock(impl_->mu);
       impl_->served_version = std::max(impl_->served_version, version);
     }
     impl_->served_cv.notify_all();
+    return res;
   });
 }
 
@@ -166,30 +159,25 @@ MetricsServer::~MetricsServer() {
 }
 
 StatusOr<int> MetricsServer::Start(int port) {
-  int bound = -1;
-  for (const char* host : {"::", "0.0.0.0"}) {
-    bound = port == 0 ? impl_->server.bind_to_any_port(host)
-                      : (impl_->server.bind_to_port(host, port) ? port : -1);
-    if (bound >= 0) break;
-  }
-  if (bound < 0) return Unavailable("metrics: cannot listen on port " + std::to_string(port));
-  impl_->thread = std::thread([this] { impl_->server.listen_after_bind(); });
-  return bound;
+  auto bound = impl_->server.Start("", port);
+  if (!bound.ok()) return Unavailable("metrics: " + bound.status().message());
+  std::lock_guard lock(impl_->mu);
+  impl_->started = true;
+  return *bound;
 }
 
 bool MetricsServer::WaitUntilServed(uint64_t version,
                                     std::chrono::steady_clock::time_point deadline) {
-  if (!impl_->thread.joinable()) return false;
   std::unique_lock lock(impl_->mu);
+  if (!impl_->started) return false;
   return impl_->served_cv.wait_until(lock, deadline,
                                      [&] { return impl_->served_version >= version; });
 }
 
 void MetricsServer::Stop() {
-  if (impl_->thread.joinable()) {
-    impl_->server.stop();
-    impl_->thread.join();
-  }
+  impl_->server.Stop();
+  std::lock_guard lock(impl_->mu);
+  impl_->started = false;
 }
 
 }  // namespace kubetrain::trainer

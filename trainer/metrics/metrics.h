@@ -6,7 +6,10 @@
 //
 // Contract: TrainerMetrics is process-wide (Global()), lock-free and safe to
 // update from any thread; Render() reads a consistent-enough snapshot (each
-// value atomically). MetricsServer serves on one thread of its own.
+// value atomically). MetricsServer serves on one thread of its own, a bounded
+// event loop (common/http_server.h: 8 KiB of header, 5 s per request, 64
+// connections, 8 per client), so no pod can blind it, grow the trainer's
+// memory or hold up its exit; Stop() returns promptly at any moment.
 #pragma once
 
 #include <atomic>
@@ -69,7 +72,8 @@ class TrainerMetrics {
   std::atomic<uint64_t> eval_checkpoints_{0};
 };
 
-// GET /metrics -> metrics->Render(now); anything else 404.
+// GET /metrics -> metrics->Render(now) and kubetrain_trainer_http_connections_total
+// (how connections ended); anything else 404.
 class MetricsServer {
  public:
   explicit MetricsServer(const TrainerMetrics* metrics);

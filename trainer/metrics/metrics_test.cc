@@ -3,8 +3,10 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <future>
 #include <thread>
 
+#include "common/http_test_client.h"
 #include "operator/progress/progress.h"
 #include "operator/progress/prometheus_text.h"
 
@@ -72,6 +74,13 @@ TEST(MetricsServerTest, ServesMetricsOverHttp) {
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 200);
   EXPECT_NE(res->body.find("kubetrain_trainer_step 7\n"), std::string::npos) << res->body;
+  // The connection counters beside the trainer's own families still parse as the operator reads.
+  EXPECT_NE(res->body.find("kubetrain_trainer_http_connections_total{server=\"metrics\""),
+            std::string::npos)
+      << res->body;
+  auto sample = progress::TrainerSampleFromText(res->body);
+  ASSERT_TRUE(sample.ok()) << sample.status().ToString();
+  EXPECT_EQ(sample->step, 7);
   EXPECT_EQ(client.Get("/other")->status, 404);
   // A second server cannot take the same port: an error, not a crash.
   MetricsServer second(&m);
@@ -104,6 +113,84 @@ TEST(MetricsServerTest, WaitUntilServedReturnsOnceTheLastStepWasRead) {
       server.WaitUntilServed(last, std::chrono::steady_clock::now() + std::chrono::minutes(5)));
   reader.join();
   server.Stop();
+}
+
+// Issue 27 item 3: a header line that never ends is cut off at a few KiB, the
+// connection closed, and the server still answers the next reader.
+TEST(MetricsServerTest, EndlessHeaderIsCutOffAndClosed) {
+  TrainerMetrics m;
+  MetricsServer server(&m);
+  auto port = server.Start(0);
+  ASSERT_TRUE(port.ok()) << port.status().ToString();
+  const int fd = http_test::Connect(*port, /*sndbuf=*/16384);
+  ASSERT_GE(fd, 0);
+  const auto sent =
+      http_test::SendEndlessHeader(fd, size_t{64} << 20, http_test::Clock::now() + 10s);
+  ::close(fd);
+  ASSERT_TRUE(sent.has_value()) << "the server read 64 MiB of one header line and kept going";
+  // The server's cap is 8 KiB; the rest is what the kernel buffers on the way.
+  EXPECT_LT(*sent, size_t{4} << 20);
+  auto res = http_test::Get(*port, "/metrics", 2s);
+  ASSERT_TRUE(res.has_value());
+  EXPECT_EQ(res->status, 200);
+}
+
+// Issue 27 item 3: one client that sends half a request does not blind the
+// endpoint for the operator's next read.
+TEST(MetricsServerTest, HalfARequestDoesNotBlockTheNextReader) {
+  TrainerMetrics m;
+  m.StartTraining(0, 10);
+  MetricsServer server(&m);
+  auto port = server.Start(0);
+  ASSERT_TRUE(port.ok()) << port.status().ToString();
+  const int slow = http_test::Connect(*port);
+  ASSERT_GE(slow, 0);
+  ASSERT_GT(::send(slow, "GET /metrics HTTP/1.1\r\n", 23, MSG_NOSIGNAL), 0);
+  auto res = http_test::Get(*port, "/metrics", 2s);
+  ::close(slow);
+  ASSERT_TRUE(res.has_value()) << "no answer within 2 s while one request was half sent";
+  EXPECT_EQ(res->status, 200);
+}
+
+// Issue 27 item 3: a client dripping one byte every 200 ms is closed at the
+// request deadline (5 s), whatever its rate.
+TEST(MetricsServerTest, SlowDripIsClosedAtTheRequestDeadline) {
+  TrainerMetrics m;
+  MetricsServer server(&m);
+  auto port = server.Start(0);
+  ASSERT_TRUE(port.ok()) << port.status().ToString();
+  const int fd = http_test::Connect(*port);
+  ASSERT_GE(fd, 0);
+  std::string request = "GET /metrics HTTP/1.1\r\n";
+  for (int i = 0; i < 20; ++i) request += "X-Drip-" + std::to_string(i) + ": slow\r\n";
+  const auto closed_after = http_test::Drip(fd, request, 200ms, http_test::Clock::now() + 12s);
+  ::close(fd);
+  ASSERT_TRUE(closed_after.has_value()) << "a 1 byte / 200 ms drip kept its connection for 12 s";
+  EXPECT_LT(*closed_after, 8s);
+}
+
+// Issue 35 item 2: stopping the server at any moment returns promptly, also
+// right after Start (the listen loop not yet running).
+TEST(MetricsServerTest, StartThenStopAtOnceReturnsPromptly1000Times) {
+  auto done = std::make_shared<std::promise<std::string>>();
+  auto finished = done->get_future();
+  // On its own thread so that a hang fails the test instead of hanging it.
+  std::thread([done] {
+    std::string failure;
+    for (int i = 0; i < 1000 && failure.empty(); ++i) {
+      MetricsServer server(&TrainerMetrics::Global());
+      auto port = server.Start(0);
+      if (!port.ok()) failure = port.status().ToString();
+      const auto t0 = std::chrono::steady_clock::now();
+      server.Stop();
+      if (std::chrono::steady_clock::now() - t0 > 2s)
+        failure = "Stop took over 2 s at round " + std::to_string(i);
+    }
+    done->set_value(failure);
+  }).detach();
+  ASSERT_EQ(finished.wait_for(120s), std::future_status::ready)
+      << "a Stop() right after Start() never returned";
+  EXPECT_EQ(finished.get(), "");
 }
 
 }  // namespace

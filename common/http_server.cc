@@ -1,0 +1,528 @@
+#include "common/http_server.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <cstring>
+#include <list>
+
+namespace kubetrain {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using PeerKey = std::array<uint8_t, 16>;  // IPv6 address; IPv4 as ::ffff:a.b.c.d
+
+constexpr size_t kReadChunk = 16 * 1024;
+// How long accepting pauses when the process is out of file descriptors
+// (level-triggered epoll would otherwise spin on the pending connection).
+constexpr auto kAcceptPause = std::chrono::milliseconds(100);
+
+std::string_view Reason(int status) {
+  switch (status) {
+    case 200:
+      return "OK";
+    case 400:
+      return "Bad Request";
+    case 404:
+      return "Not Found";
+    case 405:
+      return "Method Not Allowed";
+    case 408:
+      return "Request Timeout";
+    case 413:
+      return "Content Too Large";
+    case 431:
+      return "Request Header Fields Too Large";
+    case 500:
+      return "Internal Server Error";
+    case 501:
+      return "Not Implemented";
+    case 503:
+      return "Service Unavailable";
+    case 505:
+      return "HTTP Version Not Supported";
+    default:
+      return "";
+  }
+}
+
+std::string Serialize(const HttpResponse& r, bool head) {
+  std::string out = "HTTP/1.1 " + std::to_string(r.status) + " ";
+  out.append(Reason(r.status));
+  out += "\r\nContent-Type: " + r.content_type;
+  out += "\r\nContent-Length: " + std::to_string(r.body.size());
+  if (r.status == 405) out += "\r\nAllow: GET, HEAD";
+  out += "\r\nConnection: close\r\n\r\n";
+  if (!head) out += r.body;
+  return out;
+}
+
+HttpResponse Error(int status) {
+  HttpResponse r;
+  r.status = status;
+  r.body = std::string(Reason(status)) + "\n";
+  return r;
+}
+
+bool IEquals(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           return std::tolower(static_cast<unsigned char>(x)) ==
+                  std::tolower(static_cast<unsigned char>(y));
+         });
+}
+
+std::string_view Trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r'))
+    s.remove_suffix(1);
+  return s;
+}
+
+// The end of the header block (one past its blank line) in `in`, searching
+// from `from`; npos while incomplete. Bare LF line ends are accepted too.
+size_t HeaderEnd(std::string_view in, size_t from) {
+  for (size_t i = from; i < in.size(); ++i) {
+    if (in[i] != '\n') continue;
+    if (i + 1 < in.size() && in[i + 1] == '\n') return i + 2;
+    if (i + 2 < in.size() && in[i + 1] == '\r' && in[i + 2] == '\n') return i + 3;
+  }
+  return std::string_view::npos;
+}
+
+PeerKey KeyOf(const sockaddr_storage& a) {
+  PeerKey k{};
+  if (a.ss_family == AF_INET6) {
+    std::memcpy(k.data(), &reinterpret_cast<const sockaddr_in6&>(a).sin6_addr, 16);
+  } else if (a.ss_family == AF_INET) {
+    k[10] = k[11] = 0xff;
+    std::memcpy(k.data() + 12, &reinterpret_cast<const sockaddr_in&>(a).sin_addr, 4);
+  }
+  return k;
+}
+
+// A listening socket on `addr`, or -1 with errno set.
+int ListenOn(const sockaddr* addr, socklen_t len, bool dual_stack) {
+  const int fd = ::socket(addr->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  int yes = 1, no = 0;
+  // SO_REUSEADDR only: SO_REUSEPORT would let a second process share the
+  // port and answer half of the reads.
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  if (dual_stack) ::setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &no, sizeof no);
+  if (::bind(fd, addr, len) != 0 || ::listen(fd, 128) != 0) {
+    const int e = errno;
+    ::close(fd);
+    errno = e;
+    return -1;
+  }
+  return fd;
+}
+
+StatusOr<int> Bind(std::string_view host_in, int port) {
+  std::string host(host_in);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
+  if (port < 0 || port > 65535) return InvalidArgument("port " + std::to_string(port));
+  const std::string where = (host.empty() ? "*" : host) + ":" + std::to_string(port);
+  int fd = -1;
+  if (host.empty() || host == "::" || host == "*") {
+    sockaddr_in6 a6{};
+    a6.sin6_family = AF_INET6;
+    a6.sin6_addr = in6addr_any;
+    a6.sin6_port = htons(static_cast<uint16_t>(port));
+    fd = ListenOn(reinterpret_cast<sockaddr*>(&a6), sizeof a6, /*dual_stack=*/true);
+    if (fd < 0) {  // no IPv6 on this host
+      sockaddr_in a4{};
+      a4.sin_family = AF_INET;
+      a4.sin_addr.s_addr = htonl(INADDR_ANY);
+      a4.sin_port = htons(static_cast<uint16_t>(port));
+      fd = ListenOn(reinterpret_cast<sockaddr*>(&a4), sizeof a4, false);
+    }
+  } else {
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+    addrinfo* res = nullptr;
+    const std::string service = std::to_string(port);
+    if (const int rc = ::getaddrinfo(host.c_str(), service.c_str(), &hints, &res); rc != 0)
+      return InvalidArgument("cannot resolve " + where + ": " + ::gai_strerror(rc));
+    for (const addrinfo* ai = res; ai != nullptr && fd < 0; ai = ai->ai_next)
+      fd = ListenOn(ai->ai_addr, ai->ai_addrlen, false);
+    ::freeaddrinfo(res);
+  }
+  if (fd < 0) return Unavailable("cannot listen on " + where + ": " + std::strerror(errno));
+  return fd;
+}
+
+int LocalPort(int fd) {
+  sockaddr_storage a{};
+  socklen_t len = sizeof a;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  return a.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6&>(a).sin6_port)
+                                 : ntohs(reinterpret_cast<sockaddr_in&>(a).sin_port);
+}
+
+}  // namespace
+
+// The event loop: owns the listening socket, the epoll and wake-up fds and
+// every connection. All members but stop_ and wake_fd_ are touched by the
+// loop thread only (and by the destructor, after the thread ended).
+class HttpServer::Loop {
+ public:
+  Loop(const HttpLimits& limits, const std::map<std::string, HttpHandler, std::less<>>& handlers,
+       Counters& counters, int listen_fd)
+      : limits_(limits), handlers_(handlers), counters_(counters), listen_fd_(listen_fd) {}
+
+  ~Loop() {
+    for (Conn& c : conns_) ::close(c.fd);
+    if (epoll_fd_ >= 0) ::close(epoll_fd_);
+    if (wake_fd_ >= 0) ::close(wake_fd_);
+    ::close(listen_fd_);
+  }
+
+  Status Init() {
+    epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
+    wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (epoll_fd_ < 0 || wake_fd_ < 0)
+      return Internal(std::string("epoll: ") + std::strerror(errno));
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.ptr = &wake_tag_;
+    if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &ev) != 0)
+      return Internal(std::string("epoll_ctl: ") + std::strerror(errno));
+    ev.data.ptr = &listen_tag_;
+    if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, listen_fd_, &ev) != 0)
+      return Internal(std::string("epoll_ctl: ") + std::strerror(errno));
+    return Status();
+  }
+
+  // Any thread, any time: the flag is checked before every wait and the
+  // eventfd stays readable, so a stop before Run() starts is not lost.
+  void RequestStop() {
+    stop_.store(true);
+    const uint64_t one = 1;
+    [[maybe_unused]] const ssize_t n = ::write(wake_fd_, &one, sizeof one);
+  }
+
+  void Run() {
+    std::array<epoll_event, 64> events;
+    while (!stop_.load()) {
+      const int n = ::epoll_wait(epoll_fd_, events.data(), events.size(), WaitMs());
+      if (n < 0 && errno != EINTR) break;
+      for (int i = 0; i < n && !stop_.load(); ++i) {
+        void* tag = events[i].data.ptr;
+        if (tag == &wake_tag_) return;
+        if (tag == &listen_tag_) {
+          AcceptAll();
+        } else {
+          OnEvent(*static_cast<std::list<Conn>::iterator*>(tag));
+        }
+      }
+      Expire();
+    }
+  }
+
+ private:
+  struct Conn {
+    int fd = -1;
+    PeerKey peer{};
+    Clock::time_point deadline;
+    std::string in;  // the request so far, at most max_header_bytes
+    std::string out;
+    size_t written = 0;
+    bool responding = false;
+    std::list<Conn>::iterator self;  // what epoll's data.ptr points at
+  };
+  using ConnIt = std::list<Conn>::iterator;
+
+  int WaitMs() const {
+    Clock::time_point next = Clock::time_point::max();
+    if (!conns_.empty()) next = conns_.front().deadline;  // accept order is deadline order
+    if (accept_paused_) next = std::min(next, accept_resume_);
+    if (next == Clock::time_point::max()) return -1;
+    const auto ms = std::chrono::ceil<std::chrono::milliseconds>(next - Clock::now()).count();
+    return static_cast<int>(std::clamp<int64_t>(ms, 0, 60'000));
+  }
+
+  void AcceptAll() {
+    for (;;) {
+      sockaddr_storage addr{};
+      socklen_t len = sizeof addr;
+      const int fd = ::accept4(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len,
+                               SOCK_NONBLOCK | SOCK_CLOEXEC);
+      if (fd < 0) {
+        if (errno == EINTR || errno == ECONNABORTED) continue;
+        if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
+          PauseAccept();
+        return;
+      }
+      const PeerKey peer = KeyOf(addr);
+      int& per_client = per_client_[peer];
+      if (static_cast<int>(conns_.size()) >= limits_.max_connections ||
+          per_client >= limits_.max_connections_per_client) {
+        if (per_client == 0) per_client_.erase(peer);
+        counters_.rejected_over_limit.fetch_add(1, std::memory_order_relaxed);
+        const std::string busy = Serialize(Error(503), false);
+        [[maybe_unused]] const ssize_t n = ::send(fd, busy.data(), busy.size(), MSG_NOSIGNAL);
+        ::close(fd);
+        continue;
+      }
+      ++per_client;
+      counters_.accepted.fetch_add(1, std::memory_order_relaxed);
+      conns_.push_back(Conn{});
+      Conn& c = conns_.back();
+      c.fd = fd;
+      c.peer = peer;
+      c.deadline = Clock::now() + limits_.request_deadline;
+      c.self = std::prev(conns_.end());
+      epoll_event ev{};
+      ev.events = EPOLLIN | EPOLLRDHUP;
+      ev.data.ptr = &c.self;
+      if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) Close(c.self);
+    }
+  }
+
+  void PauseAccept() {
+    accept_paused_ = true;
+    accept_resume_ = Clock::now() + kAcceptPause;
+    ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, listen_fd_, nullptr);
+  }
+
+  void OnEvent(ConnIt it) {
+    if (it->responding) {
+      Write(it);
+      return;
+    }
+    Read(it);
+  }
+
+  void Read(ConnIt it) {
+    Conn& c = *it;
+    char buf[kReadChunk];
+    for (;;) {
+      const size_t room = limits_.max_header_bytes - c.in.size();
+      if (room == 0) {
+        counters_.header_too_large.fetch_add(1, std::memory_order_relaxed);
+        Respond(it, Error(431), false);
+        return;
+      }
+      const ssize_t n = ::recv(c.fd, buf, std::min(room, sizeof buf), 0);
+      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+        Close(it);  // the client gave up
+        return;
+      }
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return;  // EAGAIN: wait for more
+      }
+      const size_t from = c.in.size() >= 2 ? c.in.size() - 2 : 0;
+      c.in.append(buf, static_cast<size_t>(n));
+      if (c.in.size() > counters_.max_buffered_bytes.load(std::memory_order_relaxed))
+        counters_.max_buffered_bytes.store(c.in.size(), std::memory_order_relaxed);
+      if (const size_t end = HeaderEnd(c.in, from); end != std::string::npos) {
+        Handle(it, std::string_view(c.in).substr(0, end));
+        return;
+      }
+    }
+  }
+
+  // Parses the header block `head` (request line, header lines, blank line).
+  void Handle(ConnIt it, std::string_view head) {
+    auto bad = [&](int status) {
+      counters_.bad_request.fetch_add(1, std::memory_order_relaxed);
+      Respond(it, Error(status), false);
+    };
+    const size_t eol = head.find('\n');
+    const std::string_view line = Trim(head.substr(0, eol));
+    const size_t sp1 = line.find(' ');
+    const size_t sp2 = sp1 == std::string_view::npos ? sp1 : line.find(' ', sp1 + 1);
+    if (sp2 == std::string_view::npos || line.find(' ', sp2 + 1) != std::string_view::npos)
+      return bad(400);
+    HttpRequest req;
+    req.method = line.substr(0, sp1);
+    const std::string_view target = line.substr(sp1 + 1, sp2 - sp1 - 1);
+    const std::string_view version = line.substr(sp2 + 1);
+    if (version != "HTTP/1.1" && version != "HTTP/1.0")
+      return bad(version.substr(0, 5) == "HTTP/" ? 505 : 400);
+    if (target.empty() || target.front() != '/') return bad(400);
+    const bool head_only = req.method == "HEAD";
+    if (req.method != "GET" && !head_only) return bad(405);
+    for (std::string_view rest = head.substr(eol + 1); !rest.empty();) {
+      const size_t e = rest.find('\n');
+      const std::string_view h = rest.substr(0, e);
+      rest = e == std::string_view::npos ? std::string_view() : rest.substr(e + 1);
+      const size_t colon = h.find(':');
+      if (colon == std::string_view::npos) continue;  // the blank line
+      const std::string_view name = h.substr(0, colon), value = Trim(h.substr(colon + 1));
+      if (IEquals(name, "transfer-encoding")) return bad(501);
+      if (IEquals(name, "content-length")) {
+        if (value.empty() || value.find_first_not_of("0123456789") != std::string_view::npos)
+          return bad(400);
+        if (value.find_first_not_of('0') != std::string_view::npos) return bad(413);
+      }
+    }
+    const size_t q = target.find('?');
+    req.path = target.substr(0, q);
+    if (q != std::string_view::npos) req.query = target.substr(q + 1);
+    const auto h = handlers_.find(req.path);
+    if (h == handlers_.end()) return Respond(it, Error(404), head_only);
+    HttpResponse res;
+    try {
+      res = h->second(req);
+    } catch (...) {
+      res = Error(500);
+    }
+    Respond(it, res, head_only);
+  }
+
+  void Respond(ConnIt it, const HttpResponse& res, bool head_only) {
+    Conn& c = *it;
+    c.responding = true;
+    c.out = Serialize(res, head_only);
+    c.in = std::string();
+    epoll_event ev{};
+    ev.events = EPOLLOUT;
+    ev.data.ptr = &c.self;
+    ::epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, c.fd, &ev);
+    Write(it);
+  }
+
+  void Write(ConnIt it) {
+    Conn& c = *it;
+    while (c.written < c.out.size()) {
+      const ssize_t n =
+          ::send(c.fd, c.out.data() + c.written, c.out.size() - c.written, MSG_NOSIGNAL);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        if (errno != EAGAIN) Close(it);
+        return;  // EAGAIN: EPOLLOUT brings us back
+      }
+      c.written += static_cast<size_t>(n);
+    }
+    counters_.served.fetch_add(1, std::memory_order_relaxed);
+    ::shutdown(c.fd, SHUT_WR);
+    Close(it);
+  }
+
+  // Closes every connection whose deadline passed: those still sending their
+  // request get a best-effort 408.
+  void Expire() {
+    const auto now = Clock::now();
+    while (!conns_.empty() && conns_.front().deadline <= now) {
+      Conn& c = conns_.front();
+      counters_.timed_out.fetch_add(1, std::memory_order_relaxed);
+      if (!c.responding) {
+        const std::string late = Serialize(Error(408), false);
+        [[maybe_unused]] const ssize_t n = ::send(c.fd, late.data(), late.size(), MSG_NOSIGNAL);
+      }
+      Close(conns_.begin());
+    }
+    if (accept_paused_ && now >= accept_resume_) {
+      accept_paused_ = false;
+      epoll_event ev{};
+      ev.events = EPOLLIN;
+      ev.data.ptr = &listen_tag_;
+      ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, listen_fd_, &ev);
+    }
+  }
+
+  void Close(ConnIt it) {
+    ::close(it->fd);  // also leaves the epoll set
+    if (auto p = per_client_.find(it->peer); p != per_client_.end() && --p->second <= 0)
+      per_client_.erase(p);
+    conns_.erase(it);
+    if (accept_paused_) {  // a descriptor is free again
+      accept_paused_ = false;
+      epoll_event ev{};
+      ev.events = EPOLLIN;
+      ev.data.ptr = &listen_tag_;
+      ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, listen_fd_, &ev);
+    }
+  }
+
+  const HttpLimits& limits_;
+  const std::map<std::string, HttpHandler, std::less<>>& handlers_;
+  Counters& counters_;
+  const int listen_fd_;
+  int epoll_fd_ = -1;
+  int wake_fd_ = -1;
+  char wake_tag_ = 0, listen_tag_ = 0;
+  std::atomic<bool> stop_{false};
+  std::list<Conn> conns_;  // in accept order, hence deadline order
+  std::map<PeerKey, int> per_client_;
+  bool accept_paused_ = false;
+  Clock::time_point accept_resume_;
+};
+
+void AppendHttpStats(std::string_view metric,
+                     const std::vector<std::pair<std::string_view, HttpServerStats>>& servers,
+                     std::string* out) {
+  out->append("# HELP ").append(metric).append(
+      " Connections to this process's HTTP endpoints by how they ended.\n");
+  out->append("# TYPE ").append(metric).append(" counter\n");
+  for (const auto& [server, s] : servers) {
+    for (const auto& [outcome, n] : {std::pair<std::string_view, uint64_t>{"served", s.served},
+                                     {"rejected_over_limit", s.rejected_over_limit},
+                                     {"header_too_large", s.header_too_large},
+                                     {"timed_out", s.timed_out},
+                                     {"bad_request", s.bad_request}}) {
+      out->append(metric).append("{server=\"").append(server).append("\",outcome=\"");
+      out->append(outcome).append("\"} ").append(std::to_string(n)).append("\n");
+    }
+  }
+}
+
+HttpServer::HttpServer(HttpLimits limits) : limits_(limits) {}
+
+HttpServer::~HttpServer() {
+  Stop();
+}
+
+void HttpServer::Handle(std::string path, HttpHandler handler) {
+  handlers_[std::move(path)] = std::move(handler);
+}
+
+StatusOr<int> HttpServer::Start(std::string_view host, int port) {
+  std::lock_guard lock(mu_);
+  if (started_) return FailedPrecondition("HTTP server started twice");
+  auto fd = Bind(host, port);
+  if (!fd.ok()) return fd.status();
+  const int bound = LocalPort(*fd);
+  auto loop = std::make_unique<Loop>(limits_, handlers_, counters_, *fd);
+  if (Status s = loop->Init(); !s.ok()) return s;
+  started_ = true;
+  loop_ = std::move(loop);
+  thread_ = std::thread([loop = loop_.get()] { loop->Run(); });
+  return bound;
+}
+
+void HttpServer::Stop() {
+  std::lock_guard lock(mu_);
+  if (!loop_) return;
+  loop_->RequestStop();
+  if (thread_.joinable()) thread_.join();
+  loop_.reset();
+}
+
+HttpServerStats HttpServer::stats() const {
+  HttpServerStats s;
+  s.accepted = counters_.accepted.load();
+  s.served = counters_.served.load();
+  s.rejected_over_limit = counters_.rejected_over_limit.load();
+  s.header_too_large = counters_.header_too_large.load();
+  s.timed_out = counters_.timed_out.load();
+  s.bad_request = counters_.bad_request.load();
+  s.max_buffered_bytes = counters_.max_buffered_bytes.load();
+  return s;
+}
+
+}  // namespace kubetrain

@@ -1,0 +1,140 @@
+// A small bounded HTTP/1.1 server for the endpoints any pod can reach: the
+// operator's /healthz, /readyz and /metrics and the trainer's /metrics.
+//
+// Why our own (issue 27 items 2 and 3): cpp-httplib 0.11.4 (Debian's) reads a
+// header line without limit (one connection grew the operator 8 MB -> 442 MB
+// in 5 s), its read timeout is per receive (one byte every few seconds holds
+// a thread for minutes) and it serves on blocking threads, so a few slow
+// clients starve the rest; its stop() before the listen loop started is lost
+// (issue 35 item 2). Newer cpp-httplib caps line length (CPPHTTPLIB_MAX_LINE_
+// LENGTH, 2025) but keeps blocking thread-per-connection and per-receive
+// timeouts, and is not packaged. libmicrohttpd (Debian) has per-connection
+// memory and connection limits but only an inactivity timeout, not a deadline
+// per request, and would be a new dependency for ~300 lines of need; civetweb
+// is thread-per-connection too. What we serve is tiny (GET a rendered string,
+// a few scrapers), so one non-blocking epoll thread does it with every bound
+// explicit: a slow client never blocks another because nobody blocks.
+//
+// Flow: Start() binds and listens on the caller's thread (errors come back
+// there), then one loop thread accepts, reads each request into a buffer of at
+// most max_header_bytes, calls the handler of its path on the loop thread,
+// writes the response and closes (`Connection: close`, no keep-alive).
+//
+// Guarantees (HttpLimits, all configurable):
+// - A request's header is at most max_header_bytes (8 KiB): more -> 431, close.
+//   The server never buffers more than that per connection.
+// - Every connection is closed at request_deadline (5 s) after accept, whether
+//   it is still sending its request or still being written to (slowloris and
+//   slow readers alike): 408 if its request was incomplete.
+// - At most max_connections (64) open at once, max_connections_per_client (8)
+//   per peer address: over either, the connection gets a best-effort 503 and is
+//   closed at once.
+// - GET and HEAD only (else 405); a request body (Content-Length > 0) -> 413,
+//   Transfer-Encoding -> 501: the endpoints take no input.
+// - Stop() returns promptly at any moment, also before or while the loop
+//   thread starts (an eventfd wakes the loop; the flag is set before the
+//   thread exists); the destructor calls Stop(). Handlers must be quick: they
+//   run on the loop thread and delay every other connection while they run.
+//
+// Thread safety: Handle() before Start() only. Start() once. Stop() and stats()
+// from any thread, any number of times.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "common/status.h"
+
+namespace kubetrain {
+
+struct HttpLimits {
+  size_t max_header_bytes = 8 * 1024;
+  std::chrono::milliseconds request_deadline{5000};
+  int max_connections = 64;
+  int max_connections_per_client = 8;
+};
+
+struct HttpRequest {
+  std::string method;  // GET or HEAD
+  std::string path;    // the target up to '?'
+  std::string query;   // after '?', without it
+};
+
+struct HttpResponse {
+  int status = 200;
+  std::string content_type = "text/plain; charset=utf-8";
+  std::string body;
+};
+
+using HttpHandler = std::function<HttpResponse(const HttpRequest&)>;
+
+// Counters since Start(), for callers to export as metrics.
+struct HttpServerStats {
+  uint64_t accepted = 0;             // connections taken in (not over a cap)
+  uint64_t served = 0;               // responses written in full
+  uint64_t rejected_over_limit = 0;  // 503: max_connections or per client
+  uint64_t header_too_large = 0;     // 431
+  uint64_t timed_out = 0;            // closed at request_deadline
+  uint64_t bad_request = 0;          // 400, 405, 413, 501, 505
+  uint64_t max_buffered_bytes = 0;   // the most request bytes one connection held
+};
+
+// Appends `stats` of each named server as one Prometheus counter family
+// `metric`{server="<name>",outcome="..."} (outcome: served, rejected_over_limit,
+// header_too_large, timed_out, bad_request), with HELP and TYPE lines.
+void AppendHttpStats(std::string_view metric,
+                     const std::vector<std::pair<std::string_view, HttpServerStats>>& servers,
+                     std::string* out);
+
+class HttpServer {
+ public:
+  explicit HttpServer(HttpLimits limits = {});
+  ~HttpServer();
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  // Serves `path` (exact match; other paths 404). Before Start() only.
+  void Handle(std::string path, HttpHandler handler);
+
+  // Binds `host`:`port` and starts the loop thread. An empty host, "::" or "*"
+  // binds every address: IPv6 dual-stack, else IPv4 0.0.0.0. Port 0 binds any
+  // free port. SO_REUSEADDR, never SO_REUSEPORT (a second process must not
+  // share the port). Returns the bound port; Unavailable when it cannot bind,
+  // InvalidArgument for a host that does not resolve, FailedPrecondition when
+  // started twice.
+  [[nodiscard]] StatusOr<int> Start(std::string_view host, int port);
+  // Stops serving and joins the loop thread; open connections are closed.
+  void Stop();
+
+  HttpServerStats stats() const;
+
+ private:
+  struct Counters {
+    std::atomic<uint64_t> accepted{0}, served{0}, rejected_over_limit{0}, header_too_large{0},
+        timed_out{0}, bad_request{0}, max_buffered_bytes{0};
+  };
+  class Loop;
+
+  // Constant after construction / Start().
+  const HttpLimits limits_;
+  std::map<std::string, HttpHandler, std::less<>> handlers_;
+  Counters counters_;
+
+  std::mutex mu_;  // Start and Stop
+  bool started_ = false;
+  std::unique_ptr<Loop> loop_;
+  std::thread thread_;
+};
+
+}  // namespace kubetrain

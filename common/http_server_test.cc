@@ -1,0 +1,268 @@
+#include "common/http_server.h"
+
+#include <gtest/gtest.h>
+
+#include <future>
+#include <thread>
+#include <vector>
+
+#include "common/http_test_client.h"
+
+namespace kubetrain {
+namespace {
+
+using namespace std::chrono_literals;
+using http_test::Clock;
+
+// Polls `pred` every 10 ms until it holds or `timeout` passes.
+template <typename Pred>
+bool PollUntil(Pred pred, std::chrono::milliseconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  while (!pred()) {
+    if (Clock::now() > deadline) return false;
+    std::this_thread::sleep_for(10ms);  // poll interval
+  }
+  return true;
+}
+
+// A connection to 127.0.0.1:port from the source address `from` (any 127/8
+// address works on Linux loopback), or -1.
+int ConnectFrom(const char* from, int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in src{};
+  src.sin_family = AF_INET;
+  ::inet_pton(AF_INET, from, &src.sin_addr);
+  sockaddr_in dst{};
+  dst.sin_family = AF_INET;
+  dst.sin_port = htons(static_cast<uint16_t>(port));
+  dst.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&src), sizeof src) != 0 ||
+      ::connect(fd, reinterpret_cast<sockaddr*>(&dst), sizeof dst) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+HttpResponse Text(std::string body) {
+  HttpResponse r;
+  r.body = std::move(body);
+  return r;
+}
+
+TEST(HttpServerTest, ServesGetAndHeadAndRefusesTheRest) {
+  HttpServer server;
+  server.Handle("/hello", [](const HttpRequest& r) { return Text("hi " + r.query + "\n"); });
+  server.Handle("/boom", [](const HttpRequest&) -> HttpResponse { throw std::runtime_error("x"); });
+  auto port = server.Start("127.0.0.1", 0);
+  ASSERT_TRUE(port.ok()) << port.status().ToString();
+  ASSERT_GT(*port, 0);
+
+  auto get = http_test::Get(*port, "/hello?a=1", 2s);
+  ASSERT_TRUE(get.has_value());
+  EXPECT_EQ(get->status, 200);
+  EXPECT_EQ(get->body, "hi a=1\n");
+  EXPECT_NE(get->head.find("Connection: close\r\n"), std::string::npos) << get->head;
+
+  auto head = http_test::Get(*port, "/hello", 2s, "HEAD");
+  ASSERT_TRUE(head.has_value());
+  EXPECT_EQ(head->status, 200);
+  EXPECT_NE(head->head.find("Content-Length: 4\r\n"), std::string::npos) << head->head;
+  EXPECT_EQ(head->body, "");
+
+  EXPECT_EQ(http_test::Get(*port, "/nope", 2s)->status, 404);
+  EXPECT_EQ(http_test::Get(*port, "/boom", 2s)->status, 500);
+  auto post = http_test::Get(*port, "/hello", 2s, "POST");
+  ASSERT_TRUE(post.has_value());
+  EXPECT_EQ(post->status, 405);
+  EXPECT_NE(post->head.find("Allow: GET, HEAD\r\n"), std::string::npos) << post->head;
+  EXPECT_EQ(http_test::Get(*port, "/hello", 2s, "GET", "Content-Length: 5\r\n")->status, 413);
+  EXPECT_EQ(http_test::Get(*port, "/hello", 2s, "GET", "Content-Length: 0\r\n")->status, 200);
+  EXPECT_EQ(http_test::Get(*port, "/hello", 2s, "GET", "Content-Length: x\r\n")->status, 400);
+  EXPECT_EQ(http_test::Get(*port, "/hello", 2s, "GET", "Transfer-Encoding: chunked\r\n")->status,
+            501);
+  EXPECT_EQ(http_test::Get(*port, "hello", 2s)->status, 400);
+  EXPECT_EQ(server.stats().bad_request, 5u);
+}
+
+TEST(HttpServerTest, EndlessHeaderGets431AndCloseWithinTheCap) {
+  HttpLimits limits;
+  limits.max_header_bytes = 4096;
+  HttpServer server(limits);
+  server.Handle("/", [](const HttpRequest&) { return Text("ok\n"); });
+  auto port = server.Start("127.0.0.1", 0);
+  ASSERT_TRUE(port.ok()) << port.status().ToString();
+  const int fd = http_test::Connect(*port, /*sndbuf=*/8192);
+  ASSERT_GE(fd, 0);
+  const auto sent = http_test::SendEndlessHeader(fd, size_t{64} << 20, Clock::now() + 10s);
+  ::close(fd);
+  ASSERT_TRUE(sent.has_value()) << "the connection was never closed";
+  EXPECT_LT(*sent, size_t{4} << 20);
+  EXPECT_LE(server.stats().max_buffered_bytes, 4096u);
+  EXPECT_EQ(server.stats().header_too_large, 1u);
+  EXPECT_EQ(http_test::Get(*port, "/", 2s)->status, 200);
+}
+
+TEST(HttpServerTest, SlowDripIsClosedAtTheDeadlineWhateverItsRate) {
+  HttpLimits limits;
+  limits.request_deadline = 500ms;
+  HttpServer server(limits);
+  auto port = server.Start("127.0.0.1", 0);
+  ASSERT_TRUE(port.ok()) << port.status().ToString();
+  const int fd = http_test::Connect(*port);
+  ASSERT_GE(fd, 0);
+  const std::string request = "GET / HTTP/1.1\r\nX-Slow: " + std::string(200, 'a') + "\r\n\r\n";
+  // One byte every 20 ms would need 4.5 s for the whole request.
+  const auto closed_after = http_test::Drip(fd, request, 20ms, Clock::now() + 10s);
+  ::close(fd);
+  ASSERT_TRUE(closed_after.has_value()) << "the drip kept its connection for 10 s";
+  EXPECT_GE(*closed_after, 400ms);
+  EXPECT_LT(*closed_after, 3s);  // 500 ms deadline; generous for a busy machine
+  EXPECT_EQ(server.stats().timed_out, 1u);
+}
+
+TEST(HttpServerTest, SlowReaderIsClosedAtTheDeadline) {
+  HttpLimits limits;
+  limits.request_deadline = 500ms;
+  HttpServer server(limits);
+  // Far more than the socket buffers take: the write must wait on the reader.
+  server.Handle("/big", [](const HttpRequest&) { return Text(std::string(64 << 20, 'x')); });
+  auto port = server.Start("127.0.0.1", 0);
+  ASSERT_TRUE(port.ok()) << port.status().ToString();
+  const int fd = http_test::Connect(*port);
+  ASSERT_GE(fd, 0);
+  const std::string req = "GET /big HTTP/1.1\r\n\r\n";
+  ASSERT_EQ(::send(fd, req.data(), req.size(), MSG_NOSIGNAL), static_cast<ssize_t>(req.size()));
+  EXPECT_TRUE(PollUntil([&] { return server.stats().timed_out == 1; }, 5s));
+  EXPECT_EQ(server.stats().served, 0u);
+  ::close(fd);
+}
+
+TEST(HttpServerTest, ConnectionsOverTheCapsAreRefusedAtOnce) {
+  HttpLimits limits;
+  limits.max_connections = 4;
+  limits.max_connections_per_client = 2;
+  HttpServer server(limits);
+  server.Handle("/", [](const HttpRequest&) { return Text("ok\n"); });
+  auto port = server.Start("127.0.0.1", 0);
+  ASSERT_TRUE(port.ok()) << port.status().ToString();
+  std::vector<int> idle;
+  for (const char* from : {"127.0.0.2", "127.0.0.2"}) idle.push_back(ConnectFrom(from, *port));
+  ASSERT_TRUE(PollUntil([&] { return server.stats().accepted == 2; }, 2s));
+  // A third from the same client: 503 and closed at once, not at the deadline.
+  const int third = ConnectFrom("127.0.0.2", *port);
+  ASSERT_GE(third, 0);
+  EXPECT_TRUE(http_test::WaitClosed(third, Clock::now() + 2s));
+  ::close(third);
+  EXPECT_EQ(server.stats().rejected_over_limit, 1u);
+  // Another client is still served, up to the total cap.
+  for (const char* from : {"127.0.0.3", "127.0.0.4"}) idle.push_back(ConnectFrom(from, *port));
+  ASSERT_TRUE(PollUntil([&] { return server.stats().accepted == 4; }, 2s));
+  const int fifth = ConnectFrom("127.0.0.5", *port);
+  EXPECT_TRUE(http_test::WaitClosed(fifth, Clock::now() + 2s));
+  ::close(fifth);
+  EXPECT_EQ(server.stats().rejected_over_limit, 2u);
+  // Closing one frees its slot.
+  ::close(idle.back());
+  idle.pop_back();
+  EXPECT_TRUE(PollUntil(
+      [&] {
+        auto r = http_test::Get(*port, "/", 1s);
+        return r.has_value() && r->status == 200;
+      },
+      3s));
+  for (int fd : idle) ::close(fd);
+}
+
+TEST(HttpServerTest, NormalGetAnswersWhileTenHostileConnectionsAreOpen) {
+  HttpLimits limits;
+  limits.max_connections_per_client = 16;  // the ten hostile ones share one address here
+  HttpServer server(limits);
+  server.Handle("/healthz", [](const HttpRequest&) { return Text("ok\n"); });
+  auto port = server.Start("127.0.0.1", 0);
+  ASSERT_TRUE(port.ok()) << port.status().ToString();
+  std::atomic<bool> done = false;
+  std::vector<std::thread> attackers;
+  for (int i = 0; i < 10; ++i) {
+    attackers.emplace_back([&, i] {
+      while (!done) {
+        const int fd = ConnectFrom("127.0.0.2", *port);
+        if (fd < 0) continue;
+        ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+        if (i % 2 == 0) {
+          (void)http_test::SendEndlessHeader(fd, size_t{1} << 30, Clock::now() + 200ms);
+        } else {
+          (void)http_test::Drip(fd, "GET /healthz HTTP/1.1\r\nX: " + std::string(1000, 'a'), 50ms,
+                                Clock::now() + 200ms);
+        }
+        ::close(fd);
+      }
+    });
+  }
+  ASSERT_TRUE(PollUntil([&] { return server.stats().accepted >= 10; }, 5s));
+  int answered = 0;
+  for (int i = 0; i < 20; ++i) {
+    auto r = http_test::Get(*port, "/healthz", 1s);
+    if (r.has_value() && r->status == 200) ++answered;
+  }
+  done = true;
+  for (auto& t : attackers) t.join();
+  EXPECT_EQ(answered, 20);
+}
+
+// Issue 35 item 2: Stop() right after Start() (the loop thread maybe not yet
+// running) returns promptly, every time.
+TEST(HttpServerTest, StartThenStopAtOnceReturnsPromptly1000Times) {
+  auto done = std::make_shared<std::promise<std::string>>();
+  auto finished = done->get_future();
+  std::thread([done] {  // its own thread: a hang fails the test instead of hanging it
+    std::string failure;
+    for (int i = 0; i < 1000 && failure.empty(); ++i) {
+      HttpServer server;
+      auto port = server.Start("", 0);
+      if (!port.ok()) failure = port.status().ToString();
+      const auto t0 = Clock::now();
+      server.Stop();
+      if (Clock::now() - t0 > 2s) failure = "Stop took over 2 s at round " + std::to_string(i);
+    }
+    done->set_value(failure);
+  })
+      .detach();
+  ASSERT_EQ(finished.wait_for(60s), std::future_status::ready) << "a Stop() never returned";
+  EXPECT_EQ(finished.get(), "");
+}
+
+TEST(HttpServerTest, StopAndDestroyInAnyStateAndWhileClientsAreConnected) {
+  { HttpServer never_started; }
+  HttpServer stopped_first;
+  stopped_first.Stop();
+  stopped_first.Stop();
+  HttpServer server;
+  auto port = server.Start("127.0.0.1", 0);
+  ASSERT_TRUE(port.ok());
+  EXPECT_EQ(server.Start("127.0.0.1", 0).status().code(), StatusCode::kFailedPrecondition);
+  const int idle = http_test::Connect(*port);
+  ASSERT_TRUE(PollUntil([&] { return server.stats().accepted == 1; }, 2s));
+  const auto t0 = Clock::now();
+  server.Stop();
+  EXPECT_LT(Clock::now() - t0, 1s);
+  EXPECT_TRUE(http_test::WaitClosed(idle, Clock::now() + 2s));
+  ::close(idle);
+}
+
+TEST(HttpServerTest, BindErrorsComeBackFromStart) {
+  HttpServer first;
+  auto port = first.Start("", 0);
+  ASSERT_TRUE(port.ok()) << port.status().ToString();
+  // Dual-stack: reachable over IPv4 loopback too.
+  EXPECT_EQ(http_test::Get(*port, "/", 2s)->status, 404);
+  HttpServer second;
+  EXPECT_EQ(second.Start("", *port).status().code(), StatusCode::kUnavailable);
+  HttpServer v4;
+  auto p4 = v4.Start("127.0.0.1", 0);
+  ASSERT_TRUE(p4.ok()) << p4.status().ToString();
+  EXPECT_EQ(http_test::Get(*p4, "/", 2s)->status, 404);
+}
+
+}  // namespace
+}  // namespace kubetrain
