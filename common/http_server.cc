@@ -266,17 +266,17 @@ class HttpServer::Loop {
         return;
       }
       const PeerKey peer = KeyOf(addr);
-      int& per_client = per_client_[peer];
-      if (static_cast<int>(conns_.size()) >= limits_.max_connections ||
-          per_client >= limits_.max_connections_per_client) {
-        if (per_client == 0) per_client_.erase(peer);
+      const auto known = per_client_.find(peer);
+      const bool client_full =
+          known != per_client_.end() && known->second >= limits_.max_connections_per_client;
+      if (client_full || !MakeRoom()) {
         counters_.rejected_over_limit.fetch_add(1, std::memory_order_relaxed);
         const std::string busy = Serialize(Error(503), false);
         [[maybe_unused]] const ssize_t n = ::send(fd, busy.data(), busy.size(), MSG_NOSIGNAL);
         ::close(fd);
         continue;
       }
-      ++per_client;
+      ++per_client_[peer];
       counters_.accepted.fetch_add(1, std::memory_order_relaxed);
       conns_.push_back(Conn{});
       Conn& c = conns_.back();
@@ -289,6 +289,21 @@ class HttpServer::Loop {
       ev.data.ptr = &c.self;
       if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) Close(c.self);
     }
+  }
+
+  // At max_connections, closes the oldest connection that has not sent its
+  // whole request yet (the likeliest to be slow on purpose), so that a full
+  // server still lets a prober in. False when every connection is being
+  // answered already: the new one is refused.
+  bool MakeRoom() {
+    if (static_cast<int>(conns_.size()) < limits_.max_connections) return true;
+    for (auto it = conns_.begin(); it != conns_.end(); ++it) {
+      if (it->responding) continue;
+      counters_.evicted.fetch_add(1, std::memory_order_relaxed);
+      Close(it);
+      return true;
+    }
+    return false;
   }
 
   void PauseAccept() {
@@ -472,6 +487,7 @@ void AppendHttpStats(std::string_view metric,
   for (const auto& [server, s] : servers) {
     for (const auto& [outcome, n] : {std::pair<std::string_view, uint64_t>{"served", s.served},
                                      {"rejected_over_limit", s.rejected_over_limit},
+                                     {"evicted", s.evicted},
                                      {"header_too_large", s.header_too_large},
                                      {"timed_out", s.timed_out},
                                      {"bad_request", s.bad_request}}) {
@@ -518,6 +534,7 @@ HttpServerStats HttpServer::stats() const {
   s.accepted = counters_.accepted.load();
   s.served = counters_.served.load();
   s.rejected_over_limit = counters_.rejected_over_limit.load();
+  s.evicted = counters_.evicted.load();
   s.header_too_large = counters_.header_too_large.load();
   s.timed_out = counters_.timed_out.load();
   s.bad_request = counters_.bad_request.load();

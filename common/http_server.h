@@ -26,9 +26,11 @@
 // - Every connection is closed at request_deadline (5 s) after accept, whether
 //   it is still sending its request or still being written to (slowloris and
 //   slow readers alike): 408 if its request was incomplete.
-// - At most max_connections (64) open at once, max_connections_per_client (8)
-//   per peer address: over either, the connection gets a best-effort 503 and is
-//   closed at once.
+// - At most max_connections_per_client (8) open per peer address: over it, a
+//   new connection gets a best-effort 503 and is closed at once. At most
+//   max_connections (64) in total: at the cap a new connection closes the
+//   oldest one still sending its request (a full server still lets the
+//   kubelet's probe in); when all are being answered, the new one gets 503.
 // - GET and HEAD only (else 405); a request body (Content-Length > 0) -> 413,
 //   Transfer-Encoding -> 501: the endpoints take no input.
 // - Stop() returns promptly at any moment, also before or while the loop
@@ -83,7 +85,8 @@ using HttpHandler = std::function<HttpResponse(const HttpRequest&)>;
 struct HttpServerStats {
   uint64_t accepted = 0;             // connections taken in (not over a cap)
   uint64_t served = 0;               // responses written in full
-  uint64_t rejected_over_limit = 0;  // 503: max_connections or per client
+  uint64_t rejected_over_limit = 0;  // 503: per client, or max_connections all answering
+  uint64_t evicted = 0;              // closed to make room at max_connections
   uint64_t header_too_large = 0;     // 431
   uint64_t timed_out = 0;            // closed at request_deadline
   uint64_t bad_request = 0;          // 400, 405, 413, 501, 505
@@ -92,7 +95,7 @@ struct HttpServerStats {
 
 // Appends `stats` of each named server as one Prometheus counter family
 // `metric`{server="<name>",outcome="..."} (outcome: served, rejected_over_limit,
-// header_too_large, timed_out, bad_request), with HELP and TYPE lines.
+// evicted, header_too_large, timed_out, bad_request), with HELP and TYPE lines.
 void AppendHttpStats(std::string_view metric,
                      const std::vector<std::pair<std::string_view, HttpServerStats>>& servers,
                      std::string* out);
@@ -122,7 +125,7 @@ class HttpServer {
  private:
   struct Counters {
     std::atomic<uint64_t> accepted{0}, served{0}, rejected_over_limit{0}, header_too_large{0},
-        timed_out{0}, bad_request{0}, max_buffered_bytes{0};
+        timed_out{0}, bad_request{0}, max_buffered_bytes{0}, evicted{0};
   };
   class Loop;
 

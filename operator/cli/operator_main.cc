@@ -7,7 +7,6 @@
 // waiting for the Lease is ready, a leader once its caches synced; only the
 // work is gated by the Lease. Exit codes: 0 after a graceful shutdown, 1 on a
 // configuration error or caches that never synced, 2 when leadership was lost.
-#include <httplib.h>
 #include <sodium.h>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
@@ -22,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/http_server.h"
 #include "kubetrain/version.h"
 #include "operator/controller/job_controller.h"
 #include "operator/controller/metrics.h"
@@ -83,36 +83,23 @@ bool SplitAddr(const std::string& addr, std::string* host, int* port) {
   return *port >= 0 && *port < 65536;
 }
 
-// One HTTP server on its own thread; stopped and joined by the destructor.
-class HttpServer {
- public:
-  HttpServer() = default;
-  ~HttpServer() {
-    server_.stop();
-    if (thread_.joinable()) thread_.join();
+// Starts `server` on `addr` ("host:port"; port 0: off). False, logged, on a
+// bad address or a port that cannot be bound.
+bool StartServer(kubetrain::HttpServer& server, const std::string& addr, const char* what) {
+  std::string host;
+  int port = 0;
+  if (!SplitAddr(addr, &host, &port)) {
+    spdlog::error("invalid {} address '{}': want host:port", what, addr);
+    return false;
   }
-  httplib::Server& server() { return server_; }
-  bool Start(const std::string& addr, const char* what) {
-    std::string host;
-    int port = 0;
-    if (!SplitAddr(addr, &host, &port)) {
-      spdlog::error("invalid {} address '{}': want host:port", what, addr);
-      return false;
-    }
-    if (port == 0) return true;
-    if (!server_.bind_to_port(host.c_str(), port)) {
-      spdlog::error("cannot listen on {} for {}", addr, what);
-      return false;
-    }
-    thread_ = std::thread([this] { server_.listen_after_bind(); });
-    spdlog::info("serving {} on {}", what, addr);
-    return true;
+  if (port == 0) return true;
+  if (auto bound = server.Start(host, port); !bound.ok()) {
+    spdlog::error("cannot serve {} on {}: {}", what, addr, bound.status().message());
+    return false;
   }
-
- private:
-  httplib::Server server_;
-  std::thread thread_;
-};
+  spdlog::info("serving {} on {}", what, addr);
+  return true;
+}
 
 void ConfigureLogging(const Flags& f) {
   if (f.log_format == "json") {
@@ -205,6 +192,17 @@ int main(int argc, char** argv) {
     spdlog::error("libsodium failed to initialise");
     return 1;
   }
+  std::string metrics_host, health_host;
+  int metrics_port = 0, health_port = 0;
+  if (SplitAddr(f.metrics_addr, &metrics_host, &metrics_port) &&
+      SplitAddr(f.health_addr, &health_host, &health_port) && metrics_port != 0 &&
+      metrics_port == health_port) {
+    spdlog::error(
+        "--metrics-addr {} and --health-addr {} share a port: /healthz and /readyz get "
+        "a server of their own, so that metrics scrapes cannot starve them",
+        f.metrics_addr, f.health_addr);
+    return 1;
+  }
   if (f.leader_elect && f.renew_deadline_s >= f.lease_duration_s) {
     spdlog::error("--leader-elect-renew-deadline must be shorter than the lease duration");
     return 1;
@@ -285,20 +283,33 @@ int main(int argc, char** argv) {
     readiness.Set(ReadyState::kStopping);
     quit.request_stop();
   });
+  // Two servers, each its own event loop (common/http_server.h: bounded
+  // headers, time per request, connections in total and per client): a flood
+  // of /metrics scrapes cannot starve the kubelet's liveness probe.
   HttpServer metrics_server, health_server;
-  metrics_server.server().Get("/metrics", [&](const httplib::Request&, httplib::Response& res) {
-    res.set_content(metrics.Render(), "text/plain; version=0.0.4");
+  metrics_server.Handle("/metrics", [&](const HttpRequest&) {
+    HttpResponse res;
+    res.content_type = "text/plain; version=0.0.4";
+    res.body = metrics.Render();
+    AppendHttpStats("kubetrain_operator_http_connections_total",
+                    {{"metrics", metrics_server.stats()}, {"health", health_server.stats()}},
+                    &res.body);
+    return res;
   });
-  health_server.server().Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
-    res.set_content("ok\n", "text/plain");
+  health_server.Handle("/healthz", [](const HttpRequest&) {
+    HttpResponse res;
+    res.body = "ok\n";
+    return res;
   });
-  health_server.server().Get("/readyz", [&](const httplib::Request&, httplib::Response& res) {
+  health_server.Handle("/readyz", [&](const HttpRequest&) {
     const runtime::Readiness::Report r = readiness.Check();
+    HttpResponse res;
     res.status = r.ready ? 200 : 503;
-    res.set_content(std::string(r.message) + "\n", "text/plain");
+    res.body = std::string(r.message) + "\n";
+    return res;
   });
-  if (!metrics_server.Start(f.metrics_addr, "/metrics") ||
-      !health_server.Start(f.health_addr, "/healthz and /readyz")) {
+  if (!StartServer(metrics_server, f.metrics_addr, "/metrics") ||
+      !StartServer(health_server, f.health_addr, "/healthz and /readyz")) {
     return 1;
   }
 

@@ -557,6 +557,29 @@ TEST_F(TrainerProcessTest, MalformedClusterConfigIsPermanentError) {
   EXPECT_NE(worker.Log().find("worker-3 is not in the cluster"), std::string::npos) << worker.Log();
 }
 
+// Issue 35 item 2: a trainer that fails right after starting its metrics
+// server (here: no data files) exits at once. Stopping the old server before
+// its listen loop ran left the loop running and the exit waiting on it forever
+// (16 of 30 runs). 100 runs, each must exit within 2 s of being started.
+TEST_F(TrainerProcessTest, EarlyFailureWithMetricsOnExitsWithinTwoSecondsEveryTime) {
+  fs::create_directories(Path("empty"));
+  int hung = 0;
+  std::string first_hang;
+  for (int i = 0; i < 100; ++i) {
+    Process trainer(Flags({"--data-dir", Path("empty"), "--steps", "1", "--metrics-port",
+                           std::to_string(FreePort())}),
+                    {}, Path("run.log"));
+    const int code = trainer.Wait(std::chrono::seconds(2));
+    if (code == -1) {
+      if (hung++ == 0) first_hang = trainer.Log();
+      continue;  // ~Process kills it
+    }
+    ASSERT_NE(code, 0) << trainer.Log();
+    ASSERT_NE(trainer.Log().find("no data files matching"), std::string::npos) << trainer.Log();
+  }
+  EXPECT_EQ(hung, 0) << "runs still alive 2 s after start; the first one's log:\n" << first_hang;
+}
+
 TEST_F(TrainerProcessTest, UnreachablePsIsRetryableAfterStartupTimeout) {
   const std::string cluster = ClusterConfig({FreePort()}, {FreePort()});
   Process worker(Flags({"--steps", "1", "--startup-timeout", "1"}), Env(cluster, "worker-0"),
