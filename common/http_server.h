@@ -84,7 +84,7 @@ using HttpHandler = std::function<HttpResponse(const HttpRequest&)>;
 // Counters since Start(), for callers to export as metrics.
 struct HttpServerStats {
   uint64_t accepted = 0;             // connections taken in (not over a cap)
-  uint64_t served = 0;               // responses written in full
+  uint64_t served = 0;               // responses written in full (any status)
   uint64_t rejected_over_limit = 0;  // 503: per client, or max_connections all answering
   uint64_t evicted = 0;              // closed to make room at max_connections
   uint64_t header_too_large = 0;     // 431

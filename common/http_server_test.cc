@@ -25,23 +25,8 @@ bool PollUntil(Pred pred, std::chrono::milliseconds timeout) {
   return true;
 }
 
-// A connection to 127.0.0.1:port from the source address `from` (any 127/8
-// address works on Linux loopback), or -1.
 int ConnectFrom(const char* from, int port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in src{};
-  src.sin_family = AF_INET;
-  ::inet_pton(AF_INET, from, &src.sin_addr);
-  sockaddr_in dst{};
-  dst.sin_family = AF_INET;
-  dst.sin_port = htons(static_cast<uint16_t>(port));
-  dst.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&src), sizeof src) != 0 ||
-      ::connect(fd, reinterpret_cast<sockaddr*>(&dst), sizeof dst) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
+  return http_test::Connect(port, 0, from);
 }
 
 HttpResponse Text(std::string body) {
@@ -181,7 +166,6 @@ TEST(HttpServerTest, NormalGetAnswersWhileTenHostileConnectionsAreOpen) {
       while (!done) {
         const int fd = ConnectFrom("127.0.0.2", *port);
         if (fd < 0) continue;
-        ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
         if (i % 2 == 0) {
           (void)http_test::SendEndlessHeader(fd, size_t{1} << 30, Clock::now() + 200ms);
         } else {

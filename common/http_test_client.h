@@ -25,10 +25,21 @@ using Clock = std::chrono::steady_clock;
 
 // A connected non-blocking TCP socket to 127.0.0.1:port, or -1.
 // `sndbuf` > 0 shrinks the send buffer (so a client notices a close early).
-inline int Connect(int port, int sndbuf = 0) {
+// `from`, when set, is the source address: any 127/8 address works on Linux
+// loopback, so one process can be several clients.
+inline int Connect(int port, int sndbuf = 0, const char* from = nullptr) {
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return -1;
   if (sndbuf > 0) ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf);
+  if (from != nullptr) {
+    sockaddr_in src{};
+    src.sin_family = AF_INET;
+    ::inet_pton(AF_INET, from, &src.sin_addr);
+    if (::bind(fd, reinterpret_cast<sockaddr*>(&src), sizeof src) != 0) {
+      ::close(fd);
+      return -1;
+    }
+  }
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_port = htons(static_cast<uint16_t>(port));
