@@ -7,7 +7,7 @@
 // cap, and a flood of /metrics scrapes. Each phase lasts --seconds and every
 // attacker stops by itself. Prints the medians over --rounds, and the ratios.
 //
-// Run: http_bench [--operator PATH] [--rounds 3] [--seconds 5]
+// Run: http_bench [--operator PATH] [--rounds 3] [--seconds 5] [--max-rss-mib 1024]
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -66,6 +66,10 @@ struct Phase {
   int probes = 0, failed = 0;
 };
 
+// The RSS at which the bench kills the operator (a server without header
+// limits grows by tens of MB/s under the attack; the machine is shared).
+long g_max_rss_kib = 1024 * 1024;
+
 // Probes /healthz back to back for `seconds`, sampling the RSS meanwhile.
 Phase Probe(int health_port, pid_t pid, std::chrono::seconds seconds) {
   Phase out;
@@ -84,6 +88,11 @@ Phase Probe(int health_port, pid_t pid, std::chrono::seconds seconds) {
       ms.push_back(took);
     }
     peak = std::max(peak, RssKiB(pid));
+    if (peak > g_max_rss_kib) {
+      std::printf("operator RSS over %ld MiB: killed\n", g_max_rss_kib / 1024);
+      ::kill(pid, SIGKILL);
+      break;
+    }
     std::this_thread::sleep_for(10ms);  // probe pacing, not synchronisation
   }
   out.p50_ms = Percentile(ms, 0.5);
@@ -184,6 +193,7 @@ int main(int argc, char** argv) {
     if (a == "--operator") op = argv[i + 1];
     if (a == "--rounds") rounds = std::atoi(argv[i + 1]);
     if (a == "--seconds") seconds = std::atoi(argv[i + 1]);
+    if (a == "--max-rss-mib") g_max_rss_kib = std::atol(argv[i + 1]) * 1024;
   }
   const std::string kc = "/tmp/http_bench_kubeconfig_" + std::to_string(::getpid());
   std::ofstream(kc) << "apiVersion: v1\nkind: Config\n"
