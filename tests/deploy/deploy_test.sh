@@ -20,6 +20,46 @@ check "helm lint" "$(helm lint "${chart}" >/dev/null 2>&1; echo $?)" 0
 check "two replicas without leader election are refused" \
   "$(helm template kt "${chart}" --set replicaCount=2 --set leaderElection.enabled=false 2>&1 | grep -c 'needs leaderElection.enabled')" 1
 
+# The operator's own NetworkPolicy: ingress to the health port from anywhere and
+# to the metrics port from the monitoring namespace(s), nothing else; each
+# install can drop it.
+policy_shape() {  # reads YAML documents, prints the NetworkPolicy's ingress rules in one line
+  python3 -c '
+import sys, yaml
+for d in yaml.safe_load_all(sys.stdin):
+    if d and d.get("kind") == "NetworkPolicy":
+        rules = []
+        for r in d["spec"].get("ingress") or []:
+            ports = ",".join(str(p["port"]) for p in r.get("ports", []))
+            srcs = ",".join(f["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"]
+                            for f in r.get("from", []))
+            rules.append(ports + "<-" + (srcs or "*"))
+        print(d["spec"]["policyTypes"], " ".join(rules))'
+}
+check "helm: operator NetworkPolicy by default" \
+  "$(helm template kt "${chart}" -n "${ns}" 2>/dev/null | policy_shape)" "['Ingress'] 8081<-* 8080<-monitoring"
+check "helm: its ports follow the values, metrics from the listed namespaces" \
+  "$(helm template kt "${chart}" -n "${ns}" --set healthPort=9441 --set metricsPort=9440 \
+      --set-json 'operatorNetworkPolicy.metricsFromNamespaces=["prom","ops"]' 2>/dev/null | policy_shape)" \
+  "['Ingress'] 9441<-* 9440<-prom,ops"
+check "helm: healthFromAnywhere=false leaves only the metrics rule" \
+  "$(helm template kt "${chart}" -n "${ns}" --set operatorNetworkPolicy.healthFromAnywhere=false 2>/dev/null | policy_shape)" \
+  "['Ingress'] 8080<-monitoring"
+check "helm: operatorNetworkPolicy.enabled=false renders none" \
+  "$(helm template kt "${chart}" -n "${ns}" --set operatorNetworkPolicy.enabled=false 2>/dev/null | policy_shape)" ""
+check "kustomize: operator NetworkPolicy in the base" \
+  "$(kubectl kustomize "${root}/deploy/kustomize/base" | policy_shape)" "['Ingress'] 8081<-* 8080<-monitoring"
+overlay="$(mktemp -d)"
+printf 'resources: [%s]\ncomponents: [%s]\n' \
+  "$(realpath --relative-to="${overlay}" "${root}/deploy/kustomize/base")" \
+  "$(realpath --relative-to="${overlay}" "${root}/deploy/kustomize/components/no-network-policy")" \
+  >"${overlay}/kustomization.yaml"
+check "kustomize: components/no-network-policy drops it" \
+  "$(kubectl kustomize "${overlay}" | policy_shape)" ""
+check "kustomize: ... and keeps the deployment" \
+  "$(kubectl kustomize "${overlay}" | grep -c '^kind: Deployment')" 1
+rm -rf "${overlay}"
+
 kubectl create namespace "${ns}" >/dev/null
 helm template kt "${chart}" -n "${ns}" --include-crds 2>/dev/null | kubectl apply -n "${ns}" -f - >/dev/null
 check "chart applied" "$?" 0
@@ -27,6 +67,9 @@ check "deployment leads in its own namespace" \
   "$(kubectl -n "${ns}" get deploy kt-kubetrain -o jsonpath='{.spec.template.spec.containers[0].args}' | grep -c -- "--leader-elect-namespace=${ns}")" 1
 kubectl apply -k "${root}/deploy/kustomize/base" >/dev/null
 check "kustomize base applied" "$?" 0
+check "both installs' operator NetworkPolicies exist" \
+  "$(kubectl -n "${ns}" get networkpolicy kt-kubetrain -o name)/$(kubectl -n kubetrain-system get networkpolicy kubetrain-operator -o name)" \
+  "networkpolicy.networking.k8s.io/kt-kubetrain/networkpolicy.networking.k8s.io/kubetrain-operator"
 
 can() {  # can SA VERB RESOURCE[/SUBRESOURCE] [NAMESPACE|-A]
   local args=("$2" "${3%%/*}" --as="system:serviceaccount:$1")
