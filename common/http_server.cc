@@ -227,6 +227,7 @@ class HttpServer::Loop {
           OnEvent(*static_cast<std::list<Conn>::iterator*>(tag));
         }
       }
+      graveyard_.clear();
       Expire();
     }
   }
@@ -300,10 +301,21 @@ class HttpServer::Loop {
     for (auto it = conns_.begin(); it != conns_.end(); ++it) {
       if (it->responding) continue;
       counters_.evicted.fetch_add(1, std::memory_order_relaxed);
-      Close(it);
+      Evict(it);
       return true;
     }
     return false;
+  }
+
+  // Closes a connection while the current batch of epoll events may still
+  // name it: its node moves to graveyard_ (list iterators survive a splice),
+  // OnEvent skips it (fd -1), and Run frees it after the batch.
+  void Evict(ConnIt it) {
+    ::close(it->fd);
+    it->fd = -1;
+    if (auto p = per_client_.find(it->peer); p != per_client_.end() && --p->second <= 0)
+      per_client_.erase(p);
+    graveyard_.splice(graveyard_.end(), conns_, it);
   }
 
   void PauseAccept() {
@@ -313,6 +325,7 @@ class HttpServer::Loop {
   }
 
   void OnEvent(ConnIt it) {
+    if (it->fd < 0) return;  // evicted earlier in this batch
     if (it->responding) {
       Write(it);
       return;
@@ -472,7 +485,8 @@ class HttpServer::Loop {
   int wake_fd_ = -1;
   char wake_tag_ = 0, listen_tag_ = 0;
   std::atomic<bool> stop_{false};
-  std::list<Conn> conns_;  // in accept order, hence deadline order
+  std::list<Conn> conns_;      // in accept order, hence deadline order
+  std::list<Conn> graveyard_;  // evicted during the current batch of events
   std::map<PeerKey, int> per_client_;
   bool accept_paused_ = false;
   Clock::time_point accept_resume_;
