@@ -29,6 +29,28 @@ int ConnectFrom(const char* from, int port) {
   return http_test::Connect(port, 0, from);
 }
 
+// Threads that run until `done`; joined when the test ends, also by a failed
+// ASSERT (a joinable std::thread would end the process).
+class Threads {
+ public:
+  ~Threads() { Stop(); }
+  template <typename F>
+  void Run(F f) {
+    threads_.emplace_back([this, f]() mutable {
+      while (!done_) f();
+    });
+  }
+  void Stop() {
+    done_ = true;
+    for (auto& t : threads_) t.join();
+    threads_.clear();
+  }
+
+ private:
+  std::atomic<bool> done_ = false;
+  std::vector<std::thread> threads_;
+};
+
 HttpResponse Text(std::string body) {
   HttpResponse r;
   r.body = std::move(body);
@@ -159,21 +181,18 @@ TEST(HttpServerTest, NormalGetAnswersWhileTenHostileConnectionsAreOpen) {
   server.Handle("/healthz", [](const HttpRequest&) { return Text("ok\n"); });
   auto port = server.Start("127.0.0.1", 0);
   ASSERT_TRUE(port.ok()) << port.status().ToString();
-  std::atomic<bool> done = false;
-  std::vector<std::thread> attackers;
+  Threads attackers;
   for (int i = 0; i < 10; ++i) {
-    attackers.emplace_back([&, i] {
-      while (!done) {
-        const int fd = ConnectFrom("127.0.0.2", *port);
-        if (fd < 0) continue;
-        if (i % 2 == 0) {
-          (void)http_test::SendEndlessHeader(fd, size_t{1} << 30, Clock::now() + 200ms);
-        } else {
-          (void)http_test::Drip(fd, "GET /healthz HTTP/1.1\r\nX: " + std::string(1000, 'a'), 50ms,
-                                Clock::now() + 200ms);
-        }
-        ::close(fd);
+    attackers.Run([&, i] {
+      const int fd = ConnectFrom("127.0.0.2", *port);
+      if (fd < 0) return;
+      if (i % 2 == 0) {
+        (void)http_test::SendEndlessHeader(fd, size_t{1} << 30, Clock::now() + 200ms);
+      } else {
+        (void)http_test::Drip(fd, "GET /healthz HTTP/1.1\r\nX: " + std::string(1000, 'a'), 50ms,
+                              Clock::now() + 200ms);
       }
+      ::close(fd);
     });
   }
   ASSERT_TRUE(PollUntil([&] { return server.stats().accepted >= 10; }, 5s));
@@ -182,8 +201,7 @@ TEST(HttpServerTest, NormalGetAnswersWhileTenHostileConnectionsAreOpen) {
     auto r = http_test::Get(*port, "/healthz", 1s);
     if (r.has_value() && r->status == 200) ++answered;
   }
-  done = true;
-  for (auto& t : attackers) t.join();
+  attackers.Stop();
   EXPECT_EQ(answered, 20);
 }
 
@@ -197,20 +215,24 @@ TEST(HttpServerTest, EvictionUnderAConnectionStormKeepsServing) {
   server.Handle("/healthz", [](const HttpRequest&) { return Text("ok\n"); });
   auto port = server.Start("127.0.0.1", 0);
   ASSERT_TRUE(port.ok()) << port.status().ToString();
-  std::atomic<bool> done = false;
-  std::vector<std::thread> storm;
+  // Each client keeps 8 half requests open (32 for 8 slots) and replaces
+  // every one the server closes, so each new connection evicts another.
+  Threads storm;
   for (int i = 0; i < 4; ++i) {
-    storm.emplace_back([&, from = "127.0.1." + std::to_string(i + 1)] {
-      while (!done) {
-        std::vector<int> fds;
-        for (int k = 0; k < 8; ++k) {
-          const int fd = http_test::Connect(*port, 0, from.c_str());
-          if (fd >= 0) {
-            (void)::send(fd, "GET /healthz HTTP/1.1\r\n", 23, MSG_NOSIGNAL);
-            fds.push_back(fd);
-          }
+    storm.Run([&, from = "127.0.1." + std::to_string(i + 1), fds = std::vector<int>()]() mutable {
+      while (fds.size() < 8) {
+        const int fd = http_test::Connect(*port, 0, from.c_str());
+        if (fd < 0) break;
+        (void)::send(fd, "GET /healthz HTTP/1.1\r\n", 23, MSG_NOSIGNAL);
+        fds.push_back(fd);
+      }
+      for (auto it = fds.begin(); it != fds.end();) {
+        if (http_test::WaitClosed(*it, Clock::now())) {
+          ::close(*it);
+          it = fds.erase(it);
+        } else {
+          ++it;
         }
-        for (int fd : fds) ::close(fd);
       }
     });
   }
@@ -221,8 +243,7 @@ TEST(HttpServerTest, EvictionUnderAConnectionStormKeepsServing) {
     auto r = http_test::Get(*port, "/healthz", 2s);
     if (r.has_value() && r->status == 200) ++answered;
   }
-  done = true;
-  for (auto& t : storm) t.join();
+  storm.Stop();
   EXPECT_GE(answered, 18);  // a probe can lose the race for a slot; nearly all win it
 }
 

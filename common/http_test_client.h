@@ -56,14 +56,16 @@ inline int Connect(int port, int sndbuf = 0, const char* from = nullptr) {
 // drops whatever the server sends (a 431, a 408) on the way.
 inline bool WaitClosed(int fd, Clock::time_point deadline) {
   char buf[4096];
-  for (;;) {
+  for (;;) {  // at least one look, also with a deadline already passed
     const auto left =
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-    if (left.count() <= 0) return false;
     pollfd p{fd, POLLIN, 0};
-    if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
-    const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
-    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) return true;
+    if (::poll(&p, 1, static_cast<int>(std::max<int64_t>(0, left.count()))) > 0) {
+      const ssize_t n = ::recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) return true;
+      if (n > 0) continue;  // a 503 or 408 before the close: look again
+    }
+    if (left.count() <= 0) return false;
   }
 }
 
