@@ -123,10 +123,12 @@ class JobController::Impl {
       caches->pods->AddHandlers(ChildHandlers<CachedPod>());
       caches->services->AddHandlers(ChildHandlers<CachedChild>());
       if (options_.kueue) {
-        // Workloads made by a job integration carry the job-uid label.
+        // Only this operator's Workloads (kueue::kJobNameLabel), indexed by
+        // job name: the other job kinds' are never listed (issue 27).
         caches->workloads = std::make_unique<runtime::Informer<runtime::GenericObject>>(
-            client_->ListWatch(kWorkloads, ns, std::string(kueue::kJobUidLabel), nullptr),
+            client_->ListWatch(kWorkloads, ns, std::string(kueue::kOwnWorkloadsSelector), nullptr),
             runtime::ToGenericObject, runtime::ReflectorOptions{.name = "workloads"});
+        caches->workloads->AddLabelIndex(std::string(kueue::kJobNameLabel));
         caches->workloads->AddHandlers(ChildHandlers<runtime::GenericObject>());
       }
       caches_[ns] = std::move(caches);
@@ -146,8 +148,13 @@ class JobController::Impl {
   }
 
   Status Start(std::chrono::milliseconds sync_timeout, std::stop_token stop) {
-    for (auto& [ns, c] : caches_) c->Start();
     const auto deadline = std::chrono::steady_clock::now() + sync_timeout;
+    if (kueue_) {
+      std::vector<std::string> namespaces;
+      for (const auto& [ns, c] : caches_) namespaces.push_back(ns);
+      KT_RETURN_IF_ERROR(kueue_->LabelOlderWorkloads(namespaces, deadline, stop));
+    }
+    for (auto& [ns, c] : caches_) c->Start();
     for (auto& [ns, c] : caches_) {
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
           deadline - std::chrono::steady_clock::now());
@@ -391,13 +398,16 @@ class JobController::Impl {
     expectations_.FillPlanInput(key, input);
     std::shared_ptr<const runtime::GenericObject> workload;
     KueueIntegration::SyncResult kueue_sync;
-    if (auto queue = kueue::QueueName(job); queue && !job.metadata.deletion_timestamp) {
-      if (kueue_) {
-        workload = c->workloads->store().Get(ns + "/" + kueue::WorkloadName(job));
-        KT_ASSIGN_OR_RETURN(kueue_sync,
-                            kueue_->Sync(job, *queue, workload.get(), PodsActive(observed), now));
+    if (auto queue = kueue::QueueName(job); kueue_) {
+      // A job that has a Workload stays Kueue's whatever its labels say.
+      workload = c->workloads->store().Get(ns + "/" + kueue::WorkloadName(job));
+      if (queue || workload) {
+        KT_ASSIGN_OR_RETURN(kueue_sync, kueue_->Sync(job, queue.value_or(""), workload.get(),
+                                                     PodsActive(observed), now));
         input.hold = kueue_sync.hold;
-      } else if (!was_created) {
+      }
+    } else if (queue) {
+      if (!was_created) {
         recorder_->Record(
             {std::string(api::kApiVersion), std::string(api::kKind), ns, name, job.metadata.uid},
             "Warning", "KueueIntegrationDisabled", "Reconcile",
@@ -782,7 +792,8 @@ class JobController::Impl {
   // the garbage collector deletes them.
   Status ReleaseOrphanWorkloads(Caches& c, const std::string& ns, const std::string& name,
                                 const std::string& live_uid) {
-    for (const auto& wl : c.workloads->store().List()) {
+    static const std::string kByJob = runtime::LabelIndexName(kueue::kJobNameLabel);
+    for (const auto& wl : c.workloads->store().ByIndex(kByJob, name)) {
       const auto& owner = wl->meta.controller;
       if (wl->meta.ns != ns || !owner || owner->kind != api::kKind || owner->name != name ||
           owner->uid == live_uid) {

@@ -15,6 +15,8 @@
 
 #include "operator/api/json.h"
 #include "operator/controller/job_client.h"
+#include "operator/controller/kueue_integration.h"
+#include "operator/kueue/workload.h"
 #include "operator/runtime/metrics.h"
 
 namespace kubetrain::controller {
@@ -199,9 +201,14 @@ class FakeApi final : public JobClient {
     return Log("delete", r, name, Status::Ok());
   }
   std::unique_ptr<runtime::ListerWatcher> ListWatch(
-      const kube::ResourceRef& r, const std::string& ns, const std::string&,
+      const kube::ResourceRef& r, const std::string& ns, const std::string& selector,
       std::shared_ptr<const kube::FieldFilter> fields) override {
-    return std::make_unique<Watcher>(this, r.resource, ns, std::move(fields));
+    return std::make_unique<Watcher>(this, r.resource, ns, selector, std::move(fields));
+  }
+  // The names of `resource` served (listed or watched) under label `selector`.
+  std::set<std::string> Served(const std::string& resource, const std::string& selector) {
+    std::lock_guard lock(mu_);
+    return served_[resource + " " + selector];
   }
 
  private:
@@ -218,17 +225,18 @@ class FakeApi final : public JobClient {
 
   class Watcher final : public runtime::ListerWatcher {
    public:
-    Watcher(FakeApi* api, std::string resource, std::string ns,
+    Watcher(FakeApi* api, std::string resource, std::string ns, std::string selector,
             std::shared_ptr<const kube::FieldFilter> fields)
         : api_(api),
           resource_(std::move(resource)),
           ns_(std::move(ns)),
+          selector_(std::move(selector)),
           fields_(std::move(fields)) {}
     StatusOr<json> List() override {
       std::lock_guard lock(api_->mu_);
       json items = json::array();
       for (const auto& [key, obj] : api_->objects_[resource_]) {
-        if (ns_.empty() || obj["metadata"].value("namespace", "") == ns_)
+        if ((ns_.empty() || obj["metadata"].value("namespace", "") == ns_) && Selected(obj))
           items.push_back(Served(obj));
       }
       return json{{"metadata", {{"resourceVersion", std::to_string(api_->rv_)}}},
@@ -250,6 +258,7 @@ class FakeApi final : public JobClient {
             seen = e.rv;
             if (e.resource != resource_) continue;
             if (!ns_.empty() && e.object["metadata"].value("namespace", "") != ns_) continue;
+            if (!Selected(e.object)) continue;
             batch.push_back({e.type, Served(e.object)});
           }
         }
@@ -258,14 +267,35 @@ class FakeApi final : public JobClient {
     }
 
    private:
+    // The label selector's terms "key", "!key" and "key=value", as the
+    // apiserver reads them. Caller holds api_->mu_.
+    bool Selected(const json& obj) const {
+      const json labels = obj["metadata"].value("labels", json::object());
+      size_t begin = 0;
+      while (begin < selector_.size()) {
+        size_t end = selector_.find(',', begin);
+        if (end == std::string::npos) end = selector_.size();
+        const std::string term = selector_.substr(begin, end - begin);
+        begin = end + 1;
+        if (term.starts_with("!")) {
+          if (labels.contains(term.substr(1))) return false;
+        } else if (const size_t eq = term.find('='); eq != std::string::npos) {
+          if (labels.value(term.substr(0, eq), "\x01") != term.substr(eq + 1)) return false;
+        } else if (!labels.contains(term)) {
+          return false;
+        }
+      }
+      return true;
+    }
     // As the real client builds it: with only the fields the cache asked for.
     json Served(const json& obj) const {
+      api_->served_[resource_ + " " + selector_].insert(obj["metadata"].value("name", ""));
       if (!fields_) return obj;
       return kube::ParseServedJson(obj.dump(), kube::ServedShape::kObject, true, fields_.get());
     }
 
     FakeApi* const api_;
-    const std::string resource_, ns_;
+    const std::string resource_, ns_, selector_;
     const std::shared_ptr<const kube::FieldFilter> fields_;
   };
 
@@ -310,6 +340,7 @@ class FakeApi final : public JobClient {
   std::vector<Failure> failures_;                               // guarded by mu_
   std::vector<Call> calls_;                                     // guarded by mu_
   std::string delete_on_create_;                                // guarded by mu_
+  std::map<std::string, std::set<std::string>> served_;         // guarded by mu_
 };
 
 json Job(const std::string& restart_policy = "OnFailure") {
@@ -1119,6 +1150,186 @@ TEST(JobControllerFirstStatusTest, AJobReadingTheDefaultStateCreatedWaitsFourWin
   const json job = *api.Get(kTrainingJobs, "ml", "tj");
   EXPECT_EQ(Reason(job, "Created"), "TrainingJobCreated");
   EXPECT_EQ(job["status"]["replicaStatuses"]["Worker"].value("active", 0), 2) << job.dump();
+}
+
+// --- Kueue (issue 27): the fake plays Kueue's part by writing Workload status.
+
+JobControllerOptions KueueOptions() {
+  JobControllerOptions o = Options();
+  o.kueue = true;
+  return o;
+}
+
+json QueuedJob(const std::string& queue) {
+  json job = Job();
+  job["metadata"]["labels"] = {{"kueue.x-k8s.io/queue-name", queue}};
+  return job;
+}
+
+json Flavor() {
+  return {{"apiVersion", "kueue.x-k8s.io/v1beta1"},
+          {"kind", "ResourceFlavor"},
+          {"metadata", {{"name", "default"}}},
+          {"spec", json::object()}};
+}
+
+// The job's only Workload, once the controller made it.
+std::optional<json> OnlyWorkload(FakeApi& api) {
+  const std::vector<json> all = api.All(kWorkloads);
+  if (all.size() != 1) return std::nullopt;
+  return all[0];
+}
+
+// As Kueue admits a Workload: quota reserved, admitted, one flavor.
+void Admit(FakeApi& api, json wl) {
+  wl["status"] = {{"conditions",
+                   {{{"type", "QuotaReserved"}, {"status", "True"}, {"reason", "QuotaReserved"}},
+                    {{"type", "Admitted"}, {"status", "True"}, {"reason", "Admitted"}}}},
+                  {"admission",
+                   {{"clusterQueue", "cq"},
+                    {"podSetAssignments",
+                     {{{"name", "worker"}, {"count", 2}, {"flavors", {{"cpu", "default"}}}}}}}}};
+  auto written = api.UpdateStatus(kWorkloads, "ml", wl);
+  ASSERT_TRUE(written.ok()) << written.status().ToString();
+}
+
+void RemoveQueueLabel(FakeApi& api) {
+  json job = *api.Get(kTrainingJobs, "ml", "tj");
+  job["metadata"]["labels"].erase("kueue.x-k8s.io/queue-name");
+  ASSERT_TRUE(api.Update(kTrainingJobs, "ml", job).ok());
+}
+
+void SetQueueLabel(FakeApi& api, const std::string& queue) {
+  json job = *api.Get(kTrainingJobs, "ml", "tj");
+  job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] = queue;
+  ASSERT_TRUE(api.Update(kTrainingJobs, "ml", job).ok());
+}
+
+// Worker 0 exits 0: the job succeeds (its other pods are deleted).
+void FinishPods(FakeApi& api) {
+  auto updated = api.Update(kube::kPods, "ml", Pod(0, "Succeeded"));
+  ASSERT_TRUE(updated.ok()) << updated.status().ToString();
+}
+
+bool WorkloadFinished(FakeApi& api) {
+  std::optional<json> wl = OnlyWorkload(api);
+  return wl && Reason(*wl, "Finished") == "Succeeded";
+}
+
+// Before, removing the label of a queued job ran it at once (its Workload left
+// holding quota); it now waits in its Workload's queue, runs when admitted,
+// and finishes the Workload when it ends.
+TEST(JobControllerKueueTest, AQueuedJobWhoseLabelIsRemovedRunsOnlyOnceAdmitted) {
+  FakeApi api;
+  api.Seed(kResourceFlavors, Flavor());
+  api.Seed(kTrainingJobs, QueuedJob("q"));
+  Running controller(&api, KueueOptions());
+  ASSERT_TRUE(Eventually([&] { return OnlyWorkload(api).has_value(); }));
+  RemoveQueueLabel(api);
+  ASSERT_TRUE(Eventually([&] {
+    return Message(*api.Get(kTrainingJobs, "ml", "tj"), "Suspended").find("label was removed") !=
+           std::string::npos;
+  })) << api.Get(kTrainingJobs, "ml", "tj")->dump();
+  EXPECT_TRUE(api.All(kube::kPods).empty()) << "the job ran without being admitted";
+  EXPECT_EQ(Count(api.calls(), "create", "pods", StatusCode::kOk), 0u);
+
+  Admit(api, *OnlyWorkload(api));
+  ASSERT_TRUE(Eventually([&] { return api.All(kube::kPods).size() == 2; }));
+  FinishPods(api);
+  EXPECT_TRUE(Eventually([&] { return WorkloadFinished(api); })) << OnlyWorkload(api)->dump();
+}
+
+// Before, an admitted job that lost its label never finished its Workload:
+// the Workload kept the quota until the job was deleted.
+TEST(JobControllerKueueTest, AnAdmittedJobThatLosesItsLabelFinishesItsWorkload) {
+  FakeApi api;
+  api.Seed(kResourceFlavors, Flavor());
+  api.Seed(kTrainingJobs, QueuedJob("q"));
+  Running controller(&api, KueueOptions());
+  ASSERT_TRUE(Eventually([&] { return OnlyWorkload(api).has_value(); }));
+  Admit(api, *OnlyWorkload(api));
+  ASSERT_TRUE(Eventually([&] { return api.All(kube::kPods).size() == 2; }));
+  RemoveQueueLabel(api);
+  FinishPods(api);
+  ASSERT_TRUE(
+      Eventually([&] { return Reason(*api.Get(kTrainingJobs, "ml", "tj"), "Succeeded") != ""; }));
+  EXPECT_TRUE(Eventually([&] { return WorkloadFinished(api); })) << OnlyWorkload(api)->dump();
+}
+
+// Before, a changed queue label left the Workload in the old queue.
+TEST(JobControllerKueueTest, AChangedQueueLabelMovesThePendingWorkload) {
+  FakeApi api;
+  api.Seed(kTrainingJobs, QueuedJob("q1"));
+  Running controller(&api, KueueOptions());
+  ASSERT_TRUE(Eventually([&] { return OnlyWorkload(api).has_value(); }));
+  EXPECT_EQ(OnlyWorkload(api)->at("spec").value("queueName", ""), "q1");
+  SetQueueLabel(api, "q2");
+  EXPECT_TRUE(Eventually([&] {
+    std::optional<json> wl = OnlyWorkload(api);
+    return wl && wl->at("spec").value("queueName", "") == "q2";
+  })) << OnlyWorkload(api)->dump();
+  EXPECT_TRUE(api.All(kube::kPods).empty());
+}
+
+// Issue 27: the Workload cache lists only the operator's own Workloads (label
+// kubetrain.io/job-name), never other job kinds'. Before, it listed every
+// Workload with Kueue's job-uid label. A Workload an older operator made
+// without the label is labelled at start (migration) and the cache finds it:
+// its admitted job keeps running. An orphan (job replaced) is found by the
+// job-name index and its finalizer dropped.
+TEST(JobControllerKueueTest, CachesOnlyItsOwnWorkloadsAndLabelsAnOlderOperators) {
+  FakeApi api;
+  api.Seed(kResourceFlavors, Flavor());
+  api.Seed(kTrainingJobs, QueuedJob("q"));
+  json foreign = {{"apiVersion", "kueue.x-k8s.io/v1beta1"},
+                  {"kind", "Workload"},
+                  {"metadata",
+                   {{"name", "job-batch-1-abcde"},
+                    {"namespace", "ml"},
+                    {"labels", {{"kueue.x-k8s.io/job-uid", "batch-uid"}}},
+                    {"ownerReferences",
+                     {{{"apiVersion", "batch/v1"},
+                       {"kind", "Job"},
+                       {"name", "batch-1"},
+                       {"uid", "batch-uid"},
+                       {"controller", true}}}}}},
+                  {"spec", {{"queueName", "q"}, {"podSets", json::array()}}}};
+  api.Seed(kWorkloads, foreign);
+  // An older operator's Workload of this job, admitted: no job-name label.
+  auto parsed = api::ParseTrainingJob(QueuedJob("q"));
+  ASSERT_TRUE(parsed.ok());
+  json older = kueue::BuildWorkload(*parsed, "q", std::nullopt);
+  older["metadata"]["labels"].erase("kubetrain.io/job-name");
+  api.Seed(kWorkloads, older);
+  Admit(api, *api.Get(kWorkloads, "ml", older["metadata"]["name"]));
+  // A Workload of an earlier job of the same name, being deleted.
+  json orphan = older;
+  orphan["metadata"]["name"] = "trainingjob-tj-00000";
+  orphan["metadata"]["ownerReferences"][0]["uid"] = "earlier-uid";
+  orphan["metadata"]["labels"]["kubetrain.io/job-name"] = "tj";
+  orphan["metadata"]["deletionTimestamp"] = "2026-11-22T20:00:00Z";
+  api.Seed(kWorkloads, orphan);
+
+  Running controller(&api, KueueOptions());
+  ASSERT_TRUE(Eventually([&] { return api.All(kube::kPods).size() == 2; }))
+      << "the older operator's admitted Workload was not found";
+  const json labelled = *api.Get(kWorkloads, "ml", older["metadata"]["name"]);
+  EXPECT_EQ(labelled["metadata"]["labels"].value("kubetrain.io/job-name", ""), "tj");
+  EXPECT_FALSE(api.Get(kWorkloads, "ml", "job-batch-1-abcde")
+                   ->at("metadata")["labels"]
+                   .contains("kubetrain.io/job-name"));
+  EXPECT_TRUE(Eventually([&] {
+    return api.Get(kWorkloads, "ml", "trainingjob-tj-00000")
+        ->at("metadata")
+        .value("finalizers", json::array())
+        .empty();
+  }));
+  const std::set<std::string> cached =
+      api.Served("workloads", "kueue.x-k8s.io/job-uid,kubetrain.io/job-name");
+  EXPECT_FALSE(cached.empty()) << "the cache's selector changed";
+  EXPECT_FALSE(cached.contains("job-batch-1-abcde")) << "another job kind's Workload was cached";
+  EXPECT_TRUE(api.Served("workloads", "kueue.x-k8s.io/job-uid").empty())
+      << "the cache listed every job integration's Workloads";
 }
 
 }  // namespace

@@ -1,6 +1,11 @@
 #include "operator/controller/kueue_integration.h"
 
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <condition_variable>
 #include <map>
+#include <mutex>
 
 namespace kubetrain::controller {
 
@@ -121,6 +126,18 @@ StatusOr<KueueIntegration::SyncResult> KueueIntegration::Sync(
     case Action::kRemoveFinalizer:
       KT_RETURN_IF_ERROR(RemoveFinalizer(*workload));
       break;
+    case Action::kMoveQueue: {
+      const std::string from = kueue::QueueOf(*wl);
+      auto updated = client_->Update(kWorkloads, ns, kueue::WithQueue(*wl, queue));
+      if (!updated.ok() && updated.status().code() != StatusCode::kNotFound) {
+        return updated.status().WithContext("move Workload " + workload->meta.name + " to queue " +
+                                            queue);
+      }
+      Event(job, "Normal", "WorkloadQueueChanged",
+            "the job's queue changed: Workload " + workload->meta.name + " moved from queue " +
+                from + " to " + queue);
+      break;
+    }
     case Action::kDeactivate:
     case Action::kActivate: {
       const bool active = d.action == Action::kActivate;
@@ -166,6 +183,83 @@ Status KueueIntegration::DecoratePods(const json& workload, std::vector<ChildCre
     }
     KT_RETURN_IF_ERROR(kueue::ApplyPodSetInfo(c.object, it->second)
                            .WithContext("pod " + c.ref.name + ", pod set " + role));
+  }
+  return Status::Ok();
+}
+
+StatusOr<int> KueueIntegration::LabelOlderWorkloads(const std::string& ns) {
+  // Only metadata is built from the listed Workloads: most of them are other
+  // job kinds', read once here and never cached.
+  using F = kube::KeptField;
+  static const auto* const kMetadataOnly = new std::shared_ptr<const kube::FieldFilter>(
+      std::make_shared<const kube::FieldFilter>(kube::FieldFilter{F{"metadata", {}}}));
+  std::vector<std::pair<std::string, std::string>> ours;  // namespace, name
+  auto listed = client_
+                    ->ListWatch(kWorkloads, ns, std::string(kueue::kUnlabelledWorkloadsSelector),
+                                *kMetadataOnly)
+                    ->ListPages(
+                        [&](std::vector<json>&& items) {
+                          for (const json& wl : items) {
+                            if (!kueue::OwnedByATrainingJob(wl)) continue;
+                            const json& meta = wl["metadata"];
+                            ours.emplace_back(meta.value("namespace", ""), meta.value("name", ""));
+                          }
+                        },
+                        [&] { ours.clear(); });
+  if (!listed.ok()) return listed.status().WithContext("list Workloads to label");
+  int labelled = 0;
+  for (const auto& [wl_ns, name] : ours) {
+    // A conflict (Kueue wrote the Workload meanwhile) is retried on a fresh copy.
+    Status last = Status::Ok();
+    for (int attempt = 0; attempt < 5; ++attempt) {
+      auto got = client_->GetObject(kWorkloads, wl_ns, name);
+      if (!got.ok() && got.status().code() == StatusCode::kNotFound) {
+        last = Status::Ok();
+        break;
+      }
+      if (!got.ok()) {
+        last = got.status();
+        break;
+      }
+      auto updated = client_->Update(kWorkloads, wl_ns, kueue::LabelForCache(*got));
+      last = updated.status();
+      if (updated.ok()) ++labelled;
+      if (updated.ok() || updated.status().code() == StatusCode::kNotFound) {
+        last = Status::Ok();
+        break;
+      }
+      if (updated.status().code() != StatusCode::kConflict) break;
+    }
+    if (!last.ok()) return last.WithContext("label Workload " + wl_ns + "/" + name);
+  }
+  return labelled;
+}
+
+Status KueueIntegration::LabelOlderWorkloads(const std::vector<std::string>& namespaces,
+                                             std::chrono::steady_clock::time_point deadline,
+                                             std::stop_token stop) {
+  for (const std::string& ns : namespaces) {
+    auto wait = std::chrono::milliseconds(200);
+    while (true) {
+      auto labelled = LabelOlderWorkloads(ns);
+      if (labelled.ok()) {
+        if (*labelled > 0) {
+          spdlog::info("labelled {} Workloads of an older operator with {}", *labelled,
+                       kueue::kJobNameLabel);
+        }
+        break;
+      }
+      if (stop.stop_requested() || std::chrono::steady_clock::now() + wait > deadline) {
+        return Status(StatusCode::kUnavailable,
+                      "the Workloads of an older operator could not be labelled for the cache: " +
+                          labelled.status().ToString());
+      }
+      std::mutex mu;
+      std::condition_variable_any cv;
+      std::unique_lock lock(mu);
+      cv.wait_for(lock, stop, wait, [] { return false; });  // a backoff the stop token ends
+      wait = std::min(wait * 2, std::chrono::milliseconds(5000));
+    }
   }
   return Status::Ok();
 }

@@ -2,9 +2,11 @@
 // JobController (--kueue). The decisions are operator/kueue's (pure, unit
 // tested); this class carries them out with the controller's JobClient:
 // creates the job's Workload (with the priority of its WorkloadPriorityClass),
-// deletes a stale one, clears an evicted Workload's admission, marks it
-// Finished, drops its resource-in-use finalizer, and merges the admission's
-// pod-set info (from the assigned ResourceFlavors) into the pods a plan creates.
+// deletes a stale one, moves a pending one to the job's new queue, clears an
+// evicted Workload's admission, marks it Finished, labels the Workloads of an
+// older operator for the cache (LabelOlderWorkloads), drops its resource-in-use finalizer, and
+// merges the admission's pod-set info (from the assigned ResourceFlavors) into the pods a plan
+// creates.
 //
 // Contract: stateless apart from its pointers (client and recorder must
 // outlive it); thread-safe as they are. Errors are the client's (transient:
@@ -16,6 +18,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <stop_token>
 #include <string>
 #include <vector>
 
@@ -49,9 +52,12 @@ class KueueIntegration {
     std::optional<std::chrono::seconds> retry_after;
   };
   // Decides (kueue::Decide) and carries out the decision's Workload action for
-  // `job`, which asks for `queue`. `workload`: the job's Workload from the cache
-  // (null: none). A Workload that cannot be created for a lasting reason holds
-  // the job with reason WorkloadNotCreated and the error (a Warning event too).
+  // `job`, which asks for `queue` (its queue-name label; empty: none, or
+  // removed). `workload`: the job's Workload from the cache (null: none). Call
+  // it for every job that has a queue label or a Workload: a job that has a
+  // Workload stays held until it is admitted, whatever its labels say. A Workload that cannot be
+  // created for a lasting reason holds the job with reason WorkloadNotCreated and the error (a
+  // Warning event too).
   [[nodiscard]] StatusOr<SyncResult> Sync(const api::TrainingJob& job, const std::string& queue,
                                           const runtime::GenericObject* workload, bool pods_active,
                                           api::Time now);
@@ -59,6 +65,20 @@ class KueueIntegration {
   // Merges the admission of `workload` into every Pod in `creates`.
   [[nodiscard]] Status DecoratePods(const nlohmann::json& workload,
                                     std::vector<ChildCreate>& creates);
+
+  // Migration for the Workload cache's label selector: gives the
+  // kueue::kJobNameLabel to the Workloads of TrainingJobs in `ns` ("": all)
+  // that an operator before that label created, so the cache (which lists
+  // only labelled ones) finds them. Lists only unlabelled Workloads, building
+  // their metadata alone; idempotent; returns how many it labelled. Call it
+  // before the Workload cache starts: a job whose Workload the cache misses
+  // would be held (its pods deleted) as if it had none.
+  [[nodiscard]] StatusOr<int> LabelOlderWorkloads(const std::string& ns);
+  // The same for each of `namespaces`, retried with backoff until `deadline`
+  // or `stop` (the apiserver or Kueue may be starting too): Unavailable then.
+  [[nodiscard]] Status LabelOlderWorkloads(const std::vector<std::string>& namespaces,
+                                           std::chrono::steady_clock::time_point deadline,
+                                           std::stop_token stop);
 
   // Drops the finalizer of a Workload whose job is gone (deleted, or replaced
   // by a new job of the same name) once the garbage collector deletes it.

@@ -181,7 +181,7 @@ json BuildWorkload(const api::TrainingJob& job, const std::string& queue,
   }
   json meta = {{"name", WorkloadName(job)},
                {"namespace", job.metadata.namespace_},
-               {"labels", {{kJobUidLabel, job.metadata.uid}}},
+               {"labels", {{kJobUidLabel, job.metadata.uid}, {kJobNameLabel, job.metadata.name}}},
                {"finalizers", json::array({kResourceInUseFinalizer})},
                {"ownerReferences", json::array({{{"apiVersion", api::kApiVersion},
                                                  {"kind", api::kKind},
@@ -290,6 +290,13 @@ Decision Decide(const api::TrainingJob& job, const std::string& queue, const jso
   auto hold = [&](std::string_view reason, std::string message) {
     d.hold = Hold{std::string(reason), std::move(message)};
   };
+  // Not Kueue's: no label and no Workload.
+  if (queue.empty() && workload == nullptr) return d;
+  // Whether the Workload should move to the job's (changed) queue now: only
+  // while it holds no quota, so an admission is never moved under a running job.
+  const auto should_move = [&] {
+    return !queue.empty() && QueueOf(*workload) != queue && !IsTrue(*workload, "QuotaReserved");
+  };
   if (job.spec.run_policy.suspend) {
     // The planner holds the job with its own Suspended reason; here only the
     // quota is given back.
@@ -298,6 +305,8 @@ Decision Decide(const api::TrainingJob& job, const std::string& queue, const jso
       d.action = Decision::Action::kDeactivate;
     } else if (IsTrue(*workload, "QuotaReserved") && IsTrue(*workload, "Evicted") && !pods_active) {
       d.action = Decision::Action::kClearAdmission;
+    } else if (should_move()) {
+      d.action = Decision::Action::kMoveQueue;
     }
     return d;
   }
@@ -314,15 +323,30 @@ Decision Decide(const api::TrainingJob& job, const std::string& queue, const jso
     return d;
   }
   if (!PodSetsMatch(*workload, job)) {
+    if (queue.empty()) {
+      // A new Workload could not be queued anywhere: keep this one (the job
+      // stays held, its pods are not made from roles it does not describe).
+      hold(kReasonWaitingForAdmission,
+           "the job's roles changed and its kueue.x-k8s.io/queue-name label was removed: "
+           "Workload " +
+               wl_name + " no longer describes it; label it with a queue to queue it again");
+      return d;
+    }
     hold(kReasonWaitingForAdmission,
          "the job's roles changed; Workload " + wl_name + " is replaced and queued again");
     d.action = Decision::Action::kDeleteWorkload;
     return d;
   }
+  // The queue the job waits in: its label's, else (label removed) its Workload's.
+  const std::string in_queue = queue.empty() ? QueueOf(*workload) : queue;
+  const std::string label_note =
+      queue.empty() ? " (its kueue.x-k8s.io/queue-name label was removed: it stays in its "
+                      "Workload's queue)"
+                    : "";
   if (!IsActive(*workload)) {
     if (DeactivatedForSuspend(*workload)) {
-      hold(kReasonWaitingForAdmission,
-           "the job resumed: Workload " + wl_name + " is activated and queued again in " + queue);
+      hold(kReasonWaitingForAdmission, "the job resumed: Workload " + wl_name +
+                                           " is activated and queued again in " + in_queue);
       d.action = Decision::Action::kActivate;
       return d;
     }
@@ -331,6 +355,13 @@ Decision Decide(const api::TrainingJob& job, const std::string& queue, const jso
                              "operator; the job waits until it is activated again");
     if (IsTrue(*workload, "QuotaReserved") && IsTrue(*workload, "Evicted") && !pods_active)
       d.action = Decision::Action::kClearAdmission;
+    return d;
+  }
+  if (should_move()) {
+    hold(kReasonWaitingForAdmission, "the job's queue changed: Workload " + wl_name +
+                                         " moves from queue " + QueueOf(*workload) + " to " +
+                                         queue + " and waits there to be admitted");
+    d.action = Decision::Action::kMoveQueue;
     return d;
   }
   const json* ev = FindCondition(*workload, "Evicted");
@@ -357,7 +388,8 @@ Decision Decide(const api::TrainingJob& job, const std::string& queue, const jso
     return d;
   }
   const json* qr = FindCondition(*workload, "QuotaReserved");
-  std::string message = "waiting for Kueue to admit Workload " + wl_name + " in queue " + queue;
+  std::string message =
+      "waiting for Kueue to admit Workload " + wl_name + " in queue " + in_queue + label_note;
   const std::string why = ConditionString(qr, "message");
   if (!why.empty()) message += ": " + why;
   hold(kReasonWaitingForAdmission, std::move(message));
@@ -430,6 +462,39 @@ json WithActive(const json& workload, bool active) {
   } else {
     meta["annotations"][key] = "true";
   }
+  return out;
+}
+
+json WithQueue(const json& workload, const std::string& queue) {
+  json out = workload;
+  out["spec"]["queueName"] = queue;
+  return out;
+}
+
+std::string QueueOf(const json& workload) {
+  const json& spec = workload.value("spec", json::object());
+  return spec.is_object() ? api::StringField(spec, "queueName") : std::string();
+}
+
+bool OwnedByATrainingJob(const json& workload) {
+  const json& meta = workload.value("metadata", json::object());
+  for (const json& o : meta.value("ownerReferences", json::array())) {
+    if (!o.is_object() || !o.value("controller", false)) continue;
+    const std::string api_version = o.value("apiVersion", std::string());
+    return o.value("kind", std::string()) == api::kKind &&
+           api_version.starts_with(std::string(api::kGroup) + "/") &&
+           !o.value("name", std::string()).empty();
+  }
+  return false;
+}
+
+json LabelForCache(const json& workload) {
+  json out = workload;
+  std::string job;
+  for (const json& o : workload["metadata"].value("ownerReferences", json::array())) {
+    if (o.is_object() && o.value("controller", false)) job = o.value("name", std::string());
+  }
+  out["metadata"]["labels"][std::string(kJobNameLabel)] = job;
   return out;
 }
 

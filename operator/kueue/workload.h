@@ -23,6 +23,12 @@
 // Flow (Decide), in Kueue's order:
 //   job finished          -> mark the Workload Finished (Succeeded/Failed), then
 //                            drop its resource-in-use finalizer.
+//   queue label removed   -> a job that has a Workload stays Kueue's: it runs
+//   (no Workload)            only while that Workload is admitted, in the
+//                            Workload's queue (Kueue's webhook forbids the
+//                            removal instead; this operator has no webhook, so
+//                            the label cannot unlock a job). Without a
+//                            Workload the job is not Kueue's and runs.
 //   job suspended         -> (runPolicy.suspend; the planner stops the pods and
 //                            says why) deactivate the Workload (spec.active
 //                            false, marked as ours) so Kueue evicts it, and
@@ -35,6 +41,12 @@
 //   no Workload           -> hold; create it once no pod is active.
 //   Workload being deleted-> hold; drop its finalizer once no pod is active.
 //   pod sets differ       -> hold; delete the Workload (a new one follows).
+//   queue label changed   -> a Workload that holds no quota (QuotaReserved not
+//                            True) moves to the new queue (spec.queueName),
+//                            as jobframework's QueueNameChange does for a
+//                            suspended job; one that holds quota stays in its
+//                            queue until it gives the quota back (eviction,
+//                            suspend), then moves.
 //   Evicted=True          -> hold (reason Evicted, Kueue's message); once no pod
 //                            is active, clear the admission (QuotaReserved
 //                            False/Pending, Requeued, admission removed) so
@@ -67,6 +79,19 @@ inline constexpr std::string_view kApiVersion = "kueue.x-k8s.io/v1beta1";
 inline constexpr std::string_view kQueueNameLabel = "kueue.x-k8s.io/queue-name";
 inline constexpr std::string_view kPriorityClassLabel = "kueue.x-k8s.io/priority-class";
 inline constexpr std::string_view kJobUidLabel = "kueue.x-k8s.io/job-uid";
+// On every Workload this operator creates: the job's name. The operator's
+// Workload cache selects on it (so Workloads of other job kinds are never
+// listed), and indexes by it. The same key as the pods' job label
+// (planner::kJobNameLabel); a job's name fits a label value (63 characters:
+// validation refuses longer names).
+inline constexpr std::string_view kJobNameLabel = "kubetrain.io/job-name";
+// The label selector of the operator's Workload cache.
+inline constexpr std::string_view kOwnWorkloadsSelector =
+    "kueue.x-k8s.io/job-uid,kubetrain.io/job-name";
+// Workloads an operator before kJobNameLabel created (migration: they get the
+// label when the operator starts; see LabelForCache).
+inline constexpr std::string_view kUnlabelledWorkloadsSelector =
+    "kueue.x-k8s.io/job-uid,!kubetrain.io/job-name";
 inline constexpr std::string_view kPodSetLabel = "kueue.x-k8s.io/podset";
 inline constexpr std::string_view kResourceInUseFinalizer = "kueue.x-k8s.io/resource-in-use";
 inline constexpr std::string_view kWorkloadPriorityClassSource =
@@ -105,8 +130,8 @@ struct Priority {
 std::optional<std::string> PodPriorityClassName(const api::TrainingJob& job);
 
 // The Workload to create for `job` in `queue`: owned (controller) by the job,
-// labelled with its UID, carrying the resource-in-use finalizer, one pod set
-// per role in kRoles order.
+// labelled with its UID and name (kJobNameLabel), carrying the resource-in-use finalizer, one pod
+// set per role in kRoles order.
 nlohmann::json BuildWorkload(const api::TrainingJob& job, const std::string& queue,
                              const std::optional<Priority>& priority);
 
@@ -165,6 +190,7 @@ struct Decision {
     kRemoveFinalizer,  // Workload finished or being deleted, no pod active
     kDeactivate,       // the job is suspended: Kueue evicts it and frees the quota
     kActivate,         // the job resumed: queue its Workload again
+    kMoveQueue,        // the job's queue label changed: spec.queueName = queue
     // Admitted: the job's pods all came up (PodsReady True), or one failed
     // after that (False, WaitForRecovery). Kueue's waitForPodsReady evicts an
     // admitted Workload that is not PodsReady in time.
@@ -173,9 +199,11 @@ struct Decision {
   Action action = Action::kNone;
 };
 
-// What to do for a job that asks for `queue` (see the Flow above). `workload`
-// is the job's Workload from the cache (null: none); `pods_active` whether any
-// of the job's pods is not yet terminated.
+// What to do for a job that asks for `queue` (see the Flow above): its
+// kueue.x-k8s.io/queue-name label, empty when it has none. `workload` is the
+// job's Workload from the cache (null: none); `pods_active` whether any of the
+// job's pods is not yet terminated. A job with neither a queue nor a Workload
+// is not Kueue's: nothing to do, no hold.
 Decision Decide(const api::TrainingJob& job, const std::string& queue,
                 const nlohmann::json* workload, bool pods_active);
 
@@ -201,6 +229,18 @@ nlohmann::json FinishedStatus(const nlohmann::json& workload, bool succeeded,
 // The Workload with spec.active set: deactivated with
 // kDeactivatedForSuspendAnnotation, activated without it.
 nlohmann::json WithActive(const nlohmann::json& workload, bool active);
+
+// The Workload with spec.queueName set to `queue`.
+nlohmann::json WithQueue(const nlohmann::json& workload, const std::string& queue);
+
+// The queue a Workload is in (spec.queueName; empty if none).
+std::string QueueOf(const nlohmann::json& workload);
+
+// Whether a Workload (as listed with kUnlabelledWorkloadsSelector) was made by
+// this operator for a TrainingJob: its controller owner is a kubetrain.io
+// TrainingJob. Then LabelForCache gives it the label the cache selects on.
+bool OwnedByATrainingJob(const nlohmann::json& workload);
+nlohmann::json LabelForCache(const nlohmann::json& workload);
 
 // The Workload's finalizers without kResourceInUseFinalizer.
 nlohmann::json FinalizersWithoutOurs(const nlohmann::json& workload);

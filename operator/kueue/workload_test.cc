@@ -343,6 +343,104 @@ TEST(KueueDecide, FinishedJobFinishesTheWorkloadThenDropsTheFinalizer) {
   EXPECT_EQ(Decide(job, "team-a", nullptr, false).action, Action::kNone);
 }
 
+// Issue 27: the queue label of a job that has a Workload no longer decides
+// whether Kueue holds it. Removed, the job waits in its Workload's queue.
+TEST(KueueDecide, JobWhoseQueueLabelWasRemovedStaysHeldUntilAdmitted) {
+  const api::TrainingJob job = Job();
+  const json pending = Workload(job, {Condition("QuotaReserved", false, "Pending", "no quota")});
+  Decision d = Decide(job, "", &pending, false);
+  ASSERT_TRUE(d.hold) << "a job with a pending Workload must not run unadmitted";
+  EXPECT_EQ(d.hold->reason, kReasonWaitingForAdmission);
+  EXPECT_NE(d.hold->message.find("label was removed"), std::string::npos) << d.hold->message;
+  EXPECT_NE(d.hold->message.find("team-a"), std::string::npos) << d.hold->message;
+  EXPECT_EQ(d.action, Action::kNone) << "no move to an empty queue";
+
+  const json admitted = Admitted(job);
+  d = Decide(job, "", &admitted, true);
+  EXPECT_FALSE(d.hold) << "admitted: it runs";
+  EXPECT_EQ(d.action, Action::kNone);
+
+  // Neither a label nor a Workload: not Kueue's.
+  d = Decide(job, "", nullptr, false);
+  EXPECT_FALSE(d.hold);
+  EXPECT_EQ(d.action, Action::kNone);
+}
+
+TEST(KueueDecide, ChangedRolesWithoutAQueueKeepTheWorkloadAndHold) {
+  api::TrainingJob job = Job();
+  const json wl = Workload(job);
+  job.spec.replica_specs[ReplicaType::kWorker].replicas = 1;
+  const Decision d = Decide(job, "", &wl, false);
+  ASSERT_TRUE(d.hold);
+  EXPECT_EQ(d.action, Action::kNone) << "a new Workload could not be queued anywhere";
+}
+
+// jobframework's QueueNameChange: a Workload that holds no quota follows the
+// job's new queue label; an admitted one stays until it gives the quota back.
+TEST(KueueDecide, ChangedQueueMovesAWorkloadThatHoldsNoQuota) {
+  const api::TrainingJob job = Job();
+  json wl = Workload(job, {Condition("QuotaReserved", false, "Pending", "no quota")});
+  Decision d = Decide(job, "team-b", &wl, false);
+  ASSERT_TRUE(d.hold);
+  EXPECT_EQ(d.hold->reason, kReasonWaitingForAdmission);
+  EXPECT_NE(d.hold->message.find("team-b"), std::string::npos) << d.hold->message;
+  EXPECT_EQ(d.action, Action::kMoveQueue);
+  wl = WithQueue(wl, "team-b");
+  EXPECT_EQ(QueueOf(wl), "team-b");
+  d = Decide(job, "team-b", &wl, false);
+  EXPECT_EQ(d.action, Action::kNone);
+  ASSERT_TRUE(d.hold);
+
+  const json reserved = Workload(job, {Condition("QuotaReserved", true)});
+  EXPECT_EQ(Decide(job, "team-b", &reserved, false).action, Action::kNone);
+  const json admitted = Admitted(job);
+  d = Decide(job, "team-b", &admitted, true);
+  EXPECT_FALSE(d.hold) << "an admitted job keeps running in the queue that admitted it";
+  EXPECT_EQ(d.action, Action::kNone);
+
+  // Suspended, its quota given back: it moves too.
+  api::TrainingJob suspended = Job();
+  suspended.spec.run_policy.suspend = true;
+  json inactive = WithActive(Workload(job), false);
+  EXPECT_EQ(Decide(suspended, "team-b", &inactive, false).action, Action::kMoveQueue);
+}
+
+// A job that ends finishes its Workload whatever its labels say.
+TEST(KueueDecide, FinishedJobWithoutItsLabelStillFinishesTheWorkload) {
+  api::TrainingJob job = Job();
+  job.status.conditions.push_back({api::ConditionType::kFailed, true, "Failed", "boom", kNow});
+  const json wl = Admitted(job);
+  EXPECT_EQ(Decide(job, "", &wl, false).action, Action::kFinishWorkload);
+}
+
+TEST(KueueWorkload, CarriesTheJobNameLabelTheCacheSelectsOn) {
+  const api::TrainingJob job = Job();
+  const json wl = BuildWorkload(job, "team-a", std::nullopt);
+  EXPECT_EQ(wl["metadata"]["labels"][std::string(kJobNameLabel)], "tj");
+  EXPECT_EQ(wl["metadata"]["labels"][std::string(kJobUidLabel)], job.metadata.uid);
+}
+
+// Migration: a Workload an older operator made (no job-name label) is
+// recognised by its controller owner and labelled; other kinds' are not.
+TEST(KueueWorkload, OlderWorkloadsOfTrainingJobsAreLabelledForTheCache) {
+  const api::TrainingJob job = Job();
+  json old = BuildWorkload(job, "team-a", std::nullopt);
+  old["metadata"]["labels"].erase(std::string(kJobNameLabel));
+  ASSERT_TRUE(OwnedByATrainingJob(old));
+  EXPECT_EQ(LabelForCache(old)["metadata"]["labels"][std::string(kJobNameLabel)], "tj");
+
+  json batch = old;
+  batch["metadata"]["ownerReferences"][0]["apiVersion"] = "batch/v1";
+  batch["metadata"]["ownerReferences"][0]["kind"] = "Job";
+  EXPECT_FALSE(OwnedByATrainingJob(batch));
+  json other_group = old;
+  other_group["metadata"]["ownerReferences"][0]["apiVersion"] = "example.com/v1";
+  EXPECT_FALSE(OwnedByATrainingJob(other_group));
+  json not_controller = old;
+  not_controller["metadata"]["ownerReferences"][0]["controller"] = false;
+  EXPECT_FALSE(OwnedByATrainingJob(not_controller));
+}
+
 TEST(KueueStatus, ClearedAdmissionRequeuesAPreemptedWorkload) {
   const api::TrainingJob job = Job();
   json wl = Admitted(job);
