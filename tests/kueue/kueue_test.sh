@@ -303,6 +303,65 @@ case_suspend_releases_the_quota_and_resume_queues_again() {
   wait_until "a succeeds" is_state a Succeeded
 }
 
+suspended_message() { jpath "tj/$1" '{.status.conditions[?(@.type=="Suspended")].message}'; }
+says_label_removed() { [[ "$(suspended_message "$1")" == *"label was removed"* ]]; }
+wl_queue() { k get workload "$1" -o 'jsonpath={.spec.queueName}' 2>/dev/null; }
+wl_in_queue() { [[ "$(wl_queue "$1")" == "$2" ]]; }
+
+# Issue 27: removing the queue label of a queued job does not let it run: it
+# waits in its Workload's queue, runs once that Workload is admitted, and
+# finishes it. Before, it ran at once (bypassing the queue) while its
+# Workload stayed and held quota until the job was deleted.
+case_removed_queue_label_keeps_the_job_queued() {
+  new_ns unlabel
+  queue q 5
+  job a "kueue.x-k8s.io/queue-name: q"
+  wait_until "a's 5 pods run" has_running a 5 || return
+  job b "kueue.x-k8s.io/queue-name: q"
+  wait_until "b waits for admission" is_suspended_for b WaitingForAdmission || return
+  local wb
+  wb="$(workload_of b)"
+  k label tj b kueue.x-k8s.io/queue-name- >/dev/null || fail "removing b's label"
+  wait_until "b says its label was removed and still waits" says_label_removed b || return
+  check "b has no pods" "$(pods b)" 0
+  check "b is still suspended" "$(jpath tj/b '{.status.conditions[?(@.type=="Suspended")].status}')" True
+  check "b's Workload stays in q" "$(wl_queue "${wb}")" q
+  finish a
+  wait_until "a succeeds" is_state a Succeeded || return
+  wait_until "b's 5 pods run once its Workload is admitted" has_running b 5 || return
+  finish b
+  wait_until "b succeeds" is_state b Succeeded || return
+  wait_until "b's Workload is Finished though b has no label" wl_is "${wb}" Finished True
+}
+
+# Issue 27: a changed queue label moves a Workload that is not admitted to the
+# new queue (jobframework's QueueNameChange), where it is admitted. Before, it
+# stayed in the old queue, behind a job that held all of its quota.
+case_changed_queue_label_moves_the_workload() {
+  new_ns move
+  queue q 5
+  queue r 5
+  job a "kueue.x-k8s.io/queue-name: q"
+  wait_until "a's 5 pods run" has_running a 5 || return
+  job b "kueue.x-k8s.io/queue-name: q"
+  wait_until "b waits for admission" is_suspended_for b WaitingForAdmission || return
+  local wa wb
+  wa="$(workload_of a)"; wb="$(workload_of b)"
+  k label tj b kueue.x-k8s.io/queue-name=r --overwrite >/dev/null || fail "relabelling b"
+  wait_until "b's Workload moves to r" wl_in_queue "${wb}" r || return
+  wait_until "b's 5 pods run in r while a still runs" has_running b 5 || return
+  check "b's admission is r's ClusterQueue" \
+    "$(k get workload "${wb}" -o 'jsonpath={.status.admission.clusterQueue}')" "r-${ns}"
+  # An admitted job's label change does not move its Workload under it.
+  k label tj a kueue.x-k8s.io/queue-name=r --overwrite >/dev/null || fail "relabelling a"
+  check "a keeps running" "$(running_pods a)" 5
+  check "a's admitted Workload stays in q" "$(wl_queue "${wa}")" q
+  finish a
+  finish b
+  wait_until "a succeeds" is_state a Succeeded || return
+  wait_until "b succeeds" is_state b Succeeded
+}
+
 # Deleting an admitted job gives its quota to a job of another namespace that
 # shares the ClusterQueue: the Workload goes with the job (garbage collection)
 # and the operator drops its finalizer. (Deleting the whole namespace instead
@@ -452,6 +511,7 @@ cases=(case_packaging_only_when_on case_second_job_waits_for_the_first
   case_higher_priority_preempts_and_the_lower_resumes case_pod_priority_class_orders_the_queue
   case_running_job_outlives_the_pods_ready_timeout
   case_suspend_releases_the_quota_and_resume_queues_again
+  case_removed_queue_label_keeps_the_job_queued case_changed_queue_label_moves_the_workload
   case_deleted_job_releases_its_quota_to_another_namespace
   case_unlabelled_job_is_untouched
   case_missing_priority_class_says_so_then_queues case_global_default_priority_class_is_the_workloads
