@@ -401,6 +401,9 @@ class JobController::Impl {
     if (auto queue = kueue::QueueName(job); kueue_) {
       // A job that has a Workload stays Kueue's whatever its labels say.
       workload = c->workloads->store().Get(ns + "/" + kueue::WorkloadName(job));
+      if (!queue && !workload) {
+        KT_ASSIGN_OR_RETURN(workload, kueue_->UncachedWorkload(job));
+      }
       if (queue || workload) {
         KT_ASSIGN_OR_RETURN(kueue_sync, kueue_->Sync(job, queue.value_or(""), workload.get(),
                                                      PodsActive(observed), now));

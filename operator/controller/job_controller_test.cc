@@ -1332,5 +1332,32 @@ TEST(JobControllerKueueTest, CachesOnlyItsOwnWorkloadsAndLabelsAnOlderOperators)
       << "the cache listed every job integration's Workloads";
 }
 
+// The cache may not have seen a Workload yet (just created) when the job's
+// label is removed: a job Kueue held reads its Workload from the apiserver
+// before it runs. (Here the cache never sees it: the Workload lacks the labels
+// the cache and the migration select on.)
+TEST(JobControllerKueueTest, AJobKueueHeldReadsItsUncachedWorkloadBeforeRunning) {
+  FakeApi api;
+  json job = Job();
+  job["status"] = {{"conditions",
+                    {{{"type", "Created"}, {"status", "True"}, {"reason", "TrainingJobCreated"}},
+                     {{"type", "Suspended"},
+                      {"status", "True"},
+                      {"reason", "WaitingForAdmission"},
+                      {"message", "waiting"}}}}};
+  api.Seed(kTrainingJobs, job);
+  auto parsed = api::ParseTrainingJob(Job());
+  ASSERT_TRUE(parsed.ok());
+  json wl = kueue::BuildWorkload(*parsed, "q", std::nullopt);
+  wl["metadata"].erase("labels");
+  api.Seed(kWorkloads, wl);
+  Running controller(&api, KueueOptions());
+  ASSERT_TRUE(Eventually([&] {
+    return Message(*api.Get(kTrainingJobs, "ml", "tj"), "Suspended").find("label was removed") !=
+           std::string::npos;
+  })) << api.Get(kTrainingJobs, "ml", "tj")->dump();
+  EXPECT_TRUE(api.All(kube::kPods).empty()) << "the job ran without being admitted";
+}
+
 }  // namespace
 }  // namespace kubetrain::controller

@@ -156,6 +156,22 @@ StatusOr<KueueIntegration::SyncResult> KueueIntegration::Sync(
   return out;
 }
 
+StatusOr<std::shared_ptr<const runtime::GenericObject>> KueueIntegration::UncachedWorkload(
+    const api::TrainingJob& job) {
+  const api::Condition* held = job.status.Find(api::ConditionType::kSuspended);
+  if (held == nullptr || !held->status ||
+      (held->reason != kueue::kReasonWaitingForAdmission && held->reason != kueue::kReasonEvicted &&
+       held->reason != "WorkloadNotCreated")) {
+    return std::shared_ptr<const runtime::GenericObject>();
+  }
+  auto got = client_->GetObject(kWorkloads, job.metadata.namespace_, kueue::WorkloadName(job));
+  if (!got.ok() && got.status().code() == StatusCode::kNotFound)
+    return std::shared_ptr<const runtime::GenericObject>();
+  if (!got.ok()) return got.status().WithContext("get Workload");
+  KT_ASSIGN_OR_RETURN(runtime::GenericObject obj, runtime::ToGenericObject(*got));
+  return std::make_shared<const runtime::GenericObject>(std::move(obj));
+}
+
 Status KueueIntegration::DecoratePods(const json& workload, std::vector<ChildCreate>& creates) {
   bool any_pod = false;
   for (const ChildCreate& c : creates) any_pod = any_pod || c.ref.kind == ChildRef::Kind::kPod;

@@ -62,6 +62,14 @@ class KueueIntegration {
                                           const runtime::GenericObject* workload, bool pods_active,
                                           api::Time now);
 
+  // The job's Workload read from the apiserver when the cache has none but the
+  // job's status says Kueue held it (Suspended True for a Kueue reason): a
+  // Workload just created and not yet in the cache must not let a job whose
+  // queue label was removed meanwhile run. Null: no such Workload, or the job
+  // was not held by Kueue (no read then). Errors are the client's.
+  [[nodiscard]] StatusOr<std::shared_ptr<const runtime::GenericObject>> UncachedWorkload(
+      const api::TrainingJob& job);
+
   // Merges the admission of `workload` into every Pod in `creates`.
   [[nodiscard]] Status DecoratePods(const nlohmann::json& workload,
                                     std::vector<ChildCreate>& creates);
