@@ -22,10 +22,19 @@ StatusOr<int64_t> AsCount(const std::vector<Sample>& samples, std::string_view n
   return static_cast<int64_t>(*v);
 }
 
-std::optional<double> AsRate(const std::vector<Sample>& samples, std::string_view name) {
-  auto v = FindValue(samples, name);
-  if (!v || !std::isfinite(*v) || *v < 0) return std::nullopt;
+// Below 2^63: a rate that converts to int64 without overflow.
+constexpr double kMaxRate = 9.2e18;
+
+// A workload's rate, or nullopt when it makes no sense (not finite, negative,
+// beyond int64: llround of such a value is the -9223372036854775808 that
+// status once showed).
+std::optional<double> SaneRate(std::optional<double> v) {
+  if (!v || !std::isfinite(*v) || *v < 0 || *v >= kMaxRate) return std::nullopt;
   return v;
+}
+
+std::optional<double> AsRate(const std::vector<Sample>& samples, std::string_view name) {
+  return SaneRate(FindValue(samples, name));
 }
 
 }  // namespace
@@ -72,8 +81,8 @@ std::optional<api::Progress> ProgressTracker::Observe(const TrainerSample& sampl
     const double dt = std::chrono::duration<double>(now - *last_time_).count();
     const double r = static_cast<double>(sample.step - last_step_) / dt;
     rate_ = rate_ ? kRateSmoothing * r + (1 - kRateSmoothing) * *rate_ : r;
-  } else if (!rate_ && sample.steps_per_second && *sample.steps_per_second > 0) {
-    rate_ = sample.steps_per_second;
+  } else if (auto own = SaneRate(sample.steps_per_second); !rate_ && own && *own > 0) {
+    rate_ = own;
   }
   last_time_ = now;
   last_step_ = sample.step;
@@ -86,9 +95,9 @@ std::optional<api::Progress> ProgressTracker::Observe(const TrainerSample& sampl
                         100, static_cast<int64_t>(static_cast<double>(sample.step) * 100.0 /
                                                   static_cast<double>(sample.total_steps))))
                   : 0;
-  p.samples_per_second = sample.samples_per_second
-                             ? static_cast<int64_t>(std::llround(*sample.samples_per_second))
-                             : 0;
+  const std::optional<double> samples_per_second = SaneRate(sample.samples_per_second);
+  p.samples_per_second =
+      samples_per_second ? static_cast<int64_t>(std::llround(*samples_per_second)) : 0;
   const int64_t left = std::max<int64_t>(0, sample.total_steps - sample.step);
   if (left == 0) {
     p.eta = "0s";
@@ -100,13 +109,29 @@ std::optional<api::Progress> ProgressTracker::Observe(const TrainerSample& sampl
   p.update_time = wall;
   current_ = p;
 
-  bool publish = !published_ || restarted;
+  // Status writes per job are bounded whatever the trainer reports: besides
+  // the first reading, one write per interval, plus at most one restart, one
+  // first ETA and one 100% written early. A step going back and forth (each
+  // step back is a "restart") thus costs a few writes per interval, not one
+  // per read; a real restart, rare, is still written at once.
+  if (restarted) restart_pending_ = true;
+  const bool interval_passed = now - published_at_ >= options_.min_publish_interval;
+  bool publish = !published_;
+  bool early_restart = false;
+  if (!publish && restart_pending_) {
+    early_restart =
+        !interval_passed &&
+        (!restart_published_at_ || now - *restart_published_at_ >= options_.min_publish_interval);
+    publish = interval_passed || early_restart;
+  }
   if (!publish && p.percent != published_->percent) {
-    publish = p.percent == 100 || now - published_at_ >= options_.min_publish_interval;
+    publish = (p.percent == 100 && published_->percent != 100) || interval_passed;
   }
   // An ETA first known (the second reading) is worth a write too.
   if (!publish && published_->eta.empty() && !p.eta.empty()) publish = true;
   if (!publish) return std::nullopt;
+  if (early_restart) restart_published_at_ = now;
+  restart_pending_ = false;
   published_ = p;
   published_at_ = now;
   return p;

@@ -41,8 +41,10 @@ class ProgressTracker {
 
   struct Options {
     // A new reading is published when its percent differs from the published
-    // one and at least this long has passed (or it reached 100%, or the step
-    // went back or the total changed: a restart, published at once).
+    // one and at least this long has passed; early when it reached 100%, or
+    // when the step went back, the total or the replica changed (a restart:
+    // written at once if no other restart was in this interval, else when
+    // the interval has passed).
     std::chrono::seconds min_publish_interval{30};
   };
 
@@ -69,6 +71,8 @@ class ProgressTracker {
   std::optional<api::Progress> current_;
   std::optional<api::Progress> published_;
   SteadyTime published_at_{};
+  bool restart_pending_ = false;                    // a restart since the last write
+  std::optional<SteadyTime> restart_published_at_;  // the last restart written early
 };
 
 }  // namespace kubetrain::progress

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 namespace kubetrain::progress {
 namespace {
 
@@ -128,8 +130,62 @@ TEST(ProgressTrackerTest, ARestartIsPublishedAtOnceAndForgetsTheRate) {
   EXPECT_EQ(p->step, 300);
   EXPECT_EQ(p->eta, "");
   EXPECT_FALSE(t.steps_per_second());
-  // Another total (a new spec) is a restart too.
-  EXPECT_TRUE(t.Observe(At(301, 2000), "worker-0", kT0 + seconds(12), kWall0));
+  // Another total (a new spec) is a restart too; one restart per interval is
+  // written at once, a second one waits for the interval.
+  EXPECT_FALSE(t.Observe(At(301, 2000), "worker-0", kT0 + seconds(12), kWall0));
+  auto q = t.Observe(At(302, 2000), "worker-0", kT0 + seconds(41), kWall0);
+  ASSERT_TRUE(q);
+  EXPECT_EQ(q->total_steps, 2000);
+}
+
+// Issue 27 item 14: a trainer whose step goes back and forth must not turn
+// every read into a status write.
+TEST(ProgressTrackerTest, AStepGoingBackAndForthWritesAFewTimesPerIntervalAtMost) {
+  ProgressTracker t(ProgressTracker::Options{.min_publish_interval = seconds(30)});
+  int writes = 0;
+  constexpr int kReads = 300;  // one a second: 10 intervals
+  for (int i = 0; i < kReads; ++i) {
+    if (t.Observe(At(i % 2 == 0 ? 500 : 100), "worker-0", kT0 + seconds(i), kWall0)) ++writes;
+  }
+  EXPECT_LE(writes, 3 * (kReads / 30) + 3);
+  // The last state is still published within an interval of the last write.
+  EXPECT_TRUE(t.Observe(At(100), "worker-0", kT0 + seconds(kReads + 30), kWall0));
+}
+
+TEST(ProgressTrackerTest, ARestartWithTheSamePercentIsStillPublishedAfterTheInterval) {
+  ProgressTracker t(ProgressTracker::Options{.min_publish_interval = seconds(30)});
+  ASSERT_TRUE(t.Observe(At(100), "worker-0", kT0, kWall0));
+  ASSERT_TRUE(t.Observe(At(99), "worker-0", kT0 + seconds(1), kWall0));    // at once
+  EXPECT_FALSE(t.Observe(At(100), "worker-1", kT0 + seconds(2), kWall0));  // another replica
+  auto p = t.Observe(At(100), "worker-1", kT0 + seconds(31), kWall0);
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->replica, "worker-1");
+}
+
+// Issue 27 (low): a workload's absurd rate printed as -9223372036854775808.
+TEST(ProgressTrackerTest, RatesBeyondInt64AreUnknownNotNegative) {
+  for (const char* value : {"1e300", "9.3e18", "+Inf", "NaN", "-5"}) {
+    auto s = TrainerSampleFromText(std::string("kubetrain_trainer_step 1\n"
+                                               "kubetrain_trainer_total_steps 9\n"
+                                               "kubetrain_trainer_samples_per_second ") +
+                                   value + "\nkubetrain_trainer_steps_per_second " + value + "\n");
+    ASSERT_TRUE(s.ok()) << value << ": " << s.status().ToString();
+    ProgressTracker t;
+    auto p = t.Observe(*s, "worker-0", kT0, kWall0);
+    ASSERT_TRUE(p);
+    EXPECT_EQ(p->samples_per_second, 0) << value;
+  }
+  // A sample built by other code (kubetrain run) is guarded too.
+  TrainerSample s = At(1);
+  for (double v : {1e300, std::numeric_limits<double>::infinity(),
+                   std::numeric_limits<double>::quiet_NaN(), -1.0}) {
+    s.samples_per_second = v;
+    s.steps_per_second = v;
+    ProgressTracker t;
+    auto p = t.Observe(s, "worker-0", kT0, kWall0);
+    ASSERT_TRUE(p);
+    EXPECT_EQ(p->samples_per_second, 0) << v;
+  }
 }
 
 TEST(ProgressTrackerTest, ZeroTotalIsZeroPercentAndStepsBeyondTheTotalAre100) {
