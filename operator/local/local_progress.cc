@@ -15,7 +15,7 @@ progress::ReaderOptions LocalReadOptions() {
   progress::ReaderOptions o;
   // Local, but the machine may be busy (every replica and the runner share it).
   o.connect_timeout = std::chrono::milliseconds(500);
-  o.read_timeout = std::chrono::milliseconds(1000);
+  o.total_timeout = std::chrono::milliseconds(1500);
   return o;
 }
 

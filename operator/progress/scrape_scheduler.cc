@@ -78,6 +78,11 @@ bool ScrapeScheduler::Done(const Due& due, bool ok, Clock::time_point now) {
   return true;
 }
 
+void ScrapeScheduler::Cancel(const Due& due) {
+  auto it = jobs_.find(due.key);
+  if (it != jobs_.end() && it->second.target == due.target) it->second.in_flight = false;
+}
+
 int ScrapeScheduler::failures(const std::string& key) const {
   auto it = jobs_.find(key);
   return it == jobs_.end() ? 0 : it->second.failures;

@@ -59,6 +59,9 @@ class ScrapeScheduler {
   // The read of `due` finished at `now`. False (and ignored) if the job's
   // target changed or went meanwhile.
   bool Done(const Due& due, bool ok, Clock::time_point now);
+  // The read of `due` was dropped before it ended (the reader stopped): the
+  // job is no longer in flight and keeps its schedule and failures.
+  void Cancel(const Due& due);
 
   // For tests: the failures in a row of `key` (0 when unknown).
   int failures(const std::string& key) const;

@@ -116,6 +116,17 @@ TEST(ScrapeSchedulerTest, InFlightJobIsNotHandedOutTwice) {
   EXPECT_EQ(wait, Clock::duration::max());
 }
 
+TEST(ScrapeSchedulerTest, ACancelledReadIsDueAgainWithoutAFailure) {
+  ScrapeScheduler s({.qps = 100, .burst = 100, .interval = 1s});
+  s.Set("ns/a", Target(1), kT0);
+  Clock::duration wait{};
+  auto due = s.Next(kT0, &wait);
+  ASSERT_TRUE(due);
+  s.Cancel(*due);
+  EXPECT_EQ(s.failures("ns/a"), 0);
+  EXPECT_TRUE(s.Next(kT0, &wait));
+}
+
 TEST(ScrapeSchedulerTest, RemovedJobIsNotReadAndItsReadIsIgnored) {
   ScrapeScheduler s({});
   s.Set("ns/a", Target(1), kT0);
