@@ -29,8 +29,8 @@ int main(int argc, char** argv) {
   app.add_option("--model", f.model, "wide_deep (Criteo) or mlp (dense CSV)")
       ->capture_default_str();
   app.add_option("--data-dir,--data", f.data_dir,
-                 "directory or s3://bucket/prefix/ with the data files")
-      ->capture_default_str();
+                 "directory or s3://bucket/prefix/ with the data files (default /data; with "
+                 "--generate-data, a new directory under $TMPDIR or /tmp, removed at exit)");
   app.add_option("--data-cache", f.data_cache,
                  "S3 data: keep a local copy of each object here after the first full read");
   app.add_option(
@@ -45,7 +45,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--generate-data", f.generate_data,
                  "write N synthetic Criteo training lines (and N/5 evaluation lines) to "
-                 "--data-dir first, unless present");
+                 "--data-dir first, unless present (no --data-dir: a temporary directory)");
   app.add_option("--generate-eval", f.generate_eval, "evaluation lines to generate");
   app.add_option("--data-seed", f.data_seed, "seed of the synthetic ground truth")
       ->capture_default_str();

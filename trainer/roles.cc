@@ -2,13 +2,16 @@
 
 #include <spdlog/spdlog.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -353,15 +356,22 @@ int Finish(const Flags& f, Model& model, ParamClient& params, const TrainResult&
   return target_ok ? 0 : kExitTargetMissed;
 }
 
-int RunSingleProcess(const Flags& f, Model& model, const OptimizerConfig& opt) {
+// Trains in this process with every parameter local: no cluster, or a cluster whose only
+// training replica is this one and which has no PS (`task` names it in the metrics). Its
+// checkpoints have one shard; the last one is marked FINAL, so an evaluator beside it
+// evaluates it as the end of training.
+int RunSingleProcess(const Flags& f, Model& model, const OptimizerConfig& opt,
+                     const std::string& task) {
   LocalParams params(model, f.seed, opt);
   int64_t start = 0;
+  std::optional<int64_t> restored;  // the committed checkpoint this run starts from
   if (!f.checkpoint_dir.empty()) {
     auto latest = params.Restore(f.checkpoint_dir);
     if (!latest.ok()) {
       spdlog::error("restore: {}", latest.status().ToString());
       return ExitCodeFor(latest.status());
     }
+    restored = *latest;
     if (latest->has_value()) {
       start = **latest;
       spdlog::info("resumed from checkpoint {} in {}", start, f.checkpoint_dir);
@@ -377,11 +387,17 @@ int RunSingleProcess(const Flags& f, Model& model, const OptimizerConfig& opt) {
     spdlog::error("training failed: {}", r.status().ToString());
     return ExitCodeFor(r.status());
   }
-  if (!f.checkpoint_dir.empty() && r->last_step > start) {
-    Status s = params.SaveCheckpoint(f.checkpoint_dir, r->last_step);
+  if (!f.checkpoint_dir.empty()) {
+    Status s;
+    if (r->last_step > start) {
+      s = params.SaveCheckpoint(f.checkpoint_dir, r->last_step);
+    } else if (restored != r->last_step) {
+      s = FailedPrecondition("no committed checkpoint at step " + std::to_string(r->last_step));
+    }
+    if (s.ok()) s = WriteFinalMarker(f.checkpoint_dir, r->last_step);
     if (!s.ok()) spdlog::warn("final checkpoint: {}", s.ToString());
   }
-  return Finish(f, model, params, *r, {{"task", "local"}});
+  return Finish(f, model, params, *r, {{"task", task}});
 }
 
 int RunPs(const Flags& f, const ClusterInfo& cluster, Model& model, const OptimizerConfig& opt,
@@ -584,7 +600,10 @@ int RunEvaluator(const Flags& f, const ClusterInfo& cluster, Model& model,
         "s3://)");
     return kExitPermanent;
   }
-  const int num_shards = cluster.NumPs();
+  // One shard per PS; a lone training replica without PS trains in-process and writes
+  // one-shard checkpoints (RunSingleProcess).
+  const int num_shards =
+      cluster.NumPs() > 0 ? cluster.NumPs() : (cluster.NumTrainers() == 1 ? 1 : 0);
   if (num_shards == 0) {
     spdlog::error("the cluster has no parameter servers: there are no checkpoints to evaluate");
     return kExitPermanent;
@@ -667,9 +686,51 @@ int RunEvaluator(const Flags& f, const ClusterInfo& cluster, Model& model,
   return 0;
 }
 
+// The shapes the trainer cannot run: several training replicas share parameters only
+// through a PS. Empty when `cluster` is one it runs.
+std::string UnsupportedShape(const ClusterInfo& cluster) {
+  if (cluster.NumPs() > 0 || cluster.NumTrainers() <= 1) return "";
+  return "the cluster has " + std::to_string(cluster.NumTrainers()) + " training replicas (" +
+         std::to_string(cluster.Members("chief").size()) + " chief, " +
+         std::to_string(cluster.Members("worker").size()) +
+         " workers) and no parameter servers: kubetrain-trainer trains without a PS only as one "
+         "replica (one Worker or one Chief, in-process); add PS replicas to train with several";
+}
+
+// A directory --generate-data made because --data-dir was not given: removed (with the
+// data) when the process is done with it.
+class GeneratedDataDir {
+ public:
+  GeneratedDataDir() = default;
+  GeneratedDataDir(const GeneratedDataDir&) = delete;
+  GeneratedDataDir& operator=(const GeneratedDataDir&) = delete;
+  ~GeneratedDataDir() {
+    if (path_.empty()) return;
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+
+  // Creates <$TMPDIR, else /tmp>/kubetrain-data-XXXXXX and returns its path.
+  StatusOr<std::string> Create() {
+    const char* tmp = std::getenv("TMPDIR");
+    std::string pattern =
+        std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/kubetrain-data-XXXXXX";
+    if (::mkdtemp(pattern.data()) == nullptr) {
+      return InvalidArgument("--generate-data without --data-dir: cannot create " + pattern + ": " +
+                             std::strerror(errno) +
+                             " (give --data-dir a writable directory, e.g. an emptyDir)");
+    }
+    path_ = pattern;
+    return path_;
+  }
+
+ private:
+  std::string path_;
+};
+
 }  // namespace
 
-int Run(const Flags& f) {
+int Run(const Flags& flags) {
   auto cluster = ClusterFromEnv([](const char* name) { return std::getenv(name); });
   const bool distributed = cluster.ok();
   if (!cluster.ok() && cluster.status().code() != StatusCode::kNotFound) {
@@ -678,6 +739,29 @@ int Run(const Flags& f) {
   }
   const std::string task = distributed ? cluster->TaskName() : "local";
   spdlog::set_pattern("[%Y-%m-%dT%H:%M:%S.%e] [%l] [" + task + "] %v");
+  Flags f = flags;
+  if (distributed) {
+    if (const std::string why = UnsupportedShape(*cluster); !why.empty()) {
+      spdlog::error("{}", why);
+      WriteTerminationMessage(f, {{"task", task}, {"error", why}});
+      return kExitPermanent;
+    }
+  }
+  // A lone training replica with no PS trains in-process, as a single process does.
+  const bool in_process = !distributed || (cluster->NumPs() == 0 && cluster->role != "evaluator");
+  GeneratedDataDir generated;
+  if (f.data_dir.empty()) {
+    const bool generates = f.generate_data > 0 && (!distributed || cluster->role != "ps");
+    if (!generates || !f.predict.empty() || !f.export_dir.empty()) {
+      f.data_dir = "/data";
+    } else if (auto dir = generated.Create(); dir.ok()) {
+      f.data_dir = *dir;
+    } else {
+      spdlog::error("{}", dir.status().message());
+      WriteTerminationMessage(f, {{"task", task}, {"error", dir.status().message()}});
+      return kExitPermanent;
+    }
+  }
   if (!f.predict.empty() || !f.export_dir.empty()) {
     SetComputeThreads(f.threads > 0 ? f.threads : DefaultThreadCount());
     auto model = BuildModel(f, Precision::kFp32);
@@ -702,8 +786,10 @@ int Run(const Flags& f) {
   const bool computes = !distributed || cluster->role != "ps";
   const PrecisionChoice precision = ResolvePrecision(computes ? *wanted : Precision::kFp32);
   if (!precision.fallback.empty()) spdlog::warn("{}", precision.fallback);
-  spdlog::info("kubetrain-trainer {} ({}), {} compute threads{}", kVersion,
-               distributed ? "parameter-server mode" : "single process", threads,
+  const std::string mode = !distributed ? "single process"
+                           : in_process ? task + " alone, no parameter servers: one process"
+                                        : "parameter-server mode";
+  spdlog::info("kubetrain-trainer {} ({}), {} compute threads{}", kVersion, mode, threads,
                precision.precision == Precision::kBf16 ? ", BF16 inner products" : "");
 
   auto model = BuildModel(f, precision.precision);
@@ -759,7 +845,7 @@ int Run(const Flags& f) {
     }
     return code;
   };
-  if (!distributed) return read_last_step(RunSingleProcess(f, **model, *opt));
+  if (in_process) return read_last_step(RunSingleProcess(f, **model, *opt, task));
   if (cluster->role == "evaluator") return RunEvaluator(f, *cluster, **model, *opt);
 
   const char* key_text = std::getenv("KUBETRAIN_AUTH_KEY");

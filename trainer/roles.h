@@ -3,6 +3,12 @@
 // its flags and the cluster in its environment (CLUSTER_CONFIG + POD_NAME, or
 // TF_CONFIG; neither: one process).
 //
+// The cluster shapes it runs: PS replicas with one or more workers (and at most one
+// chief), or one training replica (one Worker, or one Chief) with no PS, which trains
+// in-process exactly as a single process does; an evaluator beside either. Several
+// training replicas with no PS exit 1 (permanent) with the reason in the termination
+// message: only a PS shares parameters between processes.
+//
 // Exit codes follow the operator's contract: 0 success, 1-127 permanent
 // failure (bad flags/config/data, target metric missed), 128-255 retryable (a
 // peer unreachable after the startup timeout, a lost parameter server).
@@ -16,7 +22,10 @@ namespace kubetrain::trainer {
 // The command line (trainer/main.cc parses it; see --help for each flag).
 struct Flags {
   std::string model = "wide_deep";
-  std::string data_dir = "/data";
+  // Empty: /data, except with --generate-data, which then writes to a new directory under
+  // $TMPDIR (else /tmp) that is removed when the process exits (images run as a non-root
+  // user without a writable /data).
+  std::string data_dir;
   std::string data_format = "criteo_tsv";
   std::string train_match = "train";
   std::string eval_match = "eval";

@@ -187,6 +187,18 @@ std::vector<FieldError> ValidateUpdate(const TrainingJob& old_job, const Trainin
   return errors;
 }
 
+std::vector<FieldError> TrainerWarnings(const TrainingJobSpec& spec, std::string_view spec_path) {
+  const int32_t chiefs = spec.Replicas(ReplicaType::kChief);
+  const int32_t workers = spec.Replicas(ReplicaType::kWorker);
+  if (spec.Replicas(ReplicaType::kPS) > 0 || chiefs + workers <= 1) return {};
+  const std::string path =
+      std::string(spec_path) + (workers > 1 ? ".replicaSpecs.Worker.replicas" : ".replicaSpecs");
+  return {{path, std::to_string(chiefs + workers) +
+                     " training replicas (Chief + Worker) and no PS: kubetrain-trainer runs "
+                     "several workers only with parameter servers (it exits 1); one Worker or "
+                     "one Chief alone trains in-process. Other images may run this shape"}};
+}
+
 Status ToStatus(const std::vector<FieldError>& errors) {
   if (errors.empty()) return Status::Ok();
   std::string message;

@@ -33,6 +33,14 @@ std::vector<FieldError> Validate(const TrainingJob& job);
 // while the job runs. Does not repeat Validate(updated).
 std::vector<FieldError> ValidateUpdate(const TrainingJob& old_job, const TrainingJob& updated);
 
+// Valid shapes that kubetrain-trainer cannot run, as warnings (the templates' image may
+// be another that can): several training replicas (Chief + Worker) with no PS, which the
+// trainer refuses with exit code 1, since only a PS shares parameters between processes
+// (one Worker or one Chief alone trains in-process). `spec_path` is where `spec` is in
+// its document ("spec", or "spec.trialTemplate" for a sweep's template).
+std::vector<FieldError> TrainerWarnings(const TrainingJobSpec& spec,
+                                        std::string_view spec_path = "spec");
+
 // OK if `errors` is empty, else InvalidArgument "<path>: <message>; ...".
 Status ToStatus(const std::vector<FieldError>& errors);
 

@@ -232,5 +232,37 @@ TEST(ToStatusTest, JoinsErrorsWithPaths) {
   EXPECT_EQ(s.message(), "a: x; b.c: y");
 }
 
+// Several training replicas and no PS: valid for the CRD, refused by kubetrain-trainer.
+TEST(TrainerWarningsTest, SeveralTrainersWithoutPsAreWarnedAbout) {
+  TrainingJob job = Job();  // 2 workers, no PS
+  auto w = TrainerWarnings(job.spec);
+  ASSERT_EQ(w.size(), 1u);
+  EXPECT_EQ(w[0].path, "spec.replicaSpecs.Worker.replicas");
+  EXPECT_NE(w[0].message.find("2 training replicas (Chief + Worker) and no PS"), std::string::npos)
+      << w[0].message;
+  // A chief and one worker: two trainers too; the path names the replica specs.
+  job.spec.replica_specs[ReplicaType::kWorker].replicas = 1;
+  job.spec.replica_specs[ReplicaType::kChief].replicas = 1;
+  w = TrainerWarnings(job.spec, "spec.trialTemplate");
+  ASSERT_EQ(w.size(), 1u);
+  EXPECT_EQ(w[0].path, "spec.trialTemplate.replicaSpecs");
+  // The job itself stays valid: a warning, not an error.
+  EXPECT_EQ(OnlyError(Validate(job)), "OK");
+}
+
+TEST(TrainerWarningsTest, ShapesTheTrainerRunsAreNot) {
+  TrainingJob job = Job();
+  job.spec.replica_specs[ReplicaType::kPS].replicas = 1;
+  EXPECT_TRUE(TrainerWarnings(job.spec).empty()) << "PS + 2 workers";
+  job.spec.replica_specs.erase(ReplicaType::kPS);
+  job.spec.replica_specs[ReplicaType::kWorker].replicas = 1;
+  EXPECT_TRUE(TrainerWarnings(job.spec).empty()) << "one worker";
+  job.spec.replica_specs[ReplicaType::kEvaluator].replicas = 1;
+  EXPECT_TRUE(TrainerWarnings(job.spec).empty()) << "one worker and an evaluator";
+  job.spec.replica_specs.erase(ReplicaType::kWorker);
+  job.spec.replica_specs[ReplicaType::kChief].replicas = 1;
+  EXPECT_TRUE(TrainerWarnings(job.spec).empty()) << "one chief";
+}
+
 }  // namespace
 }  // namespace kubetrain::api

@@ -106,6 +106,17 @@ Status AddLocalObject(const json& doc, local::LocalObjects* objects) {
   return Status::Ok();
 }
 
+// "<file>:<line>: warning: <path>: <message>" for each shape kubetrain-trainer does not run.
+void AddTrainerWarnings(const std::string& file, const api::YamlDocument& doc,
+                        const api::TrainingJobSpec& spec, std::string_view spec_path,
+                        std::vector<std::string>* warnings) {
+  if (warnings == nullptr) return;
+  for (const auto& w : api::TrainerWarnings(spec, spec_path)) {
+    warnings->push_back(file + ":" + std::to_string(doc.LineOf(w.path)) + ": warning: " + w.path +
+                        ": " + w.message);
+  }
+}
+
 StatusOr<std::vector<JobDocument>> LoadJobs(const std::string& file,
                                             std::vector<std::string>& errors,
                                             const std::string& namespace_override = "",
@@ -151,7 +162,10 @@ StatusOr<std::vector<JobDocument>> LoadJobs(const std::string& file,
           errors.push_back(Locate(file, doc, trial.status().message()));
         }
       }
-      if (errors.size() == before) sweeps->push_back({std::move(*sweep), doc.line});
+      if (errors.size() == before) {
+        AddTrainerWarnings(file, doc, sweep->spec.trial_template, "spec.trialTemplate", warnings);
+        sweeps->push_back({std::move(*sweep), doc.line});
+      }
       continue;
     }
     // Secrets and ConfigMaps next to the job: `run` gives them to the local processes.
@@ -188,6 +202,7 @@ StatusOr<std::vector<JobDocument>> LoadJobs(const std::string& file,
         warnings->push_back(file + ":" + std::to_string(doc.LineOf(path)) +
                             ": warning: " + event.message);
       }
+      AddTrainerWarnings(file, doc, job->spec, "spec", warnings);
     }
     if (errors.size() == before) jobs.push_back({std::move(*job), doc.line});
   }

@@ -192,6 +192,57 @@ evaluator_waits)
   expect_out '^result: Succeeded'
   expect_all_gone
   ;;
+one_worker)
+  # One Worker and no PS (issue 35: it exited 1, "workers but no parameter
+  # servers"): it trains in-process, with checkpoints, --output (ONNX export),
+  # progress and metrics; the evaluator evaluates its one-shard checkpoints.
+  out_dir=$KT_TEST_DIR/one-worker
+  sed "s|path: /tmp/kubetrain-cli-one-worker,|path: $out_dir,|" "$jobs/one-worker.yaml" >"$KT_TEST_DIR/one-worker.yaml"
+  [[ $(grep -c "path: $out_dir," "$KT_TEST_DIR/one-worker.yaml") -eq 2 ]] || fail "the job's hostPaths changed"
+  run_job "$KT_TEST_DIR/one-worker.yaml"
+  [[ $rc -eq 0 ]] || fail "exit code $rc, want 0"
+  expect_out '^result: Succeeded'
+  expect_out 'worker-0 +\| .*worker-0 alone, no parameter servers: one process'
+  expect_out '^kubetrain +\| progress: 100% \(step 60/60\)'
+  expect_out '^metrics worker-0: AUC [0-9.]+, .* 60 steps$'
+  expect_out 'evaluator-0 exited with code 0'
+  expect_out 'and the evaluator evaluated the final checkpoint'
+  for step in 20 40 60; do
+    [[ -f $out_dir/ckpt/ckpt-$step/MANIFEST ]] || fail "no checkpoint $step"
+    [[ -f $out_dir/ckpt/evaluator-0/ckpt-$step.json ]] || fail "no evaluator metrics for checkpoint $step"
+  done
+  grep -q '"step": *60' "$out_dir/ckpt/FINAL" || fail "FINAL does not name step 60"
+  for f in model.onnx model.json metrics.json model/ckpt-60/MANIFEST; do
+    [[ -f $out_dir/result/$f ]] || fail "--output lacks $f"
+  done
+  # --generate-data without --data-dir: a temporary directory, gone after the run.
+  data=$(sed -nE 's/^worker-0 +\| .*generated [0-9]+ lines in (.*)\/train\.tsv .*/\1/p' "$KT_TEST_DIR/out")
+  [[ $data == /tmp/kubetrain-data-* ]] || fail "worker-0 generated its data in '$data', want /tmp/kubetrain-data-*"
+  [[ ! -e $data ]] || fail "$data is still there after the run"
+  expect_all_gone
+  ;;
+sweep_one_worker)
+  # A grid sweep of one-worker trials (issue 35: TooManyFailedTrials in 0.2 s).
+  run_job "$jobs/sweep-one-worker.yaml" --work-dir "$KT_TEST_DIR/sweep"
+  [[ $rc -eq 0 ]] || fail "exit code $rc, want 0"
+  expect_out '^result: TrainingSweep one-worker-sweep Succeeded in .*AllTrialsFinished'
+  table=$(tac "$KT_TEST_DIR/out" | sed -n '/^sweep one-worker-sweep: Succeeded/,/^TRIAL/p' | tac)
+  [[ $(grep -cE '^one-worker-sweep-[0-3] .* Succeeded +0\.[0-9]+' <<<"$table") -eq 4 ]] ||
+    fail "want 4 succeeded trials in the final table"
+  expect_out '^best: one-worker-sweep-[0-3] eval.auc=0\.[0-9]+'
+  ;;
+no_ps_workers)
+  # Two workers and no PS: the trainer refuses the shape at once with a
+  # permanent exit code and says why in its termination message.
+  run_job "$jobs/no-ps-two-workers.yaml"
+  [[ $rc -eq 1 ]] || fail "exit code $rc, want 1"
+  expect_out 'worker-[01] exited with code 1'
+  expect_out '^result: Failed'
+  expect_out 'reason: ReplicaFailed'
+  expect_out '2 training replicas \(0 chief, 2 workers\) and no parameter servers: kubetrain-trainer trains without a PS only as one replica'
+  ! grep -q 'restarting' "$KT_TEST_DIR/out" || fail "a replica was restarted"
+  expect_all_gone
+  ;;
 exit_130_restarts)
   run_job "$jobs/exit130-then-0.yaml"
   [[ $rc -eq 0 ]] || fail "exit code $rc, want 0"
@@ -363,6 +414,22 @@ validate)
   expect_out 'TrainingJob sets-contract-env is valid'
   expect_err '^.*env-overridden.yaml:9: warning: spec.replicaSpecs.Worker.template sets TF_CONFIG: replaced by'
   [[ $(grep -c warning "$KT_TEST_DIR/err") -eq 1 ]] || fail "want exactly one warning"
+  # Several workers and no PS: valid, with a warning that kubetrain-trainer
+  # does not run that shape (other images may); one worker alone: no warning.
+  "$KUBETRAIN" validate -f "$jobs/no-ps-two-workers.yaml" >"$KT_TEST_DIR/out" 2>"$KT_TEST_DIR/err" ||
+    fail "no-ps-two-workers.yaml: not valid"
+  expect_out 'TrainingJob no-ps is valid'
+  expect_err '^.*no-ps-two-workers.yaml:11: warning: spec.replicaSpecs.Worker.replicas: 2 training replicas \(Chief \+ Worker\) and no PS: kubetrain-trainer runs several workers only with parameter servers'
+  [[ $(grep -c warning "$KT_TEST_DIR/err") -eq 1 ]] || fail "want exactly one warning"
+  sed 's/^      Worker:$/      Worker:\n        replicas: 3/' "$jobs/sweep-one-worker.yaml" >"$KT_TEST_DIR/sweep-3.yaml"
+  grep -q '^        replicas: 3$' "$KT_TEST_DIR/sweep-3.yaml" || fail "the sweep's Worker changed"
+  "$KUBETRAIN" validate -f "$KT_TEST_DIR/sweep-3.yaml" >"$KT_TEST_DIR/out" 2>"$KT_TEST_DIR/err" ||
+    fail "a sweep of 3-worker trials: not valid"
+  expect_err 'warning: spec.trialTemplate.replicaSpecs.Worker.replicas: 3 training replicas'
+  for f in "$jobs/one-worker.yaml" "$jobs/sweep-one-worker.yaml"; do
+    "$KUBETRAIN" validate -f "$f" >"$KT_TEST_DIR/out" 2>"$KT_TEST_DIR/err" || fail "$f: not valid"
+    ! grep -q warning "$KT_TEST_DIR/err" || fail "$f: a warning for one worker alone"
+  done
   # No warning for a template that leaves the contract to the operator.
   "$KUBETRAIN" validate -f "$here/../../examples/wide-deep-ps.yaml" >"$KT_TEST_DIR/out" \
     2>"$KT_TEST_DIR/err" || fail "wide-deep-ps.yaml: not valid"

@@ -26,6 +26,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "tests/tools/process.h"
@@ -251,6 +252,87 @@ TEST_F(TrainerProcessTest, SyncOnePsOneWorkerGivesTheSingleProcessLossCurve) {
     EXPECT_NEAR(a[i], b[i], 1e-4 * std::max(1.0, std::fabs(a[i]))) << "step " << i + 1;
   }
   EXPECT_LT(a.back(), a.front());  // and it is a learning curve, not a flat line
+}
+
+// One Worker and no PS (issue 35: it exited 1, "workers but no parameter servers"): it
+// trains in-process, step for step as the single process, needs no auth key, checkpoints
+// (one shard, the last marked FINAL) and reports its metrics as worker-0.
+TEST_F(TrainerProcessTest, OneWorkerWithoutPsTrainsAsTheSingleProcessDoes) {
+  const std::vector<std::string> run = {"--steps", "40", "--eval-examples", "1000"};
+  auto with = [&](std::vector<std::string> a, std::vector<std::string> b) {
+    a.insert(a.end(), b.begin(), b.end());
+    return Flags(a);
+  };
+  Process single(
+      with(run, {"--loss-curve", Path("single.csv"), "--termination-log", Path("single.json")}), {},
+      Path("single.log"));
+  ASSERT_EQ(single.Wait(kRunTimeout), 0) << single.Log();
+  for (const char* pod : {"worker-0", "chief-0"}) {
+    SCOPED_TRACE(pod);
+    const std::string role = std::string(pod).substr(0, std::string(pod).find('-'));
+    const std::string cluster =
+        nlohmann::json{{role, nlohmann::json::array({"127.0.0.1:" + std::to_string(FreePort())})}}
+            .dump();
+    const std::string ckpt = Path(role + "-ckpt"), metrics = Path(role + ".json");
+    Process alone(with(run, {"--loss-curve", Path(role + ".csv"), "--termination-log", metrics,
+                             "--checkpoint-dir", ckpt, "--checkpoint-every", "20"}),
+                  {{"CLUSTER_CONFIG", cluster}, {"POD_NAME", pod}}, Path(role + ".log"));
+    ASSERT_EQ(alone.Wait(kRunTimeout), 0) << alone.Log();
+    EXPECT_NE(alone.Log().find(std::string(pod) + " alone, no parameter servers"),
+              std::string::npos)
+        << alone.Log();
+    EXPECT_EQ(LossCurve(Path(role + ".csv")), LossCurve(Path("single.csv")));
+    const auto m = nlohmann::json::parse(ReadFile(metrics));
+    const auto want = nlohmann::json::parse(ReadFile(Path("single.json")));
+    EXPECT_EQ(m["task"], pod);
+    EXPECT_EQ(m["steps"], 40);
+    EXPECT_EQ(m["eval"], want["eval"]) << m.dump();
+    for (const char* step : {"20", "40"}) {
+      EXPECT_TRUE(fs::exists(ckpt + "/ckpt-" + step + "/shard-0-of-1.bin")) << step;
+    }
+    EXPECT_EQ(nlohmann::json::parse(ReadFile(ckpt + "/FINAL"))["step"], 40);
+  }
+}
+
+// Several training replicas and no PS: refused at once, permanent, the reason in the
+// termination message (the operator keeps it in status.replicaStatuses.<Role>.lastFailure).
+TEST_F(TrainerProcessTest, SeveralWorkersWithoutPsArePermanentErrorWithTheReason) {
+  const std::string two_workers = ClusterConfig({}, {FreePort(), FreePort()});
+  const std::string chief_and_worker =
+      nlohmann::json{{"chief", nlohmann::json::array({"127.0.0.1:" + std::to_string(FreePort())})},
+                     {"worker", nlohmann::json::array({"127.0.0.1:" + std::to_string(FreePort())})}}
+          .dump();
+  for (const auto& [cluster, pod, counts] :
+       std::vector<std::tuple<std::string, std::string, std::string>>{
+           {two_workers, "worker-1", "2 training replicas (0 chief, 2 workers)"},
+           {chief_and_worker, "chief-0", "2 training replicas (1 chief, 1 workers)"}}) {
+    SCOPED_TRACE(pod);
+    Process p(Flags({"--steps", "5", "--termination-log", Path(pod + ".json")}), Env(cluster, pod),
+              Path(pod + ".log"));
+    EXPECT_EQ(p.Wait(kRunTimeout), 1) << p.Log();
+    const auto m = nlohmann::json::parse(ReadFile(Path(pod + ".json")), nullptr, false);
+    ASSERT_TRUE(m.is_object()) << ReadFile(Path(pod + ".json"));
+    EXPECT_EQ(m["task"], pod);
+    const std::string error = m.value("error", "");
+    EXPECT_NE(error.find(counts + " and no parameter servers"), std::string::npos) << error;
+    EXPECT_NE(error.find("add PS replicas"), std::string::npos) << error;
+  }
+}
+
+// --generate-data without --data-dir (the README's job): the trainer image has no /data and
+// runs as a non-root user, so the data goes to a new directory under $TMPDIR, removed at exit.
+TEST_F(TrainerProcessTest, GeneratedDataWithoutDataDirGoesToATemporaryDirectory) {
+  const std::string tmp = Path("tmp");
+  fs::create_directories(tmp);
+  const std::vector<std::string> args = {
+      "--generate-data", "2000", "--steps",   "5", "--batch-size",      "64",
+      "--layers",        "8",    "--threads", "1", "--termination-log", Path("m.json")};
+  Process p(args, {{"TMPDIR", tmp}}, Path("single.log"));
+  ASSERT_EQ(p.Wait(kRunTimeout), 0) << p.Log();
+  const std::string want = "generated 2000 lines in " + tmp + "/kubetrain-data-";
+  EXPECT_NE(p.Log().find(want), std::string::npos) << p.Log();
+  EXPECT_TRUE(fs::is_empty(tmp)) << "the generated data outlived the process";
+  EXPECT_TRUE(nlohmann::json::parse(ReadFile(Path("m.json"))).contains("eval"));
 }
 
 TEST_F(TrainerProcessTest, AsyncTwoPsTwoWorkersReachTargetAuc) {
