@@ -29,6 +29,9 @@ enum class StatusCode {
   kUnavailable,
   kDeadlineExceeded,
   kInternal,
+  // Stored data is unreadable as what it claims to be (a checksum or length that does not
+  // match what was recorded when it was written): corrupt, not transient.
+  kDataLoss,
 };
 
 std::string_view StatusCodeName(StatusCode code);
@@ -70,6 +73,9 @@ inline Status Internal(std::string message) {
 }
 inline Status Unavailable(std::string message) {
   return Status(StatusCode::kUnavailable, std::move(message));
+}
+inline Status DataLoss(std::string message) {
+  return Status(StatusCode::kDataLoss, std::move(message));
 }
 inline Status FailedPrecondition(std::string message) {
   return Status(StatusCode::kFailedPrecondition, std::move(message));

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "tests/s3/s3_env.h"
@@ -192,6 +194,66 @@ TEST_F(TrainerS3Test, InterruptedCheckpointLeavesThePreviousOneTheNewestComplete
   // It then checkpointed 90 again (whole this time) and 100.
   EXPECT_TRUE(Exists("ckpt/ckpt-90/MANIFEST"));
   EXPECT_TRUE(Exists("ckpt/ckpt-100/MANIFEST"));
+}
+
+// Two checkpoints in S3 (steps 20 and 40), then the newest corrupted behind the server's
+// back by `corrupt` (given the stored files of ckpt-40's shard and MANIFEST; the posix
+// backend keeps the checksum recorded at upload): the export and a resumed run both fall
+// back to checkpoint 20, naming the corrupt object `what`.
+class TrainerS3FallbackTest : public TrainerS3Test {
+ protected:
+  void Run(const std::string& what,
+           const std::function<void(const fs::path& shard, const fs::path& manifest)>& corrupt) {
+    auto flags = [&](const std::string& name, const std::vector<std::string>& extra) {
+      std::vector<std::string> f = {
+          "--checkpoint-dir", prefix_ + "ckpt/",   "--checkpoint-every", "20",
+          "--no-eval",        "--termination-log", Path(name + ".json")};
+      f.insert(f.end(), extra.begin(), extra.end());
+      return Flags(f);
+    };
+    auto first = Start(flags("first", {"--steps", "40"}), {}, "first.log");
+    ASSERT_EQ(first->Wait(kRunTimeout), 0) << first->Log();
+    ASSERT_TRUE(Exists("ckpt/ckpt-20/MANIFEST"));
+    ASSERT_TRUE(Exists("ckpt/ckpt-40/MANIFEST"));
+    const fs::path stored =
+        fs::path(std::getenv("KUBETRAIN_TEST_S3_DIR")) / "data" / kBucket / Key("ckpt/ckpt-40");
+    ASSERT_TRUE(fs::exists(stored / "shard-0-of-1.bin")) << stored;
+    corrupt(stored / "shard-0-of-1.bin", stored / "MANIFEST");
+    const std::string named = prefix_ + "ckpt/ckpt-40/" + what;
+
+    auto exported = Start(flags("export", {"--export", Path("export")}), {}, "export.log");
+    ASSERT_EQ(exported->Wait(kRunTimeout), 0) << exported->Log();
+    EXPECT_NE(exported->Log().find("exported the model (step 20"), std::string::npos)
+        << exported->Log();
+    EXPECT_NE(exported->Log().find(named), std::string::npos) << exported->Log();
+    EXPECT_TRUE(fs::exists(Path("export/model.onnx")));
+
+    auto resumed = Start(flags("resumed", {"--steps", "60"}), {}, "resumed.log");
+    ASSERT_EQ(resumed->Wait(kRunTimeout), 0) << resumed->Log();
+    EXPECT_NE(resumed->Log().find("resumed from checkpoint 20"), std::string::npos)
+        << resumed->Log();
+    EXPECT_NE(resumed->Log().find(named), std::string::npos) << resumed->Log();
+    EXPECT_TRUE(Exists("ckpt/ckpt-60/MANIFEST"));
+  }
+};
+
+TEST_F(TrainerS3FallbackTest, TruncatedShardOfTheNewestCheckpointFallsBackToThePreviousOne) {
+  Run("shard-0-of-1.bin", [](const fs::path& shard, const fs::path&) {
+    fs::resize_file(shard, fs::file_size(shard) / 2);
+  });
+}
+
+TEST_F(TrainerS3FallbackTest, OverwrittenShardOfTheNewestCheckpointFallsBackToThePreviousOne) {
+  Run("shard-0-of-1.bin", [](const fs::path& shard, const fs::path&) {
+    const std::string garbage(fs::file_size(shard), 'x');  // same size, other bytes
+    std::ofstream(shard, std::ios::binary | std::ios::trunc) << garbage;
+  });
+}
+
+TEST_F(TrainerS3FallbackTest, GarbledManifestOfTheNewestCheckpointFallsBackToThePreviousOne) {
+  Run("MANIFEST", [](const fs::path&, const fs::path& manifest) {
+    std::ofstream(manifest, std::ios::binary | std::ios::trunc) << "{\"step\": 40, \"num_sh";
+  });
 }
 
 TEST_F(TrainerS3Test, BadS3InputGivesClearErrorsAndTheRightExitCodes) {

@@ -1,5 +1,7 @@
 #include "trainer/export/export.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
@@ -18,33 +20,46 @@ namespace {
 constexpr int kNumDense = kCriteoDense;
 constexpr int kNumCat = kCriteoCat;
 
-// The number of shards of the newest committed checkpoint under `root` (from its
-// MANIFEST), or NotFound. FindCheckpoint then checks it and every shard.
+// The number of shards of the newest committed checkpoint under `root` whose MANIFEST
+// reads and parses (corrupt ones are skipped with a warning, as FindCheckpoint skips
+// them), or NotFound. FindCheckpoint then checks it and every shard.
 StatusOr<int> NewestShardCount(const std::string& root) {
   KT_ASSIGN_OR_RETURN(auto names, storage::ListObjects(root));
-  int64_t best_step = -1;
-  std::string best;
+  std::vector<std::pair<int64_t, std::string>> manifests;  // (step, name)
   for (const std::string& name : names) {
     if (name.rfind("ckpt-", 0) != 0) continue;
     const size_t slash = name.find('/');
     if (slash == std::string::npos || name.substr(slash + 1) != "MANIFEST") continue;
     try {
-      const int64_t step = std::stoll(name.substr(5, slash - 5));
-      if (step > best_step) best_step = step, best = name;
+      manifests.emplace_back(std::stoll(name.substr(5, slash - 5)), name);
     } catch (const std::exception&) {
       continue;  // not one of ours
     }
   }
-  if (best_step < 0) return NotFound("no complete checkpoint in " + root);
-  KT_ASSIGN_OR_RETURN(std::string text, storage::ReadObject(storage::JoinPath(root, best)));
-  try {
-    const int n = nlohmann::json::parse(text).at("num_shards").get<int>();
-    if (n <= 0) throw std::invalid_argument("num_shards must be positive");
-    return n;
-  } catch (const std::exception& e) {
-    return InvalidArgument("checkpoint manifest " + storage::JoinPath(root, best) + ": " +
-                           e.what());
+  std::sort(manifests.rbegin(), manifests.rend());
+  for (const auto& [step, name] : manifests) {
+    const std::string path = storage::JoinPath(root, name);
+    auto text = storage::ReadObject(path);
+    std::string why;
+    if (text.status().code() == StatusCode::kDataLoss) {
+      why = text.status().message();
+    } else if (!text.ok()) {
+      return text.status();
+    } else {
+      try {
+        const int n = nlohmann::json::parse(*text).at("num_shards").get<int>();
+        if (n > 0) return n;
+        why = "num_shards must be positive";
+      } catch (const std::exception& e) {
+        why = e.what();
+      }
+    }
+    spdlog::warn("checkpoint manifest {} is corrupt ({}); trying the previous checkpoint", path,
+                 why);
   }
+  if (!manifests.empty())
+    return InvalidArgument("every checkpoint manifest in " + root + " is corrupt");
+  return NotFound("no complete checkpoint in " + root);
 }
 
 onnx::Node MakeNode(std::string op, std::vector<std::string> in, std::vector<std::string> out,

@@ -36,13 +36,16 @@ std::string ShardFile(int shard, int num_shards) {
   return "shard-" + std::to_string(shard) + "-of-" + std::to_string(num_shards) + ".bin";
 }
 
-// Why checkpoint `c` cannot be used, or "" if every shard matches its MANIFEST; I/O errors
-// other than a missing shard are returned.
+// Why checkpoint `c` cannot be used, or "" if every shard matches its MANIFEST. Corrupt: a
+// shard missing, or whose bytes disagree with the MANIFEST or (S3, DataLoss) with the
+// checksum recorded at upload. Every other error (transient ones included, after the S3
+// client's retries) is returned: it says nothing about the checkpoint.
 StatusOr<std::string> CorruptionOf(const std::string& root, const Checkpoint& c, int num_shards) {
   for (int k = 0; k < num_shards && !c.shards.empty(); ++k) {
     const std::string path = ShardPath(root, c.step, k, num_shards);
     auto data = storage::ReadObject(path);
     if (data.status().code() == StatusCode::kNotFound) return "shard " + path + " is missing";
+    if (data.status().code() == StatusCode::kDataLoss) return data.status().message();
     if (!data.ok()) return data.status().WithContext("checkpoint shard");
     Status s = CheckDigest(*data, c.shards[k], "shard " + path);
     if (!s.ok()) return s.message();
@@ -87,6 +90,12 @@ StatusOr<CheckpointList> ListCheckpoints(const std::string& root, int num_shards
     if (slash == std::string::npos || name.substr(slash + 1) != "MANIFEST") continue;
     const std::string path = storage::JoinPath(root, name);
     auto text = storage::ReadObject(path);
+    if (text.status().code() == StatusCode::kDataLoss) {
+      spdlog::warn("checkpoint manifest {} is corrupt ({}); skipping it", path,
+                   text.status().message());
+      list.corrupt.push_back(path + ": " + text.status().message());
+      continue;
+    }
     if (!text.ok()) return text.status();
     Checkpoint c;
     int n = 0;

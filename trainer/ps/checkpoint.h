@@ -11,7 +11,12 @@
 //   was later truncated, altered or lost no longer matches its MANIFEST: that checkpoint is
 //   skipped (with a warning naming it) and the previous complete one is used, by every
 //   process alike, since each checks every shard the same way. Transient read errors are
-//   returned, never taken for corruption.
+//   returned, never taken for corruption: only a MANIFEST that does not parse, a shard that
+//   is missing or disagrees with the MANIFEST, or (S3) an object whose bytes disagree with
+//   the checksum recorded at its upload (DataLoss, after the client read it twice) is
+//   corrupt. A 5xx, timeout or refused connection that outlasts the S3 client's retries
+//   fails the process (exit 200, retryable) instead of losing progress to an older
+//   checkpoint.
 // Assumptions: every PS and the coordinator see the same root: a shared volume, or an S3
 //   prefix (root "s3://bucket/prefix/": each PS uploads its shard object, the MANIFEST is
 //   written with If-None-Match: * so it is created once and never replaced; S3 is strongly
@@ -48,8 +53,9 @@ struct Checkpoint {
 };
 
 // Every committed checkpoint (a MANIFEST that parses) in step order, shards not checked,
-// and the MANIFESTs that do not parse ("<path>: why"). Errors: InvalidArgument for a
-// checkpoint written with a different number of shards; I/O errors as they come.
+// and the MANIFESTs that do not parse or are corrupt objects ("<path>: why"). Errors:
+// InvalidArgument for a checkpoint written with a different number of shards; I/O errors as they
+// come.
 struct CheckpointList {
   std::vector<Checkpoint> committed;
   std::vector<std::string> corrupt;

@@ -432,7 +432,8 @@ StatusOr<ObjectInfo> S3Client::Head(std::string_view bucket, std::string_view ke
 }
 
 Status S3Client::GetRange(std::string_view bucket, std::string_view key, int64_t offset,
-                          int64_t length, const std::function<Status(std::string_view)>& sink) {
+                          int64_t length, const std::function<Status(std::string_view)>& sink,
+                          std::string_view if_match) {
   const std::string name = S3Name(bucket, key);
   if (length == 0) return Status::Ok();
   int64_t received = 0;
@@ -441,6 +442,7 @@ Status S3Client::GetRange(std::string_view bucket, std::string_view key, int64_t
     const int64_t from = offset + received;
     r.headers.emplace_back("Range", "bytes=" + std::to_string(from) + "-" +
                                         (length < 0 ? "" : std::to_string(offset + length - 1)));
+    if (!if_match.empty()) r.headers.emplace_back("If-Match", "\"" + std::string(if_match) + "\"");
     int64_t this_attempt = 0;
     r.sink = [&](std::string_view chunk) {
       this_attempt += static_cast<int64_t>(chunk.size());
@@ -464,7 +466,7 @@ Status S3Client::GetRange(std::string_view bucket, std::string_view key, int64_t
                              std::to_string(expected) + " bytes");
         }
       } else if (length >= 0 && received != length) {
-        return Internal(
+        return DataLoss(
             name + ": the object is shorter than requested: " + std::to_string(offset + received) +
             " of " + std::to_string(offset + length) + " bytes (truncated object?)");
       } else {
@@ -472,6 +474,10 @@ Status S3Client::GetRange(std::string_view bucket, std::string_view key, int64_t
       }
     } else if (resp.ok() && resp->status == 416 && from > offset) {
       return Status::Ok();  // resumed exactly at the end
+    } else if (resp.ok() && resp->status == 412 && !if_match.empty()) {
+      return Status(StatusCode::kConflict,
+                    name + ": the object changed while being read (it no longer has ETag " +
+                        std::string(if_match) + ")");
     } else if (resp.ok() && (!RetryableStatus(*resp) || last)) {
       return ResponseError(*resp, name);
     } else if (!resp.ok()) {
@@ -485,9 +491,9 @@ Status S3Client::GetRange(std::string_view bucket, std::string_view key, int64_t
   }
 }
 
-StatusOr<std::string> S3Client::Get(std::string_view bucket, std::string_view key) {
+StatusOr<std::string> S3Client::GetOnce(std::string_view bucket, std::string_view key) {
   const std::string name = S3Name(bucket, key);
-  // HEAD first: the length and checksum to expect, and a clear NotFound.
+  // HEAD first: the length, ETag and checksum to expect, and a clear NotFound.
   Request hr{"HEAD", std::string(bucket), std::string(key), {}, {}, {}, false, nullptr};
   auto head = Send(hr);
   if (!head.ok()) return head.status();
@@ -497,25 +503,49 @@ StatusOr<std::string> S3Client::Get(std::string_view bucket, std::string_view ke
   } catch (const std::exception&) {
     return Internal(name + ": HEAD response without a Content-Length");
   }
+  const std::string etag = Unquote(head->Header("etag"));
   std::string data;
   data.reserve(static_cast<size_t>(size));
-  KT_RETURN_IF_ERROR(GetRange(bucket, key, 0, size, [&](std::string_view chunk) {
-    data.append(chunk);
-    return Status::Ok();
-  }));
+  KT_RETURN_IF_ERROR(GetRange(
+      bucket, key, 0, size,
+      [&](std::string_view chunk) {
+        data.append(chunk);
+        return Status::Ok();
+      },
+      etag));
   if (const std::string want = head->Header(kShaMeta); !want.empty()) {
     if (ChecksumLike(data, want) != want) {
-      return Internal(name + ": SHA-256 of the " + std::to_string(data.size()) +
+      return DataLoss(name + ": SHA-256 of the " + std::to_string(data.size()) +
                       " bytes read does not match the one recorded at upload (corrupt or "
                       "truncated object)");
     }
-  } else if (const std::string etag = Unquote(head->Header("etag"));
-             etag.size() == 32 && IsHex(etag)) {
+  } else if (etag.size() == 32 && IsHex(etag)) {
     if (Hex(Md5(data)) != Lower(etag)) {
-      return Internal(name + ": MD5 of the data read does not match its ETag (corrupt object)");
+      return DataLoss(name + ": MD5 of the data read does not match its ETag (corrupt object)");
     }
   }
   return data;
+}
+
+StatusOr<std::string> S3Client::Get(std::string_view bucket, std::string_view key) {
+  // An object replaced between the HEAD and the GET (Conflict) is read again, as a new
+  // object, up to max_attempts times; bytes that do not match the recorded checksum are read
+  // once more (a copy damaged in transit is not a corrupt object) and are DataLoss if they
+  // still do not.
+  int mismatches = 0;
+  for (int attempt = 1;; ++attempt) {
+    auto got = GetOnce(bucket, key);
+    if (got.ok()) return got;
+    const StatusCode code = got.status().code();
+    const bool last = attempt >= std::max(2, config_.max_attempts);
+    if (code == StatusCode::kDataLoss && ++mismatches < 2 && !last) continue;
+    if (code == StatusCode::kConflict && !last) continue;
+    if (code == StatusCode::kConflict) {
+      return Unavailable(got.status().message() + " (after " + std::to_string(attempt) +
+                         " attempts)");
+    }
+    return got.status();
+  }
 }
 
 Status S3Client::Put(std::string_view bucket, std::string_view key, std::string_view body,

@@ -15,9 +15,16 @@
 // upload the SHA-256 of its parts' SHA-256s, "-<parts>-<part size>"); a whole-object Get
 // checks it (or, for objects written by other tools, a plain-MD5 ETag) and the length, so
 // a truncated or altered object is an error, not data.
+// Reads are pinned: a whole-object Get sends the ETag its HEAD returned as If-Match on the
+// GET, so an object replaced in between is read again from the start instead of mixing two
+// versions (GetRange does the same for a caller that passes the ETag).
+// Corrupt versus transient (the checkpoint code falls back past corrupt objects only):
+// a checksum or length that does not match what was recorded at upload is DataLoss, after
+// one more read of the whole object; everything transient above stays Unavailable.
 // Errors name the object as s3://bucket/key and map to Status codes: 403 PermissionDenied,
 // 404 NotFound, 412 (conditional PUT lost) AlreadyExists, other 4xx InvalidArgument,
-// 5xx / transport errors after the last retry Unavailable, checksum mismatch Internal.
+// 5xx / transport errors after the last retry Unavailable, checksum or length mismatch
+// DataLoss.
 //
 // Thread-safe: one client may serve any number of threads; it keeps a pool of curl
 // handles so connections are reused.
@@ -96,12 +103,17 @@ class S3Client {
   // Creates `bucket`; OK if this account already owns it.
   Status CreateBucket(std::string_view bucket);
   StatusOr<ObjectInfo> Head(std::string_view bucket, std::string_view key);
-  // The whole object, its length and checksum checked.
+  // The whole object, its length and checksum checked. Errors: DataLoss when two reads
+  // both disagree with the object's recorded checksum; Unavailable when it kept changing
+  // while being read; as above otherwise.
   StatusOr<std::string> Get(std::string_view bucket, std::string_view key);
   // Streams bytes [offset, offset + length) (length < 0: to the end) to `sink` in order.
-  // A sink error stops the transfer and is returned. Checks the length received.
+  // A sink error stops the transfer and is returned. Checks the length received (DataLoss
+  // when the object is shorter than asked for). With `if_match` (an ETag, unquoted), only
+  // that version of the object is read: Conflict when the object no longer has it.
   Status GetRange(std::string_view bucket, std::string_view key, int64_t offset, int64_t length,
-                  const std::function<Status(std::string_view)>& sink);
+                  const std::function<Status(std::string_view)>& sink,
+                  std::string_view if_match = {});
   // One PutObject request.
   Status Put(std::string_view bucket, std::string_view key, std::string_view body,
              const PutOptions& options = {});
@@ -122,6 +134,7 @@ class S3Client {
  private:
   class HandlePool;
 
+  StatusOr<std::string> GetOnce(std::string_view bucket, std::string_view key);
   StatusOr<Response> SendOnce(const Request& r);
   StatusOr<Response> Send(const Request& r);  // with retries
   Status Multipart(std::string_view bucket, std::string_view key, std::string_view body,

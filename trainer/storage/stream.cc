@@ -21,13 +21,14 @@ class ObjectInputStream::Buffer : public std::streambuf {
   // Local file.
   explicit Buffer(std::unique_ptr<std::filebuf> file) : file_(std::move(file)) {}
 
-  // S3 object of `size` bytes; `cache_path` empty: no cache.
-  Buffer(S3Client* client, std::string bucket, std::string key, int64_t size,
+  // S3 object of `size` bytes whose HEAD returned `etag`; `cache_path` empty: no cache.
+  Buffer(S3Client* client, std::string bucket, std::string key, int64_t size, std::string etag,
          const StreamOptions& o, std::string cache_path)
       : client_(client),
         bucket_(std::move(bucket)),
         key_(std::move(key)),
         size_(size),
+        etag_(std::move(etag)),
         o_(o),
         cache_path_(std::move(cache_path)) {
     if (!cache_path_.empty()) {
@@ -97,14 +98,20 @@ class ObjectInputStream::Buffer : public std::streambuf {
       const int64_t n = std::min<int64_t>(static_cast<int64_t>(o_.chunk_bytes), size_ - off);
       std::string chunk;
       chunk.reserve(static_cast<size_t>(n));
-      Status s = client_->GetRange(bucket_, key_, off, n, [&](std::string_view d) {
-        {
-          std::lock_guard<std::mutex> lock(mu_);
-          if (stop_) return Status(StatusCode::kUnavailable, "cancelled");
-        }
-        chunk.append(d);
-        return Status::Ok();
-      });
+      // Every chunk from the version whose size was taken (If-Match: its ETag): a replaced
+      // object ends the stream, retryably, instead of splicing two versions together.
+      Status s = client_->GetRange(
+          bucket_, key_, off, n,
+          [&](std::string_view d) {
+            {
+              std::lock_guard<std::mutex> lock(mu_);
+              if (stop_) return Status(StatusCode::kUnavailable, "cancelled");
+            }
+            chunk.append(d);
+            return Status::Ok();
+          },
+          etag_);
+      if (s.code() == StatusCode::kConflict) s = Unavailable(s.message() + "; read it again");
       std::unique_lock<std::mutex> lock(mu_);
       if (stop_) return;
       if (!s.ok()) {
@@ -140,6 +147,7 @@ class ObjectInputStream::Buffer : public std::streambuf {
   S3Client* client_ = nullptr;
   std::string bucket_, key_;
   int64_t size_ = 0;
+  std::string etag_;
   StreamOptions o_;
   std::string cache_path_, cache_tmp_;
   std::ofstream cache_;  // reader thread only
@@ -188,8 +196,8 @@ StatusOr<std::unique_ptr<ObjectInputStream>> ObjectInputStream::Open(const std::
       return open_file(cache_path);
     }
   }
-  return std::unique_ptr<ObjectInputStream>(new ObjectInputStream(
-      std::make_unique<Buffer>(*client, p->bucket, p->key, head->size, o, std::move(cache_path))));
+  return std::unique_ptr<ObjectInputStream>(new ObjectInputStream(std::make_unique<Buffer>(
+      *client, p->bucket, p->key, head->size, head->etag, o, std::move(cache_path))));
 }
 
 }  // namespace kubetrain::storage

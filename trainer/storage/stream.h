@@ -1,7 +1,9 @@
 // Sequential reading of a local file or an S3 object through a std::istream, so line
 // parsers work unchanged on both.
 //
-// S3: the object is read in ranged GETs of `chunk_bytes`; a background thread keeps up to
+// S3: the object is read in ranged GETs of `chunk_bytes`, each pinned to the version Open
+// found (If-Match: its ETag; a replaced object ends the read with Unavailable, so the reader
+// starts again on the new one); a background thread keeps up to
 // `read_ahead` chunks fetched ahead of the reader, so parsing and network overlap and the
 // object is never held whole. With `cache_dir`, a complete read also leaves a copy in
 // <cache_dir>/<bucket>/<key> (written atomically), which later opens read instead of S3
