@@ -214,6 +214,11 @@ StatusOr<TrainingSweepStatus> ParseTrainingSweepStatus(const json& j) {
   s.failed = j.value("failed", 0);
   s.stopped = j.value("stopped", 0);
   s.trial_progress = j.value("trialProgress", std::string());
+  if (const json* o = Field(j, "omittedTrials"); o != nullptr && o->is_object()) {
+    s.omitted.succeeded = o->value("succeeded", 0);
+    s.omitted.failed = o->value("failed", 0);
+    s.omitted.stopped = o->value("stopped", 0);
+  }
   if (const json* trials = Field(j, "trials"); trials != nullptr && trials->is_array()) {
     for (const json& t : *trials) {
       if (!t.is_object()) continue;
@@ -295,6 +300,11 @@ json SweepStatusToJson(const TrainingSweepStatus& s) {
   out["failed"] = s.failed;
   out["stopped"] = s.stopped;
   if (!s.trial_progress.empty()) out["trialProgress"] = s.trial_progress;
+  if (s.omitted.Total() != 0) {
+    out["omittedTrials"] = {{"succeeded", s.omitted.succeeded},
+                            {"failed", s.omitted.failed},
+                            {"stopped", s.omitted.stopped}};
+  }
   if (!s.trials.empty()) {
     json rows = json::array();
     for (const TrialStatus& t : s.trials) {
@@ -315,6 +325,16 @@ json SweepStatusToJson(const TrainingSweepStatus& s) {
                         {"value", s.best_trial->value}};
   }
   return out;
+}
+
+std::string BoundText(std::string_view s, size_t max_bytes) {
+  if (s.size() <= max_bytes) return std::string(s);
+  constexpr std::string_view kMore = "...";
+  if (max_bytes < kMore.size()) return std::string(kMore.substr(0, max_bytes));
+  size_t end = max_bytes - kMore.size();
+  // Back to the start of a UTF-8 sequence (never inside one).
+  while (end > 0 && (static_cast<unsigned char>(s[end]) & 0xC0) == 0x80) --end;
+  return std::string(s.substr(0, end)) + std::string(kMore);
 }
 
 json ToJson(const TrainingSweep& sweep) {

@@ -25,9 +25,24 @@
 namespace kubetrain::api {
 
 inline constexpr std::string_view kSweepKind = "TrainingSweep";
-// spec.maxTrials at most this many: one status row per trial must fit in an
-// etcd object (1.5 MB) with room to spare.
+// spec.maxTrials at most this many.
 inline constexpr int32_t kMaxSweepTrials = 1000;
+
+// Bounds on a sweep's status, so that it stays far below etcd's 1.5 MiB object limit
+// whatever the trials report (BoundSweepStatus applies them; planner_test measures the
+// worst case at kMaxSweepTrials). Strings longer than these are cut at a UTF-8 boundary and
+// end in "...".
+inline constexpr size_t kMaxTrialMessageBytes = 512;  // a row's message, a condition's
+inline constexpr size_t kMaxTrialReasonBytes = 128;
+inline constexpr size_t kMaxParameterValueBytes = 128;  // each name and value in a row
+// A row's parameters beyond this many bytes (names and values) are left out; the row then
+// has the key "..." saying how many (all of them are in the trial's annotation).
+inline constexpr size_t kMaxRowParameterBytes = 512;
+// Rows of final trials kept in status.trials: the kBestTrialRows best succeeded ones and
+// the newest others; the older ones are dropped and counted in status.omittedTrials. Rows
+// of pending and running trials are always kept (at most spec.parallelism).
+inline constexpr int32_t kMaxFinalTrialRows = 100;
+inline constexpr int32_t kBestTrialRows = 10;
 
 enum class Direction { kMaximize, kMinimize };
 enum class SearchAlgorithm { kGrid, kRandom };
@@ -106,11 +121,25 @@ struct BestTrial {
   friend bool operator==(const BestTrial&, const BestTrial&) = default;
 };
 
+// Final trials whose rows were dropped from status.trials (see kMaxFinalTrialRows), by
+// phase. They are included in the status' succeeded, failed and stopped counts.
+struct OmittedTrials {
+  int32_t succeeded = 0;
+  int32_t failed = 0;
+  int32_t stopped = 0;
+
+  int32_t Total() const { return succeeded + failed + stopped; }
+  friend bool operator==(const OmittedTrials&, const OmittedTrials&) = default;
+};
+
 struct TrainingSweepStatus {
   // Created, Running, Suspended, Succeeded or Failed.
   std::string state;
   std::vector<Condition> conditions;
+  // In index order; bounded (see kMaxFinalTrialRows). Every trial whose index is below the
+  // last row's and that has no row is final and counted in `omitted`.
   std::vector<TrialStatus> trials;
+  OmittedTrials omitted;
   std::optional<BestTrial> best_trial;
   int32_t running = 0;  // trials pending or running
   int32_t succeeded = 0;
@@ -140,6 +169,10 @@ StatusOr<TrainingSweep> ParseTrainingSweep(const nlohmann::json& object);
 StatusOr<TrainingSweepStatus> ParseTrainingSweepStatus(const nlohmann::json& status);
 nlohmann::json ToJson(const TrainingSweep& sweep);
 nlohmann::json SweepStatusToJson(const TrainingSweepStatus& status);
+
+// `s` cut to at most `max_bytes` bytes at a UTF-8 boundary, ending in "..." when cut.
+// Idempotent: a bounded string is returned unchanged.
+std::string BoundText(std::string_view s, size_t max_bytes);
 
 // The name of trial `index` of sweep `sweep_name`: "<sweep>-<index>".
 std::string TrialName(std::string_view sweep_name, int32_t index);

@@ -92,6 +92,12 @@ std::string FormatTrialTable(const api::TrainingSweep& sweep) {
     out += pad(row.name, name_w) + "  " + pad(Params(row.parameters), params_w) + "  " +
            pad(std::string(api::Name(row.phase)), 9) + "  " + value + "\n";
   }
+  if (s.omitted.Total() != 0) {
+    out += "(" + std::to_string(s.omitted.Total()) +
+           " older trials not listed: " + std::to_string(s.omitted.succeeded) + " succeeded, " +
+           std::to_string(s.omitted.failed) + " failed, " + std::to_string(s.omitted.stopped) +
+           " stopped)\n";
+  }
   out += "sweep " + sweep.metadata.name + ": " + (s.state.empty() ? "Created" : s.state) + ", " +
          s.trial_progress + " trials finished";
   if (s.best_trial) {

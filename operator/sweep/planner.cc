@@ -14,6 +14,11 @@ using nlohmann::json;
 
 namespace {
 
+// A row's key for the parameters BoundSweepStatus left out ("3 more").
+constexpr std::string_view kMoreParametersKey = "...";
+// Event messages (they quote trial messages), as a row's message is bounded.
+constexpr size_t kMaxEventMessageBytes = 1024;
+
 // splitmix64: a fixed, portable generator (std::uniform_*_distribution is
 // implementation-defined, so the same seed could give other trials elsewhere).
 uint64_t Mix(uint64_t x) {
@@ -217,6 +222,54 @@ StatusOr<double> MetricValue(const std::optional<json>& metrics, std::string_vie
   return at->get<double>();
 }
 
+namespace {
+
+// The trainer flags whose directory must not be shared between trials: a trial would resume
+// from another's checkpoint, or commit its model over another's.
+constexpr std::string_view kPerTrialDirFlags[] = {"--checkpoint-dir", "--output"};
+
+std::string TrialDir(std::string_view dir, std::string_view trial) {
+  std::string out(dir);
+  while (out.size() > 1 && out.back() == '/' && !out.ends_with("://")) out.pop_back();
+  return out + "/" + std::string(trial);
+}
+
+// Gives every per-trial directory flag in the containers' command and args ("--flag=DIR" or
+// "--flag DIR") the trial's own subdirectory DIR/<trial>.
+void PerTrialDirs(api::TrainingJobSpec& spec, std::string_view trial) {
+  for (auto& [type, replica] : spec.replica_specs) {
+    json* containers = nullptr;
+    if (auto pod = replica.pod_template.find("spec");
+        pod != replica.pod_template.end() && pod->is_object()) {
+      if (auto c = pod->find("containers"); c != pod->end() && c->is_array()) containers = &*c;
+    }
+    if (containers == nullptr) continue;
+    for (json& container : *containers) {
+      if (!container.is_object()) continue;
+      for (const char* list : {"command", "args"}) {
+        auto words = container.find(list);
+        if (words == container.end() || !words->is_array()) continue;
+        for (size_t i = 0; i < words->size(); ++i) {
+          if (!(*words)[i].is_string()) continue;
+          const std::string word = (*words)[i].get<std::string>();
+          for (std::string_view flag : kPerTrialDirFlags) {
+            if (word.size() > flag.size() + 1 && word.starts_with(flag) &&
+                word[flag.size()] == '=') {
+              (*words)[i] = std::string(flag) + "=" + TrialDir(word.substr(flag.size() + 1), trial);
+            } else if (word == flag && i + 1 < words->size() && (*words)[i + 1].is_string() &&
+                       !(*words)[i + 1].get<std::string>().empty()) {
+              (*words)[i + 1] = TrialDir((*words)[i + 1].get<std::string>(), trial);
+              ++i;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
 StatusOr<api::TrainingJob> BuildTrial(const api::TrainingSweep& sweep, int32_t index) {
   const auto params = TrialParameters(sweep.spec, index);
   auto spec = Substitute(sweep.spec.trial_template, params);
@@ -228,6 +281,7 @@ StatusOr<api::TrainingJob> BuildTrial(const api::TrainingSweep& sweep, int32_t i
   trial.metadata.labels[std::string(kTrialIndexLabel)] = std::to_string(index);
   trial.metadata.annotations[std::string(kParametersAnnotation)] = json(params).dump();
   trial.spec = std::move(*spec);
+  PerTrialDirs(trial.spec, trial.metadata.name);
   trial.spec.run_policy.suspend = sweep.spec.suspend;
   trial.spec.run_policy.ttl_seconds_after_finished.reset();  // the sweep applies it
   return trial;
@@ -277,10 +331,13 @@ SweepPlan PlanRowsAndTrials(const api::TrainingSweep& sweep,
   s.observed_generation = sweep.metadata.generation;
 
   // 1. Rows from what is observed.
+  const bool omitted_any = s.omitted.Total() != 0;
+  const int32_t last_row = s.trials.empty() ? -1 : s.trials.back().index;
   for (const ObservedTrial& t : trials) {
     bool known = false;
     for (const api::TrialStatus& row : s.trials) known = known || row.index == t.index;
     if (known || t.index < 0 || t.index >= total) continue;
+    if (omitted_any && t.index < last_row) continue;  // its row was dropped: final, counted
     // A trial the status does not know (a status write was lost): adopt it.
     api::TrialStatus row;
     row.name = t.name;
@@ -333,7 +390,10 @@ SweepPlan PlanRowsAndTrials(const api::TrainingSweep& sweep,
 
   // 2. Counts and the best trial.
   auto count = [&] {
-    s.running = s.succeeded = s.failed = s.stopped = 0;
+    s.running = 0;
+    s.succeeded = s.omitted.succeeded;
+    s.failed = s.omitted.failed;
+    s.stopped = s.omitted.stopped;
     for (const api::TrialStatus& row : s.trials) {
       switch (row.phase) {
         case api::TrialPhase::kPending:
@@ -486,12 +546,15 @@ void ApplyTrialTtl(const api::TrainingSweep& sweep, const std::vector<ObservedTr
                    api::Time now, SweepPlan& plan) {
   const auto& ttl = sweep.spec.trial_template.run_policy.ttl_seconds_after_finished;
   if (!ttl) return;
+  const auto& rows = sweep.status.trials;
   for (const ObservedTrial& t : trials) {
     if (t.deleting || !t.status.Finished() || !t.status.completion_time) continue;
-    const bool recorded = std::any_of(sweep.status.trials.begin(), sweep.status.trials.end(),
-                                      [&](const api::TrialStatus& row) {
-                                        return row.index == t.index && api::IsFinal(row.phase);
-                                      });
+    const auto row = std::find_if(rows.begin(), rows.end(),
+                                  [&](const api::TrialStatus& r) { return r.index == t.index; });
+    // Final in its row, or its final row was dropped (see BoundSweepStatus).
+    const bool recorded = row != rows.end() ? api::IsFinal(row->phase)
+                                            : sweep.status.omitted.Total() != 0 && !rows.empty() &&
+                                                  t.index < rows.back().index;
     if (!recorded) continue;
     if (std::find(plan.deletes.begin(), plan.deletes.end(), t.name) != plan.deletes.end()) continue;
     const api::Time due = *t.status.completion_time + std::chrono::seconds(*ttl);
@@ -509,8 +572,97 @@ void ApplyTrialTtl(const api::TrainingSweep& sweep, const std::vector<ObservedTr
 SweepPlan PlanSweep(const api::TrainingSweep& sweep, const std::vector<ObservedTrial>& trials,
                     api::Time now) {
   SweepPlan plan = PlanRowsAndTrials(sweep, trials, now);
+  BoundSweepStatus(plan.status, sweep.spec.objective);
+  plan.status_changed = plan.status != sweep.status;
+  for (SweepEvent& e : plan.events) e.message = api::BoundText(e.message, kMaxEventMessageBytes);
   ApplyTrialTtl(sweep, trials, now, plan);
   return plan;
+}
+
+void BoundSweepStatus(api::TrainingSweepStatus& status, const api::Objective& objective) {
+  const auto bound_parameters = [](std::map<std::string, std::string>& params) {
+    std::map<std::string, std::string> kept;
+    size_t bytes = 0, left_out = 0;
+    for (const auto& [name, value] : params) {
+      if (name == kMoreParametersKey) continue;
+      std::string n = api::BoundText(name, api::kMaxParameterValueBytes);
+      std::string v = api::BoundText(value, api::kMaxParameterValueBytes);
+      if (bytes + n.size() + v.size() > api::kMaxRowParameterBytes) {
+        ++left_out;
+        continue;
+      }
+      bytes += n.size() + v.size();
+      kept.emplace(std::move(n), std::move(v));
+    }
+    if (const auto more = params.find(std::string(kMoreParametersKey)); more != params.end()) {
+      kept.emplace(more->first, more->second);  // already bounded: left as it is
+    } else if (left_out > 0) {
+      kept.emplace(kMoreParametersKey, std::to_string(left_out) + " more");
+    }
+    params = std::move(kept);
+  };
+  for (api::TrialStatus& row : status.trials) {
+    bound_parameters(row.parameters);
+    if (!api::IsFinal(row.phase)) {  // only a final row says why (up to parallelism rows)
+      row.reason.clear();
+      row.message.clear();
+    }
+    row.reason = api::BoundText(row.reason, api::kMaxTrialReasonBytes);
+    row.message = api::BoundText(row.message, api::kMaxTrialMessageBytes);
+  }
+  if (status.best_trial) bound_parameters(status.best_trial->parameters);
+  for (api::Condition& c : status.conditions) {
+    c.reason = api::BoundText(c.reason, api::kMaxTrialReasonBytes);
+    c.message = api::BoundText(c.message, api::kMaxTrialMessageBytes);
+  }
+
+  // Rows of final trials: the best kBestTrialRows succeeded, then the newest, up to
+  // kMaxFinalTrialRows. Pending and running rows always stay.
+  std::vector<size_t> finals;
+  for (size_t i = 0; i < status.trials.size(); ++i) {
+    if (api::IsFinal(status.trials[i].phase)) finals.push_back(i);
+  }
+  if (finals.size() <= static_cast<size_t>(api::kMaxFinalTrialRows)) return;
+  std::vector<bool> keep(status.trials.size(), false);
+  std::vector<size_t> best;
+  for (size_t i : finals) {
+    const api::TrialStatus& row = status.trials[i];
+    if (row.phase == api::TrialPhase::kSucceeded && row.value) best.push_back(i);
+  }
+  std::stable_sort(best.begin(), best.end(), [&](size_t a, size_t b) {
+    return Better(objective, *status.trials[a].value, *status.trials[b].value);
+  });
+  int32_t kept = 0;
+  for (size_t k = 0; k < best.size() && kept < api::kBestTrialRows; ++k, ++kept) {
+    keep[best[k]] = true;
+  }
+  for (auto it = finals.rbegin(); it != finals.rend() && kept < api::kMaxFinalTrialRows; ++it) {
+    if (!keep[*it]) {
+      keep[*it] = true;
+      ++kept;
+    }
+  }
+  std::vector<api::TrialStatus> rows;
+  rows.reserve(status.trials.size());
+  for (size_t i = 0; i < status.trials.size(); ++i) {
+    api::TrialStatus& row = status.trials[i];
+    if (!api::IsFinal(row.phase) || keep[i]) {
+      rows.push_back(std::move(row));
+      continue;
+    }
+    switch (row.phase) {
+      case api::TrialPhase::kSucceeded:
+        ++status.omitted.succeeded;
+        break;
+      case api::TrialPhase::kFailed:
+        ++status.omitted.failed;
+        break;
+      default:
+        ++status.omitted.stopped;
+        break;
+    }
+  }
+  status.trials = std::move(rows);
 }
 
 }  // namespace kubetrain::sweep

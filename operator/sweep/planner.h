@@ -23,6 +23,9 @@
 //    maxFailedTrials trials failed (TooManyFailedTrials; running ones stopped),
 //    when every trial is final and none succeeded (NoTrialSucceeded), or when
 //    the spec is invalid (InvalidSpec).
+//  - status.trials is bounded (BoundSweepStatus): old final rows are dropped and
+//    counted in status.omittedTrials. A trial without a row whose index is below the
+//    last row's is such a trial: final, counted, never adopted again.
 //  - Suspend: no new trials; running trials get spec.runPolicy.suspend: true
 //    (and false again on resume).
 //  - The template's runPolicy.ttlSecondsAfterFinished is the sweep's to apply:
@@ -72,7 +75,9 @@ StatusOr<double> MetricValue(const std::optional<nlohmann::json>& metrics, std::
 
 // The trial TrainingJob for row `index`: name, namespace, labels, annotations
 // and the substituted spec without ttlSecondsAfterFinished (ownership is the
-// executor's business).
+// executor's business). Every container's `--checkpoint-dir` and `--output`
+// (`--flag=DIR` or `--flag DIR`, in command or args) become DIR/<trial name>:
+// trials sharing a directory would resume from each other's checkpoints.
 StatusOr<api::TrainingJob> BuildTrial(const api::TrainingSweep& sweep, int32_t index);
 
 // A trial TrainingJob as the executor observes it.
@@ -103,5 +108,13 @@ struct SweepPlan {
 
 SweepPlan PlanSweep(const api::TrainingSweep& sweep, const std::vector<ObservedTrial>& trials,
                     api::Time now);
+
+// Bounds `status` in place (PlanSweep's last step): every row's, the best trial's and every
+// condition's strings cut to the api::kMax*Bytes limits (a pending or running row has no
+// reason or message); rows of final trials beyond
+// api::kMaxFinalTrialRows dropped, oldest first, never one of the api::kBestTrialRows best
+// (by `objective`) nor the newest row, and counted in status.omitted. Counts and
+// trialProgress are unchanged by it. Idempotent.
+void BoundSweepStatus(api::TrainingSweepStatus& status, const api::Objective& objective);
 
 }  // namespace kubetrain::sweep

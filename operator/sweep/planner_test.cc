@@ -381,3 +381,148 @@ TEST(SweepPlanTest, ExamplePlansItsFirstTrials) {
 
 }  // namespace
 }  // namespace kubetrain::sweep
+
+namespace kubetrain::sweep {
+namespace {
+
+// A categorical parameter whose values are `bytes` long: rows would carry them whole.
+api::Parameter Blob(const std::string& name, size_t bytes) {
+  api::Parameter p;
+  p.name = name;
+  p.type = api::ParameterType::kCategorical;
+  for (char c : std::string("abc")) p.values.push_back(std::string(bytes, c));
+  return p;
+}
+
+size_t StatusBytes(const api::TrainingSweepStatus& s) {
+  return api::SweepStatusToJson(s).dump().size();
+}
+
+// Issue 27 item 8: 1,000 trials, each failure with a 100 KB message and every row with
+// 10 KB parameter values, used to give a status of over 100 MB (etcd refuses 1.5 MiB).
+TEST(SweepBoundTest, ThousandTrialSweepKeepsBestAndNewestRowsAndCountsTheRest) {
+  api::TrainingSweep sweep = Sweep("random", 50, 1000);
+  sweep.spec.parameters.push_back(Blob("blob", 10'000));
+  const std::string huge(100'000, 'm');
+  Simulate(
+      sweep,
+      [&](int i) {
+        if (i % 3 != 0) {
+          ObservedTrial t = Finished(i, false, std::nullopt);
+          t.status.conditions[0].reason = std::string(1000, 'R');
+          t.status.conditions[0].message = huge;
+          return t;
+        }
+        return Finished(i, true, Auc(1.0 - 1e-4 * i));  // the earliest trials are the best
+      },
+      /*max_rounds=*/100);
+  const api::TrainingSweepStatus& s = sweep.status;
+  ASSERT_TRUE(s.IsTrue(ConditionType::kSucceeded)) << api::SweepStatusToJson(s).dump(2);
+  EXPECT_EQ(s.trial_progress, "1000/1000");
+  EXPECT_EQ(s.succeeded, 334);
+  EXPECT_EQ(s.failed, 666);
+  EXPECT_EQ(static_cast<int>(s.trials.size()), api::kMaxFinalTrialRows);
+  EXPECT_EQ(s.omitted.Total() + static_cast<int>(s.trials.size()), 1000);
+  EXPECT_EQ(s.omitted.succeeded + s.omitted.failed, s.omitted.Total());
+  // The best trials (0, 3, ..., 27) and the newest rows (up to 999) are kept, in order.
+  ASSERT_TRUE(s.best_trial);
+  EXPECT_EQ(s.best_trial->name, "s-0");
+  for (int i = 0; i < api::kBestTrialRows; ++i) EXPECT_EQ(s.trials[i].index, 3 * i);
+  EXPECT_EQ(s.trials.back().index, 999);
+  EXPECT_TRUE(std::is_sorted(s.trials.begin(), s.trials.end(),
+                             [](const auto& a, const auto& b) { return a.index < b.index; }));
+  for (const api::TrialStatus& row : s.trials) {
+    EXPECT_LE(row.message.size(), api::kMaxTrialMessageBytes);
+    EXPECT_LE(row.reason.size(), api::kMaxTrialReasonBytes);
+    EXPECT_LE(row.parameters.at("blob").size(), api::kMaxParameterValueBytes);
+  }
+  const api::TrialStatus& failed = s.trials[s.trials.size() - 2];  // trial 998
+  ASSERT_EQ(failed.phase, TrialPhase::kFailed);
+  EXPECT_EQ(failed.message, std::string(api::kMaxTrialMessageBytes - 3, 'm') + "...");
+  const size_t bytes = StatusBytes(s);
+  EXPECT_LT(bytes, 256u * 1024) << bytes;
+  // What is written reads back the same (omittedTrials included).
+  auto back = api::ParseTrainingSweepStatus(api::SweepStatusToJson(s));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(*back, s);
+  // Planning again with every trial still there changes nothing: the dropped rows' trials
+  // are not adopted again.
+  std::vector<ObservedTrial> all;
+  for (int i = 0; i < 1000; ++i) all.push_back(Finished(i, i % 3 == 0, Auc(1.0 - 1e-4 * i)));
+  SweepPlan again = PlanSweep(sweep, all, kNow);
+  EXPECT_FALSE(again.status_changed);
+  EXPECT_EQ(again.status.succeeded + again.status.failed, 1000);
+}
+
+// The worst case the bounds allow: 1,000 rows (parallelism 1000), each with 20 long
+// parameters, the 100 final ones with maximal reasons and messages, maximal conditions.
+TEST(SweepBoundTest, ThousandRunningRowsWithLongParametersFitFarBelowEtcdsLimit) {
+  api::TrainingSweep sweep = Sweep("random", 1000, 1000);
+  for (int p = 0; p < 18; ++p) {
+    std::string name = "p";  // (not "p" + ...: GCC 12's -Wrestrict false positive)
+    name += std::to_string(p);
+    sweep.spec.parameters.push_back(Blob(name, 300));
+  }
+  SweepPlan plan = PlanSweep(sweep, {}, kNow);
+  ASSERT_EQ(plan.status.trials.size(), 1000u);
+  for (const api::TrialStatus& row : plan.status.trials) {
+    size_t bytes = 0;
+    for (const auto& [k, v] : row.parameters) bytes += k.size() + v.size();
+    EXPECT_LE(bytes, api::kMaxRowParameterBytes + 16);
+    EXPECT_EQ(row.parameters.count("..."), 1u);  // some left out, and said so
+  }
+  for (api::Condition& c : plan.status.conditions) c.message = std::string(1 << 20, 'c');
+  // The newest 100 rows final (as many as are kept) with 1 MiB reasons and messages; the
+  // other 900 still running, where a message has no place.
+  for (api::TrialStatus& row : plan.status.trials) {
+    row.name = std::string(63, 'n');
+    row.reason = std::string(1 << 20, 'r');
+    row.message = std::string(1 << 20, 'm');
+    if (row.index >= 900) row.phase = TrialPhase::kFailed;
+  }
+  BoundSweepStatus(plan.status, sweep.spec.objective);
+  const size_t bytes = StatusBytes(plan.status);
+  std::printf("worst-case status of 1000 running rows: %zu bytes\n", bytes);
+  EXPECT_LT(bytes, 1024u * 1024) << bytes;  // etcd's limit is 1.5 MiB
+  ASSERT_EQ(plan.status.trials.size(), 1000u);
+  EXPECT_EQ(plan.status.trials[0].message, "");
+  EXPECT_EQ(plan.status.trials[999].message.size(), api::kMaxTrialMessageBytes);
+  // Bounding is idempotent: a bounded status is left as it is.
+  api::TrainingSweepStatus again = plan.status;
+  BoundSweepStatus(again, sweep.spec.objective);
+  EXPECT_EQ(again, plan.status);
+}
+
+// Issue 27 (low): trials whose template shares a --checkpoint-dir resumed from each
+// other's checkpoints. Each trial gets DIR/<trial>, in both flag forms, for --output too.
+TEST(SweepPlanTest, EveryTrialGetsItsOwnCheckpointAndOutputDirectory) {
+  api::TrainingSweep sweep = Sweep();
+  json& container = sweep.spec.trial_template.replica_specs.at(api::ReplicaType::kWorker)
+                        .pod_template["spec"]["containers"][0];
+  container["command"] = {"kubetrain-trainer", "--output", "s3://b/out/"};
+  container["args"] = {"--lr=${params.lr}", "--checkpoint-dir=/ckpt", "--checkpoint-dir-x=/k",
+                       "--checkpoint-every=10"};
+  SweepPlan plan = PlanSweep(sweep, {}, kNow);
+  ASSERT_EQ(plan.creates.size(), 2u);
+  for (const auto& trial : plan.creates) {
+    const json& c = trial.spec.replica_specs.at(api::ReplicaType::kWorker)
+                        .pod_template["spec"]["containers"][0];
+    const std::string name = trial.metadata.name;
+    EXPECT_EQ(c["command"], json({"kubetrain-trainer", "--output", "s3://b/out/" + name}));
+    EXPECT_EQ(c["args"][1], "--checkpoint-dir=/ckpt/" + name);
+    EXPECT_EQ(c["args"][2], "--checkpoint-dir-x=/k");  // another flag: untouched
+    EXPECT_EQ(c["args"][3], "--checkpoint-every=10");
+  }
+}
+
+TEST(SweepBoundTest, BoundTextCutsAtAUtf8Boundary) {
+  EXPECT_EQ(api::BoundText("short", 10), "short");
+  EXPECT_EQ(api::BoundText("abcdefghij", 8), "abcde...");
+  // "é" is two bytes: never split.
+  const std::string cut = api::BoundText("aaaa\xc3\xa9zzzz", 8);
+  EXPECT_EQ(cut, "aaaa...");
+  EXPECT_EQ(api::BoundText(cut, 8), cut);
+}
+
+}  // namespace
+}  // namespace kubetrain::sweep

@@ -226,6 +226,60 @@ case_example_as_it_is() {
     "$(( $(cat "${work}/lr-sweep.peak") <= 2 ))" 1
 }
 
+# Issue 27 item 8: a sweep whose rows would carry 38 KB of parameter values each (19
+# categorical parameters of 2,000-byte values) passed etcd's 1.5 MiB limit at its ~40th row;
+# the status write was refused and the sweep stopped with no reason. Its status is now
+# bounded (rows' strings cut, old final rows counted in omittedTrials). LARGE_SWEEP_TRIALS
+# trials (default 150: more than the 100 final rows kept), 50 at a time, each one kwok pod
+# that ends at once; trials with key=loss fail (MetricMissing).
+case_large_sweep_status_stays_bounded() {
+  new_ns large
+  local n="${LARGE_SWEEP_TRIALS:-150}" params="" i ends="${ENDS//'${params.x}'/5}"
+  for i in $(seq 0 18); do
+    params+="    - {name: p${i}, type: categorical, values: [\"$(printf 'a%.0s' $(seq 2000))\", \"$(printf 'b%.0s' $(seq 2000))\"]}"$'\n'
+  done
+  cat <<SWEEP | k apply --server-side -f - >/dev/null || fail "the large sweep was refused"
+apiVersion: kubetrain.io/v1alpha1
+kind: TrainingSweep
+metadata: {name: big}
+spec:
+  objective: {metric: eval.auc}
+  algorithm: {name: random, seed: 3}
+  parallelism: 50
+  maxTrials: ${n}
+  parameters:
+    - {name: key, type: categorical, values: [auc, loss]}
+${params}  trialTemplate:
+    runPolicy: {ttlSecondsAfterFinished: 0}
+    replicaSpecs:
+      Worker:
+        template:
+          metadata:
+            annotations: {${ends}}
+          spec:
+            nodeSelector: {type: kwok}
+            tolerations: [{key: kwok.x-k8s.io/node, operator: Exists, effect: NoSchedule}]
+            containers: [{name: trainer, image: kubetrain-trainer}]
+SWEEP
+  local started=${SECONDS}
+  WAIT_SECONDS=$((n * 4)) wait_until "the ${n}-trial sweep to finish" \
+    bash -c "[[ \$(kubectl -n ${ns} get tsw big -o jsonpath='{.status.state}') == Succeeded ]]"
+  echo "  ${n} trials finished in $((SECONDS - started)) s"
+  check "every trial counted" \
+    "$(jpath tsw/big '{.status.trialProgress}') $(($(jpath tsw/big '{.status.succeeded}') + $(jpath tsw/big '{.status.failed}')))" "${n}/${n} ${n}"
+  local rows omitted bytes longest
+  rows="$(k get tsw big -o json | jq '.status.trials | length')"
+  omitted="$(k get tsw big -o json | jq '[.status.omittedTrials // {} | .[]] | add // 0')"
+  check "at most 100 rows, the rest in omittedTrials" "$((rows <= 100)) $((rows + omitted))" "1 ${n}"
+  longest="$(k get tsw big -o json | jq '[.status.trials[].parameters[] | length] | max')"
+  check "parameter values in rows are cut to 128 bytes" "$((longest <= 128))" 1
+  bytes="$(k get tsw big -o json | jq -c .status | wc -c)"
+  echo "  status: ${rows} rows, ${omitted} omitted, ${bytes} bytes"
+  check "the status is far below etcd's 1.5 MiB (${bytes} bytes)" "$((bytes < 262144))" 1
+  check "the best trial is a key=auc one" "$(jpath tsw/big '{.status.bestTrial.parameters.key} {.status.bestTrial.value}')" "auc 0.5"
+  check "no status write was refused" "$(grep -c 'request is too large' "${work}/operator.log")" 0
+}
+
 kubectl apply -k "${root}/deploy/kustomize/base" >/dev/null || { echo "kustomize base rejected"; exit 1; }
 "${root}/tests/tools/wait-crds" crd/trainingjobs.kubetrain.io crd/trainingsweeps.kubetrain.io >/dev/null
 operator_kubeconfig "${work}/operator-kubeconfig" || exit 1
@@ -238,6 +292,6 @@ op_pid=$!
 cases=(case_grid_picks_the_best_and_counts_missing_metrics case_trial_ttl_keeps_every_result
   case_goal_stops_early
   case_goal_stops_running_trials case_deletion_takes_the_trials case_suspend_and_resume
-  case_example_as_it_is)
+  case_example_as_it_is case_large_sweep_status_stays_bounded)
 [[ $# -gt 1 ]] && cases=("${@:2}")
 run_cases "${cases[@]}"
