@@ -292,6 +292,6 @@ op_pid=$!
 cases=(case_grid_picks_the_best_and_counts_missing_metrics case_trial_ttl_keeps_every_result
   case_goal_stops_early
   case_goal_stops_running_trials case_deletion_takes_the_trials case_suspend_and_resume
-  case_example_as_it_is case_large_sweep_status_stays_bounded)
+  case_example_as_it_is)
 [[ $# -gt 1 ]] && cases=("${@:2}")
 run_cases "${cases[@]}"
