@@ -221,9 +221,19 @@ class SweepController::Impl {
     }
 
     // 1. Status first: the rows count the trials about to be created.
-    if (plan.status_changed) KT_RETURN_IF_ERROR(WriteStatus(key, *cached, rv, plan.status));
     const runtime::ObjectReference regarding{
         std::string(api::kApiVersion), std::string(api::kSweepKind), ns, name, cached->meta.uid};
+    if (plan.status_changed) {
+      Status written = WriteStatus(key, *cached, rv, plan.status);
+      // A refused write (too large, invalid) stops the sweep until it is fixed: say why where
+      // the user looks, not only in the operator's log. Conflicts are retried at once.
+      if (!written.ok() && written.code() != StatusCode::kConflict &&
+          written.code() != StatusCode::kNotFound) {
+        recorder_->Record(regarding, "Warning", "StatusWriteFailed", "Reconcile",
+                          api::BoundText(written.message(), 1024));
+      }
+      KT_RETURN_IF_ERROR(written);
+    }
     for (const SweepEvent& e : plan.events) {
       recorder_->Record(regarding, e.warning ? "Warning" : "Normal", e.reason, "Reconcile",
                         e.message);
