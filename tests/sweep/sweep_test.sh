@@ -266,7 +266,7 @@ SWEEP
   # Until it succeeds or a status write is refused (what the unbounded status led to).
   WAIT_SECONDS=600 wait_until "the ${n}-trial sweep to finish" bash -c \
     "[[ \$(kubectl -n ${ns} get tsw big -o jsonpath='{.status.state}') == Succeeded ]] || grep -q 'request is too large' '${work}/operator.log'"
-  echo "  ${n} trials finished in $((SECONDS - started)) s"
+  echo "  waited $((SECONDS - started)) s for ${n} trials"
   check "every trial counted" \
     "$(jpath tsw/big '{.status.trialProgress}') $(($(jpath tsw/big '{.status.succeeded}') + $(jpath tsw/big '{.status.failed}')))" "${n}/${n} ${n}"
   local rows omitted bytes longest
