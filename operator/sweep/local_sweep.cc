@@ -93,8 +93,11 @@ std::string FormatTrialTable(const api::TrainingSweep& sweep) {
            pad(std::string(api::Name(row.phase)), 9) + "  " + value + "\n";
   }
   if (s.omitted.Total() != 0) {
-    out += "(" + std::to_string(s.omitted.Total()) +
-           " older trials not listed: " + std::to_string(s.omitted.succeeded) + " succeeded, " +
+    // Appended piece by piece: GCC 12 at -O3 warns (-Wrestrict, a false
+    // positive) on "(" + std::to_string(...) here.
+    out += '(';
+    out += std::to_string(s.omitted.Total());
+    out += " older trials not listed: " + std::to_string(s.omitted.succeeded) + " succeeded, " +
            std::to_string(s.omitted.failed) + " failed, " + std::to_string(s.omitted.stopped) +
            " stopped)\n";
   }
