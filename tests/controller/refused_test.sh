@@ -114,7 +114,7 @@ wait_until "q Succeeded" bash -c "[[ \$(kubectl -n ${ns} get tj q -o jsonpath='{
 
 # --- (a) part 2: the first minute's creates, then the namespace relabelled.
 ns="${psa_ns}"
-left="$(awk -v a="${t0}" -v b="$(now)" 'BEGIN { d = a + 60 - b; printf "%.2f\n", d > 0 ? d : 0 }')"
+left="$(awk -v a="${t0}" -v b="$(now)" 'BEGIN { d = a + 60 - b; printf "%.2f\n", (d > 0 ? d : 0) }')"
 sleep "${left}"  # the minute to count in, not synchronisation
 creates=$(($(psa_denials) - denied_before))
 echo "refused job: ${creates} pod creates in its first 60 s (goal: at most 6)"
