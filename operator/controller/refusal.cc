@@ -26,25 +26,11 @@ bool Contains(std::string_view text, std::string_view word) {
 }  // namespace
 
 std::string SanitizeApiMessage(std::string_view text, size_t max_bytes) {
-  const std::string valid = SanitizeUtf8(text);
-  std::string out;
-  out.reserve(valid.size());
-  for (size_t i = 0; i < valid.size(); ++i) {
-    const auto c = static_cast<unsigned char>(valid[i]);
-    if (c < 0x20 || c == 0x7F) {
-      out += ' ';
-    } else if (c == 0xC2 && i + 1 < valid.size() &&
-               static_cast<unsigned char>(valid[i + 1]) <= 0x9F) {
-      out += ' ';  // C1 controls, U+0080..U+009F (CSI among them)
-      ++i;
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
+  std::string out = CleanText(text, text.size() * 3);  // U+FFFD is 3 bytes: nothing cut here
   if (out.size() <= max_bytes) return out;
   constexpr std::string_view kCut = "...";
-  std::string cut = TruncateUtf8(out, max_bytes > kCut.size() ? max_bytes - kCut.size() : 0);
-  return cut + std::string(kCut);
+  return TruncateUtf8(out, max_bytes > kCut.size() ? max_bytes - kCut.size() : 0) +
+         std::string(kCut);
 }
 
 std::optional<CreateRefusal> ClassifyRefusedCreate(std::string_view kind, std::string_view child,

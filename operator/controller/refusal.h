@@ -46,9 +46,9 @@ struct CreateRefusal {
 // note may hold 1 kB).
 inline constexpr size_t kMaxRefusalQuoteBytes = 800;
 
-// `text` as it may go into a status or an event: valid UTF-8, every control
-// character (C0, DEL, C1: terminal escapes included) a space, at most
-// `max_bytes` bytes (cut on a character boundary, "..." appended when cut).
+// `text` as it may go into a status or an event: CleanText (common/utf8.h:
+// valid UTF-8, control characters but newline and tab replaced, terminal
+// escapes with them), at most `max_bytes` bytes, "..." ending a cut one.
 std::string SanitizeApiMessage(std::string_view text, size_t max_bytes = kMaxRefusalQuoteBytes);
 
 // The refusal a create of `kind` ("Pod", "Service", "Secret", ...) named

@@ -47,8 +47,9 @@ TEST(RefusalTest, TheQuotedMessageHasNoControlCharactersAndIsBounded) {
       "31m \xff";
   const std::string clean = SanitizeApiMessage(evil);
   for (unsigned char c : clean) {
-    EXPECT_FALSE(c < 0x20 || c == 0x7f) << static_cast<int>(c);
+    EXPECT_FALSE((c < 0x20 && c != '\n' && c != '\t') || c == 0x7f) << static_cast<int>(c);
   }
+  EXPECT_EQ(clean.find('\x1b'), std::string::npos);
   EXPECT_EQ(clean.find("\xc2\x9b"), std::string::npos);
   EXPECT_NE(clean.find("denied"), std::string::npos);
   EXPECT_NE(clean.find("\xEF\xBF\xBD"), std::string::npos);  // the stray byte, replaced
