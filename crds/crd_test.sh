@@ -240,9 +240,9 @@ check "status written through the subresource" "$(k get tj live -o jsonpath='{.s
 k patch tj live --type=merge -p '{"status":{"state":"Bogus"}}' >/dev/null 2>&1 || true
 check "status ignored on the main resource" "$(k get tj live -o jsonpath='{.status.state}')" "Running"
 header="$(k get tj --no-headers=false | sed -n 1p | tr -s ' ')"
-check "printer columns" "${header}" "NAME STATE PROGRESS ETA RUNNING RESTARTS AUC AGE"
+check "printer columns" "${header}" "NAME STATE REFUSED PROGRESS ETA RUNNING RESTARTS AUC AGE"
 check "wide printer columns" "$(k get tj -o wide | sed -n 1p | tr -s ' ')" \
-  "NAME STATE PROGRESS ETA RUNNING RESTARTS AUC PS WORKERS AGE"
+  "NAME STATE REFUSED PROGRESS ETA RUNNING RESTARTS AUC PS WORKERS AGE"
 # No progress, counts or metrics yet: those columns print empty (name, state, age).
 row="$(k get tj live --no-headers | awk '{print $1, $2, NF}')"
 check "printer row" "${row}" "live Running 3"
@@ -261,6 +261,15 @@ check "status.metrics kept as written" \
   "400 0.5 a"
 row="$(k get tj live --no-headers | awk '{print $1, $2, $7}')"
 check "printer row with the AUC" "${row}" "live Running 0.757"
+# REFUSED: the reason of a CreateRefused condition, empty without one.
+k patch tj live --subresource=status --type=merge -p '{"status":{"conditions":[{"type":"CreateRefused",
+  "status":"True","reason":"QuotaExceeded","message":"cannot create pod live-worker-2: exceeded quota: q",
+  "lastTransitionTime":"2026-01-02T03:04:05Z"}]}}' >/dev/null
+row="$(k get tj live --no-headers | awk '{print $1, $2, $3}')"
+check "printer row of a refused job" "${row}" "live Running QuotaExceeded"
+k patch tj live --subresource=status --type=merge -p '{"status":{"conditions":[]}}' >/dev/null
+row="$(k get tj live --no-headers | awk '{print $1, $2, $3}')"
+check "printer row once nothing is refused" "${row}" "live Running 25"
 check "short name tj" "$(k get tj -o name)" "trainingjob.kubetrain.io/live"
 check "the crds folder applies with kubectl apply -f (its Kustomization is no .yaml)" \
   "$(kubectl apply -f "${here}" --dry-run=server 2>&1 | grep -c 'trainingjobs.kubetrain.io')" 1

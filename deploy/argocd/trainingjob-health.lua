@@ -3,8 +3,12 @@
 -- (docs/operations.md, "GitOps with Argo CD"). Argo CD runs it with `obj`, the
 -- object, and reads the table it returns.
 --   Succeeded -> Healthy; Failed -> Degraded; Suspended (by its spec or by
---   Kueue) -> Suspended; otherwise Progressing, with the reason a job does not
---   run yet (CannotStart, Unschedulable) or is restarting in the message.
+--   Kueue) -> Suspended; the apiserver refuses its pods (CreateRefused) ->
+--   Degraded (Pod Security, RBAC, a name taken: nothing changes until someone
+--   acts), except QuotaExceeded -> Progressing (it waits for quota like an
+--   unschedulable pod waits for room); otherwise Progressing, with the reason
+--   a job does not run yet (CannotStart, Unschedulable) or is restarting in the
+--   message.
 local hs = { status = "Progressing", message = "waiting for the operator to report" }
 if obj.status == nil or obj.status.conditions == nil then
   return hs
@@ -29,6 +33,11 @@ end
 if c.Succeeded ~= nil then return say("Healthy", c.Succeeded, "the job succeeded") end
 if c.Failed ~= nil then return say("Degraded", c.Failed, "the job failed") end
 if c.Suspended ~= nil then return say("Suspended", c.Suspended, "the job is suspended") end
+if c.CreateRefused ~= nil then
+  local status = "Degraded"
+  if c.CreateRefused.reason == "QuotaExceeded" then status = "Progressing" end
+  return say(status, c.CreateRefused, "the apiserver refuses the job's pods")
+end
 if c.CannotStart ~= nil then return say("Progressing", c.CannotStart, "pods cannot start") end
 if c.Unschedulable ~= nil then return say("Progressing", c.Unschedulable, "pods are unschedulable") end
 if c.Restarting ~= nil then return say("Progressing", c.Restarting, "replicas are restarting") end

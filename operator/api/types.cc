@@ -145,7 +145,7 @@ std::string_view Name(ServiceMode m) {
 }
 
 namespace {
-constexpr std::array<std::pair<ConditionType, std::string_view>, 8> kConditionNames = {{
+constexpr std::array<std::pair<ConditionType, std::string_view>, 9> kConditionNames = {{
     {ConditionType::kCreated, "Created"},
     {ConditionType::kRunning, "Running"},
     {ConditionType::kRestarting, "Restarting"},
@@ -154,6 +154,7 @@ constexpr std::array<std::pair<ConditionType, std::string_view>, 8> kConditionNa
     {ConditionType::kSuspended, "Suspended"},
     {ConditionType::kUnschedulable, "Unschedulable"},
     {ConditionType::kCannotStart, "CannotStart"},
+    {ConditionType::kCreateRefused, "CreateRefused"},
 }};
 }  // namespace
 

@@ -153,6 +153,14 @@ struct ObjectMeta {
 // kCannotStart: some scheduled pods cannot start their containers (image pull,
 // missing Secret or ConfigMap: the kubelet's reason and message); False again
 // once none is stuck so.
+// kCreateRefused: the apiserver refuses to create a child of the job (a 403:
+// ResourceQuota, Pod Security admission, a priority class the namespace may
+// not use, RBAC), or a same-named object the job does not own is in the way.
+// Reason QuotaExceeded, <Kind>CreateForbidden (PodCreateForbidden, ...) or
+// ChildNameConflict; the message names the child and quotes the apiserver.
+// Removed (not set False) once a create of that kind goes through, like the
+// ReplicaSet controller's ReplicaFailure, so `kubectl get`'s REFUSED column is
+// empty unless the job is refused now.
 enum class ConditionType {
   kCreated,
   kRunning,
@@ -161,7 +169,8 @@ enum class ConditionType {
   kFailed,
   kSuspended,
   kUnschedulable,
-  kCannotStart
+  kCannotStart,
+  kCreateRefused
 };
 std::string_view Name(ConditionType t);
 std::optional<ConditionType> ConditionTypeFromName(std::string_view name);

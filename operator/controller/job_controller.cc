@@ -61,17 +61,31 @@ api::Time Now() {
 // What differs per child kind, in one table.
 struct ChildKindInfo {
   ChildRef::Kind kind;
-  std::string_view name;  // in messages
+  std::string_view name;   // in messages
+  std::string_view title;  // in condition reasons: PodCreateForbidden
   const kube::ResourceRef* resource;
 };
 constexpr std::array<ChildKindInfo, 6> kChildKinds = {{
-    {ChildRef::Kind::kPod, "pod", &kube::kPods},
-    {ChildRef::Kind::kService, "service", &kube::kServices},
-    {ChildRef::Kind::kSecret, "secret", &kube::kSecrets},
-    {ChildRef::Kind::kConfigMap, "configmap", &kube::kConfigMaps},
-    {ChildRef::Kind::kNetworkPolicy, "networkpolicy", &kube::kNetworkPolicies},
-    {ChildRef::Kind::kPodGroup, "podgroup", &kube::kPodGroups},
+    {ChildRef::Kind::kPod, "pod", "Pod", &kube::kPods},
+    {ChildRef::Kind::kService, "service", "Service", &kube::kServices},
+    {ChildRef::Kind::kSecret, "secret", "Secret", &kube::kSecrets},
+    {ChildRef::Kind::kConfigMap, "configmap", "ConfigMap", &kube::kConfigMaps},
+    {ChildRef::Kind::kNetworkPolicy, "networkpolicy", "NetworkPolicy", &kube::kNetworkPolicies},
+    {ChildRef::Kind::kPodGroup, "podgroup", "PodGroup", &kube::kPodGroups},
 }};
+
+// How long a Secret this process saw exist is trusted while the job is
+// refused: a probe then sends only the refused child, not the Secret again.
+constexpr std::chrono::seconds kRefusedSecretTrust{60};
+
+// Whose an object is, for a ChildNameConflict message: its controller, or none.
+std::string Holder(const std::optional<runtime::OwnerRef>& controller, bool deleting) {
+  std::string holder = controller ? "controlled by " + controller->kind + " " + controller->name +
+                                        " uid " + controller->uid
+                                  : "no controller owns it";
+  if (deleting) holder += "; it is being deleted";
+  return holder;
+}
 
 const ChildKindInfo& Info(ChildRef::Kind kind) {
   for (const auto& info : kChildKinds) {
@@ -284,6 +298,7 @@ class JobController::Impl {
     }
     if (progress_) progress_->Forget(key);
     expectations_.Forget(key);
+    refusals_.Forget(key);
   }
 
   // Reads the metrics of the replica that decides success (chief-0, else
@@ -386,6 +401,18 @@ class JobController::Impl {
     ObservedChildren observed = Observe(*c, ns, job.metadata.uid, key, now);
     PlanInput input;
     input.now = now;
+    // Refused creates (refusal.h): the status says so after a restart too.
+    if (const api::Condition* r = job.status.Find(api::ConditionType::kCreateRefused);
+        r != nullptr && r->status) {
+      refusals_.Seed(key, {r->reason, r->message});
+    }
+    const std::optional<Refusals::State> refusal = refusals_.Get(key);
+    if (refusal) {
+      input.create_refused = PlanInput::Refusal{refusal->refusal.reason, refusal->refusal.message};
+      // A probe sends the refused child alone, not the Secret seen a moment ago.
+      observed.secret_exists = expectations_.KnowsChild(
+          key, job.metadata.uid, ChildRef::Kind::kSecret, kRefusedSecretTrust);
+    }
     // The key is used only if the Secret does not exist yet.
     randombytes_buf(input.auth_key.data(), input.auth_key.size());
     input.default_cluster_domain = options_.cluster_domain;
@@ -490,8 +517,18 @@ class JobController::Impl {
     // found missing still fails the job, AuthSecretReplaced; a policy found
     // missing is created, the new pod perhaps running a moment before it, as
     // the live ones already did).
+    // Slow start (as the Job and ReplicaSet controllers do it): a job with no
+    // live pod sends its first Service or Pod alone, and no more once a create
+    // is refused, so a namespace that refuses pods (quota, Pod Security) costs
+    // one create, not one per pod.
+    // While the job is refused (refusal.h), creates wait for its probe time,
+    // then go one by one until one is refused again; once one of the refused
+    // kind goes through, the refusal is cleared and the rest go concurrently.
     Status first_error;
-    const std::vector<ChildCreate>& creates = plan.creates;
+    const std::optional<std::chrono::milliseconds> until_probe = refusals_.UntilProbe(key);
+    const bool hold_creates = refusal && until_probe && until_probe->count() > 0;
+    static const std::vector<ChildCreate> kNone;
+    const std::vector<ChildCreate>& creates = hold_creates ? kNone : plan.creates;
     const bool live_pods = HasLivePods(observed);
     size_t parallel_from = creates.size();
     for (size_t i = 0; i < creates.size(); ++i) {
@@ -508,19 +545,46 @@ class JobController::Impl {
         })) {
       parallel_from = 0;
     }
+    if (refusal) {
+      parallel_from = creates.size();  // a probe: one by one
+    } else if (!live_pods && parallel_from < creates.size()) {
+      ++parallel_from;  // slow start: the first Service or Pod alone
+    }
     std::vector<Status> results(creates.size());
+    std::vector<char> issued(creates.size(), 0);
+    std::atomic<bool> refused_in_flight{false};
     auto issue = [&](size_t i) {
+      if (refused_in_flight.load()) return;  // issue no more after a refusal
       const ChildCreate& create = creates[i];
+      issued[i] = 1;
       expectations_.ExpectChildCreate(key, create);
       results[i] = client_->Create(*Info(create.ref.kind).resource, ns, create.object);
       metrics_->CountRequest("create", StatusCodeName(results[i].code()));
       if (results[i].ok() && create.ref.kind == ChildRef::Kind::kPod) {
         metrics_->PodCreated(ns + "/" + create.ref.name);
       }
+      if (results[i].code() == StatusCode::kPermissionDenied && Refusable(create.ref.kind)) {
+        refused_in_flight = true;
+      }
     };
     // stop: issue nothing more (every call already issued is still handled);
     // plan_again: then plan the job again at once instead of going on.
     bool stop = false, plan_again = false;
+    // A create was refused in this reconcile; the refusal the job had was cleared.
+    bool refused_here = false, refusal_cleared = false;
+    auto refuse = [&](ChildRef::Kind k, CreateRefusal r) {
+      refused_here = stop = true;
+      spdlog::info("{}: {} ({})", key, r.message, r.reason);
+      const std::string message = r.message;
+      const Refusals::Change change = refusals_.Refused(key, k, std::move(r));
+      if (change == Refusals::Change::kNew || change == Refusals::Change::kReasonChanged) {
+        // Like the Job controller's FailedCreate, once per refusal and cause
+        // (a repeat every probe would spend the job's event budget).
+        recorder_->Record(regarding, "Warning", "FailedCreate", "Create", message);
+      }
+      // The condition goes into the status at once, or follows its message.
+      if (change != Refusals::Change::kSame) plan_again = true;
+    };
     for (size_t i = 0; i < creates.size(); ++i) {
       if (i < parallel_from) {
         if (stop) break;
@@ -529,11 +593,33 @@ class JobController::Impl {
         if (stop) break;
         IssueConcurrently(parallel_from, creates.size(), issue);
       }
+      if (!issued[i]) continue;  // not sent: planned again next time
       const ChildCreate& create = creates[i];
       const ChildKindInfo& kind = Info(create.ref.kind);
       const std::string& child = create.ref.name;
       const json& obj = create.object;
       const Status& s = results[i];
+      if ((kind.kind == ChildRef::Kind::kPod || kind.kind == ChildRef::Kind::kService) &&
+          s.code() == StatusCode::kAlreadyExists) {
+        if (auto holder = ForeignHolder(*c, ns, kind, child, job.metadata.uid)) {
+          // Someone else's object holds the name: creating again cannot help.
+          expectations_.ForgetCreate(key, create.ref);
+          refuse(kind.kind, ChildNameConflict(kind.title, child, *holder));
+          continue;
+        }
+      }
+      if ((s.ok() || s.code() == StatusCode::kAlreadyExists) && refusal && !refused_here &&
+          refusals_.Accepted(key, kind.kind)) {
+        // The cause went away: the rest go out now (concurrently), the
+        // condition goes with the next plan.
+        spdlog::info("{}: {} {} created; the job is no longer refused", key, kind.name, child);
+        refusal_cleared = true;
+        parallel_from = std::min(parallel_from, i + 1);
+      }
+      if (kind.kind == ChildRef::Kind::kSecret &&
+          (s.ok() || s.code() == StatusCode::kAlreadyExists)) {
+        expectations_.ChildExists(key, job.metadata.uid, ChildRef::Kind::kSecret);
+      }
       if (kind.kind == ChildRef::Kind::kSecret && s.ok()) {
         expectations_.SecretCreated(key, job.metadata.uid);
       }
@@ -622,10 +708,19 @@ class JobController::Impl {
                 "operator with --network-policy=false)");
         continue;
       }
+      if (s.code() == StatusCode::kPermissionDenied && Refusable(kind.kind)) {
+        // Quota, Pod Security, a forbidden priority class, RBAC: say so, and
+        // probe instead of retrying (refusal.h).
+        if (auto r = ClassifyRefusedCreate(kind.title, child, s)) refuse(kind.kind, std::move(*r));
+        continue;
+      }
       if (s.code() == StatusCode::kInvalidArgument) {
         // The apiserver rejects what the spec asks for: retrying cannot help.
         // Plan again at once with the rejection; the planner fails the job
         // (InvalidSpec) and cleans up like after any other failure.
+        recorder_->Record(regarding, "Warning", "FailedCreate", "Create",
+                          "cannot create " + std::string(kind.name) + " " + child + ": " +
+                              SanitizeApiMessage(s.message()));
         expectations_.ChildRejected(key, "the apiserver rejected " + std::string(kind.name) + " " +
                                              child + ": " + s.message());
         plan_again = stop = true;
@@ -642,6 +737,13 @@ class JobController::Impl {
       }
     }
 
+    if (refusal && !refused_here && !refusal_cleared &&
+        (plan.creates.empty() || !plan.status.IsTrue(api::ConditionType::kCreateRefused))) {
+      // Nothing left to create, or the job stopped (finished, suspended):
+      // nothing is refused any more; the next plan drops the condition.
+      refusals_.Clear(key);
+      refusal_cleared = plan.status.IsTrue(api::ConditionType::kCreateRefused);
+    }
     if (plan_again) {
       runtime::ReconcileResult again;
       again.requeue_after = std::chrono::milliseconds(1);
@@ -683,6 +785,17 @@ class JobController::Impl {
         (result.requeue_after <= std::chrono::nanoseconds(0) ||
          status_wait < result.requeue_after)) {
       result.requeue_after = status_wait;
+    }
+    // The condition leaves with the next plan; a refused job probes on time.
+    std::optional<std::chrono::milliseconds> probe;
+    if (refusal_cleared) {
+      probe = std::chrono::milliseconds(1);
+    } else if (auto wait = refusals_.UntilProbe(key)) {
+      probe = std::max(*wait, std::chrono::milliseconds(1));
+    }
+    if (probe &&
+        (result.requeue_after <= std::chrono::nanoseconds(0) || *probe < result.requeue_after)) {
+      result.requeue_after = *probe;
     }
     return result;
   }
@@ -833,6 +946,47 @@ class JobController::Impl {
     return Status::Ok();
   }
 
+  // Kinds whose refused create (403) makes the job refused (refusal.h). A
+  // NetworkPolicy's is not (the job runs without it and says so), nor a
+  // PodGroup's (GangSchedulingUnavailable fails the job).
+  static bool Refusable(ChildRef::Kind kind) {
+    return kind != ChildRef::Kind::kNetworkPolicy && kind != ChildRef::Kind::kPodGroup;
+  }
+
+  // Whose the Pod or Service `name` is, whose create answered AlreadyExists,
+  // when it is not job `uid`'s; nullopt when it is, or it is gone, or it
+  // cannot be read (then the create counts as done, and expectations wait for
+  // it). From the caches, else (an object without the job label) one GET.
+  std::optional<std::string> ForeignHolder(Caches& c, const std::string& ns,
+                                           const ChildKindInfo& kind, const std::string& name,
+                                           const std::string& uid) {
+    const std::string object_key = ns + "/" + name;
+    std::optional<runtime::OwnerRef> controller;
+    bool deleting = false;
+    bool cached = false;
+    if (kind.kind == ChildRef::Kind::kPod) {
+      if (auto pod = c.pods->store().Get(object_key)) {
+        cached = true;
+        controller = pod->meta.controller;
+        deleting = pod->pod.deletion_timestamp.has_value();
+      }
+    } else if (auto service = c.services->store().Get(object_key)) {
+      cached = true;
+      controller = service->meta.controller;
+      deleting = service->deletion_timestamp.has_value();
+    }
+    if (!cached) {
+      auto obj = client_->GetObject(*kind.resource, ns, name);
+      if (!obj.ok()) return std::nullopt;
+      auto meta = runtime::ParseObjectMeta(*obj);
+      if (!meta.ok()) return std::nullopt;
+      controller = meta->controller;
+      deleting = !meta->deletion_timestamp.empty();
+    }
+    if (controller && controller->uid == uid) return std::nullopt;
+    return Holder(controller, deleting);
+  }
+
   static bool HasLivePods(const ObservedChildren& observed) {
     for (const ObservedPod& p : observed.pods) {
       if (!p.deletion_timestamp && p.phase != PodPhase::kSucceeded &&
@@ -854,6 +1008,7 @@ class JobController::Impl {
   // Thread-safe, each with its own lock.
   runtime::WorkQueue queue_{runtime::WorkQueueOptions{.name = "trainingjobs"}};
   Expectations expectations_{options_.expectation_timeout};
+  Refusals refusals_{options_.refused_probe};
   std::unique_ptr<progress::ProgressReader> progress_;  // null when not reading progress
   std::unique_ptr<KueueIntegration> kueue_;             // null without options.kueue
   std::mutex status_mu_;

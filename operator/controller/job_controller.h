@@ -32,6 +32,7 @@
 #include "common/status.h"
 #include "operator/controller/job_client.h"
 #include "operator/controller/metrics.h"
+#include "operator/controller/refusal.h"
 #include "operator/kube/client.h"
 #include "operator/progress/reader.h"
 #include "operator/runtime/events.h"
@@ -82,6 +83,12 @@ struct JobControllerOptions {
   // (operator/progress/reader.h). Off: status.progress is left as it is.
   bool read_progress = true;
   progress::ReaderOptions progress;
+  // A job whose creates the apiserver refuses (403: quota, Pod Security,
+  // RBAC; or a same-named object it does not own: refusal.h) sends one create
+  // per probe, the first `refused_probe.first` after the refusal, doubling up
+  // to `refused_probe.max`: at most 6 creates a minute with the defaults (10 s,
+  // 20 s), and it proceeds within 20 s of the cause going away.
+  RefusalSchedule refused_probe;
   // Kueue (--kueue; operator/kueue, kueue_integration.h): a job labelled
   // kueue.x-k8s.io/queue-name runs only while its Workload is admitted. Needs
   // the Workload CRD. Off: such a job runs at once, with a Warning event.

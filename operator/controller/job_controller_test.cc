@@ -4,6 +4,7 @@
 #include "operator/controller/job_controller.h"
 
 #include <gtest/gtest.h>
+#include <httplib.h>
 
 #include <algorithm>
 #include <condition_variable>
@@ -48,6 +49,16 @@ class FakeApi final : public JobClient {
     std::lock_guard lock(mu_);
     for (int i = 0; i < times; ++i) failures_.push_back({verb, resource, error});
   }
+  // After `allow` more successful creates of `resource`, every create of it
+  // answers `error` (a quota, Pod Security admission) until AcceptCreates.
+  void RefuseCreates(std::string resource, Status error, int allow = 0) {
+    std::lock_guard lock(mu_);
+    refusals_[resource] = {allow, std::move(error)};
+  }
+  void AcceptCreates(const std::string& resource) {
+    std::lock_guard lock(mu_);
+    refusals_.erase(resource);
+  }
   std::optional<json> Get(const kube::ResourceRef& r, const std::string& ns,
                           const std::string& name) {
     std::lock_guard lock(mu_);
@@ -73,7 +84,8 @@ class FakeApi final : public JobClient {
     return *obj;
   }
   // Until `n` pod creates are in flight together (or 10 s pass), each pod
-  // create waits for the others; max_pods_in_flight() tells how many met.
+  // create but the first (which a job sends alone: slow start) waits for the
+  // others; max_pods_in_flight() tells how many met.
   void GatherPodCreates(int n) {
     std::lock_guard lock(gather_mu_);
     gather_ = n;
@@ -116,7 +128,9 @@ class FakeApi final : public JobClient {
       ++in_flight_;
       max_in_flight_ = std::max(max_in_flight_, in_flight_);
       gather_cv_.notify_all();
-      gather_cv_.wait_for(gather, seconds(10), [&] { return max_in_flight_ >= gather_; });
+      if (pod_creates_ > 1) {
+        gather_cv_.wait_for(gather, seconds(10), [&] { return max_in_flight_ >= gather_; });
+      }
       --in_flight_;
     }
     std::lock_guard lock(mu_);
@@ -124,6 +138,10 @@ class FakeApi final : public JobClient {
     obj["metadata"]["namespace"] = ns;
     const std::string name = obj["metadata"].value("name", "");
     if (Status s = Injected("create", r, name); !s.ok()) return s;
+    if (auto refusal = refusals_.find(r.resource); refusal != refusals_.end()) {
+      if (refusal->second.first <= 0) return Log("create", r, name, refusal->second.second);
+      --refusal->second.first;
+    }
     if (objects_[r.resource].count(ns + "/" + name)) {
       return Log("create", r, name,
                  Status(StatusCode::kAlreadyExists, "AlreadyExists (409): " + name));
@@ -341,6 +359,7 @@ class FakeApi final : public JobClient {
   std::vector<Call> calls_;                                     // guarded by mu_
   std::string delete_on_create_;                                // guarded by mu_
   std::map<std::string, std::set<std::string>> served_;         // guarded by mu_
+  std::map<std::string, std::pair<int, Status>> refusals_;      // guarded by mu_
 };
 
 json Job(const std::string& restart_policy = "OnFailure") {
@@ -404,11 +423,55 @@ JobControllerOptions Options() {
   return o;
 }
 
-// Runs a JobController over `api` until destroyed.
+// Accepts every Event POSTed to it (the recorder's client points here) and
+// keeps them.
+class EventSink {
+ public:
+  EventSink() {
+    server_.Post(R"(/apis/events.k8s.io/v1/namespaces/([^/]+)/events)",
+                 [this](const httplib::Request& req, httplib::Response& res) {
+                   std::lock_guard lock(mu_);
+                   events_.push_back(json::parse(req.body, nullptr, false));
+                   res.status = 201;
+                   res.set_content(req.body, "application/json");
+                 });
+    port_ = server_.bind_to_any_port("127.0.0.1");
+    thread_ = std::jthread([this] { server_.listen_after_bind(); });
+    while (!server_.is_running()) std::this_thread::sleep_for(milliseconds(1));
+  }
+  ~EventSink() { server_.stop(); }
+  std::unique_ptr<kube::Client> Client() const {
+    kube::Config config;
+    config.server = "http://127.0.0.1:" + std::to_string(port_);
+    config.max_retries = 0;
+    auto client = kube::Client::Create(std::move(config));
+    return std::move(*client);
+  }
+  // The events with `reason`, in order.
+  std::vector<json> With(const std::string& reason) {
+    std::lock_guard lock(mu_);
+    std::vector<json> out;
+    for (const json& e : events_) {
+      if (e.is_object() && e.value("reason", "") == reason) out.push_back(e);
+    }
+    return out;
+  }
+
+ private:
+  httplib::Server server_;
+  int port_ = 0;
+  std::mutex mu_;
+  std::vector<json> events_;  // guarded by mu_
+  std::jthread thread_;       // joined first
+};
+
+// Runs a JobController over `api` until destroyed; its events go to `events`
+// when given, else nowhere.
 class Running {
  public:
-  explicit Running(FakeApi* api, JobControllerOptions options = Options())
-      : events_client_(NowhereClient()),
+  explicit Running(FakeApi* api, JobControllerOptions options = Options(),
+                   EventSink* events = nullptr)
+      : events_client_(events != nullptr ? events->Client() : NowhereClient()),
         recorder_(events_client_.get(), RecorderOptions()),
         metrics_(&registry_),
         controller_(api, &recorder_, &metrics_, std::move(options)) {
@@ -825,7 +888,7 @@ json JobOfWorkers(int workers) {
 }
 
 // The pods of a job are created with several calls in flight (after its
-// Secret and Service, one by one), each exactly once.
+// Secret, and its first pod alone: slow start), each exactly once.
 TEST(JobControllerConcurrencyTest, PodsAreCreatedConcurrentlyEachOnceAfterTheSecret) {
   FakeApi api;
   api.Seed(kTrainingJobs, JobOfWorkers(12));
@@ -1357,6 +1420,175 @@ TEST(JobControllerKueueTest, AJobKueueHeldReadsItsUncachedWorkloadBeforeRunning)
            std::string::npos;
   })) << api.Get(kTrainingJobs, "ml", "tj")->dump();
   EXPECT_TRUE(api.All(kube::kPods).empty()) << "the job ran without being admitted";
+}
+
+// ---- Refused creates (issue 28 item 1) --------------------------------------------
+
+// Pod Security admission's answer to a privileged pod, with a terminal escape
+// an admission webhook could as well have put there.
+Status PodSecurityRefusal() {
+  return Status(StatusCode::kPermissionDenied,
+                "Forbidden (403) POST /api/v1/namespaces/ml/pods: pods \"tj-worker-0\" is "
+                "forbidden: violates PodSecurity \"restricted:latest\": privileged (container "
+                "\"trainer\" must not set securityContext.privileged=true)\x1b[31m");
+}
+
+// The job's condition `type` as JSON, or null.
+json Condition(const json& job, const std::string& type) {
+  for (const json& c : job.value("status", json::object()).value("conditions", json::array())) {
+    if (c.value("type", "") == type) return c;
+  }
+  return nullptr;
+}
+
+JobControllerOptions FastProbes() {
+  JobControllerOptions o = Options();
+  o.refused_probe = {milliseconds(300), milliseconds(600)};
+  return o;
+}
+
+// A namespace that refuses the job's pods (Pod Security): the first reconcile
+// sends one pod create (slow start), then the job says why (condition
+// CreateRefused, a FailedCreate Warning event quoting the apiserver without
+// its control characters) and probes with one create per wait (300 ms, then
+// 600 ms here; 10 s then 20 s by default) instead of retrying every pod on the
+// work queue's backoff. Once the namespace lets pods in, the next probe
+// creates one, the rest follow at once and the condition goes. Before, every
+// attempt sent all 5 creates with no event and no condition.
+TEST(JobControllerRefusedTest, ARefusedPodSaysWhyAndIsProbedOneCreateAtATime) {
+  FakeApi api;
+  api.Seed(kTrainingJobs, JobOfWorkers(5));
+  api.RefuseCreates("pods", PodSecurityRefusal());
+  EventSink events;
+  Running controller(&api, FastProbes(), &events);
+  ASSERT_TRUE(Eventually([&] {
+    return Reason(*api.Get(kTrainingJobs, "ml", "tj"), "CreateRefused") == "PodCreateForbidden";
+  })) << api.Get(kTrainingJobs, "ml", "tj")->dump();
+  const auto refused_at = std::chrono::steady_clock::now();
+  EXPECT_EQ(Count(api.calls(), "create", "pods", StatusCode::kPermissionDenied), 1u)
+      << CallLog(api.calls());
+  const std::string message = Message(*api.Get(kTrainingJobs, "ml", "tj"), "CreateRefused");
+  EXPECT_NE(message.find("cannot create pod tj-worker-0: pods \"tj-worker-0\" is forbidden: "
+                         "violates PodSecurity"),
+            std::string::npos)
+      << message;
+  EXPECT_EQ(message.find('\x1b'), std::string::npos) << message;
+  ASSERT_TRUE(Eventually([&] { return events.With("FailedCreate").size() == 1; }));
+  const json event = events.With("FailedCreate")[0];
+  EXPECT_EQ(event.value("type", ""), "Warning");
+  EXPECT_EQ(event["regarding"].value("name", ""), "tj");
+  EXPECT_EQ(event.value("note", ""), message);
+
+  // Probes: at 0.3, 0.9 and 1.5 s after the refusal; 1 + 3 creates in 2 s.
+  std::this_thread::sleep_until(refused_at + milliseconds(2000));  // a window to count in
+  const size_t refused = Count(api.calls(), "create", "pods", StatusCode::kPermissionDenied);
+  EXPECT_GE(refused, 3u) << CallLog(api.calls());
+  EXPECT_LE(refused, 5u) << CallLog(api.calls());
+  EXPECT_EQ(controller.Registry("kubetrain_reconcile_errors_total"), 0);
+  EXPECT_EQ(events.With("FailedCreate").size(), 1u);  // once per refusal, not per probe
+
+  api.AcceptCreates("pods");
+  const auto accepted_at = std::chrono::steady_clock::now();
+  ASSERT_TRUE(
+      Eventually([&] { return Count(api.calls(), "create", "pods", StatusCode::kOk) == 5; }));
+  EXPECT_LT(std::chrono::steady_clock::now() - accepted_at, milliseconds(600 + 1400));
+  ASSERT_TRUE(Eventually([&] {
+    return Condition(*api.Get(kTrainingJobs, "ml", "tj"), "CreateRefused").is_null();
+  })) << api.Get(kTrainingJobs, "ml", "tj")->dump();
+}
+
+// A ResourceQuota of 2 pods and a 5-pod job: the condition names the quota,
+// the 2 pods it allows exist; quota raised, the other 3 follow.
+TEST(JobControllerRefusedTest, QuotaExceededNamesTheQuotaAndTheRestFollowOnceRaised) {
+  FakeApi api;
+  api.Seed(kTrainingJobs, JobOfWorkers(5));
+  api.RefuseCreates("pods",
+                    Status(StatusCode::kPermissionDenied,
+                           "Forbidden (403) POST /api/v1/namespaces/ml/pods: pods \"tj-worker-2\" "
+                           "is forbidden: exceeded quota: two-pods, requested: pods=1, used: "
+                           "pods=2, limited: pods=2"),
+                    /*allow=*/2);
+  EventSink events;
+  Running controller(&api, FastProbes(), &events);
+  ASSERT_TRUE(Eventually([&] {
+    return Reason(*api.Get(kTrainingJobs, "ml", "tj"), "CreateRefused") == "QuotaExceeded";
+  })) << api.Get(kTrainingJobs, "ml", "tj")->dump();
+  EXPECT_NE(Message(*api.Get(kTrainingJobs, "ml", "tj"), "CreateRefused")
+                .find("exceeded quota: two-pods"),
+            std::string::npos);
+  EXPECT_EQ(api.All(kube::kPods).size(), 2u);
+  ASSERT_TRUE(Eventually([&] { return events.With("FailedCreate").size() == 1; }));
+
+  api.AcceptCreates("pods");
+  ASSERT_TRUE(Eventually([&] { return api.All(kube::kPods).size() == 5; }));
+  ASSERT_TRUE(Eventually(
+      [&] { return Condition(*api.Get(kTrainingJobs, "ml", "tj"), "CreateRefused").is_null(); }));
+  EXPECT_EQ(Count(api.calls(), "create", "pods", StatusCode::kOk), 5u);
+}
+
+// Issue 27 (low): a pod of the child's name that the job does not own. Its
+// create answers AlreadyExists; before, that counted as created and the job
+// waited for a pod that never showed, silently, again and again. Now the
+// job says whose the pod is, and takes the name once it is free.
+TEST(JobControllerRefusedTest, ASameNamedPodTheJobDoesNotOwnIsReportedAndItsNameTakenOnceFree) {
+  FakeApi api;
+  api.Seed(kTrainingJobs, Job());
+  json foreign = Pod(1, "Running");
+  foreign["metadata"].erase("labels");
+  foreign["metadata"]["ownerReferences"] = {{{"apiVersion", "apps/v1"},
+                                             {"kind", "ReplicaSet"},
+                                             {"name", "web"},
+                                             {"uid", "rs-uid"},
+                                             {"controller", true}}};
+  api.Seed(kube::kPods, foreign);
+  EventSink events;
+  Running controller(&api, FastProbes(), &events);
+  ASSERT_TRUE(Eventually([&] {
+    return Reason(*api.Get(kTrainingJobs, "ml", "tj"), "CreateRefused") == "ChildNameConflict";
+  })) << api.Get(kTrainingJobs, "ml", "tj")->dump();
+  const std::string message = Message(*api.Get(kTrainingJobs, "ml", "tj"), "CreateRefused");
+  EXPECT_NE(message.find("cannot create pod tj-worker-1"), std::string::npos) << message;
+  EXPECT_NE(message.find("controlled by ReplicaSet web"), std::string::npos) << message;
+  ASSERT_TRUE(Eventually([&] { return events.With("FailedCreate").size() == 1; }));
+  EXPECT_TRUE(api.Get(kube::kPods, "ml", "tj-worker-0").has_value());
+
+  ASSERT_TRUE(api.Delete(kube::kPods, "ml", "tj-worker-1", {}).ok());
+  ASSERT_TRUE(Eventually([&] {
+    auto pod = api.Get(kube::kPods, "ml", "tj-worker-1");
+    return pod && (*pod)["metadata"]["ownerReferences"][0].value("uid", "") == "job-uid";
+  }));
+  ASSERT_TRUE(Eventually(
+      [&] { return Condition(*api.Get(kTrainingJobs, "ml", "tj"), "CreateRefused").is_null(); }));
+}
+
+// After a restart the status is what the operator knows: a job whose status
+// says CreateRefused probes at once; the probe goes through, the pods follow
+// and the condition goes, in a few status writes (no loop on the cache still
+// showing the condition this process cleared).
+TEST(JobControllerRefusedTest, AfterARestartARefusedJobProbesAtOnceAndClearsItsCondition) {
+  FakeApi api;
+  json job = Job();
+  job["status"] = {{"state", "Created"},
+                   {"conditions",
+                    {{{"type", "Created"},
+                      {"status", "True"},
+                      {"reason", "TrainingJobCreated"},
+                      {"message", "TrainingJob tj is created"},
+                      {"lastTransitionTime", "2026-11-22T20:00:00Z"}},
+                     {{"type", "CreateRefused"},
+                      {"status", "True"},
+                      {"reason", "QuotaExceeded"},
+                      {"message", "cannot create pod tj-worker-0: exceeded quota: q"},
+                      {"lastTransitionTime", "2026-11-22T20:00:00Z"}}}}};
+  api.Seed(kTrainingJobs, job);
+  Running controller(&api, Options());  // default probes: the first is due at once
+  ASSERT_TRUE(Eventually([&] { return api.All(kube::kPods).size() == 2; }));
+  ASSERT_TRUE(Eventually([&] {
+    return Condition(*api.Get(kTrainingJobs, "ml", "tj"), "CreateRefused").is_null();
+  })) << api.Get(kTrainingJobs, "ml", "tj")->dump();
+  std::this_thread::sleep_for(milliseconds(500));  // lets a wrong loop of writes happen
+  EXPECT_LE(StatusWrites(api), 2u) << CallLog(api.calls());
+  EXPECT_EQ(Reason(*api.Get(kTrainingJobs, "ml", "tj"), "Failed"), "");
 }
 
 }  // namespace

@@ -149,6 +149,8 @@ class Planner {
   void UpdateSchedulable(bool active);
   // The CannotStart condition; and whether startDeadlineSeconds failed the job.
   void UpdateStartable(bool active);
+  // The CreateRefused condition from input.create_refused.
+  void UpdateRefused(bool active);
   bool StartDeadlineExceeded();
   // Training succeeded (`success`, unless its pods are gone since) and the job has
   // evaluators: they alone run on, and the job succeeds once every one has exited 0.
@@ -636,6 +638,17 @@ void Planner::UpdateStartable(bool active) {
   }
 }
 
+void Planner::UpdateRefused(bool active) {
+  if (active && input_.create_refused) {
+    SetCondition(ConditionType::kCreateRefused, true, input_.create_refused->reason,
+                 input_.create_refused->message);
+    return;
+  }
+  // Removed rather than False: the REFUSED column (crds/) reads its reason.
+  std::erase_if(status_.conditions,
+                [](const api::Condition& c) { return c.type == ConditionType::kCreateRefused; });
+}
+
 void Planner::RunActive() {
   if (StartDeadlineExceeded()) return;
   if (const auto& limit = job_.spec.run_policy.active_deadline_seconds) {
@@ -933,6 +946,7 @@ Plan Planner::Run() {
                       !job_.spec.run_policy.suspend && !input_.hold;
   UpdateSchedulable(active);
   UpdateStartable(active);
+  UpdateRefused(active);
   RecountReplicas();
   UpdateState();
   Summarize();

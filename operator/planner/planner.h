@@ -164,6 +164,16 @@ struct PlanInput {
   // fails with reason GangSchedulingUnavailable and this message, rather than
   // waiting for a group that never comes.
   std::optional<std::string> gang_unavailable;
+  // Set while the apiserver refuses to create the job's children (the
+  // executor's per-job probe, operator/controller/refusal.h): condition
+  // CreateRefused True with this reason and message while the job is active;
+  // unset, the condition is removed. The executor records the Warning event
+  // (FailedCreate) itself, with the apiserver's words at the time.
+  struct Refusal {
+    std::string reason;
+    std::string message;
+  };
+  std::optional<Refusal> create_refused;
   // Create a job's Services once its pods run, not with them (the Kubernetes
   // executor): the endpoint controllers then write each Service's Endpoints
   // and EndpointSlice once, with every address, instead of again as each pod
@@ -324,6 +334,9 @@ struct Plan {
 //  - Pods the scheduler cannot place: condition Unschedulable True with the
 //    count and the first such pod's reason (and a Warning event when it turns
 //    True); False once every pod is placed, or when the job stops running.
+//  - input.create_refused (the apiserver refuses the job's children): condition
+//    CreateRefused True with its reason and message while the job is active;
+//    otherwise the condition is removed.
 //  - Pods the kubelet cannot start (ObservedPod.cannot_start): condition
 //    CannotStart True, reason the kubelet's (ImagePullBackOff, ...), with the
 //    count and the first pod's message, and a Warning event when it turns True.

@@ -1926,6 +1926,41 @@ TEST(PlannerTtlTest, ZeroTtlDeletesAtOnce) {
   EXPECT_TRUE(plan.delete_job);
 }
 
+// ---- Refused creates ------------------------------------------------------------
+
+// The executor says the apiserver refuses the job's pods: the condition says
+// why at once, and goes (removed, not False: the REFUSED column reads its
+// reason) once the executor no longer says so.
+TEST(PlannerRefusedTest, CreateRefusedFollowsTheExecutorAndIsRemovedOnceCleared) {
+  api::TrainingJob job = Job();
+  PlanInput in = Input();
+  in.create_refused = PlanInput::Refusal{
+      "QuotaExceeded", "cannot create pod tj-worker-1: exceeded quota: q, limited: pods=2"};
+  Plan plan = PlanJob(job, ObservedChildren{}, in);
+  const api::Condition* c = Cond(plan, ConditionType::kCreateRefused);
+  ASSERT_NE(c, nullptr);
+  EXPECT_TRUE(c->status);
+  EXPECT_EQ(c->reason, "QuotaExceeded");
+  EXPECT_EQ(c->message, in.create_refused->message);
+  EXPECT_EQ(c->last_transition_time, kNow);
+  EXPECT_TRUE(plan.status_changed);
+  EXPECT_FALSE(plan.creates.empty());  // the executor decides when to probe
+
+  job = After(job, plan);
+  Plan again = PlanJob(job, ObservedChildren{}, Input(kNow + seconds(20)));
+  EXPECT_EQ(Cond(again, ConditionType::kCreateRefused), nullptr);
+  EXPECT_TRUE(again.status_changed);
+}
+
+// A suspended (or finished) job is not refused anything: no condition.
+TEST(PlannerRefusedTest, ASuspendedJobIsNotRefused) {
+  api::TrainingJob job = Job();
+  job.spec.run_policy.suspend = true;
+  PlanInput in = Input();
+  in.create_refused = PlanInput::Refusal{"PodCreateForbidden", "cannot create pod tj-ps-0: no"};
+  EXPECT_EQ(Cond(PlanJob(job, ObservedChildren{}, in), ConditionType::kCreateRefused), nullptr);
+}
+
 // ---- Suspend and resume --------------------------------------------------------
 
 TEST(PlannerSuspendTest, SuspendDeletesEveryPodAndStopsTheClock) {

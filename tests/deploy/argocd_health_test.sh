@@ -2,7 +2,8 @@
 # deploy/argocd/trainingjob-health.lua (the Argo CD health check shipped for
 # TrainingJobs) run by a real Lua 5.1 interpreter (Argo CD's gopher-lua speaks
 # 5.1) on TrainingJobs whose status the operator wrote on the real control
-# plane: succeeded, failed, suspended, running, and one not yet seen.
+# plane: succeeded, failed, suspended, running, refused (Pod Security, quota),
+# and one not yet seen.
 # Usage: argocd_health_test.sh OPERATOR_BINARY (KUBECONFIG: the test cluster).
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -98,6 +99,35 @@ got="$(health_of paused)"
 check "a suspended job is Suspended" "${got%%|*}" Suspended
 got="$(health_of running)"
 check "a running job is Progressing" "${got}" "Progressing|TrainingJobRunning: every replica is running"
+# Refused by the apiserver (condition CreateRefused): Pod Security is Degraded
+# (nothing changes until someone acts), a quota Progressing (it waits for room).
+refused_is() { [[ "$(jpath "tj/$1" '{.status.conditions[?(@.type=="CreateRefused")].reason}')" == "$2" ]]; }
+new_ns forbidden
+kubectl label namespace "${ns}" pod-security.kubernetes.io/enforce=restricted >/dev/null
+cat <<JOB | k apply -f - >/dev/null || fail "creating privileged"
+apiVersion: kubetrain.io/v1alpha1
+kind: TrainingJob
+metadata: {name: privileged}
+spec:
+  replicaSpecs:
+    Worker:
+      template:
+        spec:
+          containers: [{name: trainer, image: kubetrain-trainer, securityContext: {privileged: true}}]
+JOB
+wait_until "privileged is refused" refused_is privileged PodCreateForbidden
+got="$(health_of privileged)"
+check "a job Pod Security refuses is Degraded" "${got%%|*}" Degraded
+[[ "${got#*|}" == "PodCreateForbidden: cannot create pod privileged-worker-0: "*"violates PodSecurity"* ]] \
+  || fail "Degraded's message does not say Pod Security refused the pod: ${got}"
+new_ns quota
+k create quota no-pods --hard=pods=0 >/dev/null || fail "creating the quota"
+job over
+wait_until "over is refused" refused_is over QuotaExceeded
+got="$(health_of over)"
+check "a job over its namespace's quota is Progressing" "${got%%|*}" Progressing
+[[ "${got#*|}" == "QuotaExceeded: cannot create pod over-worker-0: "*"exceeded quota: no-pods"* ]] \
+  || fail "Progressing's message does not name the quota: ${got}"
 printf '{"apiVersion":"kubetrain.io/v1alpha1","kind":"TrainingJob","metadata":{"name":"new"}}' \
   >"${work}/new.json"
 got="$(health "${work}/new.json")"
