@@ -33,6 +33,7 @@
 #include "operator/controller/job_client.h"
 #include "operator/controller/metrics.h"
 #include "operator/kube/client.h"
+#include "operator/planner/metrics_ingress.h"
 #include "operator/progress/reader.h"
 #include "operator/runtime/events.h"
 
@@ -46,6 +47,8 @@ struct JobControllerOptions {
   std::string cluster_domain = "cluster.local";
   // Create a NetworkPolicy per job (PlanInput::network_policy).
   bool network_policy = true;
+  // Who that policy admits to the trainers' metrics port (PlanInput::metrics_ingress).
+  MetricsIngress metrics_ingress;
   // The gang scheduler for every job (PlanInput::gang_scheduler_name); empty:
   // only jobs that name one themselves are gang-scheduled.
   std::string gang_scheduler_name;

@@ -520,7 +520,8 @@ void Planner::CreateMissing(std::optional<ReplicaType> only) {
       }
       if (input_.network_policy && !observed_.network_policy_exists) {
         first.push_back(Child(ChildRef::Kind::kNetworkPolicy,
-                              NetworkPolicyName(job, job_.metadata.uid), builder_.NetworkPolicy()));
+                              NetworkPolicyName(job, job_.metadata.uid),
+                              builder_.NetworkPolicy(input_.metrics_ingress)));
       }
       if (!config_in_secret_) {
         first.push_back(Child(ChildRef::Kind::kConfigMap, ClusterConfigMapName(job),
