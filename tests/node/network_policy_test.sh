@@ -5,7 +5,7 @@
 # training port or its metrics port; the installed operator still reads
 # status.progress through the metrics port; with the policy deleted, the same
 # probe connects (so the probe works and the policy was what stopped it); the
-# job succeeds.
+# job succeeds. The operator's own namespace policy holds as well.
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 ensure_operator || exit 1
@@ -58,6 +58,12 @@ check "the outsider cannot open the PS's training port ${ps_ip}:2222" "$(probe "
 check "the outsider cannot open worker-0's metrics port ${worker_ip}:9090" "$(probe "${worker_ip}" 9090)" closed
 check "the outsider cannot open the PS's metrics port ${ps_ip}:9090" "$(probe "${ps_ip}" 9090)" closed
 check "the job is still running (the probes ran against live ports)" "$(job_state guarded)" Running
+# The operator's own namespace policy (deploy/kustomize/base/networkpolicy.yaml)
+# holds too: /metrics only from the monitoring namespace, the health port from anywhere.
+op_ip="$(kubectl -n kubetrain-system get pods -l app.kubernetes.io/name=kubetrain-operator \
+  -o jsonpath='{.items[0].status.podIP}')"
+check "the outsider cannot open the operator's metrics port ${op_ip}:8080" "$(probe "${op_ip}" 8080)" closed
+check "the outsider reaches the operator's health port ${op_ip}:8081" "$(probe "${op_ip}" 8081)" open
 
 # The control: without the policy the same probe connects.
 k delete ${policy} >/dev/null
