@@ -1559,7 +1559,7 @@ TEST(PlannerEvaluatorTest, AnEvaluatorRecreatedAfterTrainingJoinsNoGang) {
   Plan first = PlanJob(job, {}, Input());
   for (const ChildCreate& c : first.creates) {
     if (c.ref.kind == ChildRef::Kind::kPod) {
-      EXPECT_EQ(c.object["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"], "tj");
+      EXPECT_EQ(c.object["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"], "tj-job-uid");
     }
   }
   ObservedChildren o = TrainedWithEvaluator();
