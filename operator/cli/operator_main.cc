@@ -54,6 +54,9 @@ struct Flags {
   int retry_period_s = 2;
   std::string cluster_domain = "cluster.local";
   bool network_policy = true;
+  std::string operator_namespace;  // empty: $POD_NAMESPACE, else kubetrain-system
+  std::string operator_pod_labels = "app.kubernetes.io/name=kubetrain-operator";
+  std::vector<std::string> metrics_from;
   bool kueue = false;
   std::string gang_scheduler_name;
   std::string metrics_addr = "0.0.0.0:8080";
@@ -145,8 +148,20 @@ int main(int argc, char** argv) {
   app.add_option("--cluster-domain", f.cluster_domain,
                  "cluster DNS domain for CLUSTER_CONFIG hosts (a job's spec.clusterDomain wins)");
   app.add_option("--network-policy", f.network_policy,
-                 "create a NetworkPolicy per job: only its own pods reach its training port")
+                 "create a NetworkPolicy per job: only its own pods reach its training port, "
+                 "only the operator (and --network-policy-metrics-from) its metrics port")
       ->capture_default_str();
+  app.add_option("--operator-namespace", f.operator_namespace,
+                 "the operator's namespace, whose pods (--operator-pod-labels) the job's "
+                 "NetworkPolicy admits to the metrics port (default: $POD_NAMESPACE, else "
+                 "kubetrain-system)");
+  app.add_option("--operator-pod-labels", f.operator_pod_labels,
+                 "the operator pods' labels, key=value[,key=value]")
+      ->capture_default_str();
+  app.add_option("--network-policy-metrics-from", f.metrics_from,
+                 "a namespace selector, key=value[,key=value], whose pods the job's "
+                 "NetworkPolicy also admits to the metrics port (a monitoring stack); repeat "
+                 "for several");
   app.add_flag("--kueue", f.kueue,
                "queue jobs labelled kueue.x-k8s.io/queue-name through Kueue's Workloads "
                "(off if the Workload CRD is not installed)");
@@ -207,6 +222,15 @@ int main(int argc, char** argv) {
     spdlog::error("--leader-elect-renew-deadline must be shorter than the lease duration");
     return 1;
   }
+  if (f.operator_namespace.empty() && std::getenv("POD_NAMESPACE") != nullptr) {
+    f.operator_namespace = std::getenv("POD_NAMESPACE");
+  }
+  auto ingress = controller::MetricsIngressFromFlags(f.operator_namespace, f.operator_pod_labels,
+                                                     f.metrics_from);
+  if (!ingress.ok()) {
+    spdlog::error("{}", ingress.status().message());
+    return 1;
+  }
 
   auto config = kube::LoadDefaultConfig(f.kubeconfig, f.context);
   if (!config.ok()) {
@@ -237,6 +261,7 @@ int main(int argc, char** argv) {
   opts.namespaces = f.namespaces;
   opts.cluster_domain = f.cluster_domain;
   opts.network_policy = f.network_policy;
+  opts.metrics_ingress = *std::move(ingress);
   opts.kueue = f.kueue;
   if (opts.kueue) {
     // Kueue's API must be served, or the workloads cache would never sync.

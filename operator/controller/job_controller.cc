@@ -421,6 +421,7 @@ class JobController::Impl {
     input.services_when_running = true;
     if (progress_) input.progress = progress_->Latest(key);
     input.network_policy = options_.network_policy;
+    input.metrics_ingress = options_.metrics_ingress;
     input.gang_scheduler_name = options_.gang_scheduler_name;
     expectations_.FillPlanInput(key, input);
     std::shared_ptr<const runtime::GenericObject> workload;

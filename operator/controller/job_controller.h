@@ -34,6 +34,7 @@
 #include "operator/controller/metrics.h"
 #include "operator/controller/refusal.h"
 #include "operator/kube/client.h"
+#include "operator/planner/metrics_ingress.h"
 #include "operator/progress/reader.h"
 #include "operator/runtime/events.h"
 
@@ -47,6 +48,8 @@ struct JobControllerOptions {
   std::string cluster_domain = "cluster.local";
   // Create a NetworkPolicy per job (PlanInput::network_policy).
   bool network_policy = true;
+  // Who that policy admits to the trainers' metrics port (PlanInput::metrics_ingress).
+  MetricsIngress metrics_ingress;
   // The gang scheduler for every job (PlanInput::gang_scheduler_name); empty:
   // only jobs that name one themselves are gang-scheduled.
   std::string gang_scheduler_name;

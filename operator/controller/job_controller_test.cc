@@ -669,7 +669,7 @@ TEST(JobControllerGangTest, CreatesThePodGroupBeforeAnyPod) {
       first_pod = i;
   }
   EXPECT_LT(group, first_pod) << CallLog(calls);
-  const auto pg = api.Get(kube::kPodGroups, "ml", "tj");
+  const auto pg = api.Get(kube::kPodGroups, "ml", "tj-job-uid");
   ASSERT_TRUE(pg.has_value());
   EXPECT_EQ((*pg)["spec"]["minMember"], 2);
   EXPECT_EQ((*pg)["metadata"]["ownerReferences"][0]["uid"], "job-uid");
@@ -681,14 +681,14 @@ TEST(JobControllerGangTest, AnOutdatedPodGroupIsReplacedBeforeThePods) {
   api.Seed(kTrainingJobs, GangJob());
   api.Seed(kube::kPodGroups, {{"apiVersion", "scheduling.x-k8s.io/v1alpha1"},
                               {"kind", "PodGroup"},
-                              {"metadata", {{"name", "tj"}, {"namespace", "ml"}}},
+                              {"metadata", {{"name", "tj-job-uid"}, {"namespace", "ml"}}},
                               {"spec", {{"minMember", 5}, {"minResources", {{"cpu", "9"}}}}}});
   Running controller(&api);
   ASSERT_TRUE(
       Eventually([&] { return Count(api.calls(), "create", "pods", StatusCode::kOk) == 2; }));
   EXPECT_EQ(Count(api.calls(), "patch", "podgroups", StatusCode::kOk), 1u) << CallLog(api.calls());
   // The whole spec is replaced: minResources (no requests now) is gone too.
-  EXPECT_EQ((*api.Get(kube::kPodGroups, "ml", "tj"))["spec"], json({{"minMember", 2}}));
+  EXPECT_EQ((*api.Get(kube::kPodGroups, "ml", "tj-job-uid"))["spec"], json({{"minMember", 2}}));
 }
 
 TEST(JobControllerGangTest, NoPodGroupApiFailsTheJobAndCreatesNoPod) {

@@ -280,22 +280,31 @@ json ChildBuilder::ConfigMap(std::string_view cluster_config) const {
               {"data", {{kClusterConfigKey, cluster_config}}}};
 }
 
-json ChildBuilder::NetworkPolicy() const {
+json ChildBuilder::NetworkPolicy(const MetricsIngress& metrics) const {
   const json job_pods = {{"matchLabels", {{kJobNameLabel, job_.metadata.name}}}};
-  const int32_t port = job_.spec.port;
-  // Ports other than the training port: TCP ranges around it (endPort, GA since
-  // Kubernetes 1.25), and every UDP and SCTP port.
-  json others = json::array();
-  if (port > 1) others.push_back({{"protocol", "TCP"}, {"port", 1}, {"endPort", port - 1}});
-  if (port < 65535) others.push_back({{"protocol", "TCP"}, {"port", port + 1}, {"endPort", 65535}});
-  others.push_back({{"protocol", "UDP"}});
-  others.push_back({{"protocol", "SCTP"}});
-  json spec = {
-      {"podSelector", job_pods},
-      {"policyTypes", json::array({"Ingress"})},
-      {"ingress", json::array({{{"from", json::array({{{"podSelector", job_pods}}})},
-                                {"ports", json::array({{{"protocol", "TCP"}, {"port", port}}})}},
-                               {{"ports", std::move(others)}}})}};
+  const auto match = [](const LabelMap& labels) {
+    json m = json::object();
+    for (const auto& [k, v] : labels) m[k] = v;
+    return json{{"matchLabels", std::move(m)}};
+  };
+  // The operator: its namespace (by the label the apiserver sets on every
+  // namespace) and its pods' labels, in one peer (both must hold).
+  json metrics_from = json::array(
+      {{{"namespaceSelector", match({{"kubernetes.io/metadata.name", metrics.operator_namespace}})},
+        {"podSelector", match(metrics.operator_pod_labels)}}});
+  for (const LabelMap& ns : metrics.namespace_selectors) {
+    metrics_from.push_back({{"namespaceSelector", match(ns)}});
+  }
+  const json training = {{"from", json::array({{{"podSelector", job_pods}}})},
+                         {"ports", json::array({{{"protocol", "TCP"}, {"port", job_.spec.port}}})}};
+  // A named port: whichever number the pod's "metrics" port has (the template
+  // may set its own), as the progress reader finds it.
+  const json metrics_rule = {
+      {"from", std::move(metrics_from)},
+      {"ports", json::array({{{"protocol", "TCP"}, {"port", progress::kMetricsPortName}}})}};
+  json spec = {{"podSelector", job_pods},
+               {"policyTypes", json::array({"Ingress"})},
+               {"ingress", json::array({training, metrics_rule})}};
   json labels = {{kJobNameLabel, job_.metadata.name}};
   return json{
       {"apiVersion", "networking.k8s.io/v1"},

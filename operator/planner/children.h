@@ -14,6 +14,7 @@
 #include "operator/api/types.h"
 #include "operator/planner/env_contract.h"
 #include "operator/planner/gang.h"
+#include "operator/planner/metrics_ingress.h"
 
 namespace kubetrain::controller {
 
@@ -67,10 +68,13 @@ class ChildBuilder {
   // The job's auth Secret holding AuthKeyText(key) under kAuthSecretKey and
   // `cluster_config` under kClusterConfigKey (stringData: readable in render).
   nlohmann::json Secret(const std::array<uint8_t, 32>& key, std::string_view cluster_config) const;
-  // The job's NetworkPolicy: on the job's pods, its training port (spec.port, TCP)
-  // admits only pods of the same job (same namespace); every other port (TCP around
-  // it, all UDP and SCTP) stays open to anyone, so metrics ports and probes work.
-  nlohmann::json NetworkPolicy() const;
+  // The job's NetworkPolicy, selecting the job's pods (so, with no other policy
+  // on them, they are isolated for ingress): its training port (spec.port, TCP)
+  // admits the pods of the same job; the trainer's metrics port (the container
+  // port named "metrics", which status.progress reads) admits the operator's
+  // pods and every pod of `metrics.namespace_selectors`' namespaces; nothing
+  // else. Policies only add: a namespace's default-deny stays whole.
+  nlohmann::json NetworkPolicy(const MetricsIngress& metrics) const;
   // The gang-scheduled job's PodGroup (scheduling.x-k8s.io/v1alpha1): minMember,
   // minResources and scheduleTimeoutSeconds from the GangSpec. Only with a gang.
   nlohmann::json PodGroup() const;

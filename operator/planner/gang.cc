@@ -104,6 +104,17 @@ StatusOr<ResourceList> PodRequestsAt(const json& pod_template, const std::string
 
 }  // namespace
 
+std::string PodGroupName(std::string_view job_name, std::string_view job_uid) {
+  if (job_uid.empty()) return std::string(job_name);
+  constexpr size_t kMaxLabelValue = 63;
+  const size_t room = kMaxLabelValue > job_uid.size() + 1 ? kMaxLabelValue - job_uid.size() - 1 : 0;
+  std::string name(job_name.substr(0, room));
+  // A label value ends alphanumeric: no '-' before ours.
+  while (!name.empty() && name.back() == '-') name.pop_back();
+  if (name.empty()) return std::string(job_uid.substr(0, kMaxLabelValue));
+  return name + "-" + std::string(job_uid);
+}
+
 std::optional<std::string> GangSchedulerName(const api::TrainingJob& job,
                                              std::string_view operator_scheduler) {
   const auto& sp = job.spec.run_policy.scheduling_policy;
@@ -122,7 +133,7 @@ StatusOr<ResourceList> PodRequests(const json& pod_template) {
 StatusOr<GangSpec> PlanGang(const api::TrainingJob& job, std::string scheduler_name) {
   GangSpec gang;
   gang.scheduler_name = std::move(scheduler_name);
-  gang.group_name = job.metadata.name;
+  gang.group_name = PodGroupName(job.metadata.name, job.metadata.uid);
   int32_t total = 0;
   for (const auto& [type, spec] : job.spec.replica_specs) total += spec.replicas;
   const auto& sp = job.spec.run_policy.scheduling_policy;

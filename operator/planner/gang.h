@@ -27,10 +27,19 @@ namespace kubetrain::controller {
 inline constexpr std::string_view kPodGroupLabel = "scheduling.x-k8s.io/pod-group";
 inline constexpr std::string_view kPodGroupApiVersion = "scheduling.x-k8s.io/v1alpha1";
 
+// The job's PodGroup: "<job>-<uid>", the job's name cut so that the whole
+// fits the 63 characters of a label value (every pod carries it in
+// kPodGroupLabel). Named by the job's UID like the auth Secret and the
+// NetworkPolicy (env_contract.h): a job re-created under its name must not
+// adopt the earlier job's group, which the garbage collector deletes soon
+// after, leaving the new job's pods in a group that is gone. Without a UID
+// (kubetrain render of a file): the job's name.
+std::string PodGroupName(std::string_view job_name, std::string_view job_uid);
+
 // What a gang-scheduled job's PodGroup and pods carry.
 struct GangSpec {
   std::string scheduler_name;  // every pod's spec.schedulerName
-  std::string group_name;      // the PodGroup's name: the job's
+  std::string group_name;      // the PodGroup's name: PodGroupName
   // The pods that must be placed together: schedulingPolicy.minAvailable,
   // default every replica.
   int32_t min_member = 0;
@@ -57,9 +66,8 @@ std::optional<std::string> GangSchedulerName(const api::TrainingJob& job,
 // quantity.
 StatusOr<ResourceList> PodRequests(const nlohmann::json& pod_template);
 
-// The job's GangSpec for `scheduler_name`. InvalidArgument (the job fails with
-// InvalidSpec) when minAvailable exceeds the job's replicas or a request is
-// malformed.
+// The job's GangSpec for `scheduler_name` (its group PodGroupName). InvalidArgument (the job fails
+// with InvalidSpec) when minAvailable exceeds the job's replicas or a request is malformed.
 StatusOr<GangSpec> PlanGang(const api::TrainingJob& job, std::string scheduler_name);
 
 }  // namespace kubetrain::controller

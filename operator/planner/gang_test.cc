@@ -137,7 +137,7 @@ TEST(PlanGangTest, DefaultsToEveryReplicaAndSumsTheirRequests) {
   auto g = PlanGang(job, "sp");
   ASSERT_TRUE(g.ok()) << g.status().ToString();
   EXPECT_EQ(g->scheduler_name, "sp");
-  EXPECT_EQ(g->group_name, "tj");
+  EXPECT_EQ(g->group_name, "tj-job-uid");
   EXPECT_EQ(g->min_member, 4);
   EXPECT_EQ(Text(g->min_resources), "cpu=5 memory=2684354560 ");  // 2 + 3x1 cpu, 1Gi + 3x512Mi
   EXPECT_EQ(g->schedule_timeout_seconds, std::nullopt);
@@ -181,10 +181,10 @@ TEST(GangPlanTest, PodGroupComesBeforeServicesAndPodsOwnedByTheJob) {
   }
   ASSERT_LT(group_at, first_pod);
   const json& pg = plan.creates[group_at].object;
-  EXPECT_EQ(plan.creates[group_at].ref, (ChildRef{ChildRef::Kind::kPodGroup, "tj"}));
+  EXPECT_EQ(plan.creates[group_at].ref, (ChildRef{ChildRef::Kind::kPodGroup, "tj-job-uid"}));
   EXPECT_EQ(pg["apiVersion"], "scheduling.x-k8s.io/v1alpha1");
   EXPECT_EQ(pg["kind"], "PodGroup");
-  EXPECT_EQ(pg["metadata"]["name"], "tj");
+  EXPECT_EQ(pg["metadata"]["name"], "tj-job-uid");
   EXPECT_EQ(pg["metadata"]["namespace"], "ml");
   EXPECT_EQ(pg["metadata"]["labels"]["kubetrain.io/job-name"], "tj");
   EXPECT_EQ(pg["metadata"]["ownerReferences"][0]["uid"], "job-uid");
@@ -199,12 +199,13 @@ TEST(GangPlanTest, EveryPodIsLabelledWithItsGroupAndSentToTheGangScheduler) {
   for (const ChildCreate& c : plan.creates) {
     if (c.ref.kind != ChildRef::Kind::kPod) continue;
     ++pods;
-    EXPECT_EQ(c.object["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"], "tj") << c.ref.name;
+    EXPECT_EQ(c.object["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"], "tj-job-uid")
+        << c.ref.name;
     EXPECT_EQ(c.object["spec"]["schedulerName"], "gang-scheduler") << c.ref.name;
   }
   EXPECT_EQ(pods, 4);
-  ASSERT_NE(Find(plan, ChildRef::Kind::kPodGroup, "tj"), nullptr);
-  EXPECT_EQ(Find(plan, ChildRef::Kind::kPodGroup, "tj")->object["spec"]["minMember"], 4);
+  ASSERT_NE(Find(plan, ChildRef::Kind::kPodGroup, "tj-job-uid"), nullptr);
+  EXPECT_EQ(Find(plan, ChildRef::Kind::kPodGroup, "tj-job-uid")->object["spec"]["minMember"], 4);
 }
 
 TEST(GangPlanTest, NoGangNoPodGroupAndNoLabel) {
@@ -236,7 +237,63 @@ TEST(GangPlanTest, APodGroupOnlyWithPodsToCreate) {
   }
   EXPECT_TRUE(PlanJob(GangJob(), all, Input()).creates.empty());
   all.pods.pop_back();  // one to recreate: the group comes again (and is brought up to date)
-  EXPECT_NE(Find(PlanJob(GangJob(), all, Input()), ChildRef::Kind::kPodGroup, "tj"), nullptr);
+  EXPECT_NE(Find(PlanJob(GangJob(), all, Input()), ChildRef::Kind::kPodGroup, "tj-job-uid"),
+            nullptr);
+}
+
+// A job deleted and created again under its name must not take the earlier
+// job's PodGroup, which the garbage collector deletes soon after: each job's
+// group, and its pods' label, carry its own UID.
+TEST(GangPlanTest, AJobReCreatedUnderItsNameHasAGroupOfItsOwn) {
+  api::TrainingJob first = GangJob(), second = GangJob();
+  second.metadata.uid = "second-uid";
+  const Plan a = PlanJob(first, {}, Input()), b = PlanJob(second, {}, Input());
+  ASSERT_NE(Find(a, ChildRef::Kind::kPodGroup, "tj-job-uid"), nullptr);
+  ASSERT_NE(Find(b, ChildRef::Kind::kPodGroup, "tj-second-uid"), nullptr);
+  EXPECT_EQ(Find(b, ChildRef::Kind::kPodGroup, "tj-job-uid"), nullptr);
+  const ChildCreate* pod = Find(b, ChildRef::Kind::kPod, "tj-worker-0");
+  ASSERT_NE(pod, nullptr);
+  EXPECT_EQ(pod->object["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"], "tj-second-uid");
+}
+
+TEST(PodGroupNameTest, FitsALabelValueAndKeepsTheWholeUid) {
+  const std::string uid = "0f6b3c1e-8f0a-4a4e-9d57-2b1c9a3e7d10";  // 36, as the apiserver makes
+  EXPECT_EQ(PodGroupName("tj", uid), "tj-" + uid);
+  EXPECT_EQ(PodGroupName("tj", ""), "tj");  // render: no UID
+  // The longest valid job name (58 + "-ps-0") is cut to 26 characters; a
+  // cut that ends in '-' loses it (a label value ends alphanumeric).
+  const std::string long_name = "a" + std::string(57, 'b');
+  EXPECT_EQ(PodGroupName(long_name, uid), long_name.substr(0, 26) + "-" + uid);
+  EXPECT_EQ(PodGroupName(long_name, uid).size(), 63u);
+  EXPECT_EQ(PodGroupName("abcdefghijklmnopqrstuvwxy-z", uid), "abcdefghijklmnopqrstuvwxy-" + uid);
+}
+
+// Pods an earlier operator made are in the group named after the job: while
+// one lives, the replacements join that group (a second group could never
+// gather minMember pods); once none lives, the UID-named group takes over.
+TEST(GangPlanTest, ReplacementsJoinTheGroupOfLivePodsFromAnEarlierOperator) {
+  ObservedChildren o;
+  o.secret_exists = true;
+  ObservedPod p;
+  p.name = "tj-ps-0";
+  p.uid = "p";
+  p.role = ReplicaType::kPS;
+  p.phase = PodPhase::kRunning;
+  p.labels[std::string(kPodGroupLabel)] = "tj";
+  o.pods.push_back(p);
+  Plan plan = PlanJob(GangJob(), o, Input());
+  ASSERT_NE(Find(plan, ChildRef::Kind::kPodGroup, "tj"), nullptr);
+  const ChildCreate* pod = Find(plan, ChildRef::Kind::kPod, "tj-worker-0");
+  ASSERT_NE(pod, nullptr);
+  EXPECT_EQ(pod->object["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"], "tj");
+
+  api::TrainingJob restarts = GangJob();
+  restarts.spec.replica_specs[ReplicaType::kPS].restart_policy = api::RestartPolicy::kOnFailure;
+  o.pods[0].phase = PodPhase::kFailed;
+  o.pods[0].exit_code = 1;
+  plan = PlanJob(restarts, o, Input());
+  EXPECT_EQ(Find(plan, ChildRef::Kind::kPodGroup, "tj"), nullptr);
+  EXPECT_NE(Find(plan, ChildRef::Kind::kPodGroup, "tj-job-uid"), nullptr);
 }
 
 TEST(GangPlanTest, AGangThatCanNeverFormFailsTheJobAsInvalid) {

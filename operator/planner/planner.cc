@@ -62,11 +62,25 @@ std::optional<json> MetricsFromMessage(std::string_view message) {
   }
 }
 
-// The job's gang (gang.h), nullopt when it is not gang-scheduled.
-StatusOr<std::optional<GangSpec>> JobGang(const api::TrainingJob& job, const PlanInput& input) {
+// The job's gang (gang.h), nullopt when it is not gang-scheduled. Live pods
+// that an operator before the UID-named PodGroup made are in the group named
+// after the job: their replacements join them there, not a second group that
+// could never gather minMember pods.
+StatusOr<std::optional<GangSpec>> JobGang(const api::TrainingJob& job,
+                                          const ObservedChildren& observed,
+                                          const PlanInput& input) {
   std::optional<std::string> scheduler = GangSchedulerName(job, input.gang_scheduler_name);
   if (!scheduler) return std::optional<GangSpec>();
   KT_ASSIGN_OR_RETURN(GangSpec gang, PlanGang(job, std::move(*scheduler)));
+  for (const ObservedPod& pod : observed.pods) {
+    auto label = pod.labels.find(std::string(kPodGroupLabel));
+    if (label != pod.labels.end() && label->second == job.metadata.name &&
+        !pod.deletion_timestamp && pod.phase != PodPhase::kFailed &&
+        pod.phase != PodPhase::kSucceeded) {
+      gang.group_name = job.metadata.name;
+      break;
+    }
+  }
   return std::optional<GangSpec>(std::move(gang));
 }
 
@@ -90,7 +104,7 @@ class Planner {
         observed_(observed),
         input_(input),
         mode_(EffectiveServiceMode(job, observed)),
-        gang_(JobGang(job, input)),
+        gang_(JobGang(job, observed, input)),
         builder_(job_, mode_, gang_.ok() && gang_->has_value() ? &**gang_ : nullptr) {}
 
   Plan Run();
@@ -508,7 +522,8 @@ void Planner::CreateMissing(std::optional<ReplicaType> only) {
       }
       if (input_.network_policy && !observed_.network_policy_exists) {
         first.push_back(Child(ChildRef::Kind::kNetworkPolicy,
-                              NetworkPolicyName(job, job_.metadata.uid), builder_.NetworkPolicy()));
+                              NetworkPolicyName(job, job_.metadata.uid),
+                              builder_.NetworkPolicy(input_.metrics_ingress)));
       }
       if (!config_in_secret_) {
         first.push_back(Child(ChildRef::Kind::kConfigMap, ClusterConfigMapName(job),

@@ -39,6 +39,7 @@
 #include "common/status.h"
 #include "operator/api/types.h"
 #include "operator/planner/env_contract.h"
+#include "operator/planner/metrics_ingress.h"
 
 namespace kubetrain::controller {
 
@@ -187,6 +188,9 @@ struct PlanInput {
   // Create the job's NetworkPolicy (ChildBuilder::NetworkPolicy) with its pods
   // (the operator's --network-policy; the local runner has no network to police).
   bool network_policy = false;
+  // Who the NetworkPolicy admits to the trainers' metrics port (the operator's
+  // --operator-namespace, --operator-pod-labels, --network-policy-metrics-from).
+  MetricsIngress metrics_ingress;
   // The operator's gang scheduler (--gang-scheduler-name); empty: only jobs
   // that name a scheduler and set minAvailable are gang-scheduled (gang.h).
   std::string gang_scheduler_name;

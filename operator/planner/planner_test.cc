@@ -259,40 +259,7 @@ TEST(PlannerNetworkPolicyTest, AKnownPolicyIsLeftOutOfThePlan) {
   EXPECT_EQ(CreatedNames(plan), CreatedNames(PlanJob(Job(), {}, Input())));
 }
 
-TEST(PlannerNetworkPolicyTest, OnlyTheJobsPodsReachItsPortAndOtherPortsStayOpen) {
-  PlanInput in = Input();
-  in.network_policy = true;
-  api::TrainingJob job = Job();
-  job.spec.port = 3000;
-  const Plan plan = PlanJob(job, {}, in);
-  const json* np = Created(plan, "NetworkPolicy", "tj-training-job-uid");
-  ASSERT_NE(np, nullptr);
-  const json job_pods = {{"matchLabels", {{"kubetrain.io/job-name", "tj"}}}};
-  EXPECT_EQ((*np)["apiVersion"], "networking.k8s.io/v1");
-  EXPECT_EQ((*np)["metadata"]["ownerReferences"][0]["kind"], "TrainingJob");
-  EXPECT_EQ((*np)["metadata"]["ownerReferences"][0]["controller"], true);
-  const json& spec = (*np)["spec"];
-  EXPECT_EQ(spec["podSelector"], job_pods);
-  EXPECT_EQ(spec["policyTypes"], json::array({"Ingress"}));
-  ASSERT_EQ(spec["ingress"].size(), 2u);
-  EXPECT_EQ(spec["ingress"][0]["from"], json::array({{{"podSelector", job_pods}}}));
-  EXPECT_EQ(spec["ingress"][0]["ports"], json::parse(R"([{"protocol":"TCP","port":3000}])"));
-  EXPECT_FALSE(spec["ingress"][1].contains("from"));  // from anywhere
-  EXPECT_EQ(spec["ingress"][1]["ports"], json::parse(R"([
-      {"protocol":"TCP","port":1,"endPort":2999},{"protocol":"TCP","port":3001,"endPort":65535},
-      {"protocol":"UDP"},{"protocol":"SCTP"}])"));
-  // At the ends of the range there is one TCP range, not an empty one.
-  for (int32_t port : {1, 65535}) {
-    job.spec.port = port;
-    const Plan edge_plan = PlanJob(job, {}, in);
-    const json* edge = Created(edge_plan, "NetworkPolicy", "tj-training-job-uid");
-    ASSERT_NE(edge, nullptr);
-    const json& others = (*edge)["spec"]["ingress"][1]["ports"];
-    ASSERT_EQ(others.size(), 3u) << port;
-    EXPECT_EQ(others[0]["port"], port == 1 ? 2 : 1);
-    EXPECT_EQ(others[0]["endPort"], port == 1 ? 65535 : 65534);
-  }
-}
+// What the policy admits: children_test.cc (JobNetworkPolicyTest).
 
 TEST(PlannerCreateTest, PodCarriesLabelsOwnerAndTheEnvContract) {
   Plan plan = PlanJob(Job(), {}, Input());
@@ -1592,7 +1559,7 @@ TEST(PlannerEvaluatorTest, AnEvaluatorRecreatedAfterTrainingJoinsNoGang) {
   Plan first = PlanJob(job, {}, Input());
   for (const ChildCreate& c : first.creates) {
     if (c.ref.kind == ChildRef::Kind::kPod) {
-      EXPECT_EQ(c.object["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"], "tj");
+      EXPECT_EQ(c.object["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"], "tj-job-uid");
     }
   }
   ObservedChildren o = TrainedWithEvaluator();

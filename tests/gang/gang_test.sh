@@ -70,6 +70,7 @@ refused() {  # refused JOB: how many of its pods the scheduler marked Unschedula
     grep -c '^Unschedulable$'
 }
 pods_of() { k get pods -l "kubetrain.io/job-name=$1" -o name | grep -c .; }
+group() { echo "$1-$(jpath "tj/$1" '{.metadata.uid}')"; }  # group JOB: its PodGroup's name
 condition() {  # condition JOB TYPE FIELD
   jpath "tj/$1" "{.status.conditions[?(@.type==\"$2\")].$3}"
 }
@@ -77,16 +78,18 @@ condition() {  # condition JOB TYPE FIELD
 case_a_gang_that_does_not_fit_binds_none_and_says_why() {
   new_ns nofit
   job g5 5 1
-  wait_until "the PodGroup" k get podgroup g5
+  local g
+  g="$(group g5)"
+  wait_until "the PodGroup ${g}" k get podgroup "${g}"
   check "PodGroup minMember and minResources" \
-    "$(jpath podgroup/g5 '{.spec.minMember} {.spec.minResources.cpu} {.spec.minResources.memory}')" \
+    "$(jpath "podgroup/${g}" '{.spec.minMember} {.spec.minResources.cpu} {.spec.minResources.memory}')" \
     "5 5 524288000"
   check "PodGroup owned by the job" \
-    "$(jpath podgroup/g5 '{.metadata.ownerReferences[0].kind}/{.metadata.ownerReferences[0].name}')" \
+    "$(jpath "podgroup/${g}" '{.metadata.ownerReferences[0].kind}/{.metadata.ownerReferences[0].name}')" \
     "TrainingJob/g5"
   check "pods carry the group and the scheduler" \
     "$(jpath pod/g5-worker-3 '{.metadata.labels.scheduling\.x-k8s\.io/pod-group} {.spec.schedulerName}')" \
-    "g5 ${scheduler}"
+    "${g} ${scheduler}"
   wait_until "the scheduler refused all 5 pods" bash -c "[[ \$(kubectl -n ${ns} get pods -l kubetrain.io/job-name=g5 -o jsonpath='{range .items[*]}{.status.conditions[?(@.type==\"PodScheduled\")].reason}{\"\\n\"}{end}' | grep -c '^Unschedulable$') == 5 ]]"
   check "none of the 5 pods is bound" "$(bound g5)" 0
   wait_until "the job says it is unschedulable" bash -c \
@@ -99,7 +102,7 @@ case_a_gang_that_does_not_fit_binds_none_and_says_why() {
     "kubectl -n ${ns} get events.events.k8s.io -o json | jq -e '[.items[] | select(.reason == \"Unschedulable\" and .regarding.kind == \"TrainingJob\")] | length > 0'"
   check "still none bound" "$(bound g5)" 0
   k delete tj g5 >/dev/null
-  wait_until "the PodGroup goes with the job" bash -c "! kubectl -n ${ns} get podgroup g5 >/dev/null 2>&1"
+  wait_until "the PodGroup goes with the job" bash -c "! kubectl -n ${ns} get podgroup ${g} >/dev/null 2>&1"
   wait_until "its pods go" bash -c "[[ -z \$(kubectl -n ${ns} get pods -o name) ]]"
 }
 
@@ -149,13 +152,15 @@ case_suspend_keeps_the_group_and_resume_updates_it() {
   new_ns suspend
   job s 3 1
   wait_until "3 pods bound" bash -c "[[ \$(kubectl -n ${ns} get pods -o jsonpath='{range .items[*]}{.spec.nodeName}{\"\\n\"}{end}' | grep -c .) == 3 ]]"
+  local g
+  g="$(group s)"
   k patch tj s --type=merge -p '{"spec":{"runPolicy":{"suspend":true}}}' >/dev/null
   wait_until "its pods go" bash -c "[[ -z \$(kubectl -n ${ns} get pods -o name) ]]"
-  check "the PodGroup stays" "$(jpath podgroup/s '{.spec.minMember}')" 3
+  check "the PodGroup stays" "$(jpath "podgroup/${g}" '{.spec.minMember}')" 3
   # Reshaped while suspended: 4 pods, a gang of 4.
   k patch tj s --type=merge -p '{"spec":{"replicaSpecs":{"Worker":{"replicas":3}},"runPolicy":{"suspend":false,"schedulingPolicy":{"minAvailable":4}}}}' >/dev/null
   wait_until "the group follows the job" bash -c \
-    "[[ \$(kubectl -n ${ns} get podgroup s -o jsonpath='{.spec.minMember} {.spec.minResources.cpu}') == '4 4' ]]"
+    "[[ \$(kubectl -n ${ns} get podgroup ${g} -o jsonpath='{.spec.minMember} {.spec.minResources.cpu}') == '4 4' ]]"
   wait_until "all 4 bound" bash -c "[[ \$(kubectl -n ${ns} get pods -o jsonpath='{range .items[*]}{.spec.nodeName}{\"\\n\"}{end}' | grep -c .) == 4 ]]"
   k delete tj s >/dev/null
   wait_until "its pods go" bash -c "[[ -z \$(kubectl -n ${ns} get pods -o name) ]]"
@@ -207,6 +212,42 @@ JOB
   wait_until "its pods go" bash -c "[[ -z \$(kubectl -n ${ns} get pods -o name) ]]"
 }
 
+# A job deleted and created again under its name gets a PodGroup of its own:
+# the earlier job's group, which the garbage collector is deleting (held here
+# by a finalizer, so the window cannot close before the new job meets it), is
+# never the new pods' group. Named after the job, the new pods joined the
+# dying group and stayed unschedulable once it was gone.
+case_a_recreated_job_never_adopts_the_group_being_deleted() {
+  new_ns recreate
+  job r 3 1
+  local old
+  old="$(group r)"
+  wait_until "the PodGroup ${old}" k get podgroup "${old}"
+  wait_until "3 pods bound" bash -c "[[ \$(kubectl -n ${ns} get pods -l kubetrain.io/job-name=r -o jsonpath='{range .items[*]}{.spec.nodeName}{\"\\n\"}{end}' | grep -c .) == 3 ]]"
+  k patch podgroup "${old}" --type=merge -p '{"metadata":{"finalizers":["kubetrain.io/test-hold"]}}' >/dev/null
+  k delete tj r --wait=false >/dev/null
+  wait_until "the old job is gone" bash -c "! kubectl -n ${ns} get tj r >/dev/null 2>&1"
+  wait_until "the old group is being deleted" bash -c \
+    "[[ -n \$(kubectl -n ${ns} get podgroup ${old} -o jsonpath='{.metadata.deletionTimestamp}') ]]"
+  wait_until "the old pods go" bash -c "[[ -z \$(kubectl -n ${ns} get pods -o name) ]]"
+  job r 3 1
+  local new
+  new="$(group r)"
+  [[ "${new}" != "${old}" ]] || fail "the re-created job has the old UID"
+  wait_until "the new job's PodGroup ${new}" k get podgroup "${new}"
+  check "the new group is the new job's" \
+    "$(jpath "podgroup/${new}" '{.metadata.ownerReferences[0].uid}')" "$(jpath tj/r '{.metadata.uid}')"
+  wait_until "3 new pods" bash -c "[[ \$(kubectl -n ${ns} get pods -l kubetrain.io/job-name=r -o name | grep -c .) == 3 ]]"
+  check "the new pods are in the new group" \
+    "$(k get pods -l kubetrain.io/job-name=r -o jsonpath='{range .items[*]}{.metadata.labels.scheduling\.x-k8s\.io/pod-group}{"\n"}{end}' | sort -u)" \
+    "${new}"
+  k patch podgroup "${old}" --type=json -p '[{"op":"remove","path":"/metadata/finalizers"}]' >/dev/null
+  wait_until "the old group is gone" bash -c "! kubectl -n ${ns} get podgroup ${old} >/dev/null 2>&1"
+  wait_until "all 3 new pods bound" bash -c "[[ \$(kubectl -n ${ns} get pods -l kubetrain.io/job-name=r -o jsonpath='{range .items[*]}{.spec.nodeName}{\"\\n\"}{end}' | grep -c .) == 3 ]]"
+  k delete tj r >/dev/null
+  wait_until "its pods go" bash -c "[[ -z \$(kubectl -n ${ns} get pods -o name) ]]"
+}
+
 # The test's nodes: room for 4 pods of 1 CPU.
 for i in 0 1; do
   cat <<NODE
@@ -242,6 +283,7 @@ operator_kubeconfig "${work}/operator-kubeconfig" || exit 1
 op_pid=$!
 cases=(case_a_gang_that_does_not_fit_binds_none_and_says_why case_without_a_gang_four_of_five_bind
   case_two_gangs_on_room_for_one_never_deadlock case_suspend_keeps_the_group_and_resume_updates_it
-  case_an_evaluator_recreated_after_training_is_scheduled)
+  case_an_evaluator_recreated_after_training_is_scheduled
+  case_a_recreated_job_never_adopts_the_group_being_deleted)
 [[ $# -gt 1 ]] && cases=("${@:2}")
 run_cases "${cases[@]}"

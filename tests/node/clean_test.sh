@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # After `tests/cluster/down` of the real-node cluster (the `node` fixture's
 # cleanup, which this test runs after): no process, bridge, CNI netns, mount,
-# cgroup or iptables chain of that node is left on the machine.
+# cgroup, iptables chain or ipset of that node is left on the machine.
 # Usage: clean_test.sh CLUSTER_DIR
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -16,6 +16,8 @@ check "no bridge ${KT_NODE_BRIDGE}" "$(ip link show "${KT_NODE_BRIDGE}" >/dev/nu
 check "nothing mounted under the cluster dir" "$(grep -c -- " ${dir}/" /proc/self/mountinfo)" 0
 check "no cgroup root of the node" "$(ls -d /sys/fs/cgroup/*/kubetrain-node /sys/fs/cgroup/kubetrain-node 2>/dev/null | wc -l)" 0
 check "no KUBE-* iptables chains" "$(iptables-save 2>/dev/null | grep -c '^:KUBE-')" 0
+check "no ipset of kube-router" \
+  "$(ipset list -n 2>/dev/null | grep -cE '^KUBE-(SRC|DST)-')" 0
 check "no veth on the machine's bridge" "$(ip -o link show master "${KT_NODE_BRIDGE}" 2>/dev/null | wc -l)" 0
 check "no CNI netns with an address on the node subnet" \
   "$(for ns in $(ls /var/run/netns 2>/dev/null); do ip -n "${ns}" -4 addr 2>/dev/null; done | grep -c "${KT_NODE_SUBNET%.*}\.")" 0
