@@ -7,6 +7,8 @@
 #include <limits>
 #include <regex>
 
+#include "common/utf8.h"
+
 namespace kubetrain::api {
 
 using nlohmann::json;
@@ -43,6 +45,14 @@ json PlainScalar(const std::string& s) {
   return s;
 }
 
+// JSON strings must be UTF-8 (json::dump() throws on anything else, and the apiserver
+// would refuse it), but yaml-cpp passes ill-formed bytes through and decodes a "\uD800"
+// escape to a surrogate: such a scalar is an error at its line.
+Status CheckUtf8(const std::string& s, const YAML::Mark& mark) {
+  if (SanitizeUtf8(s) == s) return Status::Ok();
+  return InvalidArgument("line " + std::to_string(mark.line + 1) + ": not valid UTF-8");
+}
+
 StatusOr<json> Convert(const YAML::Node& node, const std::string& path, YamlDocument& doc) {
   if (!path.empty()) doc.lines.emplace(path, node.Mark().line + 1);
   switch (node.Type()) {
@@ -50,6 +60,7 @@ StatusOr<json> Convert(const YAML::Node& node, const std::string& path, YamlDocu
     case YAML::NodeType::Undefined:
       return json(nullptr);
     case YAML::NodeType::Scalar: {
+      KT_RETURN_IF_ERROR(CheckUtf8(node.Scalar(), node.Mark()));
       const std::string& tag = node.Tag();
       if (tag == "?") return PlainScalar(node.Scalar());
       if (tag == "tag:yaml.org,2002:int" || tag == "tag:yaml.org,2002:float" ||
@@ -74,6 +85,7 @@ StatusOr<json> Convert(const YAML::Node& node, const std::string& path, YamlDocu
                                  ": mapping keys must be scalars");
         }
         const std::string key = kv.first.Scalar();
+        KT_RETURN_IF_ERROR(CheckUtf8(key, kv.first.Mark()));
         if (out.contains(key)) {
           return InvalidArgument("line " + std::to_string(kv.first.Mark().line + 1) +
                                  ": duplicate key \"" + key + "\"");

@@ -409,7 +409,9 @@ std::optional<std::pair<std::string, std::string>> Planner::HandleTerminated(con
 }
 
 void Planner::PruneBackoff() {
-  for (auto& [type, rs] : status_.replica_statuses) {
+  for (auto& [role, rs] : status_.replica_statuses) {
+    // A copy: clang before 16 cannot capture a structured binding (the fuzz build).
+    const ReplicaType type = role;
     const int32_t replicas = job_.spec.Replicas(type);
     std::erase_if(rs.backoff, [&](const api::RestartBackoff& b) {
       if (b.index >= replicas) return true;

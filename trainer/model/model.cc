@@ -397,6 +397,7 @@ StatusOr<std::unique_ptr<Model>> CreateMlpClassifier(const MlpClassifierConfig& 
 }
 
 void InitSparseRow(uint64_t seed, uint64_t id, int dim, float* row) {
+  if (dim <= 0) return;  // a model without embeddings (an MLP's PS asked for ids): no row
   uint64_t state = seed ^ (id * 0x9e3779b97f4a7c15ULL);
   for (int k = 0; k + 1 < dim; ++k) row[k] = 0.05f * UniformSym(state);
   row[dim - 1] = 0.f;

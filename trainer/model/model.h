@@ -96,7 +96,7 @@ StatusOr<std::unique_ptr<Model>> CreateMlpClassifier(const MlpClassifierConfig& 
 
 // Deterministic initial value of an embedding row from (seed, id) alone, so any PS
 // shard creating the row lazily produces the same value: small uniform embedding,
-// zero wide weight.
+// zero wide weight. dim <= 0 (no embeddings) writes nothing.
 void InitSparseRow(uint64_t seed, uint64_t id, int dim, float* row);
 
 // Threads for oneDNN: the container's CPU limit from cgroup v2 (cpu.max) or v1

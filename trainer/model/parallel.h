@@ -48,6 +48,7 @@ void ParallelParts(bool parallel, F f) {
 
 // memcpy of n floats, split over the compute threads when large.
 inline void ParallelCopy(float* dst, const float* src, size_t n) {
+  if (n == 0) return;  // dst or src may be an empty vector's null data()
   ParallelRanges(n, size_t{1} << 16, [&](size_t b, size_t e) {
     std::memcpy(dst + b, src + b, (e - b) * sizeof(float));
   });

@@ -46,7 +46,10 @@ KT_SIMD_CLONES void FromBf16(const uint16_t* __restrict in, uint32_t* __restrict
 
 }  // namespace
 
+// Nothing to copy returns first: p or out may then be an empty vector's null data(),
+// which memcpy must not see even for 0 bytes.
 void PutWireFloats(const float* p, size_t n, WireFloat w, std::string* out) {
+  if (n == 0) return;
   const size_t at = out->size();
   out->resize(at + n * WireFloatBytes(w));
   char* dst = out->data() + at;
@@ -67,6 +70,7 @@ void PutWireFloats(const float* p, size_t n, WireFloat w, std::string* out) {
 }
 
 void GetWireFloats(const char* p, size_t n, WireFloat w, float* out) {
+  if (n == 0) return;
   if (w == WireFloat::kF32) {
     std::memcpy(out, p, n * 4);
     return;
@@ -227,7 +231,7 @@ std::optional<std::vector<int32_t>> DecodeDoneReply(std::string_view payload) {
     return std::nullopt;
   }
   std::vector<int32_t> out(static_cast<size_t>(n));
-  std::memcpy(out.data(), ranks, out.size() * 4);
+  if (n > 0) std::memcpy(out.data(), ranks, out.size() * 4);  // no ranks: data() may be null
   return out;
 }
 

@@ -153,6 +153,25 @@ TEST(PsProtocolTest, Bf16KeepsInfinitiesAndNaNs) {
   EXPECT_FALSE(ParseWireFloat("fp16").ok());
 }
 
+// Found by ps_protocol_fuzz: no floats and no ranks passed an empty vector's null data()
+// to memcpy (undefined even for 0 bytes; UBSan's nonnull-attribute check, so this fails
+// under the asan preset on the old code).
+TEST(PsProtocolTest, NothingToCopyNeverReachesMemcpyWithNull) {
+  for (WireFloat wire : {WireFloat::kF32, WireFloat::kBf16}) {
+    std::vector<float> none;
+    std::string out;
+    PutWireFloats(none.data(), 0, wire, &out);
+    EXPECT_TRUE(out.empty());
+    GetWireFloats(out.data(), 0, wire, none.data());
+  }
+  std::string empty_pull;
+  EncodePull({}, true, &empty_pull);
+  PullRequest pull;
+  ASSERT_TRUE(DecodePull(empty_pull, &pull));
+  EXPECT_EQ(pull.n, 0u);
+  EXPECT_EQ(DecodeDoneReply(EncodeDoneReply({})), std::vector<int32_t>{});
+}
+
 TEST(PsProtocolTest, CheckpointAndDoneRoundTrip) {
   int64_t step = 0;
   std::string root = "stale";

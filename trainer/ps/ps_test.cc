@@ -5,6 +5,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <limits>
 #include <map>
 #include <sstream>
 #include <utility>
@@ -336,6 +338,71 @@ TEST(ParamShardTest, ParallelPullsAndUpdatesMatchOneThread) {
       [&](uint64_t id, const float*, int64_t updates) { wrong += occurrences[id] != updates; });
   EXPECT_EQ(wrong, 0u);
   EXPECT_EQ(shard.num_rows(), occurrences.size());
+}
+
+// Found by the fuzz seed generator under ASan: a PS of a model without embeddings (an
+// MLP: row dim 0) asked for an id wrote the "initial row"'s last float one float before
+// the caller's buffer (row[dim - 1]). Any peer holding the job's key could send that pull.
+TEST(ParamShardTest, ModelWithoutEmbeddingsWritesNoRowBytesForAnId) {
+  ShardConfig c = SmallConfig();
+  c.sparse_dim = 0;
+  const float init[3] = {1, 2, 3};
+  ParamShard shard(c, init);
+  const uint64_t id = 5;
+  std::vector<float> guard = {7.f, 7.f};
+  shard.PullSparse(&id, 1, guard.data() + 1);  // a row of no floats at guard[1]
+  EXPECT_EQ(guard, (std::vector<float>{7.f, 7.f}));
+  shard.Apply(nullptr, &id, 1, guard.data() + 1);  // a push of it creates an empty row
+  shard.PullSparse(&id, 1, guard.data() + 1);
+  EXPECT_EQ(guard, (std::vector<float>{7.f, 7.f}));
+  EXPECT_EQ(shard.num_rows(), 1u);
+}
+
+// Found by ps_shard_fuzz: a shard with no dense parameters (more PS than dense values)
+// restored its empty slice with memcpy(nullptr, p, 0), undefined behaviour (fails under
+// the asan preset on the old code).
+TEST(ParamShardTest, ShardWithoutDenseParametersSavesAndLoads) {
+  const std::string root = TempRoot();
+  ShardConfig c = SmallConfig();
+  c.dense_begin = c.dense_end = 0;
+  ParamShard a(c, nullptr);
+  const uint64_t id = 3;
+  const float g[3] = {1, 2, 3};
+  a.Apply(nullptr, &id, 1, g);
+  ASSERT_TRUE(a.Save(root + "/s.bin").ok());
+  ParamShard b(c, nullptr);
+  ASSERT_TRUE(b.Load(root + "/s.bin").ok());
+  EXPECT_EQ(b.num_rows(), 1u);
+  std::vector<float> none;
+  b.PullDense(none.data());  // ps_protocol_fuzz: the same memcpy, from a pull of the dense slice
+  fs::remove_all(root);
+}
+
+// Found by ps_shard_fuzz under UBSan: a row's update count (a float in the file) of NaN,
+// infinity or past 2^63 was restored, and ForEachRow's conversion to int64 is then
+// undefined. A shard file is trusted only as far as its MANIFEST's checksum, and a
+// MANIFEST written before checksums has none.
+TEST(ParamShardTest, RestoreRejectsARowWhoseUpdateCountIsNotACount) {
+  const std::string root = TempRoot();
+  const float init[3] = {1, 2, 3};
+  ParamShard a(SmallConfig(), init);
+  const uint64_t id = 3;
+  const float g[3] = {1, 2, 3};
+  a.Apply(nullptr, &id, 1, g);
+  ASSERT_TRUE(a.Save(root + "/s.bin").ok());
+  std::ifstream in(root + "/s.bin", std::ios::binary);
+  const std::string good((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ParamShard b(SmallConfig(), init);
+  ASSERT_TRUE(b.Restore(good, "good").ok());
+  for (float count : {std::numeric_limits<float>::quiet_NaN(),
+                      std::numeric_limits<float>::infinity(), -1.f, 1e30f}) {
+    std::string bad = good;  // the only row is last; its update count is its last float
+    std::memcpy(bad.data() + bad.size() - sizeof(float), &count, sizeof(float));
+    const Status s = b.Restore(bad, "bad");
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << count;
+    EXPECT_NE(s.message().find("update count"), std::string::npos) << s.message();
+  }
+  fs::remove_all(root);
 }
 
 TEST(ParamShardTest, SaveLoadRoundTripsIncludingOptimizerState) {

@@ -272,7 +272,7 @@ Status PsServer::Handle(Connection& conn, uint8_t type, const std::string& paylo
       const bool want_dense = pull.want_dense;
       std::vector<uint64_t>& ids = scratch.ids;
       ids.resize(n);
-      std::memcpy(ids.data(), pull.ids, n * 8ull);
+      if (n > 0) std::memcpy(ids.data(), pull.ids, n * 8ull);  // else data() may be null
       std::vector<float>& out = scratch.rows;
       out.resize(static_cast<size_t>(n) * dim + (want_dense ? shard_->dense_size() : 0));
       if (n > 0) shard_->PullSparse(ids.data(), n, out.data());
@@ -334,7 +334,7 @@ Status PsServer::HandlePush(Connection& conn, const std::string& payload, const 
   const bool has_dense = push.dense != nullptr;
   std::vector<uint64_t>& ids = scratch.ids;
   ids.resize(n);
-  std::memcpy(ids.data(), push.ids, n * 8ull);
+  if (n > 0) std::memcpy(ids.data(), push.ids, n * 8ull);  // else data() may be null
   std::vector<float>& rows = scratch.rows;
   rows.resize(static_cast<size_t>(n) * dim);
   GetWireFloats(push.rows, rows.size(), session.wire, rows.data());

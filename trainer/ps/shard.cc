@@ -50,6 +50,7 @@ class Cursor {
   }
   bool GetFloats(float* p, size_t n) {
     if (n > remaining() / sizeof(float)) return false;
+    if (n == 0) return true;  // p may be an empty vector's null data()
     std::memcpy(p, s_.data() + pos_, n * sizeof(float));
     pos_ += n * sizeof(float);
     return true;
@@ -362,6 +363,12 @@ Status ParamShard::Restore(std::string_view data, const std::string& path) {
       return bad("truncated row section");
     }
     row_of[id] = r * RowStride();
+    // The row's update count is a float (the arena's last slot); ForEachRow converts it to
+    // int64, which is undefined for NaN, infinities and values past 2^63.
+    const float count = arena[r * RowStride() + RowStride() - 1];
+    if (!(count >= 0.f && count < 0x1p63f)) {
+      return bad("row " + std::to_string(r) + " has update count " + std::to_string(count));
+    }
   }
   if (!cur.AtEnd()) return bad("trailing bytes");
   std::lock_guard<std::mutex> lock(mu_);
