@@ -506,9 +506,9 @@ case_network_policy() {
     j//TCP/2222
   check "only one peer and one port in that rule" \
     "$(jpath "${np}" '{.spec.ingress[0].from[*].podSelector.matchLabels.kubetrain\.io/job-name} {.spec.ingress[0].ports[*].port}')" "j 2222"
-  check "every other port open to anyone" \
-    "$(jpath "${np}" '{.spec.ingress[1].from}|{range .spec.ingress[1].ports[*]}{.protocol}:{.port}-{.endPort},{end}')" \
-    "|TCP:1-2221,TCP:2223-65535,UDP:-,SCTP:-,"
+  check "the metrics port only from the operator's pods, no other port" \
+    "$(jpath "${np}" '{.spec.ingress[1].from}|{range .spec.ingress[1].ports[*]}{.protocol}:{.port}-{.endPort},{end}|{.spec.ingress[2]}')" \
+    '[{"namespaceSelector":{"matchLabels":{"kubernetes.io/metadata.name":"kubetrain-system"}},"podSelector":{"matchLabels":{"app.kubernetes.io/name":"kubetrain-operator"}}}]|TCP:metrics-,|'
   check "policy controlled by the job" \
     "$(jpath "${np}" '{.metadata.ownerReferences[0].kind},{.metadata.ownerReferences[0].controller}')" "TrainingJob,true"
   k delete tj j --wait=false >/dev/null

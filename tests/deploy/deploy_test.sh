@@ -65,7 +65,7 @@ metrics_args="$(helm template kt "${chart}" -n "${ns}" \
   --set-json 'networkPolicyMetricsFrom=[{"kubernetes.io/metadata.name":"monitoring"},{"a":"1","b":"2"}]' 2>/dev/null |
   grep -E -- '--(operator-namespace|operator-pod-labels|network-policy-metrics-from)=' | tr -d ' ' | tr '\n' ' ')"
 check "the operator's identity and monitoring namespaces for the jobs' NetworkPolicies" "${metrics_args}" \
-  "---operator-namespace=${ns} --operator-pod-labels=app.kubernetes.io/name=kubetrain-operator,app.kubernetes.io/instance=kt --network-policy-metrics-from=kubernetes.io/metadata.name=monitoring --network-policy-metrics-from=a=1,b=2 "
+  "---operator-namespace=${ns} ---operator-pod-labels=app.kubernetes.io/name=kubetrain-operator,app.kubernetes.io/instance=kt ---network-policy-metrics-from=kubernetes.io/metadata.name=monitoring ---network-policy-metrics-from=a=1,b=2 "
 
 kubectl create namespace "${ns}" >/dev/null
 helm template kt "${chart}" -n "${ns}" --include-crds 2>/dev/null | kubectl apply -n "${ns}" -f - >/dev/null

@@ -25,8 +25,9 @@ check "the reading is worker-0's, out of --steps" \
   "$(k get tj live -o jsonpath='{.status.progress.replica} {.status.progress.totalSteps}')" "worker-0 1000000"
 has_eta() { [[ -n "$(k get tj live -o jsonpath='{.status.progress.eta}')" ]]; }
 WAIT_SECONDS=120 wait_until "an ETA" has_eta
-column() {  # column NAME: that column of `kubectl get tj live`
-  k get tj live | awk -v n="$1" 'NR==1{for(i=1;i<=NF;i++) if($i==n) c=i} NR==2{print $c}'
+column() {  # column NAME: that column of `kubectl get tj live`, by its offset in the header
+  # (an empty column, such as REFUSED, would shift whitespace-split fields)
+  k get tj live | awk -v n="$1" 'NR==1{c=index($0 " ", " " n " ") + 1} NR==2{v=substr($0, c); sub(/ .*/, "", v); print v}'
 }
 check "kubectl get tj: PROGRESS is the percent" "$(column PROGRESS)" \
   "$(k get tj live -o jsonpath='{.status.progress.percent}')"
