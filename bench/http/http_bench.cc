@@ -133,8 +133,10 @@ class Attack {
       ::close(fd);
     }
   }
-  // Eight connections, one byte each every 100 ms.
-  void Drips(int port, const std::string& from) {
+  // Eight connections from `from`, reopened when closed; every `pace`, `gone`
+  // says whether a connection is finished (it is then closed and replaced).
+  template <typename Gone>
+  void KeepEight(int port, const std::string& from, std::chrono::milliseconds pace, Gone gone) {
     std::vector<int> fds;
     while (!stop_) {
       while (fds.size() < 8) {
@@ -143,37 +145,25 @@ class Attack {
         fds.push_back(fd);
       }
       for (auto it = fds.begin(); it != fds.end();) {
-        if (::send(*it, "X", 1, MSG_NOSIGNAL) < 0 && errno != EAGAIN) {
+        if (gone(*it)) {
           ::close(*it);
           it = fds.erase(it);
         } else {
           ++it;
         }
       }
-      std::this_thread::sleep_for(100ms);  // the drip rate
+      std::this_thread::sleep_for(pace);
     }
     for (int fd : fds) ::close(fd);
   }
-  // Eight connections that send nothing, reopened when closed.
+  // Eight connections, one byte each every 100 ms (the drip rate).
+  void Drips(int port, const std::string& from) {
+    KeepEight(port, from, 100ms,
+              [](int fd) { return ::send(fd, "X", 1, MSG_NOSIGNAL) < 0 && errno != EAGAIN; });
+  }
+  // Eight connections that send nothing, reopened when closed (20 ms pacing).
   void Idle(int port, const std::string& from) {
-    std::vector<int> fds;
-    while (!stop_) {
-      while (fds.size() < 8) {
-        const int fd = ht::Connect(port, 0, from.c_str());
-        if (fd < 0) break;
-        fds.push_back(fd);
-      }
-      for (auto it = fds.begin(); it != fds.end();) {
-        if (ht::WaitClosed(*it, Clock::now())) {
-          ::close(*it);
-          it = fds.erase(it);
-        } else {
-          ++it;
-        }
-      }
-      std::this_thread::sleep_for(20ms);  // reconnect pacing
-    }
-    for (int fd : fds) ::close(fd);
+    KeepEight(port, from, 20ms, [](int fd) { return ht::WaitClosed(fd, Clock::now()); });
   }
   void Scrapes(int port) {
     while (!stop_) (void)ht::Get(port, "/metrics", 1s);
