@@ -507,8 +507,8 @@ case_network_policy() {
   check "only one peer and one port in that rule" \
     "$(jpath "${np}" '{.spec.ingress[0].from[*].podSelector.matchLabels.kubetrain\.io/job-name} {.spec.ingress[0].ports[*].port}')" "j 2222"
   check "the metrics port only from the operator's pods, no other port" \
-    "$(jpath "${np}" '{.spec.ingress[1].from}|{range .spec.ingress[1].ports[*]}{.protocol}:{.port}-{.endPort},{end}|{.spec.ingress[2]}')" \
-    '[{"namespaceSelector":{"matchLabels":{"kubernetes.io/metadata.name":"kubetrain-system"}},"podSelector":{"matchLabels":{"app.kubernetes.io/name":"kubetrain-operator"}}}]|TCP:metrics-,|'
+    "$(jpath "${np}" '{.spec.ingress[1].from}|{range .spec.ingress[1].ports[*]}{.protocol}:{.port}-{.endPort},{end}|{range .spec.ingress[*]}rule,{end}')" \
+    '[{"namespaceSelector":{"matchLabels":{"kubernetes.io/metadata.name":"kubetrain-system"}},"podSelector":{"matchLabels":{"app.kubernetes.io/name":"kubetrain-operator"}}}]|TCP:metrics-,|rule,rule,'
   check "policy controlled by the job" \
     "$(jpath "${np}" '{.metadata.ownerReferences[0].kind},{.metadata.ownerReferences[0].controller}')" "TrainingJob,true"
   k delete tj j --wait=false >/dev/null
