@@ -29,6 +29,11 @@ struct YamlDocument {
   int LineOf(std::string_view path) const;
 };
 
+// A file larger than this is refused (a Kubernetes object is at most ~1.5 MiB). The
+// parsed values are bounded too: nesting depth 128, and about 4 Mi values and bytes
+// with aliases expanded, so a small file cannot expand without bound.
+inline constexpr size_t kMaxYamlBytes = size_t{2} << 20;
+
 StatusOr<std::vector<YamlDocument>> ParseYamlDocuments(std::string_view text);
 
 }  // namespace kubetrain::api

@@ -68,6 +68,67 @@ TEST(YamlTest, ScalarsAndKeysThatAreNotUtf8AreAnErrorAtTheirLine) {
   EXPECT_EQ((*good)[0].value["a"], "\xC3\xA9\xC3\xA9");
 }
 
+// Found by api_yaml_fuzz: a stray ',' at document level ("[a], b", a garbled job
+// file) made yaml-cpp 0.7's LoadAll report empty documents forever; the vector of them
+// grew until std::bad_alloc aborted `kubetrain validate` (in seconds, at gigabytes).
+TEST(YamlTest, AStrayCommaAtDocumentLevelIsAnErrorNotAnEndlessLoop) {
+  for (const char* text : {",", ", b", "[a], b", "{a: 1}\n,", "a: 1\n---\n[x], y\n"}) {
+    StatusOr<std::vector<YamlDocument>> docs = ParseYamlDocuments(text);
+    ASSERT_FALSE(docs.ok()) << text;
+    EXPECT_NE(docs.status().message().find("invalid YAML"), std::string::npos)
+        << docs.status().message();
+  }
+}
+
+TEST(YamlTest, AliasesExpandWithinABoundAndBillionLaughsIsRefused) {
+  StatusOr<std::vector<YamlDocument>> docs =
+      ParseYamlDocuments("base: &b {image: x, args: [1, 2]}\ncopy: *b\n");
+  ASSERT_TRUE(docs.ok()) << docs.status().ToString();
+  EXPECT_EQ((*docs)[0].value["copy"], (*docs)[0].value["base"]);
+  EXPECT_EQ((*docs)[0].LineOf("copy.args[1]"), 2);
+  // Ten levels of ten aliases each: 10^10 strings from 400 bytes.
+  std::string laughs = "a0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]\n";
+  for (char level = '1'; level <= '9'; ++level) {
+    laughs.append(1, 'a').append(1, level).append(": &a").append(1, level).append(" [");
+    for (int j = 0; j < 10; ++j) {
+      if (j > 0) laughs.append(", ");
+      laughs.append("*a").append(1, static_cast<char>(level - 1));
+    }
+    laughs.append("]\n");
+  }
+  docs = ParseYamlDocuments(laughs);
+  ASSERT_FALSE(docs.ok());
+  EXPECT_NE(docs.status().message().find("aliases included"), std::string::npos)
+      << docs.status().message();
+}
+
+TEST(YamlTest, DeepNestingAndOversizedFilesAreRefused) {
+  StatusOr<std::vector<YamlDocument>> deep =
+      ParseYamlDocuments(std::string(200, '[') + std::string(200, ']'));
+  ASSERT_FALSE(deep.ok());
+  EXPECT_NE(deep.status().message().find("nested deeper than 128"), std::string::npos)
+      << deep.status().message();
+  StatusOr<std::vector<YamlDocument>> big =
+      ParseYamlDocuments("a: \"" + std::string(kMaxYamlBytes, 'x') + "\"\n");
+  ASSERT_FALSE(big.ok());
+  EXPECT_NE(big.status().message().find("at most"), std::string::npos);
+}
+
+// libstdc++'s std::regex recursed once per character of a scalar and overflowed the stack
+// on long ones.
+TEST(YamlTest, LongScalarsAreTypedWithoutRecursion) {
+  StatusOr<std::vector<YamlDocument>> docs = ParseYamlDocuments(
+      "a: " + std::string(1'000'000, '7') + "\nb: 1." + std::string(200'000, '5') + "\nc: 1e\n");
+  ASSERT_TRUE(docs.ok()) << docs.status().ToString();
+  EXPECT_TRUE((*docs)[0].value["a"].is_string());  // out of range: kept as text
+  EXPECT_TRUE((*docs)[0].value["b"].is_number_float());
+  EXPECT_EQ((*docs)[0].value["c"], "1e");
+  docs = ParseYamlDocuments("a: -12\nb: +.5\nc: 0x1F\nd: 0o17\ne: 1.\nf: .\ng: 2e-3\nh: 0x\n");
+  ASSERT_TRUE(docs.ok());
+  EXPECT_EQ((*docs)[0].value, json::parse(R"({"a": -12, "b": 0.5, "c": 31, "d": 15, "e": 1.0,
+      "f": ".", "g": 0.002, "h": "0x"})"));
+}
+
 // Every TrainingJob in examples/ is valid as it stands (other documents, such as a
 // Secret next to the job, are for kubectl and `kubetrain run`).
 TEST(ExamplesTest, EveryExampleParsesAndValidates) {
