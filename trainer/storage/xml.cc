@@ -1,5 +1,6 @@
 #include "trainer/storage/xml.h"
 
+#include <cctype>
 #include <cstdint>
 
 namespace kubetrain::storage {
@@ -61,6 +62,7 @@ void AppendUtf8(uint32_t cp, std::string* out) {
 }  // namespace
 
 std::string XmlUnescape(std::string_view s) {
+  constexpr size_t kMaxEntity = 32;  // "&#x0010FFFF;" and friends, with room for leading zeros
   std::string out;
   out.reserve(s.size());
   for (size_t i = 0; i < s.size(); ++i) {
@@ -68,7 +70,15 @@ std::string XmlUnescape(std::string_view s) {
       out.push_back(s[i]);
       continue;
     }
-    const size_t semi = s.find(';', i);
+    // An entity is a short run of letters, digits and '#' ended by ';': looking only
+    // that far keeps a run of '&' with one ';' at the end linear (it used to rescan
+    // the rest of the text at every '&').
+    size_t semi = i + 1;
+    while (semi < s.size() && semi - i <= kMaxEntity &&
+           (std::isalnum(static_cast<unsigned char>(s[semi])) || s[semi] == '#')) {
+      ++semi;
+    }
+    if (semi >= s.size() || s[semi] != ';') semi = std::string_view::npos;
     if (semi == std::string_view::npos) {
       out.push_back('&');
       continue;
