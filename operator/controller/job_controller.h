@@ -82,7 +82,7 @@ struct JobControllerOptions {
   // (Created and Running); one whose pods cannot be scheduled or started says
   // so at once. 0: off.
   std::chrono::milliseconds status_coalesce{30000};
-  // status.progress: read the deciding replica's metrics at a bounded rate
+  // status.progress: read the coordinator's metrics at a bounded rate
   // (operator/progress/reader.h). Off: status.progress is left as it is.
   bool read_progress = true;
   progress::ReaderOptions progress;
