@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "operator/api/resources.h"
 #include "operator/controller/job_client.h"
 #include "operator/controller/metrics.h"
 #include "operator/controller/refusal.h"
@@ -40,7 +41,8 @@
 
 namespace kubetrain::controller {
 
-inline const kube::ResourceRef kTrainingJobs{"kubetrain.io", "v1alpha1", "trainingjobs", true};
+inline const kube::ResourceRef kTrainingJobs{std::string(api::kGroup), std::string(api::kVersion),
+                                             std::string(api::kTrainingJobsPlural), true};
 
 struct JobControllerOptions {
   // Namespaces to watch; empty or {""} = all namespaces.
