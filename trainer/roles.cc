@@ -15,6 +15,7 @@
 #include <sstream>
 #include <thread>
 
+#include "common/workload_contract.h"
 #include "kubetrain/version.h"
 #include "trainer/cluster/cluster.h"
 #include "trainer/data/generator.h"
@@ -34,9 +35,9 @@
 namespace kubetrain::trainer {
 namespace {
 
-constexpr int kExitPermanent = 1;
-constexpr int kExitTargetMissed = 3;
-constexpr int kExitRetryable = 200;
+using contract::kExitPermanent;
+using contract::kExitRetryable;
+using contract::kExitTargetMissed;
 
 int ExitCodeFor(const Status& s) {
   if (s.ok()) return 0;
@@ -848,7 +849,7 @@ int Run(const Flags& flags) {
   if (in_process) return read_last_step(RunSingleProcess(f, **model, *opt, task));
   if (cluster->role == "evaluator") return RunEvaluator(f, *cluster, **model, *opt);
 
-  const char* key_text = std::getenv("KUBETRAIN_AUTH_KEY");
+  const char* key_text = std::getenv(contract::kEnvAuthKey.data());
   if (key_text == nullptr || *key_text == '\0') {
     spdlog::error("KUBETRAIN_AUTH_KEY is not set: parameter-server traffic must be authenticated");
     return kExitPermanent;

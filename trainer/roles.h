@@ -9,13 +9,15 @@
 // training replicas with no PS exit 1 (permanent) with the reason in the termination
 // message: only a PS shares parameters between processes.
 //
-// Exit codes follow the operator's contract: 0 success, 1-127 permanent
+// Exit codes follow the workload contract (common/workload_contract.h): 0 success, 1-127 permanent
 // failure (bad flags/config/data, target metric missed), 128-255 retryable (a
 // peer unreachable after the startup timeout, a lost parameter server).
 #pragma once
 
 #include <cstdint>
 #include <string>
+
+#include "common/workload_contract.h"
 
 namespace kubetrain::trainer {
 
@@ -63,7 +65,7 @@ struct Flags {
   int listen_port = -1;
   std::string data_cache;
   std::string output;
-  int metrics_port = 9090;
+  int metrics_port = contract::kDefaultMetricsPort;
   double metrics_final_wait_s = 0;  // on success, wait this long for a read of the last step
   // One-shot tools on the model in checkpoint_dir (e.g. --output's model/), then exit:
   std::string predict;     // write the trainer's predictions for the eval files here

@@ -98,6 +98,10 @@ std::optional<ReplicaType> ReplicaTypeFromLower(std::string_view lower) {
   return std::nullopt;
 }
 
+ReplicaType CoordinatorRole(const TrainingJobSpec& spec) {
+  return *ReplicaTypeFromLower(contract::CoordinatorRole(spec.Replicas(ReplicaType::kChief) > 0));
+}
+
 std::string_view Name(RestartPolicy p) {
   switch (p) {
     case RestartPolicy::kNever:

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "common/workload_contract.h"
 
 namespace kubetrain::api {
 
@@ -56,10 +57,10 @@ struct RoleInfo {
   bool in_cluster;         // listed in CLUSTER_CONFIG / TF_CONFIG (evaluators are not)
 };
 inline constexpr std::array<RoleInfo, 4> kRoles = {{
-    {ReplicaType::kChief, "Chief", "chief", true},
-    {ReplicaType::kPS, "PS", "ps", true},
-    {ReplicaType::kWorker, "Worker", "worker", true},
-    {ReplicaType::kEvaluator, "Evaluator", "evaluator", false},
+    {ReplicaType::kChief, "Chief", contract::kRoleChief, true},
+    {ReplicaType::kPS, "PS", contract::kRolePs, true},
+    {ReplicaType::kWorker, "Worker", contract::kRoleWorker, true},
+    {ReplicaType::kEvaluator, "Evaluator", contract::kRoleEvaluator, false},
 }};
 const RoleInfo& Role(ReplicaType type);
 // "PS" -> kPS. nullopt for anything else (keys are case-sensitive, like the CRD).
@@ -132,6 +133,10 @@ struct TrainingJobSpec {
   // Replicas of `type`, 0 if the role is absent.
   int32_t Replicas(ReplicaType type) const;
 };
+
+// The coordinator's role (common/workload_contract.h): kChief when the job has a
+// chief, else kWorker; its index is contract::kCoordinatorIndex.
+ReplicaType CoordinatorRole(const TrainingJobSpec& spec);
 
 // The part of ObjectMeta the operator reads or writes; the rest is ignored.
 struct ObjectMeta {
@@ -220,7 +225,7 @@ struct ReplicaStatus {
   friend bool operator==(const ReplicaStatus&, const ReplicaStatus&) = default;
 };
 
-// How far the job is, as the deciding replica (the chief, else worker 0) reports
+// How far the job is, as the coordinator (the chief, else worker 0) reports
 // it on its metrics endpoint (docs/api.md, "Metrics"). Written by the operator
 // when it changed meaningfully, not at every read.
 struct Progress {
@@ -254,7 +259,7 @@ struct TrainingJobStatus {
   // over roles: the RUNNING and RESTARTS columns of `kubectl get tj`.
   int32_t running = 0;
   int32_t restarts = 0;
-  // Absent until the deciding replica's metrics have been read once; kept when
+  // Absent until the coordinator's metrics have been read once; kept when
   // the job finishes (then eta is empty).
   std::optional<Progress> progress;
 

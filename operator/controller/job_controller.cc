@@ -12,6 +12,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "common/workload_contract.h"
 #include "operator/api/json.h"
 #include "operator/controller/expectations.h"
 #include "operator/controller/kueue_integration.h"
@@ -309,10 +310,8 @@ class JobController::Impl {
     if (!progress_) return;
     std::optional<progress::ScrapeTarget> target;
     if (!status.Finished() && !job.spec.run_policy.suspend) {
-      const api::ReplicaType role = job.spec.Replicas(api::ReplicaType::kChief) > 0
-                                        ? api::ReplicaType::kChief
-                                        : api::ReplicaType::kWorker;
-      const std::string replica = PodNameEnv(role, 0);
+      const std::string replica =
+          PodNameEnv(api::CoordinatorRole(job.spec), contract::kCoordinatorIndex);
       auto pod =
           c.pods->store().Get(job.metadata.namespace_ + "/" + job.metadata.name + "-" + replica);
       if (pod && pod->pod.phase == PodPhase::kRunning && !pod->pod.deletion_timestamp &&

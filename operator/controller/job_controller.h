@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "operator/api/resources.h"
 #include "operator/controller/job_client.h"
 #include "operator/controller/metrics.h"
 #include "operator/controller/refusal.h"
@@ -40,7 +41,8 @@
 
 namespace kubetrain::controller {
 
-inline const kube::ResourceRef kTrainingJobs{"kubetrain.io", "v1alpha1", "trainingjobs", true};
+inline const kube::ResourceRef kTrainingJobs{std::string(api::kGroup), std::string(api::kVersion),
+                                             std::string(api::kTrainingJobsPlural), true};
 
 struct JobControllerOptions {
   // Namespaces to watch; empty or {""} = all namespaces.
@@ -82,7 +84,7 @@ struct JobControllerOptions {
   // (Created and Running); one whose pods cannot be scheduled or started says
   // so at once. 0: off.
   std::chrono::milliseconds status_coalesce{30000};
-  // status.progress: read the deciding replica's metrics at a bounded rate
+  // status.progress: read the coordinator's metrics at a bounded rate
   // (operator/progress/reader.h). Off: status.progress is left as it is.
   bool read_progress = true;
   progress::ReaderOptions progress;

@@ -1,6 +1,6 @@
 // `kubetrain run`'s status.progress: the same metrics endpoint and the same
 // ProgressTracker as the operator (operator/progress), so a local run reports
-// the progress a cluster run would. The deciding replica (chief-0, else
+// the progress a cluster run would. The coordinator (chief-0, else
 // worker-0) of a kubetrain-trainer image gets --metrics-port=<a free port>;
 // the runner reads 127.0.0.1:<port>/metrics about every kReadInterval from its
 // event loop (short timeouts: the process is local).

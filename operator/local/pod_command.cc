@@ -174,7 +174,7 @@ StatusOr<LocalCommand> CommandOf(const json& pod, const json& c, const std::stri
       cmd.argv.push_back(a);
     }
     cmd.argv.push_back("--metrics-port=" + std::to_string(ctx.metrics_port));
-    // The deciding replica's last step must be read before it exits: a run
+    // The coordinator's last step must be read before it exits: a run
     // shorter than the runner's read interval still reports its progress.
     if (ctx.metrics_port > 0) cmd.argv.push_back("--metrics-final-wait=10");
     cmd.argv.push_back("--termination-log=" + ctx.termination_log);

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "common/utf8.h"
+#include "common/workload_contract.h"
 #include "operator/local/console.h"
 #include "operator/local/local_progress.h"
 #include "operator/local/pod_command.h"
@@ -131,7 +132,7 @@ class Runner {
   std::string cluster_config_;  // the "cluster" key of the job's Secret (or ConfigMap)
   int uid_counter_ = 0;
   int interrupted_ = 0;     // the signal
-  LocalProgress progress_;  // status.progress from the deciding replica's metrics
+  LocalProgress progress_;  // status.progress from the coordinator's metrics
   std::map<std::string, std::string> termination_messages_;
 };
 
@@ -299,12 +300,9 @@ void Runner::StartPod(const controller::ChildCreate& child) {
                      cluster_config_};
   ctx.objects = &opt_.objects;
   console_.AddReplica(pod.short_name);
-  // The deciding replica (chief-0, else worker-0) serves the metrics the
+  // The coordinator (chief-0, else worker-0) serves the metrics the
   // status.progress comes from, as in a cluster.
-  const api::ReplicaType deciding = job_.spec.Replicas(api::ReplicaType::kChief) > 0
-                                        ? api::ReplicaType::kChief
-                                        : api::ReplicaType::kWorker;
-  if (role == deciding && child.ref.index == 0) {
+  if (role == api::CoordinatorRole(job_.spec) && child.ref.index == contract::kCoordinatorIndex) {
     if (auto port = LocalProgress::FreePort(); port.ok()) ctx.metrics_port = *port;
   }
   auto cmds = LocalCommandsFor(obj, ctx);

@@ -2,9 +2,9 @@
 
 #include <algorithm>
 
+#include "common/workload_contract.h"
 #include "operator/api/json.h"
 #include "operator/api/validation.h"
-#include "operator/progress/metric_names.h"
 
 namespace kubetrain::controller {
 
@@ -176,7 +176,8 @@ StatusOr<json> ChildBuilder::Pod(ReplicaType type, int32_t index, const api::Rep
   json kept = json::array();
   for (const json& e : env) {
     std::string name = e.is_object() ? api::StringField(e, "name") : "";
-    if (std::find(kContractEnv.begin(), kContractEnv.end(), name) == kContractEnv.end()) {
+    if (std::find(contract::kContractEnv.begin(), contract::kContractEnv.end(), name) ==
+        contract::kContractEnv.end()) {
       kept.push_back(e);
     }
   }
@@ -184,17 +185,18 @@ StatusOr<json> ChildBuilder::Pod(ReplicaType type, int32_t index, const api::Rep
   // from it: a pod's size does not grow with the job's.
   if (config_in_secret_) {
     json ref = {{"name", auth_secret_}, {"key", kClusterConfigKey}};
-    kept.push_back({{"name", "CLUSTER_CONFIG"}, {"valueFrom", {{"secretKeyRef", std::move(ref)}}}});
+    kept.push_back(
+        {{"name", contract::kEnvClusterConfig}, {"valueFrom", {{"secretKeyRef", std::move(ref)}}}});
   } else {
     json ref = {{"name", ClusterConfigMapName(job_.metadata.name)}, {"key", kClusterConfigKey}};
-    kept.push_back(
-        {{"name", "CLUSTER_CONFIG"}, {"valueFrom", {{"configMapKeyRef", std::move(ref)}}}});
+    kept.push_back({{"name", contract::kEnvClusterConfig},
+                    {"valueFrom", {{"configMapKeyRef", std::move(ref)}}}});
   }
-  kept.push_back({{"name", "POD_NAME"}, {"value", PodNameEnv(type, index)}});
-  kept.push_back({{"name", "TF_CONFIG"}, {"value", TfConfigTemplate(type, index)}});
+  kept.push_back({{"name", contract::kEnvPodName}, {"value", PodNameEnv(type, index)}});
+  kept.push_back({{"name", contract::kEnvTfConfig}, {"value", TfConfigTemplate(type, index)}});
   json secret_ref = {{"name", auth_secret_}, {"key", kAuthSecretKey}};
   kept.push_back(
-      {{"name", "KUBETRAIN_AUTH_KEY"}, {"valueFrom", {{"secretKeyRef", std::move(secret_ref)}}}});
+      {{"name", contract::kEnvAuthKey}, {"valueFrom", {{"secretKeyRef", std::move(secret_ref)}}}});
   main["env"] = std::move(kept);
 
   json ports = main.value("ports", json::array());
@@ -205,8 +207,8 @@ StatusOr<json> ChildBuilder::Pod(ReplicaType type, int32_t index, const api::Rep
     name_taken = name_taken || api::StringField(p, "name") == kPortName;
     // A port named "metrics", or one already on the metrics port: the
     // template decides (status.progress reads the port named "metrics").
-    has_metrics = has_metrics || api::StringField(p, "name") == progress::kMetricsPortName ||
-                  p.value("containerPort", json()) == json(progress::kDefaultMetricsPort);
+    has_metrics = has_metrics || api::StringField(p, "name") == contract::kMetricsPortName ||
+                  p.value("containerPort", json()) == json(contract::kDefaultMetricsPort);
   }
   if (!has_port) {
     json port = {{"containerPort", job_.spec.port}, {"protocol", "TCP"}};
@@ -215,9 +217,9 @@ StatusOr<json> ChildBuilder::Pod(ReplicaType type, int32_t index, const api::Rep
   }
   // Where the operator reads the trainer's metrics for status.progress (its own
   // named port, so a NetworkPolicy can admit it apart from the training port).
-  if (!has_metrics && job_.spec.port != progress::kDefaultMetricsPort) {
-    ports.push_back({{"name", progress::kMetricsPortName},
-                     {"containerPort", progress::kDefaultMetricsPort},
+  if (!has_metrics && job_.spec.port != contract::kDefaultMetricsPort) {
+    ports.push_back({{"name", contract::kMetricsPortName},
+                     {"containerPort", contract::kDefaultMetricsPort},
                      {"protocol", "TCP"}});
   }
   main["ports"] = std::move(ports);
@@ -301,7 +303,7 @@ json ChildBuilder::NetworkPolicy(const MetricsIngress& metrics) const {
   // may set its own), as the progress reader finds it.
   const json metrics_rule = {
       {"from", std::move(metrics_from)},
-      {"ports", json::array({{{"protocol", "TCP"}, {"port", progress::kMetricsPortName}}})}};
+      {"ports", json::array({{{"protocol", "TCP"}, {"port", contract::kMetricsPortName}}})}};
   json spec = {{"podSelector", job_pods},
                {"policyTypes", json::array({"Ingress"})},
                {"ingress", json::array({training, metrics_rule})}};

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 
+#include "common/workload_contract.h"
 #include "operator/api/json.h"
 #include "operator/api/validation.h"
 
@@ -54,7 +55,9 @@ std::string TemplateContractEnv(const json& tmpl) {
   if (!env.is_array()) return names;
   for (const json& e : env) {
     const std::string name = e.is_object() ? api::StringField(e, "name") : "";
-    if (std::find(kContractEnv.begin(), kContractEnv.end(), name) == kContractEnv.end()) continue;
+    if (std::find(contract::kContractEnv.begin(), contract::kContractEnv.end(), name) ==
+        contract::kContractEnv.end())
+      continue;
     names += (names.empty() ? "" : ", ") + name;
   }
   return names;
@@ -167,12 +170,12 @@ const json* MainEnvSource(const json& pod, std::string_view name) {
 }  // namespace
 
 bool ClusterConfigInSecret(const json& pod) {
-  const json* from = MainEnvSource(pod, "CLUSTER_CONFIG");
+  const json* from = MainEnvSource(pod, contract::kEnvClusterConfig);
   return from != nullptr && from->contains("secretKeyRef");
 }
 
 bool LegacyAuthSecret(const json& pod) {
-  const json* from = MainEnvSource(pod, "KUBETRAIN_AUTH_KEY");
+  const json* from = MainEnvSource(pod, contract::kEnvAuthKey);
   if (from == nullptr) return false;
   auto ref = from->find("secretKeyRef");
   if (ref == from->end() || !ref->is_object()) return false;

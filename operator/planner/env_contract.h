@@ -1,5 +1,7 @@
-// The workload contract: what every child carries so that replicas find each
-// other and their role, in one place for the planner's child builders, the
+// The operator's side of the workload contract (common/workload_contract.h
+// holds what the trainer shares: the variables' names, roles, the coordinator
+// rule, exit codes and metrics): what every child carries so that replicas find
+// each other and their role, in one place for the planner's child builders, the
 // Kubernetes executor and the local runner.
 //
 // Names: children are <job>-<role>-<index> (api::ChildName), labelled with the
@@ -41,11 +43,6 @@ inline constexpr std::string_view kMainContainerName = "trainer";
 // suspended, and the suspension may never have been observed (a lagging cache
 // can coalesce suspend, edit and resume into one update).
 inline constexpr std::string_view kSpecHashAnnotation = "kubetrain.io/spec-hash";
-
-// The variables of the workload contract: set by the operator, replacing any of
-// the same name in the template.
-inline constexpr std::array<std::string_view, 4> kContractEnv = {"CLUSTER_CONFIG", "POD_NAME",
-                                                                 "TF_CONFIG", "KUBETRAIN_AUTH_KEY"};
 
 // The role and index in kubetrain.io/replica-{type,index} labels, if well formed.
 std::optional<std::pair<api::ReplicaType, int32_t>> ReplicaFromLabels(

@@ -4,6 +4,7 @@
 #include <set>
 
 #include "common/utf8.h"
+#include "common/workload_contract.h"
 #include "operator/api/json.h"
 #include "operator/api/validation.h"
 #include "operator/planner/children.h"
@@ -341,7 +342,7 @@ std::optional<Planner::Success> Planner::DecideSuccess() const {
   const bool has_chief = spec.Replicas(ReplicaType::kChief) > 0;
   // The chief, else worker 0, coordinates: it evaluates and reports the job's
   // metrics, and under ChiefOrWorker0 its exit decides.
-  const ReplicaType coordinator = has_chief ? ReplicaType::kChief : ReplicaType::kWorker;
+  const ReplicaType coordinator = api::CoordinatorRole(spec);
   if (spec.success_policy == api::SuccessPolicy::kChiefOrWorker0) {
     if (spec.Replicas(coordinator) == 0) return std::nullopt;
     const ObservedPod* pod = succeeded(coordinator, 0);
@@ -387,8 +388,8 @@ std::optional<std::pair<std::string, std::string>> Planner::HandleTerminated(con
     if (policy == RestartPolicy::kNever) {
       return std::make_pair("ReplicaFailed", what + "; restartPolicy is Never");
     }
-    if (policy == RestartPolicy::kExitCode && pod.exit_code && *pod.exit_code >= 1 &&
-        *pod.exit_code <= 127) {
+    if (policy == RestartPolicy::kExitCode && pod.exit_code &&
+        contract::ClassifyExit(*pod.exit_code) == contract::ExitClass::kPermanent) {
       return std::make_pair("ReplicaFailed",
                             what + "; exit codes 1-127 are permanent under restartPolicy ExitCode");
     }

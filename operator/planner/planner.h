@@ -197,7 +197,7 @@ struct PlanInput {
   // When > 0, at most this many pods per plan; the rest follow in the next
   // plans (requeue_after 1 s). 0: all of them (render, the local runner).
   size_t max_pod_creates = 0;
-  // The deciding replica's progress as the executor last read it
+  // The coordinator's progress as the executor last read it
   // (operator/progress); it replaces status.progress. Unset: status.progress is
   // kept. Once the job is finished the planner clears the ETA, and a success
   // shows every step done.

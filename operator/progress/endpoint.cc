@@ -1,7 +1,7 @@
 #include "operator/progress/endpoint.h"
 
+#include "common/workload_contract.h"
 #include "operator/api/json.h"
-#include "operator/progress/metric_names.h"
 
 namespace kubetrain::progress {
 
@@ -34,7 +34,7 @@ std::optional<std::string> PodMetricsUrl(const json& pod) {
   const json& ports = Member(*main, "ports", kNoArray);
   if (!ports.is_array()) return std::nullopt;
   for (const json& p : ports) {
-    if (!p.is_object() || p.value("name", json()) != kMetricsPortName) continue;
+    if (!p.is_object() || p.value("name", json()) != contract::kMetricsPortName) continue;
     const json& number = Member(p, "containerPort", kNull);
     if (!number.is_number_integer()) return std::nullopt;
     const int64_t port = number.get<int64_t>();

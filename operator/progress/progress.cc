@@ -4,7 +4,7 @@
 #include <cmath>
 #include <limits>
 
-#include "operator/progress/metric_names.h"
+#include "common/workload_contract.h"
 #include "operator/progress/prometheus_text.h"
 
 namespace kubetrain::progress {
@@ -43,15 +43,16 @@ StatusOr<TrainerSample> TrainerSampleFromText(std::string_view text) {
   auto samples = ParsePrometheusText(text);
   if (!samples.ok()) return samples.status();
   TrainerSample out;
-  auto step = AsCount(*samples, kStep);
+  auto step = AsCount(*samples, contract::metric::kStep);
   if (!step.ok()) return step.status();
-  auto total = AsCount(*samples, kTotalSteps);
+  auto total = AsCount(*samples, contract::metric::kTotalSteps);
   if (!total.ok()) return total.status();
   out.step = *step;
   out.total_steps = *total;
-  out.samples_per_second = AsRate(*samples, kSamplesPerSecond);
-  out.steps_per_second = AsRate(*samples, kStepsPerSecond);
-  if (auto loss = FindValue(*samples, kLoss); loss && std::isfinite(*loss)) out.loss = loss;
+  out.samples_per_second = AsRate(*samples, contract::metric::kSamplesPerSecond);
+  out.steps_per_second = AsRate(*samples, contract::metric::kStepsPerSecond);
+  if (auto loss = FindValue(*samples, contract::metric::kLoss); loss && std::isfinite(*loss))
+    out.loss = loss;
   return out;
 }
 

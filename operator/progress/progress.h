@@ -34,7 +34,7 @@ StatusOr<TrainerSample> TrainerSampleFromText(std::string_view text);
 // "45s", "4m10s", "2h5m", "3d4h": two units at most, for a printer column.
 std::string FormatEta(std::chrono::seconds left);
 
-// One job's readings of its deciding replica, in time order. Not thread-safe.
+// One job's readings of its coordinator, in time order. Not thread-safe.
 class ProgressTracker {
  public:
   using SteadyTime = std::chrono::steady_clock::time_point;

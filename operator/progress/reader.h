@@ -1,7 +1,7 @@
 // ProgressReader: the operator's reader of trainers' metrics endpoints.
 //
-// Flow: the JobController sets each running job's target (the deciding
-// replica's pod IP and metrics port) at every reconcile -> one reader thread
+// Flow: the JobController sets each running job's target (the coordinator's
+// pod IP and metrics port) at every reconcile -> one reader thread
 // takes due targets from a ScrapeScheduler (bounded rate for the whole
 // operator, per-job interval, backoff per failing target) and drives all their
 // reads at once (libcurl's multi interface: at most max_in_flight, no
@@ -98,7 +98,7 @@ class ProgressReader {
   void Stop();
 
   // The target to read for job `key`; nullopt: nothing to read (no running
-  // deciding replica). The last published progress is kept either way.
+  // coordinator). The last published progress is kept either way.
   void SetTarget(const std::string& key, const std::optional<ScrapeTarget>& target);
   // The job went: forget everything about it.
   void Forget(const std::string& key);

@@ -8,7 +8,6 @@
 
 #include "operator/api/json.h"
 #include "operator/api/sweep.h"
-#include "operator/controller/job_controller.h"
 #include "operator/runtime/informer.h"
 #include "operator/runtime/object.h"
 #include "operator/runtime/store.h"
@@ -67,8 +66,7 @@ class SweepController::Impl {
           runtime::NewKubeListerWatcher(client_, kTrainingSweeps, ns), runtime::ToGenericObject,
           runtime::ReflectorOptions{.name = "trainingsweeps"});
       c->trials = std::make_unique<runtime::Informer<CachedTrial>>(
-          runtime::NewKubeListerWatcher(client_, controller::kTrainingJobs, ns,
-                                        std::string(kSweepNameLabel)),
+          runtime::NewKubeListerWatcher(client_, kTrainingJobs, ns, std::string(kSweepNameLabel)),
           ToCachedTrial, runtime::ReflectorOptions{.name = "trials"});
       c->sweeps->AddHandlers({
           .on_add = [this](const auto& s) { queue_.Add(s->meta.Key()); },
@@ -250,7 +248,7 @@ class SweepController::Impl {
                                                          {"uid", cached->meta.uid},
                                                          {"controller", true},
                                                          {"blockOwnerDeletion", true}}});
-      auto created = client_->Create(controller::kTrainingJobs, ns, obj);
+      auto created = client_->Create(kTrainingJobs, ns, obj);
       metrics_->CountRequest("create", StatusCodeName(created.status().code()));
       if (created.ok() || created.status().code() == StatusCode::kAlreadyExists) {
         std::lock_guard lock(mu_);
@@ -263,8 +261,7 @@ class SweepController::Impl {
     // 3. Suspend or resume running trials with the sweep.
     for (const auto& [trial, suspend] : plan.set_suspend) {
       const json patch = {{"spec", {{"runPolicy", {{"suspend", suspend}}}}}};
-      auto patched =
-          client_->Patch(controller::kTrainingJobs, ns, trial, kube::PatchType::kMerge, patch);
+      auto patched = client_->Patch(kTrainingJobs, ns, trial, kube::PatchType::kMerge, patch);
       metrics_->CountRequest("patch", StatusCodeName(patched.status().code()));
       if (patched.ok() || patched.status().code() == StatusCode::kNotFound) continue;
       if (first_error.ok()) first_error = patched.status().WithContext("suspend " + trial);
@@ -273,7 +270,7 @@ class SweepController::Impl {
     for (const std::string& trial : plan.deletes) {
       kube::DeleteOptions opts;
       opts.propagation_policy = "Background";
-      const Status s = client_->Delete(controller::kTrainingJobs, ns, trial, opts);
+      const Status s = client_->Delete(kTrainingJobs, ns, trial, opts);
       metrics_->CountRequest("delete", StatusCodeName(s.code()));
       if (s.ok() || s.code() == StatusCode::kNotFound) continue;
       if (first_error.ok()) first_error = s.WithContext("delete " + trial);

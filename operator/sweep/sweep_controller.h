@@ -32,13 +32,18 @@
 #include <vector>
 
 #include "common/status.h"
+#include "operator/api/resources.h"
 #include "operator/controller/metrics.h"
 #include "operator/kube/client.h"
 #include "operator/runtime/events.h"
 
 namespace kubetrain::sweep {
 
-inline const kube::ResourceRef kTrainingSweeps{"kubetrain.io", "v1alpha1", "trainingsweeps", true};
+inline const kube::ResourceRef kTrainingSweeps{std::string(api::kGroup), std::string(api::kVersion),
+                                               std::string(api::kTrainingSweepsPlural), true};
+// The sweeps' trials.
+inline const kube::ResourceRef kTrainingJobs{std::string(api::kGroup), std::string(api::kVersion),
+                                             std::string(api::kTrainingJobsPlural), true};
 
 struct SweepControllerOptions {
   // Namespaces to watch; empty or {""} = all namespaces.

@@ -3,13 +3,19 @@
 #include <charconv>
 #include <nlohmann/json.hpp>
 
+#include "common/workload_contract.h"
+
 namespace kubetrain::trainer {
 namespace {
 
+using contract::kRoleChief;
+using contract::kRoleEvaluator;
+using contract::kRolePs;
+using contract::kRoleWorker;
 using nlohmann::json;
 
 bool IsKnownRole(std::string_view role) {
-  return role == "chief" || role == "ps" || role == "worker" || role == "evaluator";
+  return role == kRoleChief || role == kRolePs || role == kRoleWorker || role == kRoleEvaluator;
 }
 
 StatusOr<int> ParseIndex(std::string_view s) {
@@ -26,7 +32,7 @@ StatusOr<std::map<std::string, std::vector<std::string>>> ParseRoles(const json&
   std::map<std::string, std::vector<std::string>> roles;
   if (!j.is_object()) return InvalidArgument(std::string(what) + " must be a JSON object");
   for (const auto& [role, addrs] : j.items()) {
-    if (role != "chief" && role != "ps" && role != "worker") {
+    if (role != kRoleChief && role != kRolePs && role != kRoleWorker) {
       return InvalidArgument(std::string(what) + ": unknown role \"" + role +
                              "\" (expected chief, ps or worker)");
     }
@@ -44,15 +50,16 @@ StatusOr<std::map<std::string, std::vector<std::string>>> ParseRoles(const json&
       out.push_back(std::move(addr));
     }
   }
-  if (roles.count("chief") && roles["chief"].size() > 1) {
+  if (auto chief = roles.find(std::string(kRoleChief));
+      chief != roles.end() && chief->second.size() > 1) {
     return InvalidArgument(std::string(what) + ": at most one chief is allowed, got " +
-                           std::to_string(roles["chief"].size()));
+                           std::to_string(chief->second.size()));
   }
   return roles;
 }
 
 Status CheckMember(const ClusterInfo& info, std::string_view source) {
-  if (info.role == "evaluator") return Status::Ok();  // evaluators are not cluster members
+  if (info.role == kRoleEvaluator) return Status::Ok();  // evaluators are not cluster members
   auto it = info.roles.find(info.role);
   const size_t n = it == info.roles.end() ? 0 : it->second.size();
   if (static_cast<size_t>(info.index) >= n) {
@@ -73,19 +80,19 @@ StatusOr<json> ParseJson(std::string_view text, std::string_view what) {
 
 }  // namespace
 
-const std::vector<std::string>& ClusterInfo::Members(const std::string& r) const {
+const std::vector<std::string>& ClusterInfo::Members(std::string_view r) const {
   static const std::vector<std::string> kEmpty;
-  auto it = roles.find(r);
+  auto it = roles.find(std::string(r));
   return it == roles.end() ? kEmpty : it->second;
 }
 
 int ClusterInfo::NumTrainers() const {
-  return static_cast<int>(Members("chief").size() + Members("worker").size());
+  return static_cast<int>(Members(kRoleChief).size() + Members(kRoleWorker).size());
 }
 
 int ClusterInfo::TrainerRank() const {
-  if (role == "chief") return index;
-  if (role == "worker") return index + static_cast<int>(Members("chief").size());
+  if (role == kRoleChief) return index;
+  if (role == kRoleWorker) return index + static_cast<int>(Members(kRoleChief).size());
   return -1;
 }
 
@@ -159,7 +166,7 @@ StatusOr<ClusterInfo> ParseTfConfig(std::string_view tf_config_json) {
   }
   info.role = task["type"].get<std::string>();
   // TensorFlow spells the coordinator "master" in old configs; treat it as the chief.
-  if (info.role == "master") info.role = "chief";
+  if (info.role == "master") info.role = kRoleChief;
   info.index = static_cast<int>(task["index"].get<int64_t>());
   if (!IsKnownRole(info.role)) {
     return InvalidArgument("TF_CONFIG.task.type: unknown role \"" + info.role +
@@ -170,15 +177,15 @@ StatusOr<ClusterInfo> ParseTfConfig(std::string_view tf_config_json) {
 }
 
 StatusOr<ClusterInfo> ClusterFromEnv(const std::function<const char*(const char*)>& getenv_fn) {
-  const char* cluster = getenv_fn("CLUSTER_CONFIG");
+  const char* cluster = getenv_fn(contract::kEnvClusterConfig.data());
   if (cluster != nullptr && *cluster != '\0') {
-    const char* pod = getenv_fn("POD_NAME");
+    const char* pod = getenv_fn(contract::kEnvPodName.data());
     if (pod == nullptr || *pod == '\0') {
       return InvalidArgument("CLUSTER_CONFIG is set but POD_NAME is not");
     }
     return ParseClusterConfig(cluster, pod);
   }
-  const char* tf = getenv_fn("TF_CONFIG");
+  const char* tf = getenv_fn(contract::kEnvTfConfig.data());
   if (tf != nullptr && *tf != '\0') return ParseTfConfig(tf);
   return NotFound("neither CLUSTER_CONFIG nor TF_CONFIG is set");
 }

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "common/workload_contract.h"
 
 namespace kubetrain::trainer {
 
@@ -29,14 +30,18 @@ struct ClusterInfo {
   std::string role;
   int index = 0;
 
-  const std::vector<std::string>& Members(const std::string& r) const;
-  int NumPs() const { return static_cast<int>(Members("ps").size()); }
+  const std::vector<std::string>& Members(std::string_view r) const;
+  int NumPs() const { return static_cast<int>(Members(contract::kRolePs).size()); }
   // Processes that run the training loop: the chief (if any) then the workers.
   int NumTrainers() const;
   // This process's rank among the trainers: chief-0 is 0, worker-i is i + #chief.
   // -1 for ps/evaluator.
   int TrainerRank() const;
-  bool IsCoordinator() const { return TrainerRank() == 0; }
+  // The replica that checkpoints and ends the job (common/workload_contract.h:
+  // the chief, else worker 0).
+  bool IsCoordinator() const {
+    return contract::IsCoordinator(role, index, !Members(contract::kRoleChief).empty());
+  }
   std::string TaskName() const { return role + "-" + std::to_string(index); }
 };
 

@@ -6,12 +6,12 @@
 #include <mutex>
 
 #include "common/http_server.h"
-#include "operator/progress/metric_names.h"
+#include "common/workload_contract.h"
 
 namespace kubetrain::trainer {
 namespace {
 
-namespace names = kubetrain::progress;
+namespace names = kubetrain::contract::metric;
 
 // Served by parameter servers; not part of what the operator reads.
 constexpr std::string_view kPushesApplied = "kubetrain_trainer_ps_pushes_applied_total";

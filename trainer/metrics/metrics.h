@@ -1,8 +1,8 @@
 // The trainer's live metrics and the HTTP endpoint that serves them in the
 // Prometheus text format (GET /metrics on --metrics-port, default 9090). The
-// operator reads the deciding replica's step and total steps from here into
+// operator reads the coordinator's step and total steps from here into
 // status.progress, `kubetrain run` shows them, and Prometheus may scrape them
-// (docs/api.md, "Metrics"; names in operator/progress/metric_names.h).
+// (docs/api.md, "Metrics"; names in common/workload_contract.h).
 //
 // Contract: TrainerMetrics is process-wide (Global()), lock-free and safe to
 // update from any thread; Render() reads a consistent-enough snapshot (each
