@@ -25,6 +25,7 @@
 #include "trainer/net/transport.h"
 #include "trainer/ps/checkpoint.h"
 #include "trainer/ps/server.h"
+#include "trainer/stop/stop.h"
 #include "trainer/storage/files.h"
 #include "trainer/worker/evaluator.h"
 #include "trainer/worker/params.h"
@@ -206,7 +207,24 @@ TrainOptions TrainOptionsFrom(const Flags& f, bool checkpoints) {
     t.checkpoint_every = f.checkpoint_every;
   }
   t.loss_curve_path = f.loss_curve;
+  t.stop = StopRequested;
   return t;
+}
+
+// A process that stopped on SIGTERM: what it leaves behind, then 143.
+int Stopped(const Flags& f, const TrainResult& r) {
+  if (f.checkpoint_dir.empty()) {
+    spdlog::warn(
+        "stopped by SIGTERM at step {}: no --checkpoint-dir, so this progress is lost (the job "
+        "starts over)",
+        r.last_step);
+  } else if (r.last_saved >= 0) {
+    spdlog::info("stopped by SIGTERM at step {}; checkpoint {} committed in {}", r.last_step,
+                 r.last_saved, f.checkpoint_dir);
+  } else {
+    spdlog::info("stopped by SIGTERM at step {} (the checkpoint it started from)", r.last_step);
+  }
+  return kExitStopped;
 }
 
 // Writes the final metrics where Kubernetes picks them up; a failure is only a warning.
@@ -387,6 +405,7 @@ int RunSingleProcess(const Flags& f, Model& model, const OptimizerConfig& opt,
     spdlog::error("training failed: {}", r.status().ToString());
     return ExitCodeFor(r.status());
   }
+  if (r->stopped) return Stopped(f, *r);
   if (!f.checkpoint_dir.empty()) {
     Status s;
     if (r->last_step > start) {
@@ -442,8 +461,16 @@ int RunPs(const Flags& f, const ClusterInfo& cluster, Model& model, const Optimi
   o.checkpoint_dir = f.checkpoint_dir;
   o.key = key;
   o.total_dense = model.NumDenseParams();
+  o.stop_requested = StopRequested;
+  o.drain_timeout = std::chrono::milliseconds(static_cast<int64_t>(f.stop_timeout_s * 500));
   PsServer server(&shard, std::move(*listener), o);
   Status s = server.Serve();
+  if (server.stopped_on_signal()) {
+    if (server.saved_on_stop() >= 0) {
+      spdlog::info("stopped by SIGTERM; this shard is in checkpoint {}", server.saved_on_stop());
+    }
+    return kExitStopped;
+  }
   if (!s.ok()) {
     spdlog::error("{}", s.ToString());
     return ExitCodeFor(s);
@@ -517,11 +544,23 @@ int RunWorker(const Flags& f, const ClusterInfo& cluster, Model& model, const Au
     spdlog::error("training data: {}", reader.status().ToString());
     return ExitCodeFor(reader.status());
   }
-  // Only the coordinator checkpoints: it asks every PS to save its shard.
-  auto r = Train(model, **reader, **params, TrainOptionsFrom(f, cluster.IsCoordinator()), start);
+  // Only the coordinator checkpoints: it asks every PS to save its shard, at its periodic
+  // steps and when a PS says it got SIGTERM.
+  TrainOptions to = TrainOptionsFrom(f, cluster.IsCoordinator());
+  if (cluster.IsCoordinator()) to.save_now = [&p = **params] { return p.TakeCheckpointRequest(); };
+  auto r = Train(model, **reader, **params, to, start);
   if (!r.ok()) {
     spdlog::error("training failed: {}", r.status().ToString());
     return ExitCodeFor(r.status());
+  }
+  if (r->stopped) {
+    // The last push goes in before this process exits (the coordinator's save drained it).
+    Status s = (*params)->Flush();
+    if (!s.ok()) spdlog::warn("last push on SIGTERM: {}", s.ToString());
+    if (cluster.IsCoordinator()) return Stopped(f, *r);
+    spdlog::info("stopped by SIGTERM after pushing step {}; the coordinator checkpoints",
+                 r->last_step);
+    return kExitStopped;
   }
   auto done = (*params)->MarkDone();
   if (!done.ok()) {
@@ -548,6 +587,19 @@ int RunWorker(const Flags& f, const ClusterInfo& cluster, Model& model, const Au
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(f.finish_timeout_s);
   int count = *done;
   while (count < trainers) {
+    if (StopRequested()) {
+      // Training is over here; the others' pushes since then go into this checkpoint too.
+      TrainResult stopped = *r;
+      if (!f.checkpoint_dir.empty()) {
+        Status s = (*params)->SaveCheckpoint(f.checkpoint_dir, r->last_step);
+        if (s.ok()) {
+          stopped.last_saved = r->last_step;
+        } else {
+          spdlog::error("checkpoint on SIGTERM: {}", s.ToString());
+        }
+      }
+      return Stopped(f, stopped);
+    }
     if (std::chrono::steady_clock::now() > deadline) {
       spdlog::error("only {} of {} workers finished within --finish-timeout", count, trainers);
       return kExitRetryable;
@@ -761,6 +813,11 @@ int Run(const Flags& flags) {
       WriteTerminationMessage(f, {{"task", task}, {"error", dir.status().message()}});
       return kExitPermanent;
     }
+  }
+  if (f.predict.empty() && f.export_dir.empty() && (!distributed || cluster->role != "evaluator")) {
+    // Training roles save on SIGTERM; the evaluator and the one-shot tools have nothing to
+    // save and keep the default action.
+    InstallStopHandler(std::chrono::milliseconds(static_cast<int64_t>(f.stop_timeout_s * 1000)));
   }
   if (!f.predict.empty() || !f.export_dir.empty()) {
     SetComputeThreads(f.threads > 0 ? f.threads : DefaultThreadCount());

@@ -254,6 +254,9 @@ Status RemoteParams::Exchange(std::vector<Call>& calls) {
     if (c.reply_type == kError) {
       return FailedPrecondition("ps-" + std::to_string(c.ps) + ": " + c.reply);
     }
+    if (c.type == kPush && IsPushReplyStopping(c.reply) && !checkpoint_requested_.exchange(true)) {
+      spdlog::info("ps-{} got SIGTERM and asks for a checkpoint", c.ps);
+    }
   }
   return Status::Ok();
 }

@@ -29,6 +29,7 @@
 // Not thread-safe: one per worker.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <mutex>
@@ -67,7 +68,13 @@ class RemoteParams : public ParamClient {
               const float* dense_grad) override;
   // Asks every PS to save its shard, then commits the manifest (see ps/checkpoint.h).
   Status SaveCheckpoint(const std::string& dir, int64_t step) override;
+  // A push reply said its PS got SIGTERM (kPushReplyStopping): true once per such reply
+  // seen since the last call. Any thread.
+  bool TakeCheckpointRequest() override { return checkpoint_requested_.exchange(false); }
 
+  // Waits until every queued push has been sent and acknowledged (a worker stopping on
+  // SIGTERM hands in its last update this way).
+  Status Flush() { return Drain(); }
   // Tells every PS this worker has finished; returns DoneCount().
   StatusOr<int> MarkDone();
   // How many workers have finished: every rank any PS reported finished, now or in an
@@ -133,7 +140,8 @@ class RemoteParams : public ParamClient {
   const uint64_t incarnation_;
   std::vector<std::unique_ptr<Channel>> channels_;
   int64_t last_ps_step_ = -1;
-  std::set<int32_t> finished_;  // ranks any PS reported finished
+  std::atomic<bool> checkpoint_requested_{false};  // set by Exchange (the pipeline's thread)
+  std::set<int32_t> finished_;                     // ranks any PS reported finished
   // Per-step scratch, kept to avoid reallocating.
   std::vector<std::vector<uint64_t>> ids_of_;
   std::vector<std::vector<int>> pos_of_;
