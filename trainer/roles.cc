@@ -789,6 +789,13 @@ int Run(const Flags& flags) {
     spdlog::error("{}", cluster.status().message());
     return kExitPermanent;
   }
+  if (flags.predict.empty() && flags.export_dir.empty() &&
+      (!distributed || cluster->role != "evaluator")) {
+    // Training roles save on SIGTERM; the evaluator and the one-shot tools have nothing to
+    // save and keep the default action. First, before this process starts any thread.
+    InstallStopHandler(
+        std::chrono::milliseconds(static_cast<int64_t>(flags.stop_timeout_s * 1000)));
+  }
   const std::string task = distributed ? cluster->TaskName() : "local";
   spdlog::set_pattern("[%Y-%m-%dT%H:%M:%S.%e] [%l] [" + task + "] %v");
   Flags f = flags;
@@ -813,11 +820,6 @@ int Run(const Flags& flags) {
       WriteTerminationMessage(f, {{"task", task}, {"error", dir.status().message()}});
       return kExitPermanent;
     }
-  }
-  if (f.predict.empty() && f.export_dir.empty() && (!distributed || cluster->role != "evaluator")) {
-    // Training roles save on SIGTERM; the evaluator and the one-shot tools have nothing to
-    // save and keep the default action.
-    InstallStopHandler(std::chrono::milliseconds(static_cast<int64_t>(f.stop_timeout_s * 1000)));
   }
   if (!f.predict.empty() || !f.export_dir.empty()) {
     SetComputeThreads(f.threads > 0 ? f.threads : DefaultThreadCount());

@@ -15,6 +15,8 @@
 #include "trainer/model/model.h"
 #include "trainer/ps/checkpoint.h"
 #include "trainer/ps/shard.h"
+#include "trainer/storage/files.h"
+#include "trainer/storage/s3_client.h"
 #include "trainer/worker/params.h"
 
 namespace kubetrain::trainer {
@@ -29,6 +31,17 @@ int Main(int argc, char** argv) {
   const std::string root = argv[1];
   const long rows = argc > 2 ? std::atol(argv[2]) : 1000000;
   const int reps = argc > 3 ? std::atoi(argv[3]) : 5;
+  if (storage::IsS3Path(root)) {
+    // A fresh bucket on a test server; an existing one is fine.
+    auto path = storage::ParseS3Path(root);
+    auto client = storage::DefaultS3Client();
+    if (!path.ok() || !client.ok()) {
+      std::fprintf(stderr, "%s\n",
+                   (!path.ok() ? path.status() : client.status()).ToString().c_str());
+      return 1;
+    }
+    (void)(*client)->CreateBucket(path->bucket);
+  }
   SetComputeThreads(1);
   WideDeepConfig wd;  // the trainer's defaults
   auto model = CreateWideDeep(wd);

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <thread>
 
 namespace kubetrain::trainer {
 namespace {
@@ -17,7 +18,12 @@ TEST(StopTest, SigtermSetsTheFlagAndDoesNotEndTheProcess) {
   if (pid == 0) {
     InstallStopHandler(std::chrono::minutes(10));
     if (StopRequested()) ::_exit(10);
-    ::raise(SIGTERM);
+    ::kill(::getpid(), SIGTERM);  // to the process, as the kubelet sends it
+    // The watchdog sets the flag on its own thread: poll it, with a deadline.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (!StopRequested() && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));  // poll interval
+    }
     ::_exit(StopRequested() ? 0 : 11);
   }
   int status = 0;
@@ -34,7 +40,7 @@ TEST(StopTest, WatchdogExits143AfterTheStopTimeout) {
   ASSERT_GE(pid, 0);
   if (pid == 0) {
     InstallStopHandler(std::chrono::milliseconds(300));
-    ::raise(SIGTERM);
+    ::kill(::getpid(), SIGTERM);
     while (true) ::pause();  // stuck: only the watchdog ends this
   }
   int status = 0;
