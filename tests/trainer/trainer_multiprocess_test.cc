@@ -1060,9 +1060,11 @@ TEST_F(SigtermTest, PsAloneAsksTheCoordinatorForACheckpointAndItsReplacementLoad
   ExpectStoppedAfterSaving(*ps0, "ps-0");
   const int64_t saved = NewestCommitted(Path("ckpt"));
   ReportSteps(at, saved);
-  // The coordinator's step when the PS got the signal, give or take the steps in flight.
+  // At or after the coordinator's step when the PS got the signal: the steps it trained
+  // while the signal reached the PS and the flag came back in a push reply (a few ms) are
+  // in the checkpoint too, so none is lost.
   EXPECT_GE(saved, at) << w0.Log();
-  EXPECT_LE(saved, at + 5) << w0.Log();
+  EXPECT_LE(saved, at + 50) << w0.Log();
   EXPECT_NE(ps0->Log().find("checkpoint " + std::to_string(saved) + " committed; stopping"),
             std::string::npos)
       << ps0->Log();
@@ -1098,8 +1100,11 @@ TEST_F(SigtermTest, EveryProcessAtOnceSavesOnceAndTheNextRunResumesThere) {
   Process& w0 = *procs[2];
   WaitForStep100(w0);
   const int64_t at = LastLoggedStep(w0.Log());
+  const auto signalled = std::chrono::steady_clock::now();
   for (auto& p : procs) p->Signal(SIGTERM);
   for (size_t i = 0; i < procs.size(); ++i) ExpectStoppedAfterSaving(*procs[i], pods[i]);
+  // Well within the grace period: no PS waits out its drain timeout (12.5 s by default).
+  EXPECT_LT(std::chrono::steady_clock::now() - signalled, std::chrono::seconds(10));
   const int64_t saved = NewestCommitted(Path("ckpt"));
   ReportSteps(at, saved);
   EXPECT_GE(saved, at) << w0.Log();

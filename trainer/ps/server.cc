@@ -202,10 +202,12 @@ bool PsServer::DrainDone(Clock::time_point* deadline) {
   }
   int64_t step;
   std::string root;
+  int workers = 0;  // authenticated connections still open
   {
     std::lock_guard<std::mutex> lock(mu_);
     step = saved_on_stop_;
     root = saved_on_stop_root_;
+    for (const auto& p : peers_) workers += p->authenticated && p->conn != nullptr;
   }
   if (step >= 0) {
     // The shard is written; the coordinator commits it with the MANIFEST right after.
@@ -219,6 +221,10 @@ bool PsServer::DrainDone(Clock::time_point* deadline) {
     } else {
       return false;
     }
+  } else if (workers == 0) {
+    // Every worker left (they got SIGTERM too: the coordinator's save on its own SIGTERM
+    // may have come just before this PS saw the signal): nobody is left to ask.
+    spdlog::info("SIGTERM: no worker connected, nobody left to ask for a checkpoint; stopping");
   } else if (Clock::now() > *deadline) {
     spdlog::warn(
         "SIGTERM: no checkpoint request within {} ms (is the coordinator gone?); stopping; this "

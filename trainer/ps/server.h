@@ -21,8 +21,9 @@
 //     push reply carries kPushReplyStopping, so the coordinator saves at the end of its
 //     step (ps/checkpoint.h: every PS saves its shard, then the coordinator writes the
 //     MANIFEST). When this PS has answered such a checkpoint request and the MANIFEST is
-//     there, or after drain_timeout without one, Serve() returns and stopped_on_signal()
-//     is true. Without a checkpoint_dir it returns at once.
+//     there, when no worker is connected any more (they were stopped too; the coordinator
+//     saved on its own SIGTERM), or after drain_timeout, Serve() returns and
+//     stopped_on_signal() is true. Without a checkpoint_dir it returns at once.
 //   Guarantees: a checkpoint committed while draining holds every push this PS applied
 //     before it answered the request (the coordinator drains its pushes first); pushes
 //     from other workers after that are lost with the process, as with any PS restart.
