@@ -18,7 +18,7 @@ static_assert(std::atomic<bool>::is_always_lock_free);
 void InstallStopHandler(std::chrono::milliseconds stop_timeout) {
   static std::atomic<bool> installed{false};
   if (installed.exchange(true)) return;
-  // No handler runs on a compute thread: a SIGTERM delivered to a thread in oneDNN's JIT
+  // No signal handler: one run on a compute thread in oneDNN's JIT
   // code corrupted the heap in about one stop in four (2 compute threads, measured). SIGTERM
   // is blocked here, before this process starts any other thread, so every thread inherits
   // the mask, and only the watchdog takes it, synchronously, with sigwait.

@@ -10,7 +10,7 @@
 //   kExitStopped. If the process is still running `stop_timeout` after the signal (a save
 //   that hangs, a blocking connect) the watchdog ends it with _exit(kExitStopped), before
 //   the kubelet's SIGKILL.
-// Guarantees: a second SIGTERM changes nothing; a process that never installs the handler
+// Guarantees: a second SIGTERM changes nothing; a process that never calls InstallStopHandler
 //   keeps the default action (the evaluator and the one-shot tools stop at once: they have
 //   nothing to save). SIGTERM must come to the process (kill(pid), as the kubelet sends it),
 //   not to one thread.

@@ -51,7 +51,7 @@ TEST(StopTest, WatchdogExits143AfterTheStopTimeout) {
   EXPECT_GE(took, std::chrono::milliseconds(300));
 }
 
-TEST(StopTest, RequestStopIsWhatTheHandlerDoes) {
+TEST(StopTest, RequestStopIsWhatTheWatchdogDoes) {
   ResetStopForTest();
   EXPECT_FALSE(StopRequested());
   RequestStop();
