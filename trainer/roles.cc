@@ -526,8 +526,13 @@ int RunWorker(const Flags& f, const ClusterInfo& cluster, Model& model, const Au
   ro.startup_timeout = std::chrono::seconds(f.startup_timeout_s);
   ro.reconnect_timeout = std::chrono::seconds(f.reconnect_timeout_s);
   ro.pipeline = !f.sync && !f.no_pipeline;
+  ro.stop = StopRequested;
   if (auto wire = ParseWireFloat(f.wire_precision); wire.ok()) ro.wire = *wire;  // checked at start
   auto params = RemoteParams::Connect(model, ro);
+  if (!params.ok() && StopRequested()) {
+    spdlog::info("stopped by SIGTERM before training: {}", params.status().message());
+    return kExitStopped;
+  }
   if (!params.ok()) {
     spdlog::error("{}", params.status().ToString());
     return ExitCodeFor(params.status());
@@ -549,6 +554,12 @@ int RunWorker(const Flags& f, const ClusterInfo& cluster, Model& model, const Au
   TrainOptions to = TrainOptionsFrom(f, cluster.IsCoordinator());
   if (cluster.IsCoordinator()) to.save_now = [&p = **params] { return p.TakeCheckpointRequest(); };
   auto r = Train(model, **reader, **params, to, start);
+  if (!r.ok() && StopRequested()) {
+    // A PS went away during the stop (it was stopped too): the last committed checkpoint
+    // stays the one to resume from.
+    spdlog::warn("stopped by SIGTERM without a new checkpoint: {}", r.status().ToString());
+    return kExitStopped;
+  }
   if (!r.ok()) {
     spdlog::error("training failed: {}", r.status().ToString());
     return ExitCodeFor(r.status());
@@ -590,7 +601,7 @@ int RunWorker(const Flags& f, const ClusterInfo& cluster, Model& model, const Au
     if (StopRequested()) {
       // Training is over here; the others' pushes since then go into this checkpoint too.
       TrainResult stopped = *r;
-      if (!f.checkpoint_dir.empty()) {
+      if (!f.checkpoint_dir.empty() && r->last_step > start && r->last_saved != r->last_step) {
         Status s = (*params)->SaveCheckpoint(f.checkpoint_dir, r->last_step);
         if (s.ok()) {
           stopped.last_saved = r->last_step;

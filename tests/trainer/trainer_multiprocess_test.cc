@@ -1129,6 +1129,20 @@ TEST_F(SigtermTest, EveryProcessAtOnceSavesOnceAndTheNextRunResumesThere) {
   }
 }
 
+// A worker still waiting for its PS (the job was suspended while starting): nothing to
+// save, it stops at once instead of waiting out --startup-timeout or the stop timeout.
+TEST_F(SigtermTest, WorkerWaitingForItsPsStopsPromptly) {
+  const std::string cluster = ClusterConfig({FreePort()}, {FreePort()});  // no PS listening
+  Process w0(RunFlags("w0"), Env(cluster, "worker-0"), Path("w0.log"));
+  ASSERT_TRUE(PollUntil([&] { return w0.Log().find("waiting for ps-0") != std::string::npos; },
+                        std::chrono::seconds(60)))
+      << w0.Log();
+  const auto start = std::chrono::steady_clock::now();
+  w0.Signal(SIGTERM);
+  ExpectStoppedAfterSaving(w0, "worker-0");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10)) << w0.Log();
+}
+
 // One process, no --checkpoint-dir: nothing to save, so it stops at once with 143 and says
 // the progress is lost.
 TEST_F(SigtermTest, WithoutCheckpointDirStopsPromptlyAndSaysTheProgressIsLost) {

@@ -31,6 +31,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -49,6 +50,9 @@ struct RemoteOptions {
   int rank = 0;
   std::chrono::milliseconds startup_timeout{std::chrono::minutes(5)};
   std::chrono::milliseconds reconnect_timeout{std::chrono::minutes(5)};
+  // Polled between connection attempts: true ends them with Unavailable (SIGTERM: the
+  // process stops instead of waiting for a PS). Null: never.
+  std::function<bool()> stop;
   // Overlap communication with compute (see above); for asynchronous training only, where
   // one step of staleness is within what async SGD already tolerates.
   bool pipeline = false;
