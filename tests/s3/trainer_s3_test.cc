@@ -342,8 +342,7 @@ TEST_F(TrainerS3SigtermTest, CutUploadLeavesThePreviousCheckpointAndTheNextRunRe
   EXPECT_FALSE(Exists("ckpt/ckpt-6/MANIFEST"));
   auto resumed = Start(BigFlags("resumed", "4", "25"), {}, "resumed.log");
   ASSERT_EQ(resumed->Wait(kRunTimeout), 0) << resumed->Log();
-  EXPECT_NE(resumed->Log().find("resumed from checkpoint 3 "), std::string::npos)
-      << resumed->Log();
+  EXPECT_NE(resumed->Log().find("resumed from checkpoint 3 "), std::string::npos) << resumed->Log();
 }
 
 // Enough time (--stop-timeout 60 s): the upload in progress finishes and commits, it is the
@@ -355,8 +354,7 @@ TEST_F(TrainerS3SigtermTest, UploadInProgressFinishesAndIsTheCheckpointToResumeF
   EXPECT_TRUE(Exists("ckpt/ckpt-6/MANIFEST"));
   auto resumed = Start(BigFlags("resumed", "7", "25"), {}, "resumed.log");
   ASSERT_EQ(resumed->Wait(kRunTimeout), 0) << resumed->Log();
-  EXPECT_NE(resumed->Log().find("resumed from checkpoint 6 "), std::string::npos)
-      << resumed->Log();
+  EXPECT_NE(resumed->Log().find("resumed from checkpoint 6 "), std::string::npos) << resumed->Log();
 }
 
 }  // namespace
