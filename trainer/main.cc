@@ -81,6 +81,11 @@ int main(int argc, char** argv) {
                  "evaluator: seconds to wait for the first checkpoint, and then for each next "
                  "one or the end of training, before failing")
       ->capture_default_str();
+  app.add_option("--stop-timeout", f.stop_timeout_s,
+                 "on SIGTERM, save a checkpoint at the current step and exit 143 within this "
+                 "many seconds (keep it below the pod's terminationGracePeriodSeconds)")
+      ->check(CLI::Range(0.1, 86400.0))
+      ->capture_default_str();
   app.add_option("--termination-log", f.termination_log, "where the final metrics JSON goes")
       ->capture_default_str();
   app.add_option("--target-auc", f.target_auc, "exit 3 if the final AUC is lower");

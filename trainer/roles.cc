@@ -26,6 +26,7 @@
 #include "trainer/net/transport.h"
 #include "trainer/ps/checkpoint.h"
 #include "trainer/ps/server.h"
+#include "trainer/stop/stop.h"
 #include "trainer/storage/files.h"
 #include "trainer/worker/evaluator.h"
 #include "trainer/worker/params.h"
@@ -207,7 +208,24 @@ TrainOptions TrainOptionsFrom(const Flags& f, bool checkpoints) {
     t.checkpoint_every = f.checkpoint_every;
   }
   t.loss_curve_path = f.loss_curve;
+  t.stop = StopRequested;
   return t;
+}
+
+// A process that stopped on SIGTERM: what it leaves behind, then 143.
+int Stopped(const Flags& f, const TrainResult& r) {
+  if (f.checkpoint_dir.empty()) {
+    spdlog::warn(
+        "stopped by SIGTERM at step {}: no --checkpoint-dir, so this progress is lost (the job "
+        "starts over)",
+        r.last_step);
+  } else if (r.last_saved >= 0) {
+    spdlog::info("stopped by SIGTERM at step {}; checkpoint {} committed in {}", r.last_step,
+                 r.last_saved, f.checkpoint_dir);
+  } else {
+    spdlog::info("stopped by SIGTERM at step {} (the checkpoint it started from)", r.last_step);
+  }
+  return kExitStopped;
 }
 
 // Writes the final metrics where Kubernetes picks them up; a failure is only a warning.
@@ -388,6 +406,7 @@ int RunSingleProcess(const Flags& f, Model& model, const OptimizerConfig& opt,
     spdlog::error("training failed: {}", r.status().ToString());
     return ExitCodeFor(r.status());
   }
+  if (r->stopped) return Stopped(f, *r);
   if (!f.checkpoint_dir.empty()) {
     Status s;
     if (r->last_step > start) {
@@ -443,8 +462,16 @@ int RunPs(const Flags& f, const ClusterInfo& cluster, Model& model, const Optimi
   o.checkpoint_dir = f.checkpoint_dir;
   o.key = key;
   o.total_dense = model.NumDenseParams();
+  o.stop_requested = StopRequested;
+  o.drain_timeout = std::chrono::milliseconds(static_cast<int64_t>(f.stop_timeout_s * 500));
   PsServer server(&shard, std::move(*listener), o);
   Status s = server.Serve();
+  if (server.stopped_on_signal()) {
+    if (server.saved_on_stop() >= 0) {
+      spdlog::info("stopped by SIGTERM; this shard is in checkpoint {}", server.saved_on_stop());
+    }
+    return kExitStopped;
+  }
   if (!s.ok()) {
     spdlog::error("{}", s.ToString());
     return ExitCodeFor(s);
@@ -500,8 +527,13 @@ int RunWorker(const Flags& f, const ClusterInfo& cluster, Model& model, const Au
   ro.startup_timeout = std::chrono::seconds(f.startup_timeout_s);
   ro.reconnect_timeout = std::chrono::seconds(f.reconnect_timeout_s);
   ro.pipeline = !f.sync && !f.no_pipeline;
+  ro.stop = StopRequested;
   if (auto wire = ParseWireFloat(f.wire_precision); wire.ok()) ro.wire = *wire;  // checked at start
   auto params = RemoteParams::Connect(model, ro);
+  if (!params.ok() && StopRequested()) {
+    spdlog::info("stopped by SIGTERM before training: {}", params.status().message());
+    return kExitStopped;
+  }
   if (!params.ok()) {
     spdlog::error("{}", params.status().ToString());
     return ExitCodeFor(params.status());
@@ -518,11 +550,29 @@ int RunWorker(const Flags& f, const ClusterInfo& cluster, Model& model, const Au
     spdlog::error("training data: {}", reader.status().ToString());
     return ExitCodeFor(reader.status());
   }
-  // Only the coordinator checkpoints: it asks every PS to save its shard.
-  auto r = Train(model, **reader, **params, TrainOptionsFrom(f, cluster.IsCoordinator()), start);
+  // Only the coordinator checkpoints: it asks every PS to save its shard, at its periodic
+  // steps and when a PS says it got SIGTERM.
+  TrainOptions to = TrainOptionsFrom(f, cluster.IsCoordinator());
+  if (cluster.IsCoordinator()) to.save_now = [&p = **params] { return p.TakeCheckpointRequest(); };
+  auto r = Train(model, **reader, **params, to, start);
+  if (!r.ok() && StopRequested()) {
+    // A PS went away during the stop (it was stopped too): the last committed checkpoint
+    // stays the one to resume from.
+    spdlog::warn("stopped by SIGTERM without a new checkpoint: {}", r.status().ToString());
+    return kExitStopped;
+  }
   if (!r.ok()) {
     spdlog::error("training failed: {}", r.status().ToString());
     return ExitCodeFor(r.status());
+  }
+  if (r->stopped) {
+    // The last push goes in before this process exits (the coordinator's save drained it).
+    Status s = (*params)->Flush();
+    if (!s.ok()) spdlog::warn("last push on SIGTERM: {}", s.ToString());
+    if (cluster.IsCoordinator()) return Stopped(f, *r);
+    spdlog::info("stopped by SIGTERM after pushing step {}; the coordinator checkpoints",
+                 r->last_step);
+    return kExitStopped;
   }
   auto done = (*params)->MarkDone();
   if (!done.ok()) {
@@ -549,6 +599,19 @@ int RunWorker(const Flags& f, const ClusterInfo& cluster, Model& model, const Au
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(f.finish_timeout_s);
   int count = *done;
   while (count < trainers) {
+    if (StopRequested()) {
+      // Training is over here; the others' pushes since then go into this checkpoint too.
+      TrainResult stopped = *r;
+      if (!f.checkpoint_dir.empty() && r->last_step > start && r->last_saved != r->last_step) {
+        Status s = (*params)->SaveCheckpoint(f.checkpoint_dir, r->last_step);
+        if (s.ok()) {
+          stopped.last_saved = r->last_step;
+        } else {
+          spdlog::error("checkpoint on SIGTERM: {}", s.ToString());
+        }
+      }
+      return Stopped(f, stopped);
+    }
     if (std::chrono::steady_clock::now() > deadline) {
       spdlog::error("only {} of {} workers finished within --finish-timeout", count, trainers);
       return kExitRetryable;
@@ -737,6 +800,13 @@ int Run(const Flags& flags) {
   if (!cluster.ok() && cluster.status().code() != StatusCode::kNotFound) {
     spdlog::error("{}", cluster.status().message());
     return kExitPermanent;
+  }
+  if (flags.predict.empty() && flags.export_dir.empty() &&
+      (!distributed || cluster->role != "evaluator")) {
+    // Training roles save on SIGTERM; the evaluator and the one-shot tools have nothing to
+    // save and keep the default action. First, before this process starts any thread.
+    InstallStopHandler(
+        std::chrono::milliseconds(static_cast<int64_t>(flags.stop_timeout_s * 1000)));
   }
   const std::string task = distributed ? cluster->TaskName() : "local";
   spdlog::set_pattern("[%Y-%m-%dT%H:%M:%S.%e] [%l] [" + task + "] %v");

@@ -11,7 +11,17 @@
 //
 // Exit codes follow the workload contract (common/workload_contract.h): 0 success, 1-127 permanent
 // failure (bad flags/config/data, target metric missed), 128-255 retryable (a
-// peer unreachable after the startup timeout, a lost parameter server).
+// peer unreachable after the startup timeout, a lost parameter server); 143: stopped by
+// SIGTERM after saving (a committed checkpoint at the step reached, when there is a
+// --checkpoint-dir; see trainer/stop/stop.h).
+//
+// SIGTERM, by role: the coordinator (chief, else worker 0) and a lone process finish their
+// step, save and commit a checkpoint at it, and exit 143; another worker hands in its last
+// push and exits 143; a PS keeps serving and flags its push replies until the coordinator's
+// checkpoint request (at most --stop-timeout / 2), then exits 143. A PS that alone got
+// SIGTERM (kubectl delete pod ps-0) so makes the running coordinator save at its current
+// step; when every pod got it at once (suspend, drain) the coordinator's own save serves all.
+// The evaluator and --predict/--export keep SIGTERM's default action.
 #pragma once
 
 #include <cstdint>
@@ -74,6 +84,9 @@ struct Flags {
   std::string eval_data;
   double eval_poll_s = 2;
   int eval_timeout_s = 3600;
+  // SIGTERM (trainer/stop/stop.h): the process exits within this many seconds (143). A PS
+  // waits up to half of it for the coordinator's checkpoint request.
+  double stop_timeout_s = 25;
 };
 
 // Runs this process's role to the end and returns its exit code.

@@ -297,3 +297,65 @@ TEST_F(TrainerS3Test, BadS3InputGivesClearErrorsAndTheRightExitCodes) {
 
 }  // namespace
 }  // namespace kubetrain::trainer
+
+namespace kubetrain::trainer {
+namespace {
+
+// Issue 28 part 4: SIGTERM while a checkpoint is being uploaded to S3. The model is large
+// (about 110 MB of parameters and Adam state) so an upload takes long enough to be caught
+// in progress: the test signals once the trainer has logged that it started saving.
+class TrainerS3SigtermTest : public TrainerS3Test {
+ protected:
+  std::vector<std::string> BigFlags(const std::string& name, const std::string& steps,
+                                    const std::string& stop_timeout) const {
+    return Flags({"--layers", "4096,2048", "--steps", steps, "--checkpoint-dir", prefix_ + "ckpt/",
+                  "--checkpoint-every", "3", "--log-every", "1", "--no-eval", "--stop-timeout",
+                  stop_timeout, "--termination-log", Path(name + ".json")});
+  }
+  // Starts a run, waits for checkpoint 3 to be committed and checkpoint 6's save to start,
+  // then sends SIGTERM.
+  std::unique_ptr<Process> SigtermDuringTheSaveOf6(const std::string& stop_timeout) {
+    auto p = Start(BigFlags("first", "1000", stop_timeout), {}, "first.log");
+    EXPECT_TRUE(PollUntil(
+        [&] {
+          return p->Log().find("saving checkpoint 6") != std::string::npos ||
+                 p->Wait(std::chrono::seconds(0)) != -1;
+        },
+        kRunTimeout))
+        << p->Log();
+    EXPECT_TRUE(Exists("ckpt/ckpt-3/MANIFEST"));
+    p->Signal(SIGTERM);
+    EXPECT_EQ(p->Wait(std::chrono::seconds(120)), 143) << p->Log();
+    EXPECT_FALSE(p->signaled()) << p->Log();
+    return p;
+  }
+};
+
+// The grace period is too short for the upload (--stop-timeout 0.1 s): the watchdog ends
+// the process half-way; checkpoint 6 is never committed, checkpoint 3 is intact and the
+// next run resumes from it.
+TEST_F(TrainerS3SigtermTest, CutUploadLeavesThePreviousCheckpointAndTheNextRunResumesFromIt) {
+  auto first = SigtermDuringTheSaveOf6("0.1");
+  // The premise: the save was cut by the stop timeout, not finished.
+  ASSERT_NE(first->Log().find("still running --stop-timeout"), std::string::npos) << first->Log();
+  EXPECT_EQ(first->Log().find("checkpoint 6 committed"), std::string::npos) << first->Log();
+  EXPECT_FALSE(Exists("ckpt/ckpt-6/MANIFEST"));
+  auto resumed = Start(BigFlags("resumed", "4", "25"), {}, "resumed.log");
+  ASSERT_EQ(resumed->Wait(kRunTimeout), 0) << resumed->Log();
+  EXPECT_NE(resumed->Log().find("resumed from checkpoint 3 "), std::string::npos) << resumed->Log();
+}
+
+// Enough time (--stop-timeout 60 s): the upload in progress finishes and commits, it is the
+// step reached, so the process exits 143 without a second save; the next run resumes there.
+TEST_F(TrainerS3SigtermTest, UploadInProgressFinishesAndIsTheCheckpointToResumeFrom) {
+  auto first = SigtermDuringTheSaveOf6("60");
+  EXPECT_NE(first->Log().find("checkpoint 6 committed"), std::string::npos) << first->Log();
+  EXPECT_EQ(first->Log().find("saving checkpoint 7"), std::string::npos) << first->Log();
+  EXPECT_TRUE(Exists("ckpt/ckpt-6/MANIFEST"));
+  auto resumed = Start(BigFlags("resumed", "7", "25"), {}, "resumed.log");
+  ASSERT_EQ(resumed->Wait(kRunTimeout), 0) << resumed->Log();
+  EXPECT_NE(resumed->Log().find("resumed from checkpoint 6 "), std::string::npos) << resumed->Log();
+}
+
+}  // namespace
+}  // namespace kubetrain::trainer

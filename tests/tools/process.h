@@ -109,6 +109,7 @@ class Process {
       int status = 0;
       if (::waitpid(pid_, &status, WNOHANG) == pid_) {
         exited_ = true;
+        signaled_ = WIFSIGNALED(status);
         code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
         return code_;
       }
@@ -124,15 +125,24 @@ class Process {
       int status;
       ::waitpid(pid_, &status, 0);
       exited_ = true;
+      signaled_ = true;
       code_ = 128 + SIGKILL;
     }
   }
+  // Sends `sig` to this process (only it), if it is still running.
+  void Signal(int sig) {
+    if (pid_ > 0 && !exited_) ::kill(pid_, sig);
+  }
+  // After Wait() returned a code: the process was ended by a signal (Wait's 128+signal)
+  // rather than calling exit with that code.
+  bool signaled() const { return signaled_; }
   std::string Log() const { return ReadFile(log_); }
   pid_t pid() const { return pid_; }
 
  private:
   pid_t pid_ = -1;
   bool exited_ = false;
+  bool signaled_ = false;
   int code_ = -1;
   std::string log_;
 };

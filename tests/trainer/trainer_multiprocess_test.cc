@@ -50,6 +50,13 @@ using kubetrain::testing::PollUntil;
 using kubetrain::testing::ReadFile;
 using kubetrain::testing::TrainerEnv;
 
+// The trainer under test: KT_TRAINER_BIN_UNDER_TEST (e.g. main's build, to show a new test
+// fails on the old code), else the one built beside this test.
+std::string TrainerBin() {
+  const char* bin = std::getenv("KT_TRAINER_BIN_UNDER_TEST");
+  return bin != nullptr && *bin != '\0' ? bin : KT_TRAINER_BIN;
+}
+
 // A kubetrain-trainer child process that sees only the contract variables the test gives it.
 class Process : public kubetrain::testing::Process {
  public:
@@ -57,7 +64,7 @@ class Process : public kubetrain::testing::Process {
   Process(const std::vector<std::string>& args, const std::map<std::string, std::string>& env,
           const std::string& log, rlim_t nofile = 0)
       : kubetrain::testing::Process(
-            KT_TRAINER_BIN, args, env, log,
+            TrainerBin(), args, env, log,
             {"CLUSTER_CONFIG", "POD_NAME", "TF_CONFIG", "KUBETRAIN_AUTH_KEY"}, nofile) {}
 };
 
@@ -153,6 +160,32 @@ std::vector<double> LossCurve(const std::string& path) {
   std::string line;
   while (std::getline(in, line)) out.push_back(std::stod(line.substr(line.find(',') + 1)));
   return out;
+}
+
+// The last "step N loss" progress line in a trainer's log (-1: none yet).
+int64_t LastLoggedStep(const std::string& log) {
+  int64_t last = -1;
+  for (size_t at = log.find("] step "); at != std::string::npos; at = log.find("] step ", at + 1)) {
+    const size_t begin = at + 7, end = log.find(' ', begin);
+    if (end == std::string::npos || log.compare(end, 6, " loss ") != 0) continue;
+    try {
+      last = std::stoll(log.substr(begin, end - begin));
+    } catch (const std::exception&) {
+    }
+  }
+  return last;
+}
+
+// The newest committed checkpoint (ckpt-N/MANIFEST) in a local checkpoint root (-1: none).
+int64_t NewestCommitted(const std::string& root) {
+  int64_t newest = -1;
+  std::error_code ec;
+  for (fs::directory_iterator it(root, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.rfind("ckpt-", 0) != 0 || !fs::exists(it->path() / "MANIFEST")) continue;
+    newest = std::max<int64_t>(newest, std::stoll(name.substr(5)));
+  }
+  return newest;
 }
 
 class TrainerProcessTest : public ::testing::Test {
@@ -940,6 +973,211 @@ TEST_F(TrainerProcessTest, LostShutdownRequestIsSentAgain) {
       << proxy->Log();
   // The PS got the request again and ended with the job (it never exits 0 otherwise).
   EXPECT_EQ(ps.Wait(std::chrono::seconds(60)), 0) << ps.Log();
+}
+
+}  // namespace
+}  // namespace kubetrain::trainer
+
+namespace kubetrain::trainer {
+namespace {
+
+// Issue 28 part 4: SIGTERM (pod deleted, evicted, preempted, drained, suspended) saves instead
+// of dying. The runs are long (--steps far away) and --checkpoint-every never comes, so the
+// only checkpoint there can be is the one SIGTERM made; the old trainer died by the signal
+// and left none.
+class SigtermTest : public TrainerProcessTest {
+ protected:
+  std::vector<std::string> RunFlags(const std::string& name, int64_t steps = 1000000) {
+    return Flags({"--steps", std::to_string(steps), "--checkpoint-dir", Path("ckpt"),
+                  "--checkpoint-every", "1000000", "--log-every", "1", "--no-eval",
+                  "--termination-log", Path(name + ".json")});
+  }
+  // Waits until `coordinator` has logged step 100 (it trains, the PS serves).
+  void WaitForStep100(Process& coordinator) {
+    ASSERT_TRUE(PollUntil(
+        [&] {
+          return LastLoggedStep(coordinator.Log()) >= 100 ||
+                 coordinator.Wait(std::chrono::seconds(0)) != -1;
+        },
+        std::chrono::seconds(120)))
+        << coordinator.Log();
+    ASSERT_GE(LastLoggedStep(coordinator.Log()), 100) << coordinator.Log();
+  }
+  // The figure the issue asks for: steps lost per graceful disruption (goal 0).
+  static void ReportSteps(int64_t at, int64_t saved) {
+    std::cout << "last step logged before SIGTERM " << at << ", checkpoint committed at " << saved
+              << ": steps lost " << std::max<int64_t>(0, at - saved) << "\n";
+  }
+  // SIGTERM -> the process calls exit(143) itself (not killed by the signal).
+  static void ExpectStoppedAfterSaving(Process& p, const std::string& what) {
+    const int code = p.Wait(std::chrono::seconds(60));
+    EXPECT_EQ(code, 143) << what << ":\n" << p.Log();
+    EXPECT_FALSE(p.signaled()) << what << " died by the signal instead of saving:\n" << p.Log();
+  }
+};
+
+TEST_F(SigtermTest, CoordinatorCommitsACheckpointAtTheStepReachedAndResumesThere) {
+  const std::string cluster = ClusterConfig({FreePort()}, {FreePort(), FreePort()});
+  Process ps(RunFlags("ps"), Env(cluster, "ps-0"), Path("ps.log"));
+  auto w0 = std::make_unique<Process>(RunFlags("w0"), Env(cluster, "worker-0"), Path("w0.log"));
+  Process w1(RunFlags("w1"), Env(cluster, "worker-1"), Path("w1.log"));
+  WaitForStep100(*w0);
+  const int64_t at = LastLoggedStep(w0->Log());
+  w0->Signal(SIGTERM);
+  ExpectStoppedAfterSaving(*w0, "worker-0");
+  // The step it was in when the signal came (it finishes that step), not an older one.
+  const int64_t saved = NewestCommitted(Path("ckpt"));
+  ReportSteps(at, saved);
+  EXPECT_GE(saved, at) << w0->Log();
+  EXPECT_LE(saved, at + 2) << w0->Log();
+  EXPECT_NE(w0->Log().find("checkpoint " + std::to_string(saved) + " committed"), std::string::npos)
+      << w0->Log();
+  // The replacement coordinator resumes there while the PS and worker-1 kept running.
+  w0 = std::make_unique<Process>(RunFlags("w0b"), Env(cluster, "worker-0"), Path("w0b.log"));
+  ASSERT_TRUE(
+      PollUntil([&] { return LastLoggedStep(w0->Log()) > saved; }, std::chrono::seconds(120)))
+      << w0->Log();
+  EXPECT_NE(w0->Log().find("resuming at step " + std::to_string(saved) + " "), std::string::npos)
+      << w0->Log();
+  for (Process* p : {&ps, w0.get(), &w1}) p->Signal(SIGTERM);
+  ExpectStoppedAfterSaving(ps, "ps-0");
+  ExpectStoppedAfterSaving(*w0, "worker-0 (restarted)");
+  ExpectStoppedAfterSaving(w1, "worker-1");
+}
+
+// kubectl delete pod ps-0: only that PS gets SIGTERM. It asks the running coordinator for a
+// checkpoint (its push replies say so), which commits one at its current step; the PS exits
+// 143 once it is committed, and its replacement loads it.
+TEST_F(SigtermTest, PsAloneAsksTheCoordinatorForACheckpointAndItsReplacementLoadsIt) {
+  const std::vector<int> ps_ports = {FreePort(), FreePort()};
+  const std::string cluster = ClusterConfig(ps_ports, {FreePort()});
+  auto ps0 = std::make_unique<Process>(RunFlags("ps0"), Env(cluster, "ps-0"), Path("ps0.log"));
+  Process ps1(RunFlags("ps1"), Env(cluster, "ps-1"), Path("ps1.log"));
+  Process w0(RunFlags("w0"), Env(cluster, "worker-0"), Path("w0.log"));
+  WaitForStep100(w0);
+  const int64_t at = LastLoggedStep(w0.Log());
+  ps0->Signal(SIGTERM);
+  ExpectStoppedAfterSaving(*ps0, "ps-0");
+  const int64_t saved = NewestCommitted(Path("ckpt"));
+  ReportSteps(at, saved);
+  // At or after the coordinator's step when the PS got the signal: the steps it trained
+  // while the signal reached the PS and the flag came back in a push reply (a few ms) are
+  // in the checkpoint too, so none is lost.
+  EXPECT_GE(saved, at) << w0.Log();
+  EXPECT_LE(saved, at + 50) << w0.Log();
+  EXPECT_NE(ps0->Log().find("checkpoint " + std::to_string(saved) + " committed; stopping"),
+            std::string::npos)
+      << ps0->Log();
+  ps0 = std::make_unique<Process>(RunFlags("ps0b"), Env(cluster, "ps-0"), Path("ps0b.log"));
+  ASSERT_TRUE(PollUntil(
+      [&] { return ps0->Log().find("restored shard from checkpoint") != std::string::npos; },
+      std::chrono::seconds(60)))
+      << ps0->Log();
+  EXPECT_NE(ps0->Log().find("restored shard from checkpoint " + std::to_string(saved) + " "),
+            std::string::npos)
+      << ps0->Log();
+  // The worker carries on against the replacement.
+  const int64_t before = LastLoggedStep(w0.Log());
+  ASSERT_TRUE(
+      PollUntil([&] { return LastLoggedStep(w0.Log()) > before + 20; }, std::chrono::seconds(120)))
+      << w0.Log();
+  for (Process* p : {ps0.get(), &ps1, &w0}) p->Signal(SIGTERM);
+  ExpectStoppedAfterSaving(*ps0, "ps-0 (restarted)");
+  ExpectStoppedAfterSaving(ps1, "ps-1");
+  ExpectStoppedAfterSaving(w0, "worker-0");
+}
+
+// suspend: true, or a drain of the only node: every process gets SIGTERM at once. The
+// coordinator's save serves every PS; the next run resumes at that step and finishes.
+TEST_F(SigtermTest, EveryProcessAtOnceSavesOnceAndTheNextRunResumesThere) {
+  const std::string cluster = ClusterConfig({FreePort(), FreePort()}, {FreePort(), FreePort()});
+  std::vector<std::unique_ptr<Process>> procs;
+  const std::vector<std::string> pods = {"ps-0", "ps-1", "worker-0", "worker-1"};
+  for (const auto& pod : pods) {
+    procs.push_back(
+        std::make_unique<Process>(RunFlags(pod), Env(cluster, pod), Path(pod + ".log")));
+  }
+  Process& w0 = *procs[2];
+  WaitForStep100(w0);
+  const int64_t at = LastLoggedStep(w0.Log());
+  const auto signalled = std::chrono::steady_clock::now();
+  for (auto& p : procs) p->Signal(SIGTERM);
+  for (size_t i = 0; i < procs.size(); ++i) ExpectStoppedAfterSaving(*procs[i], pods[i]);
+  // Well within the grace period: no PS waits out its drain timeout (12.5 s by default).
+  EXPECT_LT(std::chrono::steady_clock::now() - signalled, std::chrono::seconds(10));
+  const int64_t saved = NewestCommitted(Path("ckpt"));
+  ReportSteps(at, saved);
+  EXPECT_GE(saved, at) << w0.Log();
+  EXPECT_LE(saved, at + 2) << w0.Log();
+  // Resume (a shorter run, to its end): every process starts from `saved`.
+  procs.clear();
+  const int64_t steps = std::max<int64_t>(saved, 0) + 30;
+  for (const auto& pod : pods) {
+    procs.push_back(std::make_unique<Process>(RunFlags(pod + "-resumed", steps), Env(cluster, pod),
+                                              Path(pod + "-resumed.log")));
+  }
+  for (size_t i = 0; i < procs.size(); ++i) {
+    EXPECT_EQ(procs[i]->Wait(kRunTimeout), 0) << pods[i] << ":\n" << procs[i]->Log();
+  }
+  EXPECT_NE(procs[2]->Log().find("resuming at step " + std::to_string(saved) + " "),
+            std::string::npos)
+      << procs[2]->Log();
+  for (int k = 0; k < 2; ++k) {
+    EXPECT_NE(procs[k]->Log().find("restored shard from checkpoint " + std::to_string(saved) + " "),
+              std::string::npos)
+        << procs[k]->Log();
+  }
+}
+
+// A worker still waiting for its PS (the job was suspended while starting): nothing to
+// save, it stops at once instead of waiting out --startup-timeout or the stop timeout.
+TEST_F(SigtermTest, WorkerWaitingForItsPsStopsPromptly) {
+  const std::string cluster = ClusterConfig({FreePort()}, {FreePort()});  // no PS listening
+  Process w0(RunFlags("w0"), Env(cluster, "worker-0"), Path("w0.log"));
+  ASSERT_TRUE(PollUntil([&] { return w0.Log().find("waiting for ps-0") != std::string::npos; },
+                        std::chrono::seconds(60)))
+      << w0.Log();
+  const auto start = std::chrono::steady_clock::now();
+  w0.Signal(SIGTERM);
+  ExpectStoppedAfterSaving(w0, "worker-0");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10)) << w0.Log();
+}
+
+// One process, no --checkpoint-dir: nothing to save, so it stops at once with 143 and says
+// the progress is lost.
+TEST_F(SigtermTest, WithoutCheckpointDirStopsPromptlyAndSaysTheProgressIsLost) {
+  Process p(Flags({"--steps", "1000000", "--log-every", "1", "--no-eval", "--termination-log",
+                   Path("p.json")}),
+            {}, Path("p.log"));
+  ASSERT_TRUE(PollUntil([&] { return LastLoggedStep(p.Log()) >= 20; }, std::chrono::seconds(120)))
+      << p.Log();
+  const auto start = std::chrono::steady_clock::now();
+  p.Signal(SIGTERM);
+  ExpectStoppedAfterSaving(p, "the single process");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  EXPECT_NE(p.Log().find("progress is lost"), std::string::npos) << p.Log();
+}
+
+// One process with a checkpoint directory: the checkpoint at the step reached; the restart
+// resumes there.
+TEST_F(SigtermTest, SingleProcessSavesTheStepReachedAndResumesThere) {
+  auto p =
+      std::make_unique<Process>(RunFlags("p"), std::map<std::string, std::string>{}, Path("p.log"));
+  ASSERT_TRUE(PollUntil([&] { return LastLoggedStep(p->Log()) >= 50; }, std::chrono::seconds(120)))
+      << p->Log();
+  const int64_t at = LastLoggedStep(p->Log());
+  p->Signal(SIGTERM);
+  ExpectStoppedAfterSaving(*p, "the single process");
+  const int64_t saved = NewestCommitted(Path("ckpt"));
+  ReportSteps(at, saved);
+  EXPECT_GE(saved, at) << p->Log();
+  EXPECT_LE(saved, at + 2) << p->Log();
+  p = std::make_unique<Process>(RunFlags("p2", saved + 10), std::map<std::string, std::string>{},
+                                Path("p2.log"));
+  EXPECT_EQ(p->Wait(kRunTimeout), 0) << p->Log();
+  EXPECT_NE(p->Log().find("resumed from checkpoint " + std::to_string(saved) + " "),
+            std::string::npos)
+      << p->Log();
 }
 
 }  // namespace

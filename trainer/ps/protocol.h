@@ -7,7 +7,9 @@
 //                u8 wire float (WireFloat)      -> kOk i64 last applied step, u32 version | kError
 //   kPull        u32 n, u64 ids[n], u8 want_dense       -> kPullReply w rows[n*dim], dense slice
 //   kPush        i64 step, u64 seq, u32 n, u64 ids[n], w rows[n*dim], u8 has_dense,
-//                w dense slice                          -> kOk | kError
+//                w dense slice                          -> kOk [u8 flags] | kError
+//                (flags bit 0, kPushReplyStopping: this PS got SIGTERM and waits for the
+//                coordinator's checkpoint request before it exits; an empty kOk: none)
 //   (w: the float type the worker named in its hello, for its whole connection: f32, or
 //   bf16 — half the bytes; the PS converts to and from its FP32 parameters.)
 //   kCheckpoint  i64 step, root (the rest, optional)    -> kOk u64 bytes, 64 hex SHA-256 | kError
@@ -52,6 +54,12 @@ inline size_t WireFloatBytes(WireFloat w) {
 void PutWireFloats(const float* p, size_t n, WireFloat w, std::string* out);
 // Reads n floats in `w` (unaligned) into `out`.
 void GetWireFloats(const char* p, size_t n, WireFloat w, float* out);
+
+// The push reply's flags (after kOk; older servers send none, older workers ignore them).
+inline constexpr char kPushReplyStopping = 0x01;
+inline bool IsPushReplyStopping(std::string_view reply) {
+  return !reply.empty() && (reply[0] & kPushReplyStopping) != 0;
+}
 
 struct HelloRequest {
   int32_t rank = 0;

@@ -8,6 +8,7 @@
 #include "trainer/metrics/metrics.h"
 #include "trainer/ps/checkpoint.h"
 #include "trainer/ps/protocol.h"
+#include "trainer/storage/files.h"
 
 namespace kubetrain::trainer {
 
@@ -122,12 +123,14 @@ Status PsServer::Serve() {
       "connections, {} in the handshake)",
       shard_->dense_size(), shard_->sparse_dim(), listener_->port(), max_connections,
       max_handshakes);
-  // Handshake deadlines are checked at least this often.
+  // Handshake deadlines and SIGTERM are checked at least this often.
   const auto tick = std::clamp<std::chrono::milliseconds>(
-      o_.handshake_timeout / 4, std::chrono::milliseconds(10), std::chrono::milliseconds(250));
+      o_.handshake_timeout / 4, std::chrono::milliseconds(10), std::chrono::milliseconds(50));
   Status result = Status::Ok();
+  Clock::time_point drain_deadline{};
   while (true) {
     ReapAndExpire();
+    if (DrainDone(&drain_deadline)) break;
     auto conn = listener_->AcceptFor(tick);
     if (!conn.ok()) {
       {
@@ -173,6 +176,76 @@ Status PsServer::Serve() {
   if (shutdown_requested_) return Status::Ok();
   if (!result.ok()) return result;
   return Unavailable("parameter server stopped before the job asked it to shut down");
+}
+
+std::string PsServer::PushReplyFlags() const {
+  if (Stopping() && !drain_saved_) return std::string(1, kPushReplyStopping);
+  return {};
+}
+
+bool PsServer::DrainDone(Clock::time_point* deadline) {
+  if (!draining_) {
+    if (!o_.stop_requested || !o_.stop_requested()) return false;
+    draining_ = true;
+    *deadline = Clock::now() + o_.drain_timeout;
+    if (o_.checkpoint_dir.empty()) {
+      spdlog::warn(
+          "SIGTERM: no --checkpoint-dir, stopping now; this shard's training is lost (the job "
+          "starts over)");
+      std::lock_guard<std::mutex> lock(mu_);
+      stopped_on_signal_ = true;
+      return true;
+    }
+    spdlog::info("SIGTERM: serving until the coordinator's checkpoint request (at most {} ms)",
+                 o_.drain_timeout.count());
+    return false;
+  }
+  int64_t step;
+  std::string root;
+  int workers = 0;  // authenticated connections still open
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    step = saved_on_stop_;
+    root = saved_on_stop_root_;
+    for (const auto& p : peers_) workers += p->authenticated && p->conn != nullptr;
+  }
+  if (step >= 0) {
+    // The shard is written; the coordinator commits it with the MANIFEST right after.
+    auto committed =
+        storage::ObjectExists(storage::JoinPath(CheckpointDir(root, step), "MANIFEST"));
+    if (committed.ok() && *committed) {
+      spdlog::info("SIGTERM: checkpoint {} committed; stopping", step);
+    } else if (Clock::now() > *deadline) {
+      spdlog::warn("SIGTERM: saved shard {} but no MANIFEST within the drain timeout; stopping",
+                   step);
+    } else {
+      return false;
+    }
+  } else if (workers == 0) {
+    // Every worker left (they got SIGTERM too: the coordinator's save on its own SIGTERM
+    // may have come just before this PS saw the signal): nobody is left to ask.
+    spdlog::info("SIGTERM: no worker connected, nobody left to ask for a checkpoint; stopping");
+  } else if (Clock::now() > *deadline) {
+    spdlog::warn(
+        "SIGTERM: no checkpoint request within {} ms (is the coordinator gone?); stopping; this "
+        "shard's updates since the last checkpoint are lost",
+        o_.drain_timeout.count());
+  } else {
+    return false;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  stopped_on_signal_ = true;
+  return true;
+}
+
+bool PsServer::stopped_on_signal() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stopped_on_signal_;
+}
+
+int64_t PsServer::saved_on_stop() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return saved_on_stop_;
 }
 
 void PsServer::Finish(Peer* peer) {
@@ -302,6 +375,12 @@ Status PsServer::Handle(Connection& conn, uint8_t type, const std::string& paylo
       KT_RETURN_IF_ERROR(PrepareCheckpointDir(root, step));
       auto digest = shard_->Save(ShardPath(root, step, o_.shard_index, o_.num_shards));
       if (!digest.ok()) return digest.status();
+      if (Stopping()) {
+        std::lock_guard<std::mutex> lock(mu_);
+        saved_on_stop_ = step;
+        saved_on_stop_root_ = root;
+        drain_saved_ = true;
+      }
       // The coordinator records what was written in the MANIFEST.
       return conn.Send(kOk, EncodeCheckpointReply(*digest));
     }
@@ -352,7 +431,7 @@ Status PsServer::HandlePush(Connection& conn, const std::string& payload, const 
                                 " times since): not applied");
     }
     TrainerMetrics::Global().AddPsPushes(outcome == PushLedger::Outcome::kApply);
-    return conn.Send(kOk, "");
+    return conn.Send(kOk, PushReplyFlags());
   }
 
   std::unique_lock<std::mutex> lock(mu_);
@@ -361,7 +440,7 @@ Status PsServer::HandlePush(Connection& conn, const std::string& payload, const 
     lock.unlock();
     shard_->CountPush(rank, /*applied=*/false);
     TrainerMetrics::Global().AddPsPushes(/*applied=*/false);
-    return conn.Send(kOk, "");
+    return conn.Send(kOk, PushReplyFlags());
   }
   if (agg_count_ == 0) {
     agg_step_ = step;
@@ -380,7 +459,7 @@ Status PsServer::HandlePush(Connection& conn, const std::string& payload, const 
     cv_.wait(lock, [&] { return applied_step_ >= step || stopping_; });
     if (stopping_) return Unavailable("parameter server is stopping");
     lock.unlock();
-    return conn.Send(kOk, "");
+    return conn.Send(kOk, PushReplyFlags());
   }
   shard_->CountPush(rank, /*applied=*/true);
   TrainerMetrics::Global().AddPsPushes(/*applied=*/true);
@@ -409,7 +488,7 @@ Status PsServer::HandlePush(Connection& conn, const std::string& payload, const 
     if (stopping_) return Unavailable("parameter server is stopping");
   }
   lock.unlock();
-  return conn.Send(kOk, "");
+  return conn.Send(kOk, PushReplyFlags());
 }
 
 }  // namespace kubetrain::trainer

@@ -15,6 +15,21 @@
 // (sent by the coordinator once every worker has finished), so the PS exits 0 with the
 // job and never otherwise.
 //
+// SIGTERM (Kubernetes stopping this pod: see stop/stop.h). The checkpoint stays the
+// coordinator's to commit, so the PS asks for one instead of saving alone:
+//   Flow: once options.stop_requested() is true the PS drains: it keeps serving, and every
+//     push reply carries kPushReplyStopping, so the coordinator saves at the end of its
+//     step (ps/checkpoint.h: every PS saves its shard, then the coordinator writes the
+//     MANIFEST). When this PS has answered such a checkpoint request and the MANIFEST is
+//     there, when no worker is connected any more (they were stopped too; the coordinator
+//     saved on its own SIGTERM), or after drain_timeout, Serve() returns and
+//     stopped_on_signal() is true. Without a checkpoint_dir it returns at once.
+//   Guarantees: a checkpoint committed while draining holds every push this PS applied
+//     before it answered the request (the coordinator drains its pushes first); pushes
+//     from other workers after that are lost with the process, as with any PS restart.
+//   Assumptions: the coordinator is alive and pushing to this PS; if not (it was stopped
+//     too and is saving, or it is gone), the drain timeout bounds the wait.
+//
 // Hostile peers: anyone who can reach the port can connect. Connections still in the
 // handshake are bounded (max_handshakes) and each gets handshake_timeout in all to prove it
 // holds the key; connections in all are bounded (max_connections, by default below the
@@ -23,8 +38,10 @@
 // are transient: Serve() logs them (rate-limited) and carries on.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <list>
 #include <memory>
 #include <mutex>
@@ -53,6 +70,10 @@ struct PsServerOptions {
   int max_connections = 0;
   int max_handshakes = 32;
   std::chrono::milliseconds handshake_timeout{10000};
+  // SIGTERM (stop/stop.h), polled by the accept loop. Null: never.
+  std::function<bool()> stop_requested;
+  // How long a PS that got SIGTERM waits for the coordinator's checkpoint request.
+  std::chrono::milliseconds drain_timeout{15000};
 };
 
 class PsServer {
@@ -69,6 +90,10 @@ class PsServer {
 
   // Connections open now (in the handshake or authenticated); for tests.
   int open_connections();
+  // After Serve(): it returned because of SIGTERM; the checkpoint step this PS saved while
+  // draining (-1: none).
+  bool stopped_on_signal();
+  int64_t saved_on_stop();
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -104,6 +129,12 @@ class PsServer {
                 bool* shutdown, Scratch& scratch);
   Status HandlePush(Connection& conn, const std::string& payload, const Session& session,
                     Scratch& scratch);
+  // SIGTERM seen, by the accept loop or now (a request need not wait for its tick).
+  bool Stopping() const { return draining_ || (o_.stop_requested && o_.stop_requested()); }
+  // The flags of a push reply: kPushReplyStopping while draining and nothing saved yet.
+  std::string PushReplyFlags() const;
+  // The accept loop's look at SIGTERM: true when Serve() should return.
+  bool DrainDone(Clock::time_point* deadline);
 
   // Constant after construction.
   ParamShard* const shard_;
@@ -114,6 +145,11 @@ class PsServer {
   std::condition_variable cv_;
   bool stopping_ = false;                   // guarded by mu_
   bool shutdown_requested_ = false;         // guarded by mu_
+  std::atomic<bool> draining_{false};       // SIGTERM seen; set by the accept loop only
+  std::atomic<bool> drain_saved_{false};    // a checkpoint was saved while draining
+  bool stopped_on_signal_ = false;          // guarded by mu_
+  int64_t saved_on_stop_ = -1;              // guarded by mu_
+  std::string saved_on_stop_root_;          // guarded by mu_
   std::list<std::unique_ptr<Peer>> peers_;  // guarded by mu_
   int handshakes_ = 0;                      // guarded by mu_; peers not yet authenticated
   // Synchronous aggregation of the current step, guarded by mu_.

@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <filesystem>
 #include <thread>
 
@@ -476,6 +477,56 @@ TEST_F(PsServerTest, HandshakesInFlightAreBounded) {
   auto c = Client(0, *model_);  // retries until a slot is free
   EXPECT_TRUE(c.ok()) << c.status().ToString();
   for (int fd : silent) ::close(fd);
+}
+
+}  // namespace
+}  // namespace kubetrain::trainer
+
+namespace kubetrain::trainer {
+namespace {
+
+// SIGTERM to a PS (issue 28): it keeps serving, its push replies ask for a checkpoint, and
+// once it has saved its shard for the coordinator's request and the MANIFEST is there it
+// stops, saying so.
+TEST_F(PsServerTest, StoppingPsAsksForACheckpointAndStopsOnceItIsCommitted) {
+  const std::string root =
+      (std::filesystem::temp_directory_path() / ("kt_ps_stop_" + std::to_string(::getpid())))
+          .string();
+  std::filesystem::remove_all(root);
+  std::atomic<bool> stop{false};
+  PsServerOptions o;
+  o.checkpoint_dir = root;
+  o.stop_requested = [&stop] { return stop.load(); };
+  o.drain_timeout = std::chrono::seconds(60);
+  Start(/*sync=*/false, /*trainers=*/1, o);
+  auto client = Client(0, *model_);
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  const std::vector<float> g(model_->NumDenseParams(), 0.1f);
+  ASSERT_TRUE((*client)->Push(1, {}, nullptr, g.data()).ok());
+  EXPECT_FALSE((*client)->TakeCheckpointRequest());
+  stop = true;
+  ASSERT_TRUE((*client)->Push(2, {}, nullptr, g.data()).ok());
+  EXPECT_TRUE((*client)->TakeCheckpointRequest());
+  EXPECT_FALSE((*client)->TakeCheckpointRequest());  // once per reply that asks
+  // Still serving while it waits for the request.
+  ASSERT_TRUE((*client)->Push(3, {}, nullptr, g.data()).ok());
+  ASSERT_TRUE((*client)->SaveCheckpoint(root, 3).ok());
+  serve_.join();
+  EXPECT_TRUE(server_->stopped_on_signal());
+  EXPECT_EQ(server_->saved_on_stop(), 3);
+  EXPECT_TRUE(std::filesystem::exists(root + "/ckpt-3/MANIFEST"));
+  std::filesystem::remove_all(root);
+}
+
+// Without a checkpoint directory there is nothing to wait for: it stops at once.
+TEST_F(PsServerTest, StoppingPsWithoutCheckpointDirStopsAtOnce) {
+  PsServerOptions o;
+  o.stop_requested = [] { return true; };
+  o.drain_timeout = std::chrono::seconds(60);
+  Start(/*sync=*/false, /*trainers=*/1, o);
+  serve_.join();
+  EXPECT_TRUE(server_->stopped_on_signal());
+  EXPECT_EQ(server_->saved_on_stop(), -1);
 }
 
 }  // namespace

@@ -47,6 +47,10 @@ class ParamClient {
                       const float* dense_grad) = 0;
   // Saves and commits a complete checkpoint of all parameters for `step`.
   virtual Status SaveCheckpoint(const std::string& dir, int64_t step) = 0;
+  // True once after a parameter server said it got SIGTERM and waits for a checkpoint
+  // request before it exits (the coordinator then saves at the end of its step). The
+  // default: parameters in this process, nobody to ask.
+  virtual bool TakeCheckpointRequest() { return false; }
 };
 
 // Shard configuration for PS `k` of `n`, for `model`.

@@ -155,6 +155,9 @@ Status RemoteParams::EnsureConnected(int k, Clock::time_point deadline) {
   auto backoff = std::chrono::milliseconds(100);
   int attempts = 0, refusals = 0;
   while (true) {
+    if (o_.stop && o_.stop()) {
+      return Unavailable("stopped (SIGTERM) while connecting to ps-" + std::to_string(k));
+    }
     ++attempts;
     Status s;
     auto conn = Dial(ch.address.host, ch.address.port, std::chrono::seconds(5));
@@ -253,6 +256,9 @@ Status RemoteParams::Exchange(std::vector<Call>& calls) {
   for (const Call& c : calls) {
     if (c.reply_type == kError) {
       return FailedPrecondition("ps-" + std::to_string(c.ps) + ": " + c.reply);
+    }
+    if (c.type == kPush && IsPushReplyStopping(c.reply) && !checkpoint_requested_.exchange(true)) {
+      spdlog::info("ps-{} got SIGTERM and asks for a checkpoint", c.ps);
     }
   }
   return Status::Ok();

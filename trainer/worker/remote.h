@@ -29,7 +29,9 @@
 // Not thread-safe: one per worker.
 #pragma once
 
+#include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -48,6 +50,9 @@ struct RemoteOptions {
   int rank = 0;
   std::chrono::milliseconds startup_timeout{std::chrono::minutes(5)};
   std::chrono::milliseconds reconnect_timeout{std::chrono::minutes(5)};
+  // Polled between connection attempts: true ends them with Unavailable (SIGTERM: the
+  // process stops instead of waiting for a PS). Null: never.
+  std::function<bool()> stop;
   // Overlap communication with compute (see above); for asynchronous training only, where
   // one step of staleness is within what async SGD already tolerates.
   bool pipeline = false;
@@ -67,7 +72,13 @@ class RemoteParams : public ParamClient {
               const float* dense_grad) override;
   // Asks every PS to save its shard, then commits the manifest (see ps/checkpoint.h).
   Status SaveCheckpoint(const std::string& dir, int64_t step) override;
+  // A push reply said its PS got SIGTERM (kPushReplyStopping): true once per such reply
+  // seen since the last call. Any thread.
+  bool TakeCheckpointRequest() override { return checkpoint_requested_.exchange(false); }
 
+  // Waits until every queued push has been sent and acknowledged (a worker stopping on
+  // SIGTERM hands in its last update this way).
+  Status Flush() { return Drain(); }
   // Tells every PS this worker has finished; returns DoneCount().
   StatusOr<int> MarkDone();
   // How many workers have finished: every rank any PS reported finished, now or in an
@@ -133,7 +144,8 @@ class RemoteParams : public ParamClient {
   const uint64_t incarnation_;
   std::vector<std::unique_ptr<Channel>> channels_;
   int64_t last_ps_step_ = -1;
-  std::set<int32_t> finished_;  // ranks any PS reported finished
+  std::atomic<bool> checkpoint_requested_{false};  // set by Exchange (the pipeline's thread)
+  std::set<int32_t> finished_;                     // ranks any PS reported finished
   // Per-step scratch, kept to avoid reallocating.
   std::vector<std::vector<uint64_t>> ids_of_;
   std::vector<std::vector<int>> pos_of_;

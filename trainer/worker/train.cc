@@ -155,8 +155,12 @@ StatusOr<TrainResult> Train(Model& model, StripeReader& reader, ParamClient& par
   PhaseLap lap;
   const DenseBinding dense(model, params);
   const DenseSlices slices(model, params);
-  if (start_step < o.steps) start_read(start_step + 1);
-  for (int64_t step = start_step + 1; step <= o.steps; ++step) {
+  if (o.stop && o.stop()) {
+    result.stopped = true;  // nothing trained since the checkpoint this run started from
+  } else if (start_step < o.steps) {
+    start_read(start_step + 1);
+  }
+  for (int64_t step = start_step + 1; step <= o.steps && !result.stopped; ++step) {
     // The read phase is the time this loop waits for data, not what reading costs.
     lap.Start();
     if (in_flight == step) wait_read();
@@ -227,12 +231,28 @@ StatusOr<TrainResult> Train(Model& model, StripeReader& reader, ParamClient& par
       window_start = now;
       window_samples = 0;
     }
-    if (!o.checkpoint_dir.empty() && o.checkpoint_every > 0 && step % o.checkpoint_every == 0 &&
-        step != o.steps) {
+    bool stop = o.stop && o.stop();
+    const bool asked = o.save_now && o.save_now();
+    const bool periodic =
+        o.checkpoint_every > 0 && step % o.checkpoint_every == 0 && step != o.steps;
+    if (!o.checkpoint_dir.empty() && (periodic || stop || asked)) {
+      const auto save_start = Clock::now();
+      spdlog::info("saving checkpoint {}", step);
       status = params.SaveCheckpoint(o.checkpoint_dir, step);
       if (!status.ok()) break;
-      spdlog::info("checkpoint {} committed in {}", step, o.checkpoint_dir);
+      result.last_saved = step;
+      spdlog::info("checkpoint {} committed in {}{} ({:.0f} ms)", step, o.checkpoint_dir,
+                   stop    ? " on SIGTERM"
+                   : asked ? " (a parameter server got SIGTERM)"
+                           : "",
+                   Seconds(Clock::now() - save_start) * 1000);
       live.CheckpointCommitted(step, std::chrono::system_clock::now());
+      // SIGTERM during this save: the checkpoint just committed is the step reached.
+      stop = stop || (o.stop && o.stop());
+    }
+    if (stop) {
+      result.stopped = true;
+      break;
     }
   }
   if (curve != nullptr) std::fclose(curve);

@@ -20,10 +20,20 @@ struct TrainOptions {
   std::string checkpoint_dir;
   int64_t checkpoint_every = 0;
   std::string loss_curve_path;  // "step,loss" per step, for tests; empty = none
+  // Polled after every step (and before the first). `stop`: this process got SIGTERM
+  // (stop/stop.h): with a checkpoint_dir, the step just finished is saved and committed
+  // (unless it is already), then Train returns with `stopped`; without one it returns at
+  // once (the progress since the last checkpoint is lost). `save_now`: a PS got SIGTERM
+  // and asks the coordinator for a checkpoint (ParamClient::TakeCheckpointRequest): the
+  // step is saved and training goes on. Null: never.
+  std::function<bool()> stop;
+  std::function<bool()> save_now;
 };
 
 struct TrainResult {
   int64_t last_step = 0;
+  bool stopped = false;      // ended by options.stop before options.steps
+  int64_t last_saved = -1;   // the last checkpoint this call committed (-1: none)
   double last_loss = 0;      // mean over the last min(100, steps) steps
   double samples_per_s = 0;  // over the whole run
   // Per CPU-second of this process (every thread) over the run: what the steps cost, where

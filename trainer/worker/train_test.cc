@@ -278,6 +278,100 @@ TEST_F(TrainTest, ResumeFromCheckpointContinuesExactly) {
   for (int i = 0; i < 10; ++i) EXPECT_FLOAT_EQ(r->losses[i], straight[10 + i]) << "step " << 11 + i;
 }
 
+// SIGTERM (o.stop) during step 6: that step is finished, saved and committed, and the run
+// ends there; a run resumed from it continues exactly as the straight run does.
+TEST_F(TrainTest, StopSavesTheStepReachedAndTheResumedRunContinuesExactly) {
+  TrainOptions o;
+  o.log_every = 0;
+  o.steps = 12;
+  const std::vector<float> straight = StraightLosses(o);
+  ASSERT_EQ(straight.size(), 12u);
+  const std::string ckpt = File("ckpt");
+  {
+    auto model = CreateWideDeep(config_);
+    ASSERT_TRUE(model.ok());
+    LocalParams params(**model, 1, optimizer_);
+    StripeReader train(Reader("train.tsv", true));
+    TrainOptions first = o;
+    first.checkpoint_dir = ckpt;
+    first.checkpoint_every = 1000;  // never: only the stop saves
+    int polls = 0;
+    first.stop = [&polls] { return ++polls > 6; };  // once before step 1, then after each step
+    auto r = Train(**model, train, params, first, 0);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_TRUE(r->stopped);
+    EXPECT_EQ(r->last_step, 6);
+    EXPECT_EQ(r->last_saved, 6);
+  }
+  auto latest = LatestCheckpoint(ckpt, 1);
+  ASSERT_TRUE(latest.ok());
+  ASSERT_TRUE(latest->has_value());
+  EXPECT_EQ(**latest, 6);
+  auto model = CreateWideDeep(config_);
+  ASSERT_TRUE(model.ok());
+  LocalParams params(**model, 1, optimizer_);
+  ASSERT_TRUE(params.Restore(ckpt).ok());
+  StripeReader train(Reader("train.tsv", true));
+  Batch skip;
+  for (int i = 0; i < 6; ++i) ASSERT_TRUE(train.Next(config_.batch_size, &skip).ok());
+  auto r = Train(**model, train, params, o, 6);
+  ASSERT_TRUE(r.ok());
+  ASSERT_EQ(r->losses.size(), 6u);
+  for (int i = 0; i < 6; ++i) EXPECT_FLOAT_EQ(r->losses[i], straight[6 + i]) << "step " << 7 + i;
+}
+
+// A stop already requested before the first step trains nothing and saves nothing; without
+// a checkpoint directory a stop ends the run at the step reached, saving nothing.
+TEST_F(TrainTest, StopBeforeTheFirstStepOrWithoutCheckpointDirSavesNothing) {
+  auto model = CreateWideDeep(config_);
+  ASSERT_TRUE(model.ok());
+  LocalParams params(**model, 1, optimizer_);
+  StripeReader train(Reader("train.tsv", true));
+  TrainOptions o;
+  o.log_every = 0;
+  o.steps = 10;
+  o.checkpoint_dir = File("ckpt");
+  o.stop = [] { return true; };
+  auto r = Train(**model, train, params, o, 0);
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->stopped);
+  EXPECT_EQ(r->last_step, 0);
+  EXPECT_EQ(r->last_saved, -1);
+  EXPECT_FALSE(fs::exists(File("ckpt")));
+  int polls = 0;
+  o.checkpoint_dir.clear();
+  o.stop = [&polls] { return ++polls > 3; };
+  r = Train(**model, train, params, o, 0);
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->stopped);
+  EXPECT_EQ(r->last_step, 3);
+  EXPECT_EQ(r->last_saved, -1);
+}
+
+// A PS that got SIGTERM asks for a checkpoint (o.save_now): the step is saved and training
+// goes on to the end.
+TEST_F(TrainTest, SaveNowCommitsTheStepAndTrainingGoesOn) {
+  auto model = CreateWideDeep(config_);
+  ASSERT_TRUE(model.ok());
+  LocalParams params(**model, 1, optimizer_);
+  StripeReader train(Reader("train.tsv", true));
+  TrainOptions o;
+  o.log_every = 0;
+  o.steps = 8;
+  o.checkpoint_dir = File("ckpt");
+  int step = 0;
+  o.save_now = [&step] { return ++step == 5; };
+  auto r = Train(**model, train, params, o, 0);
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(r->stopped);
+  EXPECT_EQ(r->last_step, 8);
+  EXPECT_EQ(r->last_saved, 5);
+  auto list = ListCheckpoints(File("ckpt"), 1);
+  ASSERT_TRUE(list.ok());
+  ASSERT_EQ(list->committed.size(), 1u);
+  EXPECT_EQ(list->committed[0].step, 5);
+}
+
 // The next batches are read on a background thread while a step computes; none past the
 // last step, so a second Train on the same reader continues exactly where the first
 // stopped, as one longer run does.
