@@ -121,7 +121,16 @@ StatusOr<ObservedPod> ObservePodUnsafe(const json& pod) {
         out.unschedulable = CleanText(api::StringField(c, "message"), 1024);
         if (out.unschedulable.empty()) out.unschedulable = "Unschedulable";
       }
+      if (c.is_object() && api::StringField(c, "type") == "DisruptionTarget" &&
+          api::StringField(c, "status") == "True") {
+        out.disruption = CleanText(api::StringField(c, "reason"), kMaxReasonBytes);
+        if (out.disruption.empty()) out.disruption = "DisruptionTarget";
+      }
     }
+  }
+  if (out.disruption.empty() && out.phase == PodPhase::kFailed &&
+      api::StringField(status, "reason") == "Evicted") {
+    out.disruption = "Evicted";  // the kubelet's node-pressure eviction
   }
   if (out.reason.empty())
     out.reason = CleanText(api::StringField(status, "reason"), kMaxReasonBytes);
