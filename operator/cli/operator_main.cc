@@ -65,6 +65,7 @@ struct Flags {
   std::string log_level = "info";
   int sync_timeout_s = 120;
   double status_coalesce_s = 30;
+  int64_t lost_pod_grace_s = 60;
   // status.progress (issue 17): reads of trainers' /metrics, for the whole operator.
   double progress_qps = 10;
   int progress_burst = 10;
@@ -180,6 +181,12 @@ int main(int argc, char** argv) {
                  "seconds a job's live pod counts may wait to share one status write (0: off)")
       ->check(CLI::Range(0.0, 60.0))
       ->capture_default_str();
+  app.add_option("--lost-pod-grace", f.lost_pod_grace_s,
+                 "seconds past a job pod's deletionTimestamp (its own grace period) after "
+                 "which a pod no kubelet confirmed gone (its node is lost) is force-deleted, "
+                 "so its replica can be recreated (0: never)")
+      ->check(CLI::Range(int64_t{0}, int64_t{86400}))
+      ->capture_default_str();
   app.add_option("--progress-qps", f.progress_qps,
                  "status.progress: reads of trainers' metrics per second, all jobs together "
                  "(0: do not read; status.progress is left alone)")
@@ -284,6 +291,7 @@ int main(int argc, char** argv) {
   opts.create_parallelism = f.create_parallelism;
   opts.status_coalesce =
       std::chrono::milliseconds(static_cast<int64_t>(f.status_coalesce_s * 1000));
+  opts.lost_pod_grace = std::chrono::seconds(f.lost_pod_grace_s);
   opts.read_progress = f.progress_qps > 0;
   {
     using Dur = progress::ScrapeScheduler::Clock::duration;

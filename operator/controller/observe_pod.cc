@@ -151,7 +151,8 @@ StatusOr<ObservedPod> ObservePod(const json& pod) {
 }
 
 bool SameForTheController(const CachedPod& a, const CachedPod& b) {
-  if (!(a.pod == b.pod) || a.metrics_url != b.metrics_url) return false;
+  if (!(a.pod == b.pod) || a.metrics_url != b.metrics_url || a.node_name != b.node_name)
+    return false;
   if (a.meta.resource_version == b.meta.resource_version) return a.meta == b.meta;
   runtime::ObjectMeta same_version = b.meta;
   same_version.resource_version = a.meta.resource_version;
@@ -161,8 +162,12 @@ bool SameForTheController(const CachedPod& a, const CachedPod& b) {
 StatusOr<CachedPod> ToCachedPod(const json& obj) {
   KT_ASSIGN_OR_RETURN(runtime::ObjectMeta meta, runtime::ParseObjectMeta(obj));
   KT_ASSIGN_OR_RETURN(ObservedPod pod, ObservePod(obj));
+  std::string node;
+  if (const json& spec = api::Member(obj, "spec", kNoObject); spec.is_object()) {
+    node = CleanText(api::StringField(spec, "nodeName"), 253);
+  }
   return CachedPod{std::move(meta), std::move(pod),
-                   progress::PodMetricsUrl(obj).value_or(std::string())};
+                   progress::PodMetricsUrl(obj).value_or(std::string()), std::move(node)};
 }
 
 const std::shared_ptr<const kube::FieldFilter>& CachedPodFields() {
@@ -171,7 +176,8 @@ const std::shared_ptr<const kube::FieldFilter>& CachedPodFields() {
       std::make_shared<const kube::FieldFilter>(kube::FieldFilter{
           F{"metadata", {}},
           F{"spec",
-            {F{"containers",
+            {F{"nodeName", {}},
+             F{"containers",
                {F{"name", {}}, F{"env", {F{"name", {}}, F{"valueFrom", {}}}}, F{"ports", {}}}}}},
           F{"status", {}},
       }));

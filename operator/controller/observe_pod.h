@@ -29,6 +29,7 @@ struct CachedPod {
   runtime::ObjectMeta meta;
   ObservedPod pod;
   std::string metrics_url;  // where its metrics are read (status.progress); empty: nowhere
+  std::string node_name;    // spec.nodeName; empty while unscheduled
 };
 [[nodiscard]] StatusOr<CachedPod> ToCachedPod(const nlohmann::json& pod);
 // The fields of a served Pod that ToCachedPod reads (its metadata and status,

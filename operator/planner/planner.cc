@@ -84,6 +84,9 @@ StatusOr<std::optional<GangSpec>> JobGang(const api::TrainingJob& job,
   return std::optional<GangSpec>(std::move(gang));
 }
 
+// UIDs of counted disruptions kept after their pods are gone (Run).
+constexpr size_t kKeptGoneDisruptions = 64;
+
 // At most this much of a scheduler's message goes into the job's condition.
 constexpr size_t kMaxSchedulerMessageBytes = 1024;
 
@@ -999,10 +1002,22 @@ Plan Planner::Run() {
   for (const ObservedPod& pod : observed_.pods) live_uids.insert(pod.uid);
   std::erase_if(status_.counted_failures,
                 [&](const std::string& uid) { return !live_uids.count(uid); });
-  // A vanished pod's UID stays while the executor still reports it.
+  // A vanished pod's UID stays while the executor still reports it, and the
+  // newest kKeptGoneDisruptions of the others stay too: the executor's cache
+  // drops a pod a moment before it reports it vanished, and a plan in between
+  // must not make the pod count twice.
   for (const ObservedPod& pod : observed_.vanished) live_uids.insert(pod.uid);
-  std::erase_if(status_.counted_disruptions,
-                [&](const std::string& uid) { return !live_uids.count(uid); });
+  size_t gone = 0;
+  for (const std::string& uid : status_.counted_disruptions) gone += !live_uids.count(uid);
+  for (auto it = status_.counted_disruptions.begin();
+       gone > kKeptGoneDisruptions && it != status_.counted_disruptions.end();) {
+    if (live_uids.count(*it)) {
+      ++it;
+    } else {
+      it = status_.counted_disruptions.erase(it);  // oldest first
+      --gone;
+    }
+  }
 
   std::map<std::string, const ObservedPod*> by_name;
   for (const ObservedPod& pod : observed_.pods) by_name[pod.name] = &pod;

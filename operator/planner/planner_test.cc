@@ -1422,12 +1422,25 @@ TEST(PlannerDisruptionTest, AVanishedRunningPodIsCountedOnceWhileReported) {
   job = After(job, plan);
   Plan again = PlanJob(job, o, Input(kNow + seconds(1)));
   EXPECT_EQ(Worker(again).disruptions, 1);
-  // No longer reported: its UID is forgotten, the count stays.
+  // No longer reported: its UID is still known for a while, the count stays.
   o.vanished.clear();
   job = After(job, again);
   Plan later = PlanJob(job, o, Input(kNow + seconds(2)));
   EXPECT_EQ(Worker(later).disruptions, 1);
-  EXPECT_TRUE(later.status.counted_disruptions.empty());
+  // Reported late again (the cache dropped it before the report): still one.
+  o.vanished.push_back(gone);
+  job = After(job, later);
+  Plan late = PlanJob(job, o, Input(kNow + seconds(3)));
+  EXPECT_EQ(Worker(late).disruptions, 1);
+}
+
+TEST(PlannerDisruptionTest, TheUidsOfGoneDisruptedPodsAreBounded) {
+  api::TrainingJob job = Job(RestartPolicy::kNever);
+  for (int i = 0; i < 100; ++i)
+    job.status.counted_disruptions.push_back("old-" + std::to_string(i));
+  Plan plan = PlanJob(job, All(PodPhase::kRunning), Input());
+  ASSERT_EQ(plan.status.counted_disruptions.size(), 64u);
+  EXPECT_EQ(plan.status.counted_disruptions.front(), "old-36");  // the newest kept
 }
 
 TEST(PlannerDisruptionTest, AVanishedPodThatHadFailedOrWasOutdatedIsNoDisruption) {
