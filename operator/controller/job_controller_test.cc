@@ -1317,7 +1317,7 @@ TEST(JobControllerKueueTest, AQueuedJobWhoseLabelIsRemovedRunsOnlyOnceAdmitted) 
   ASSERT_TRUE(Eventually([&] {
     return Message(*api.Get(kTrainingJobs, "ml", "tj"), "Suspended").find("label was removed") !=
            std::string::npos;
-  })) << api.Get(kTrainingJobs, "ml", "tj")->dump();
+  }));
   EXPECT_TRUE(api.All(kube::kPods).empty()) << "the job ran without being admitted";
   EXPECT_EQ(Count(api.calls(), "create", "pods", StatusCode::kOk), 0u);
 
@@ -1620,6 +1620,14 @@ TEST(JobControllerRefusedTest, AfterARestartARefusedJobProbesAtOnceAndClearsItsC
 
 // A pod of the job being deleted `ago` before now (its deletionTimestamp),
 // on node-a, its uid given.
+// The job's auth Secret, as its first plan left it (its pods are seeded live).
+void SeedSecret(FakeApi& api) {
+  api.Seed(kube::kSecrets, {{"apiVersion", "v1"},
+                            {"kind", "Secret"},
+                            {"metadata", {{"name", "tj-auth-job-uid"}, {"namespace", "ml"}}},
+                            {"data", {{"key", "AAAA"}}}});
+}
+
 json Terminating(int index, std::chrono::seconds ago, const std::string& uid) {
   json pod = Pod(index, "Running");
   pod["metadata"]["uid"] = uid;
@@ -1632,12 +1640,14 @@ json Terminating(int index, std::chrono::seconds ago, const std::string& uid) {
 
 TEST(JobControllerLostPodTest, ForceDeletesAPodTerminatingPastTheGraceOnItsUid) {
   FakeApi api;
+  SeedSecret(api);
   api.Seed(kTrainingJobs, Job("Never"));
   api.Seed(kube::kPods, Pod(0, "Running"));
   api.Seed(kube::kPods, Terminating(1, seconds(120), "lost-uid"));
   EventSink events;
   JobControllerOptions options = Options();
   options.lost_pod_grace = seconds(60);
+  options.status_coalesce = milliseconds(0);  // the count is read from the first status
   Running controller(&api, options, &events);
   // Force-deleted, then its replica recreated under the same name.
   ASSERT_TRUE(Eventually([&] {
@@ -1656,7 +1666,7 @@ TEST(JobControllerLostPodTest, ForceDeletesAPodTerminatingPastTheGraceOnItsUid) 
   ASSERT_TRUE(Eventually([&] {
     auto job = api.Get(kTrainingJobs, "ml", "tj");
     return job && job->value("status", json::object()).value("disruptions", 0) == 1;
-  }));
+  })) << api.Get(kTrainingJobs, "ml", "tj")->dump();
   auto job = api.Get(kTrainingJobs, "ml", "tj");
   EXPECT_EQ(Reason(*job, "Failed"), "");
   EXPECT_EQ((*job)["status"].value("restarts", -1), 0);
@@ -1664,6 +1674,7 @@ TEST(JobControllerLostPodTest, ForceDeletesAPodTerminatingPastTheGraceOnItsUid) 
 
 TEST(JobControllerLostPodTest, WaitsForTheGraceThenForceDeletes) {
   FakeApi api;
+  SeedSecret(api);
   api.Seed(kTrainingJobs, Job());
   api.Seed(kube::kPods, Pod(0, "Running"));
   const auto seeded = std::chrono::steady_clock::now();
@@ -1681,11 +1692,13 @@ TEST(JobControllerLostPodTest, WaitsForTheGraceThenForceDeletes) {
 
 TEST(JobControllerLostPodTest, ZeroGraceNeverForceDeletes) {
   FakeApi api;
+  SeedSecret(api);
   api.Seed(kTrainingJobs, Job());
   api.Seed(kube::kPods, Pod(0, "Running"));
   api.Seed(kube::kPods, Terminating(1, seconds(3600), "lost-uid"));
   JobControllerOptions options = Options();
   options.lost_pod_grace = seconds(0);
+  options.status_coalesce = milliseconds(0);
   Running controller(&api, options);
   // The job's status is written once its pods are seen: by then, no delete.
   ASSERT_TRUE(Eventually([&] {
@@ -1697,6 +1710,7 @@ TEST(JobControllerLostPodTest, ZeroGraceNeverForceDeletes) {
 
 TEST(JobControllerDisruptionTest, APodThatVanishesWhileRunningIsADisruptionCountedOnce) {
   FakeApi api;
+  SeedSecret(api);
   api.Seed(kTrainingJobs, Job("Never"));
   json pod0 = Pod(0, "Running");
   pod0["metadata"]["uid"] = "w0-uid";
@@ -1724,6 +1738,7 @@ TEST(JobControllerDisruptionTest, APodThatVanishesWhileRunningIsADisruptionCount
 
 TEST(JobControllerDisruptionTest, APodTheOperatorDeletesIsNoDisruption) {
   FakeApi api;
+  SeedSecret(api);
   api.Seed(kTrainingJobs, Job());
   api.Seed(kube::kPods, Pod(0, "Running"));
   api.Seed(kube::kPods, Pod(1, "Failed", 137));

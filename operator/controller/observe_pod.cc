@@ -151,8 +151,8 @@ StatusOr<ObservedPod> ObservePod(const json& pod) {
 }
 
 bool SameForTheController(const CachedPod& a, const CachedPod& b) {
-  if (!(a.pod == b.pod) || a.metrics_url != b.metrics_url || a.node_name != b.node_name)
-    return false;
+  // node_name is kept for messages only: the scheduler's binding needs no reconcile.
+  if (!(a.pod == b.pod) || a.metrics_url != b.metrics_url) return false;
   if (a.meta.resource_version == b.meta.resource_version) return a.meta == b.meta;
   runtime::ObjectMeta same_version = b.meta;
   same_version.resource_version = a.meta.resource_version;
