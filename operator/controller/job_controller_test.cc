@@ -1736,6 +1736,33 @@ TEST(JobControllerDisruptionTest, APodThatVanishesWhileRunningIsADisruptionCount
   EXPECT_EQ(events.With("PodDisrupted").size(), 1u);
 }
 
+// Fails on the code before issue 28: the job failed with ReplicaFailed.
+TEST(JobControllerDisruptionTest, AnEvictedPodUnderNeverIsReplacedNotAFailure) {
+  FakeApi api;
+  SeedSecret(api);
+  api.Seed(kTrainingJobs, Job("Never"));
+  api.Seed(kube::kPods, Pod(0, "Running"));
+  json evicted = Pod(1, "Failed");
+  evicted["metadata"]["uid"] = "evicted-uid";
+  evicted["status"] = {{"phase", "Failed"},
+                       {"reason", "Evicted"},
+                       {"message", "The node was low on resource: memory."}};
+  api.Seed(kube::kPods, evicted);
+  EventSink events;
+  JobControllerOptions options = Options();
+  options.status_coalesce = milliseconds(0);
+  Running controller(&api, options, &events);
+  ASSERT_TRUE(Eventually([&] {
+    auto pod = api.Get(kube::kPods, "ml", "tj-worker-1");
+    return pod && (*pod)["metadata"].value("uid", "") != "evicted-uid";
+  }));
+  ASSERT_TRUE(Eventually([&] { return !events.With("PodDisrupted").empty(); }));
+  auto job = api.Get(kTrainingJobs, "ml", "tj");
+  EXPECT_EQ(Reason(*job, "Failed"), "");
+  EXPECT_EQ((*job)["status"].value("restarts", -1), 0);
+  EXPECT_EQ((*job)["status"].value("disruptions", 0), 1);
+}
+
 TEST(JobControllerDisruptionTest, APodTheOperatorDeletesIsNoDisruption) {
   FakeApi api;
   SeedSecret(api);
