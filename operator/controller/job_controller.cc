@@ -287,8 +287,8 @@ class JobController::Impl {
   }
 
   // A pod of job `job_key` left the cache: unless this process deleted it, a
-  // pod gone while not terminal is reported to the planner (vanished_) until
-  // a plan has seen it. Only for a job the cache still holds (the garbage
+  // pod gone while not terminal (or failed with a disruption) is reported to the planner
+  // (vanished_) until a plan has seen it. Only for a job the cache still holds (the garbage
   // collector deletes a deleted job's pods), at most kMaxVanished per job.
   void RecordGone(const std::string& job_key, const std::string& job_uid, const CachedPod& gone) {
     static constexpr size_t kMaxVanished = 10000;
@@ -298,7 +298,12 @@ class JobController::Impl {
       if (ours->second.empty()) deleted_uids_.erase(ours);
       return;
     }
-    if (gone.pod.phase == PodPhase::kSucceeded || gone.pod.phase == PodPhase::kFailed) return;
+    // Pod GC marks an orphaned pod Failed with DisruptionTarget before it
+    // deletes it: a terminal pod the cluster ended counts too.
+    if (gone.pod.phase == PodPhase::kSucceeded ||
+        (gone.pod.phase == PodPhase::kFailed && gone.pod.disruption.empty())) {
+      return;
+    }
     Caches* c = CachesFor(gone.meta.ns);
     if (c == nullptr) return;
     auto job = c->jobs->store().Get(job_key);

@@ -104,8 +104,9 @@ struct ObservedChildren {
   // The job's NetworkPolicy is known to exist (the executor created it, or its
   // create answered AlreadyExists, recently): a plan creating pods leaves it out.
   bool network_policy_exists = false;
-  // Pods of the job gone while not terminal (the last state the executor saw
-  // of each: deleted with a node, by pod GC, force-deleted by someone else),
+  // Pods of the job gone while not terminal, or failed with a disruption (the
+  // last state the executor saw of each: deleted with a node, by pod GC, which
+  // marks a pod Failed with DisruptionTarget first, force-deleted by someone else),
   // which this process did not delete. The planner counts each as a
   // disruption once (status.countedDisruptions); the executor may report one
   // again until a status with its UID is written.

@@ -1443,6 +1443,18 @@ TEST(PlannerDisruptionTest, TheUidsOfGoneDisruptedPodsAreBounded) {
   EXPECT_EQ(plan.status.counted_disruptions.front(), "old-36");  // the newest kept
 }
 
+TEST(PlannerDisruptionTest, AVanishedPodPodGcHadMarkedFailedIsADisruption) {
+  ObservedChildren o = All(PodPhase::kRunning);
+  ObservedPod gone = Pod(ReplicaType::kWorker, 1, PodPhase::kFailed);
+  gone.disruption = "DeletionByPodGC";
+  o.pods.pop_back();
+  o.vanished.push_back(gone);
+  Plan plan = PlanJob(Job(RestartPolicy::kNever), o, Input());
+  EXPECT_FALSE(plan.status.Finished());
+  EXPECT_EQ(Worker(plan).disruptions, 1);
+  EXPECT_EQ(CreatedNames(plan), std::vector<std::string>{"Pod/tj-worker-1"});
+}
+
 TEST(PlannerDisruptionTest, AVanishedPodThatHadFailedOrWasOutdatedIsNoDisruption) {
   ObservedChildren o = All(PodPhase::kRunning);
   ObservedPod failed = Pod(ReplicaType::kWorker, 1, PodPhase::kFailed, 1);

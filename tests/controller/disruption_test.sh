@@ -94,8 +94,14 @@ lost="$(k get pods -o jsonpath='{range .items[*]}{.spec.nodeName}{"\n"}{end}' | 
 echo "deleting nodes: $(echo ${victims}) (${lost} pods on them)"
 t0=$(date +%s.%N)
 kubectl delete node ${victims} --wait=false >/dev/null || fail "deleting nodes"
-# The lost pods go (pod GC), then every replica is Running again.
-gone() { ! k get pods -o jsonpath='{range .items[*]}{.spec.nodeName}{"\n"}{end}' | grep -qF -f <(echo "${victims}"); }
+# The lost pods go (pod GC: orphaned pods after a 40 s quarantine, checked
+# every 20 s), then every replica is Running again.
+# (Output first: with pipefail, grep -q closing the pipe early would read as "gone".)
+gone() {
+  local nodes
+  nodes="$(k get pods -o jsonpath='{range .items[*]}{.spec.nodeName}{"\n"}{end}')" || return 1
+  ! grep -qF -f <(echo "${victims}") <<<"${nodes}"
+}
 wait_until "the lost pods gone" gone
 wait_until "all ${want} replicas Running again" running "${want}"
 t1=$(date +%s.%N)
