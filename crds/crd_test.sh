@@ -130,6 +130,8 @@ job neg-replicas "$(printf '  replicaSpecs:\n    Worker:\n      replicas: -1\n  
   rejects "negative replicas" "should be greater than or equal to 0"
 job bad-clean "$(printf '  runPolicy: {cleanPodPolicy: Some}\n  replicaSpecs:\n    Worker:\n      %s' "${T}")" |
   rejects "unknown cleanPodPolicy" 'Unsupported value: "Some"' 'unsupported value "Some"'
+job bad-disruption "$(printf '  runPolicy: {disruptionPolicy: Sometimes}\n  replicaSpecs:\n    Worker:\n      %s' "${T}")" |
+  rejects "unknown disruptionPolicy" 'Unsupported value: "Sometimes"' 'unsupported value "Sometimes"'
 job bad-success "$(printf '  successPolicy: AnyWorker\n  replicaSpecs:\n    Worker:\n      %s' "${T}")" |
   rejects "unknown successPolicy" 'Unsupported value: "AnyWorker"' 'unsupported value "AnyWorker"'
 job bad-port "$(printf '  port: 70000\n  replicaSpecs:\n    Worker:\n      %s' "${T}")" |

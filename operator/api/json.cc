@@ -90,10 +90,10 @@ Status ParseSchedulingPolicy(const json& j, const std::string& path, SchedulingP
 
 Status ParseRunPolicy(const json& j, const std::string& path, RunPolicy& r) {
   KT_RETURN_IF_ERROR(ExpectObject(j, path));
-  KT_RETURN_IF_ERROR(
-      RejectUnknown(j, path,
-                    {"cleanPodPolicy", "ttlSecondsAfterFinished", "activeDeadlineSeconds",
-                     "startDeadlineSeconds", "backoffLimit", "suspend", "schedulingPolicy"}));
+  KT_RETURN_IF_ERROR(RejectUnknown(
+      j, path,
+      {"cleanPodPolicy", "ttlSecondsAfterFinished", "activeDeadlineSeconds", "startDeadlineSeconds",
+       "backoffLimit", "suspend", "schedulingPolicy", "disruptionPolicy"}));
   KT_RETURN_IF_ERROR(ReadEnum(
       j, path, "cleanPodPolicy",
       {CleanPodPolicy::kNone, CleanPodPolicy::kRunning, CleanPodPolicy::kAll}, r.clean_pod_policy));
@@ -102,6 +102,9 @@ Status ParseRunPolicy(const json& j, const std::string& path, RunPolicy& r) {
   KT_RETURN_IF_ERROR(ReadInt(j, path, "startDeadlineSeconds", r.start_deadline_seconds));
   KT_RETURN_IF_ERROR(ReadInt(j, path, "backoffLimit", r.backoff_limit));
   KT_RETURN_IF_ERROR(ReadBool(j, path, "suspend", r.suspend));
+  KT_RETURN_IF_ERROR(ReadEnum(j, path, "disruptionPolicy",
+                              {DisruptionPolicy::kIgnore, DisruptionPolicy::kCount},
+                              r.disruption_policy));
   if (const json* s = Field(j, "schedulingPolicy")) {
     SchedulingPolicy policy;
     KT_RETURN_IF_ERROR(ParseSchedulingPolicy(*s, Join(path, "schedulingPolicy"), policy));
@@ -197,6 +200,7 @@ Status ParseStatusInto(const json& j, TrainingJobStatus& s) {
       KT_RETURN_IF_ERROR(ReadInt(value, rpath, "succeeded", r.succeeded));
       KT_RETURN_IF_ERROR(ReadInt(value, rpath, "failed", r.failed));
       KT_RETURN_IF_ERROR(ReadInt(value, rpath, "restarts", r.restarts));
+      KT_RETURN_IF_ERROR(ReadInt(value, rpath, "disruptions", r.disruptions));
       if (const json* f = Field(value, "lastFailure")) {
         FailureInfo info;
         KT_RETURN_IF_ERROR(ParseFailure(*f, rpath + ".lastFailure", info));
@@ -229,11 +233,19 @@ Status ParseStatusInto(const json& j, TrainingJobStatus& s) {
       s.counted_failures.push_back(uid.get<std::string>());
     }
   }
+  if (const json* cd = Field(j, "countedDisruptions")) {
+    if (!cd->is_array()) return Error("status.countedDisruptions", "must be an array");
+    for (const json& uid : *cd) {
+      if (!uid.is_string()) return Error("status.countedDisruptions", "must hold strings");
+      s.counted_disruptions.push_back(uid.get<std::string>());
+    }
+  }
   // Whatever a workload reported; the CRD makes it an object. Anything else is
   // not ours to interpret, and must not make the job unreadable.
   if (const json* m = Field(j, "metrics"); m != nullptr && m->is_object()) s.metrics = *m;
   KT_RETURN_IF_ERROR(ReadInt(j, path, "running", s.running));
   KT_RETURN_IF_ERROR(ReadInt(j, path, "restarts", s.restarts));
+  KT_RETURN_IF_ERROR(ReadInt(j, path, "disruptions", s.disruptions));
   if (const json* p = Field(j, "progress")) {
     const std::string ppath = "status.progress";
     KT_RETURN_IF_ERROR(ExpectObject(*p, ppath));
@@ -324,6 +336,10 @@ json SpecToJson(const TrainingJobSpec& spec) {
   PutOptional(run, "activeDeadlineSeconds", rp.active_deadline_seconds);
   PutOptional(run, "startDeadlineSeconds", rp.start_deadline_seconds);
   PutOptional(run, "backoffLimit", rp.backoff_limit);
+  // The default is left out: a job written back reads as it was written.
+  if (rp.disruption_policy != DisruptionPolicy::kIgnore) {
+    run["disruptionPolicy"] = Name(rp.disruption_policy);
+  }
   if (rp.scheduling_policy) {
     json sp = json::object();
     PutOptional(sp, "minAvailable", rp.scheduling_policy->min_available);
@@ -364,6 +380,7 @@ json StatusToJson(const TrainingJobStatus& s) {
                  {"succeeded", r.succeeded},
                  {"failed", r.failed},
                  {"restarts", r.restarts}};
+      if (r.disruptions != 0) rj["disruptions"] = r.disruptions;
       if (r.last_failure) {
         const FailureInfo& f = *r.last_failure;
         json fj = {{"pod", f.pod}, {"time", FormatTime(f.time)}};
@@ -389,12 +406,14 @@ json StatusToJson(const TrainingJobStatus& s) {
   if (s.completion_time) out["completionTime"] = FormatTime(*s.completion_time);
   if (s.observed_generation != 0) out["observedGeneration"] = s.observed_generation;
   if (!s.counted_failures.empty()) out["countedFailures"] = s.counted_failures;
+  if (!s.counted_disruptions.empty()) out["countedDisruptions"] = s.counted_disruptions;
   if (s.metrics) out["metrics"] = *s.metrics;
   // Once the planner has counted replicas, 0 is worth showing in `kubectl get`.
   if (!s.replica_statuses.empty() || s.running != 0 || s.restarts != 0) {
     out["running"] = s.running;
     out["restarts"] = s.restarts;
   }
+  if (s.disruptions != 0) out["disruptions"] = s.disruptions;
   if (s.progress) {
     const Progress& p = *s.progress;
     json pj = {{"step", p.step},

@@ -116,6 +116,10 @@ std::string_view Name(RestartPolicy p) {
   return "?";
 }
 
+std::string_view Name(DisruptionPolicy p) {
+  return p == DisruptionPolicy::kCount ? "Count" : "Ignore";
+}
+
 std::string_view Name(CleanPodPolicy p) {
   switch (p) {
     case CleanPodPolicy::kNone:

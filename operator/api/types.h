@@ -76,11 +76,17 @@ enum class SuccessPolicy { kChiefOrWorker0, kAllWorkers };
 // with each pod's hostname/subdomain set (host <job>-<role>-<i>.<job>.<ns>.svc.<domain>):
 // one Service and its EndpointSlice per job instead of one per replica.
 enum class ServiceMode { kPerReplica, kJobWide };
+// What a disruption (a pod ended by the cluster, not the workload: preempted,
+// evicted, deleted by someone else, lost with its node) costs the job. Ignore:
+// the replica is replaced whatever its restartPolicy, no restart counted, no
+// crash-loop backoff. Count: handled like a failure of the pod.
+enum class DisruptionPolicy { kIgnore, kCount };
 
 std::string_view Name(RestartPolicy p);
 std::string_view Name(CleanPodPolicy p);
 std::string_view Name(SuccessPolicy p);
 std::string_view Name(ServiceMode m);
+std::string_view Name(DisruptionPolicy p);
 
 struct ReplicaSpec {
   int32_t replicas = 1;
@@ -114,6 +120,7 @@ struct RunPolicy {
   std::optional<int32_t> backoff_limit;  // unset: no limit
   bool suspend = false;
   std::optional<SchedulingPolicy> scheduling_policy;
+  DisruptionPolicy disruption_policy = DisruptionPolicy::kIgnore;
 
   friend bool operator==(const RunPolicy&, const RunPolicy&) = default;
 };
@@ -216,6 +223,8 @@ struct ReplicaStatus {
   int32_t succeeded = 0;  // pods that exited 0
   int32_t failed = 0;     // failed pods still present
   int32_t restarts = 0;   // cumulative pod recreations after a failure
+  // Cumulative pods ended by the cluster, not the workload (DisruptionPolicy).
+  int32_t disruptions = 0;
   std::optional<FailureInfo> last_failure;
   // Replicas that failed recently, by index (sorted): the planner delays their
   // next pod (10 s doubling to 5 min) and drops an entry once its replica ran
@@ -251,6 +260,9 @@ struct TrainingJobStatus {
   int64_t observed_generation = 0;
   // UIDs of failed pods already counted as restarts (see the CRD's description).
   std::vector<std::string> counted_failures;
+  // UIDs of disrupted pods already counted (replicaStatuses.*.disruptions),
+  // kept while those pods exist or the executor still reports them gone.
+  std::vector<std::string> counted_disruptions;
   // The final metrics of the replica that decided success, from its termination
   // message: a JSON object such as {"steps":400,"eval":{"auc":0.757}}, at most
   // kMaxMetricsBytes long. Set when the job succeeds, then kept.
@@ -259,6 +271,8 @@ struct TrainingJobStatus {
   // over roles: the RUNNING and RESTARTS columns of `kubectl get tj`.
   int32_t running = 0;
   int32_t restarts = 0;
+  // Disruptions summed over roles (replicaStatuses.*.disruptions).
+  int32_t disruptions = 0;
   // Absent until the coordinator's metrics have been read once; kept when
   // the job finishes (then eta is empty).
   std::optional<Progress> progress;

@@ -65,6 +65,7 @@ StatusOr<Manager> BuildManager(const OperatorOptions& f) {
   m.jobs.gang_scheduler_name = f.gang_scheduler_name;
   m.jobs.workers = f.workers;
   m.jobs.create_parallelism = f.create_parallelism;
+  m.jobs.lost_pod_grace = std::chrono::seconds(f.lost_pod_grace_s);
   m.jobs.status_coalesce =
       std::chrono::milliseconds(static_cast<int64_t>(f.status_coalesce_s * 1000));
   m.jobs.read_progress = f.progress_qps > 0;

@@ -44,6 +44,7 @@ struct OperatorOptions {
   std::string log_level = "info";
   int sync_timeout_s = 120;
   double status_coalesce_s = 30;
+  int64_t lost_pod_grace_s = 60;
   // status.progress: reads of trainers' /metrics, for the whole operator.
   double progress_qps = 10;
   int progress_burst = 10;

@@ -9,6 +9,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <thread>
 #include <unordered_map>
 
@@ -278,10 +279,114 @@ class JobController::Impl {
       // wait for expectation_timeout.
       const auto& owner = pod->meta.controller;
       if (owner && owner->kind == api::kKind) {
-        expectations_.PodGone(pod->meta.ns + "/" + owner->name, pod->meta.name);
+        const std::string job_key = pod->meta.ns + "/" + owner->name;
+        expectations_.PodGone(job_key, pod->meta.name);
+        RecordGone(job_key, owner->uid, *pod);
       }
     };
     return h;
+  }
+
+  // A pod of job `job_key` left the cache: unless this process deleted it, a
+  // pod gone while not terminal (or failed with a disruption) is reported to the planner
+  // (vanished_) until a plan has seen it. Only for a job the cache still holds (the garbage
+  // collector deletes a deleted job's pods), at most kMaxVanished per job.
+  void RecordGone(const std::string& job_key, const std::string& job_uid, const CachedPod& gone) {
+    static constexpr size_t kMaxVanished = 10000;
+    std::lock_guard<std::mutex> lock(lost_mu_);
+    auto ours = deleted_uids_.find(job_key);
+    if (ours != deleted_uids_.end() && ours->second.erase(gone.pod.uid) > 0) {
+      if (ours->second.empty()) deleted_uids_.erase(ours);
+      return;
+    }
+    // Pod GC marks an orphaned pod Failed with DisruptionTarget before it
+    // deletes it: a terminal pod the cluster ended counts too.
+    if (gone.pod.phase == PodPhase::kSucceeded ||
+        (gone.pod.phase == PodPhase::kFailed && gone.pod.disruption.empty())) {
+      return;
+    }
+    Caches* c = CachesFor(gone.meta.ns);
+    if (c == nullptr) return;
+    auto job = c->jobs->store().Get(job_key);
+    if (!job || job->meta.uid != job_uid) return;
+    std::vector<ObservedPod>& list = vanished_[job_key];
+    if (list.size() < kMaxVanished) list.push_back(gone.pod);
+  }
+
+  // This process is deleting `uid` of job `key`: its end is no disruption.
+  void DeletingPod(const std::string& key, const std::string& uid) {
+    std::lock_guard<std::mutex> lock(lost_mu_);
+    deleted_uids_[key].insert(uid);
+  }
+
+  // Vanished pods `seen` by a plan whose status is written (or needs no write):
+  // not reported again.
+  void VanishedSeen(const std::string& key, const std::vector<ObservedPod>& seen) {
+    if (seen.empty()) return;
+    std::lock_guard<std::mutex> lock(lost_mu_);
+    auto it = vanished_.find(key);
+    if (it == vanished_.end()) return;
+    std::erase_if(it->second, [&](const ObservedPod& p) {
+      return std::any_of(seen.begin(), seen.end(),
+                         [&](const ObservedPod& s) { return s.uid == p.uid; });
+    });
+    if (it->second.empty()) vanished_.erase(it);
+  }
+
+  // Force-deletes the job's pods still present options_.lost_pod_grace past
+  // their deletionTimestamp: their node is gone or cut off, no kubelet will
+  // confirm their end, and their replicas cannot get a pod of the same name
+  // (kubeflow/trainer #2072). Each with a Warning event ForceDeletedLostPod
+  // naming the pod and its node. Returns how long until the next one is due.
+  //
+  // Flow: deletionTimestamp (the deletion time plus the pod's grace period) +
+  // lost_pod_grace passed -> DELETE gracePeriodSeconds=0 with a precondition
+  // on the pod's UID (a replacement of the same name is never touched) -> the
+  // apiserver removes the object -> the planner recreates the replica.
+  // Guarantees: only pods this job controls, only ones already being deleted
+  // (by anyone); the operator never starts a deletion here.
+  // Assumptions: a partitioned node's process may still run after this; see
+  // docs/architecture.md ("Lost nodes") for what keeps it from the job.
+  std::optional<std::chrono::milliseconds> ForceDeleteLostPods(
+      Caches& c, const std::string& ns, const api::TrainingJob& job,
+      const runtime::ObjectReference& regarding, api::Time now) {
+    if (options_.lost_pod_grace <= std::chrono::seconds(0)) return std::nullopt;
+    std::optional<std::chrono::milliseconds> next;
+    const std::string owner = runtime::OwnerIndexValue(ns, job.metadata.uid);
+    for (const auto& p : c.pods->store().ByIndex(runtime::kOwnerUidIndex, owner)) {
+      if (!p->pod.deletion_timestamp) continue;
+      const api::Time due = *p->pod.deletion_timestamp + options_.lost_pod_grace;
+      if (now < due) {
+        const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(due - now);
+        if (!next || wait < *next) next = wait;
+        continue;
+      }
+      kube::DeleteOptions opts;
+      opts.grace_period_seconds = 0;
+      opts.precondition_uid = p->pod.uid;
+      const Status s = client_->Delete(kube::kPods, ns, p->meta.name, opts);
+      metrics_->CountRequest("delete", StatusCodeName(s.code()));
+      if (!s.ok()) {
+        // NotFound or a UID conflict: gone already, or replaced. Else retry soon.
+        if (s.code() != StatusCode::kNotFound && s.code() != StatusCode::kConflict) {
+          spdlog::warn("force-delete of lost pod {}/{}: {}", ns, p->meta.name, s.ToString());
+          next = std::chrono::milliseconds(1000);
+        }
+        continue;
+      }
+      const auto late =
+          std::chrono::duration_cast<std::chrono::seconds>(now - *p->pod.deletion_timestamp);
+      const std::string node = p->node_name.empty() ? "no node" : "node " + p->node_name;
+      const std::string message =
+          "pod " + p->meta.name + " on " + node + " was still terminating " +
+          std::to_string(late.count()) + "s past its deletionTimestamp (lost-pod grace " +
+          std::to_string(options_.lost_pod_grace.count()) +
+          "s): no kubelet confirmed its end, so it was force-deleted and its replica is "
+          "recreated; its old process may still run if the node is only cut off";
+      spdlog::warn("{}/{}: {}", ns, job.metadata.name, message);
+      recorder_->Record(regarding, "Warning", "ForceDeletedLostPod", "Reconcile", message);
+    }
+    return next;
   }
 
   Caches* CachesFor(const std::string& ns) {
@@ -298,6 +403,11 @@ class JobController::Impl {
       first_deferred_.erase(key);
     }
     if (progress_) progress_->Forget(key);
+    {
+      std::lock_guard<std::mutex> lock(lost_mu_);
+      vanished_.erase(key);
+      deleted_uids_.erase(key);
+    }
     expectations_.Forget(key);
     refusals_.Forget(key);
   }
@@ -343,7 +453,17 @@ class JobController::Impl {
     const std::string owner = runtime::OwnerIndexValue(ns, job_uid);
     const auto pods = c.pods->store().ByIndex(runtime::kOwnerUidIndex, owner);
     observed.pods.reserve(pods.size());
-    for (const auto& p : pods) observed.pods.push_back(p->pod);
+    {
+      std::lock_guard<std::mutex> lock(lost_mu_);
+      auto ours = deleted_uids_.find(key);
+      for (const auto& p : pods) {
+        observed.pods.push_back(p->pod);
+        observed.pods.back().deleted_by_operator =
+            ours != deleted_uids_.end() && ours->second.count(p->pod.uid) > 0;
+      }
+      if (auto gone = vanished_.find(key); gone != vanished_.end())
+        observed.vanished = gone->second;
+    }
     for (const auto& s : c.services->store().ByIndex(runtime::kOwnerUidIndex, owner)) {
       observed.services.push_back(ObservedService{s->meta.name, s->deletion_timestamp});
     }
@@ -497,6 +617,7 @@ class JobController::Impl {
         if (plan.status.IsTrue(api::ConditionType::kFailed)) metrics_->JobFailed();
       }
     }
+    VanishedSeen(key, observed.vanished);  // counted in the status written (or kept) above
     const runtime::ObjectReference regarding{std::string(api::kApiVersion), std::string(api::kKind),
                                              ns, name, job.metadata.uid};
     for (const Event& e : plan.events) {
@@ -752,6 +873,12 @@ class JobController::Impl {
 
     // 3. Deletes (foreground not needed: children have no children of their own).
     for (const ChildRef& ref : plan.deletes) {
+      if (ref.kind == ChildRef::Kind::kPod) {
+        auto pod = c->pods->store().Get(ns + "/" + ref.name);
+        if (pod && pod->meta.controller && pod->meta.controller->uid == job.metadata.uid) {
+          DeletingPod(key, pod->pod.uid);
+        }
+      }
       expectations_.ExpectDelete(key, ref);
       kube::DeleteOptions opts;
       opts.propagation_policy = "Background";
@@ -760,6 +887,10 @@ class JobController::Impl {
       if (s.ok() || s.code() == StatusCode::kNotFound) continue;
       if (first_error.ok()) first_error = s.WithContext("delete " + ref.name);
     }
+
+    // 3b. Pods stuck terminating on a lost node (options_.lost_pod_grace).
+    const std::optional<std::chrono::milliseconds> lost_wait =
+        ForceDeleteLostPods(*c, ns, job, regarding, now);
 
     // 4. The TTL after finishing has passed: the job goes, its children with it.
     if (plan.delete_job) {
@@ -780,6 +911,10 @@ class JobController::Impl {
     if (kueue_sync.retry_after &&
         (result.requeue_after.count() == 0 || *kueue_sync.retry_after < result.requeue_after)) {
       result.requeue_after = *kueue_sync.retry_after;
+    }
+    if (lost_wait && (result.requeue_after <= std::chrono::nanoseconds(0) ||
+                      *lost_wait < result.requeue_after)) {
+      result.requeue_after = std::max(*lost_wait, std::chrono::milliseconds(1));
     }
     if (status_wait > std::chrono::milliseconds(0) &&
         (result.requeue_after <= std::chrono::nanoseconds(0) ||
@@ -1011,6 +1146,12 @@ class JobController::Impl {
   Refusals refusals_{options_.refused_probe};
   std::unique_ptr<progress::ProgressReader> progress_;  // null when not reading progress
   std::unique_ptr<KueueIntegration> kueue_;             // null without options.kueue
+  std::mutex lost_mu_;
+  // Per job key: pods gone while not terminal that this process did not
+  // delete, until a plan saw them (RecordGone); and UIDs of pods this process
+  // is deleting (DeletingPod). Guarded by lost_mu_.
+  std::unordered_map<std::string, std::vector<ObservedPod>> vanished_;
+  std::unordered_map<std::string, std::set<std::string>> deleted_uids_;
   std::mutex status_mu_;
   // When each job's status was last written (StatusWriteWait). Guarded by status_mu_.
   std::unordered_map<std::string, std::chrono::steady_clock::time_point> last_status_write_;

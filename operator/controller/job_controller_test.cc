@@ -205,12 +205,17 @@ class FakeApi final : public JobClient {
     return Store(r, std::move(obj), kube::WatchEventType::kModified);
   }
   Status Delete(const kube::ResourceRef& r, const std::string& ns, const std::string& name,
-                const kube::DeleteOptions&) override {
+                const kube::DeleteOptions& options) override {
     std::lock_guard lock(mu_);
     if (Status s = Injected("delete", r, name); !s.ok()) return s;
+    delete_options_[r.resource + "/" + name] = options;
     auto it = objects_[r.resource].find(ns + "/" + name);
     if (it == objects_[r.resource].end()) {
       return Log("delete", r, name, Status(StatusCode::kNotFound, "NotFound (404)"));
+    }
+    if (!options.precondition_uid.empty() &&
+        it->second["metadata"].value("uid", "") != options.precondition_uid) {
+      return Log("delete", r, name, Status(StatusCode::kConflict, "Conflict (409): uid"));
     }
     json obj = it->second;
     objects_[r.resource].erase(it);
@@ -222,6 +227,25 @@ class FakeApi final : public JobClient {
       const kube::ResourceRef& r, const std::string& ns, const std::string& selector,
       std::shared_ptr<const kube::FieldFilter> fields) override {
     return std::make_unique<Watcher>(this, r.resource, ns, selector, std::move(fields));
+  }
+  // The options of the last delete of `resource`/`name`.
+  std::optional<kube::DeleteOptions> LastDeleteOptions(const std::string& resource,
+                                                       const std::string& name) {
+    std::lock_guard lock(mu_);
+    auto it = delete_options_.find(resource + "/" + name);
+    if (it == delete_options_.end()) return std::nullopt;
+    return it->second;
+  }
+  // Removes `resource`/`name` as a node's loss does (pod GC, another
+  // client): the watch shows it deleted; no call is logged.
+  void Vanish(const kube::ResourceRef& r, const std::string& ns, const std::string& name) {
+    std::lock_guard lock(mu_);
+    auto it = objects_[r.resource].find(ns + "/" + name);
+    if (it == objects_[r.resource].end()) return;
+    json obj = it->second;
+    objects_[r.resource].erase(it);
+    events_.push_back({++rv_, r.resource, kube::WatchEventType::kDeleted, obj});
+    cv_.notify_all();
   }
   // The names of `resource` served (listed or watched) under label `selector`.
   std::set<std::string> Served(const std::string& resource, const std::string& selector) {
@@ -351,6 +375,7 @@ class FakeApi final : public JobClient {
   int pod_creates_ = 0, hold_secrets_from_ = -1;        // guarded by gather_mu_
   int secret_holds_timed_out_ = 0;                      // guarded by gather_mu_
   std::mutex mu_;
+  std::map<std::string, kube::DeleteOptions> delete_options_;  // guarded by mu_
   std::condition_variable_any cv_;
   int64_t rv_ = 0;                                              // guarded by mu_
   std::map<std::string, std::map<std::string, json>> objects_;  // guarded by mu_
@@ -1292,7 +1317,7 @@ TEST(JobControllerKueueTest, AQueuedJobWhoseLabelIsRemovedRunsOnlyOnceAdmitted) 
   ASSERT_TRUE(Eventually([&] {
     return Message(*api.Get(kTrainingJobs, "ml", "tj"), "Suspended").find("label was removed") !=
            std::string::npos;
-  })) << api.Get(kTrainingJobs, "ml", "tj")->dump();
+  }));
   EXPECT_TRUE(api.All(kube::kPods).empty()) << "the job ran without being admitted";
   EXPECT_EQ(Count(api.calls(), "create", "pods", StatusCode::kOk), 0u);
 
@@ -1589,6 +1614,170 @@ TEST(JobControllerRefusedTest, AfterARestartARefusedJobProbesAtOnceAndClearsItsC
   std::this_thread::sleep_for(milliseconds(500));  // lets a wrong loop of writes happen
   EXPECT_LE(StatusWrites(api), 2u) << CallLog(api.calls());
   EXPECT_EQ(Reason(*api.Get(kTrainingJobs, "ml", "tj"), "Failed"), "");
+}
+
+// ---- lost nodes and disruptions (issue 28) ------------------------------------
+
+// A pod of the job being deleted `ago` before now (its deletionTimestamp),
+// on node-a, its uid given.
+// The job's auth Secret, as its first plan left it (its pods are seeded live).
+void SeedSecret(FakeApi& api) {
+  api.Seed(kube::kSecrets, {{"apiVersion", "v1"},
+                            {"kind", "Secret"},
+                            {"metadata", {{"name", "tj-auth-job-uid"}, {"namespace", "ml"}}},
+                            {"data", {{"key", "AAAA"}}}});
+}
+
+json Terminating(int index, std::chrono::seconds ago, const std::string& uid) {
+  json pod = Pod(index, "Running");
+  pod["metadata"]["uid"] = uid;
+  pod["metadata"]["deletionTimestamp"] = api::FormatTime(
+      std::chrono::floor<std::chrono::seconds>(std::chrono::system_clock::now()) - ago);
+  pod["metadata"]["deletionGracePeriodSeconds"] = 30;
+  pod["spec"]["nodeName"] = "node-a";
+  return pod;
+}
+
+TEST(JobControllerLostPodTest, ForceDeletesAPodTerminatingPastTheGraceOnItsUid) {
+  FakeApi api;
+  SeedSecret(api);
+  api.Seed(kTrainingJobs, Job("Never"));
+  api.Seed(kube::kPods, Pod(0, "Running"));
+  api.Seed(kube::kPods, Terminating(1, seconds(120), "lost-uid"));
+  EventSink events;
+  JobControllerOptions options = Options();
+  options.lost_pod_grace = seconds(60);
+  options.status_coalesce = milliseconds(0);  // the count is read from the first status
+  Running controller(&api, options, &events);
+  // Force-deleted, then its replica recreated under the same name.
+  ASSERT_TRUE(Eventually([&] {
+    auto pod = api.Get(kube::kPods, "ml", "tj-worker-1");
+    return pod && (*pod)["metadata"].value("uid", "") != "lost-uid";
+  }));
+  auto opts = api.LastDeleteOptions("pods", "tj-worker-1");
+  ASSERT_TRUE(opts.has_value());
+  EXPECT_EQ(opts->grace_period_seconds, std::optional<int64_t>(0));
+  EXPECT_EQ(opts->precondition_uid, "lost-uid");
+  ASSERT_TRUE(Eventually([&] { return !events.With("ForceDeletedLostPod").empty(); }));
+  const std::string note = events.With("ForceDeletedLostPod")[0].value("note", "");
+  EXPECT_NE(note.find("tj-worker-1"), std::string::npos) << note;
+  EXPECT_NE(note.find("node-a"), std::string::npos) << note;
+  // Deleted by someone else while running: a disruption, not a failure (Never).
+  ASSERT_TRUE(Eventually([&] {
+    auto job = api.Get(kTrainingJobs, "ml", "tj");
+    return job && job->value("status", json::object()).value("disruptions", 0) == 1;
+  })) << api.Get(kTrainingJobs, "ml", "tj")->dump();
+  auto job = api.Get(kTrainingJobs, "ml", "tj");
+  EXPECT_EQ(Reason(*job, "Failed"), "");
+  EXPECT_EQ((*job)["status"].value("restarts", -1), 0);
+}
+
+TEST(JobControllerLostPodTest, WaitsForTheGraceThenForceDeletes) {
+  FakeApi api;
+  SeedSecret(api);
+  api.Seed(kTrainingJobs, Job());
+  api.Seed(kube::kPods, Pod(0, "Running"));
+  const auto seeded = std::chrono::steady_clock::now();
+  api.Seed(kube::kPods, Terminating(1, seconds(0), "slow-uid"));
+  JobControllerOptions options = Options();
+  options.lost_pod_grace = seconds(3);
+  Running controller(&api, options);
+  ASSERT_TRUE(Eventually([&] {
+    auto o = api.LastDeleteOptions("pods", "tj-worker-1");
+    return o && o->grace_period_seconds == std::optional<int64_t>(0);
+  }));
+  // Not before its deletionTimestamp (whole seconds) plus the grace: a timer, not a poll.
+  EXPECT_GE(std::chrono::steady_clock::now() - seeded, seconds(2));
+}
+
+TEST(JobControllerLostPodTest, ZeroGraceNeverForceDeletes) {
+  FakeApi api;
+  SeedSecret(api);
+  api.Seed(kTrainingJobs, Job());
+  api.Seed(kube::kPods, Pod(0, "Running"));
+  api.Seed(kube::kPods, Terminating(1, seconds(3600), "lost-uid"));
+  JobControllerOptions options = Options();
+  options.lost_pod_grace = seconds(0);
+  options.status_coalesce = milliseconds(0);
+  Running controller(&api, options);
+  // The job's status is written once its pods are seen: by then, no delete.
+  ASSERT_TRUE(Eventually([&] {
+    auto job = api.Get(kTrainingJobs, "ml", "tj");
+    return job && job->value("status", json::object()).value("disruptions", 0) == 1;
+  }));
+  EXPECT_FALSE(api.LastDeleteOptions("pods", "tj-worker-1").has_value());
+}
+
+TEST(JobControllerDisruptionTest, APodThatVanishesWhileRunningIsADisruptionCountedOnce) {
+  FakeApi api;
+  SeedSecret(api);
+  api.Seed(kTrainingJobs, Job("Never"));
+  json pod0 = Pod(0, "Running");
+  pod0["metadata"]["uid"] = "w0-uid";
+  api.Seed(kube::kPods, pod0);
+  api.Seed(kube::kPods, Pod(1, "Running"));
+  EventSink events;
+  Running controller(&api, Options(), &events);
+  ASSERT_TRUE(Eventually([&] {
+    auto job = api.Get(kTrainingJobs, "ml", "tj");
+    return job && Reason(*job, "Running") == "TrainingJobRunning";
+  }));
+  api.Vanish(kube::kPods, "ml", "tj-worker-0");  // its node went, pod GC removed it
+  ASSERT_TRUE(Eventually([&] {
+    auto pod = api.Get(kube::kPods, "ml", "tj-worker-0");
+    return pod && (*pod)["metadata"].value("uid", "") != "w0-uid";
+  }));
+  ASSERT_TRUE(Eventually([&] { return !events.With("PodDisrupted").empty(); }));
+  auto job = api.Get(kTrainingJobs, "ml", "tj");
+  EXPECT_EQ(Reason(*job, "Failed"), "");
+  EXPECT_EQ((*job)["status"].value("disruptions", 0), 1);
+  EXPECT_EQ((*job)["status"].value("restarts", -1), 0);
+  EXPECT_EQ((*job)["status"]["replicaStatuses"]["Worker"].value("disruptions", 0), 1);
+  EXPECT_EQ(events.With("PodDisrupted").size(), 1u);
+}
+
+// Fails on the code before issue 28: the job failed with ReplicaFailed.
+TEST(JobControllerDisruptionTest, AnEvictedPodUnderNeverIsReplacedNotAFailure) {
+  FakeApi api;
+  SeedSecret(api);
+  api.Seed(kTrainingJobs, Job("Never"));
+  api.Seed(kube::kPods, Pod(0, "Running"));
+  json evicted = Pod(1, "Failed");
+  evicted["metadata"]["uid"] = "evicted-uid";
+  evicted["status"] = {{"phase", "Failed"},
+                       {"reason", "Evicted"},
+                       {"message", "The node was low on resource: memory."}};
+  api.Seed(kube::kPods, evicted);
+  EventSink events;
+  JobControllerOptions options = Options();
+  options.status_coalesce = milliseconds(0);
+  Running controller(&api, options, &events);
+  ASSERT_TRUE(Eventually([&] {
+    auto pod = api.Get(kube::kPods, "ml", "tj-worker-1");
+    return pod && (*pod)["metadata"].value("uid", "") != "evicted-uid";
+  }));
+  ASSERT_TRUE(Eventually([&] { return !events.With("PodDisrupted").empty(); }));
+  auto job = api.Get(kTrainingJobs, "ml", "tj");
+  EXPECT_EQ(Reason(*job, "Failed"), "");
+  EXPECT_EQ((*job)["status"].value("restarts", -1), 0);
+  EXPECT_EQ((*job)["status"].value("disruptions", 0), 1);
+}
+
+TEST(JobControllerDisruptionTest, APodTheOperatorDeletesIsNoDisruption) {
+  FakeApi api;
+  SeedSecret(api);
+  api.Seed(kTrainingJobs, Job());
+  api.Seed(kube::kPods, Pod(0, "Running"));
+  api.Seed(kube::kPods, Pod(1, "Failed", 137));
+  Running controller(&api);
+  // The failed pod is deleted and recreated: a restart, no disruption.
+  ASSERT_TRUE(Eventually([&] {
+    auto pod = api.Get(kube::kPods, "ml", "tj-worker-1");
+    return pod && pod->value("status", json::object()).value("phase", "") != "Failed";
+  }));
+  auto job = api.Get(kTrainingJobs, "ml", "tj");
+  EXPECT_EQ((*job)["status"].value("restarts", 0), 1);
+  EXPECT_EQ((*job)["status"].value("disruptions", 0), 0);
 }
 
 }  // namespace

@@ -121,7 +121,16 @@ StatusOr<ObservedPod> ObservePodUnsafe(const json& pod) {
         out.unschedulable = CleanText(api::StringField(c, "message"), 1024);
         if (out.unschedulable.empty()) out.unschedulable = "Unschedulable";
       }
+      if (c.is_object() && api::StringField(c, "type") == "DisruptionTarget" &&
+          api::StringField(c, "status") == "True") {
+        out.disruption = CleanText(api::StringField(c, "reason"), kMaxReasonBytes);
+        if (out.disruption.empty()) out.disruption = "DisruptionTarget";
+      }
     }
+  }
+  if (out.disruption.empty() && out.phase == PodPhase::kFailed &&
+      api::StringField(status, "reason") == "Evicted") {
+    out.disruption = "Evicted";  // the kubelet's node-pressure eviction
   }
   if (out.reason.empty())
     out.reason = CleanText(api::StringField(status, "reason"), kMaxReasonBytes);
@@ -142,6 +151,7 @@ StatusOr<ObservedPod> ObservePod(const json& pod) {
 }
 
 bool SameForTheController(const CachedPod& a, const CachedPod& b) {
+  // node_name is kept for messages only: the scheduler's binding needs no reconcile.
   if (!(a.pod == b.pod) || a.metrics_url != b.metrics_url) return false;
   if (a.meta.resource_version == b.meta.resource_version) return a.meta == b.meta;
   runtime::ObjectMeta same_version = b.meta;
@@ -152,8 +162,12 @@ bool SameForTheController(const CachedPod& a, const CachedPod& b) {
 StatusOr<CachedPod> ToCachedPod(const json& obj) {
   KT_ASSIGN_OR_RETURN(runtime::ObjectMeta meta, runtime::ParseObjectMeta(obj));
   KT_ASSIGN_OR_RETURN(ObservedPod pod, ObservePod(obj));
+  std::string node;
+  if (const json& spec = api::Member(obj, "spec", kNoObject); spec.is_object()) {
+    node = CleanText(api::StringField(spec, "nodeName"), 253);
+  }
   return CachedPod{std::move(meta), std::move(pod),
-                   progress::PodMetricsUrl(obj).value_or(std::string())};
+                   progress::PodMetricsUrl(obj).value_or(std::string()), std::move(node)};
 }
 
 const std::shared_ptr<const kube::FieldFilter>& CachedPodFields() {
@@ -162,7 +176,8 @@ const std::shared_ptr<const kube::FieldFilter>& CachedPodFields() {
       std::make_shared<const kube::FieldFilter>(kube::FieldFilter{
           F{"metadata", {}},
           F{"spec",
-            {F{"containers",
+            {F{"nodeName", {}},
+             F{"containers",
                {F{"name", {}}, F{"env", {F{"name", {}}, F{"valueFrom", {}}}}, F{"ports", {}}}}}},
           F{"status", {}},
       }));

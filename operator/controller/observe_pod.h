@@ -29,6 +29,7 @@ struct CachedPod {
   runtime::ObjectMeta meta;
   ObservedPod pod;
   std::string metrics_url;  // where its metrics are read (status.progress); empty: nowhere
+  std::string node_name;    // spec.nodeName; empty while unscheduled
 };
 [[nodiscard]] StatusOr<CachedPod> ToCachedPod(const nlohmann::json& pod);
 // The fields of a served Pod that ToCachedPod reads (its metadata and status,
@@ -37,8 +38,8 @@ struct CachedPod {
 const std::shared_ptr<const kube::FieldFilter>& CachedPodFields();
 
 // Whether `a` and `b` differ in nothing the controller reads: in no field but
-// metadata.resourceVersion. A pod update that changes only what the cache
-// does not keep (the scheduler's binding, kwok's or the kubelet's condition
+// metadata.resourceVersion and node_name (read only for a message). A pod update that changes only
+// what the cache does not keep (the scheduler's binding, kwok's or the kubelet's condition
 // timestamps) needs no reconcile of its job.
 bool SameForTheController(const CachedPod& a, const CachedPod& b);
 

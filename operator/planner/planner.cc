@@ -85,6 +85,9 @@ StatusOr<std::optional<GangSpec>> JobGang(const api::TrainingJob& job,
   return std::optional<GangSpec>(std::move(gang));
 }
 
+// UIDs of counted disruptions kept after their pods are gone (Run).
+constexpr size_t kKeptGoneDisruptions = 64;
+
 // At most this much of a scheduler's message goes into the job's condition.
 constexpr size_t kMaxSchedulerMessageBytes = 1024;
 
@@ -178,12 +181,29 @@ class Planner {
   // cleanly for kRestartBackoffReset; records a counted failure; tells whether a
   // replica must still wait (and requeues for when it may go).
   void PruneBackoff();
-  std::chrono::seconds RecordBackoff(const Slot& slot);
+  std::chrono::seconds RecordBackoff(const Slot& slot, const ObservedPod& pod);
+  // Why the cluster, not the workload, ends `pod` of `slot` (observed, or
+  // last seen before it vanished): ObservedPod::disruption, "Deleted" (a
+  // deletion the operator had no reason to make), "Vanished"; nullopt when it
+  // is not a disruption.
+  std::optional<std::string> DisruptionOf(const Slot& slot, const ObservedPod& pod,
+                                          bool vanished) const;
+  // Counts a disruption once (status.countedDisruptions) with a PodDisrupted
+  // event; under disruptionPolicy Count, handles it as a failure instead.
+  // Returns the reason and message that fail the job, if it must.
+  std::optional<std::pair<std::string, std::string>> HandleDisruption(const Slot& slot,
+                                                                      const ObservedPod& pod,
+                                                                      const std::string& cause,
+                                                                      bool& restarted);
   bool InBackoff(const Slot& slot);
 
   bool Counted(const std::string& uid) const {
     return std::find(status_.counted_failures.begin(), status_.counted_failures.end(), uid) !=
            status_.counted_failures.end();
+  }
+  bool CountedDisruption(const std::string& uid) const {
+    return std::find(status_.counted_disruptions.begin(), status_.counted_disruptions.end(), uid) !=
+           status_.counted_disruptions.end();
   }
   int32_t TotalRestarts() const {
     int32_t total = 0;
@@ -256,7 +276,11 @@ void Planner::Summarize() {
     if (!pod.deletion_timestamp && pod.phase == PodPhase::kRunning) ++status_.running;
   }
   status_.restarts = 0;
-  for (const auto& [type, r] : status_.replica_statuses) status_.restarts += r.restarts;
+  status_.disruptions = 0;
+  for (const auto& [type, r] : status_.replica_statuses) {
+    status_.restarts += r.restarts;
+    status_.disruptions += r.disruptions;
+  }
   if (input_.progress) status_.progress = input_.progress;
   if (status_.progress && status_.Finished()) {
     // Done: no time left. A success completed every step, whatever the last
@@ -402,7 +426,7 @@ std::optional<std::pair<std::string, std::string>> Planner::HandleTerminated(con
   ++rs.restarts;
   status_.counted_failures.push_back(pod.uid);
   DeletePod(pod);
-  const std::chrono::seconds delay = RecordBackoff(slot);
+  const std::chrono::seconds delay = RecordBackoff(slot, pod);
   AddEvent(EventType::kWarning, "RestartingReplica",
            what + "; recreating it in " + std::to_string(delay.count()) + "s (crash-loop backoff)");
   restarted = true;
@@ -429,7 +453,78 @@ void Planner::PruneBackoff() {
   }
 }
 
-std::chrono::seconds Planner::RecordBackoff(const Slot& slot) {
+std::optional<std::string> Planner::DisruptionOf(const Slot& slot, const ObservedPod& pod,
+                                                 bool vanished) const {
+  if (pod.phase == PodPhase::kSucceeded) return std::nullopt;
+  // Deleted or gone by the operator's own doing: this process deleted it, or
+  // the planner had a reason to (a counted failure; a pod of an earlier spec).
+  const bool operators_doing =
+      pod.deleted_by_operator || Counted(pod.uid) ||
+      (!pod.spec_hash.empty() && pod.spec_hash != spec_hashes_.at(slot.type));
+  if (!pod.disruption.empty()) {
+    // The cluster said so (DisruptionTarget, Evicted); a pod the operator
+    // itself deleted keeps its own story.
+    if (operators_doing && (pod.deletion_timestamp || vanished)) return std::nullopt;
+    return pod.disruption;
+  }
+  if (operators_doing) return std::nullopt;
+  if (vanished)
+    return Terminated(pod.phase) ? std::nullopt : std::optional<std::string>("Vanished");
+  if (!pod.deletion_timestamp) return std::nullopt;
+  if (!Terminated(pod.phase)) return "Deleted";
+  // Failed while being deleted: the SIGTERM of the deletion (143: the trainer
+  // saved and exited; 137: killed after the grace period), or no exit at all.
+  if (!pod.exit_code || *pod.exit_code == 143 || *pod.exit_code == 137) return "Deleted";
+  return std::nullopt;
+}
+
+std::optional<std::pair<std::string, std::string>> Planner::HandleDisruption(
+    const Slot& slot, const ObservedPod& pod, const std::string& cause, bool& restarted) {
+  // Once disrupted, a terminated pod still present goes, so its replica is recreated.
+  auto remove = [&] {
+    if (!pod.deletion_timestamp && Terminated(pod.phase) && slot.pod == &pod) DeletePod(pod);
+  };
+  if (CountedDisruption(pod.uid)) {
+    remove();
+    return std::nullopt;
+  }
+  api::ReplicaStatus& rs = status_.replica_statuses[slot.type];
+  ++rs.disruptions;
+  status_.counted_disruptions.push_back(pod.uid);
+  std::string what = std::string(api::Role(slot.type).key) + " " + std::to_string(slot.index) +
+                     " (pod " + pod.name + ") disrupted: " + cause;
+  if (pod.exit_code) what += ", exit code " + std::to_string(*pod.exit_code);
+  if (job_.spec.run_policy.disruption_policy == api::DisruptionPolicy::kIgnore) {
+    AddEvent(
+        EventType::kNormal, "PodDisrupted",
+        what + "; its replica is replaced, not counted as a restart (disruptionPolicy Ignore)");
+    remove();
+    return std::nullopt;
+  }
+  // disruptionPolicy Count: a failure like any other.
+  rs.last_failure = api::FailureInfo{pod.name, pod.exit_code, cause, pod.message, input_.now};
+  AddEvent(EventType::kWarning, "PodDisrupted",
+           what + "; counted as a failure (disruptionPolicy Count)");
+  if (slot.spec->restart_policy == RestartPolicy::kNever) {
+    return std::make_pair("ReplicaFailed",
+                          what + "; restartPolicy is Never and disruptionPolicy is Count");
+  }
+  const auto& limit = job_.spec.run_policy.backoff_limit;
+  if (limit && TotalRestarts() >= *limit) {
+    return std::make_pair("BackoffLimitExceeded", "backoffLimit " + std::to_string(*limit) +
+                                                      " exceeded; last failure: " + what);
+  }
+  ++rs.restarts;
+  if (slot.pod == &pod) status_.counted_failures.push_back(pod.uid);
+  remove();
+  const std::chrono::seconds delay = RecordBackoff(slot, pod);
+  AddEvent(EventType::kWarning, "RestartingReplica",
+           what + "; recreating it in " + std::to_string(delay.count()) + "s (crash-loop backoff)");
+  restarted = true;
+  return std::nullopt;
+}
+
+std::chrono::seconds Planner::RecordBackoff(const Slot& slot, const ObservedPod& pod) {
   std::vector<api::RestartBackoff>& entries = status_.replica_statuses[slot.type].backoff;
   auto it = std::find_if(entries.begin(), entries.end(),
                          [&](const api::RestartBackoff& b) { return b.index == slot.index; });
@@ -439,7 +534,6 @@ std::chrono::seconds Planner::RecordBackoff(const Slot& slot) {
                          [](int32_t i, const api::RestartBackoff& b) { return i < b.index; }),
         api::RestartBackoff{slot.index, 0, {}});
   }
-  const ObservedPod& pod = *slot.pod;
   const bool ran_cleanly =
       pod.creation_timestamp && input_.now - *pod.creation_timestamp >= kRestartBackoffReset;
   it->failures = ran_cleanly ? 1 : std::min(it->failures + 1, 30);
@@ -708,7 +802,16 @@ void Planner::RunActive() {
   bool restarted = false;
   std::set<ReplicaType> outdated;
   for (const Slot& slot : slots_) {
-    if (slot.pod == nullptr || slot.pod->deletion_timestamp) continue;  // deleting is not failing
+    if (slot.pod == nullptr) continue;
+    // Ended by the cluster, not the workload: replaced whatever its restartPolicy.
+    if (auto cause = DisruptionOf(slot, *slot.pod, /*vanished=*/false)) {
+      if (auto failure = HandleDisruption(slot, *slot.pod, *cause, restarted)) {
+        Finish(false, failure->first, failure->second);
+        return;
+      }
+      continue;
+    }
+    if (slot.pod->deletion_timestamp) continue;  // deleting is not failing
     if (!Terminated(slot.pod->phase)) {
       if (!slot.pod->spec_hash.empty() && slot.pod->spec_hash != spec_hashes_.at(slot.type)) {
         DeletePod(*slot.pod);
@@ -722,6 +825,18 @@ void Planner::RunActive() {
     }
   }
 
+  // Pods gone while not terminal, which the operator did not delete.
+  for (const ObservedPod& gone : observed_.vanished) {
+    auto slot = std::find_if(slots_.begin(), slots_.end(),
+                             [&](const Slot& s) { return s.name == gone.name; });
+    if (slot == slots_.end() || (slot->pod != nullptr && slot->pod->uid == gone.uid)) continue;
+    if (auto cause = DisruptionOf(*slot, gone, /*vanished=*/true)) {
+      if (auto failure = HandleDisruption(*slot, gone, *cause, restarted)) {
+        Finish(false, failure->first, failure->second);
+        return;
+      }
+    }
+  }
   for (ReplicaType type : outdated) {
     AddEvent(EventType::kNormal, "ReplicaOutdated",
              std::string(api::Role(type).key) +
@@ -766,10 +881,15 @@ void Planner::RunEvaluatorsAfterTraining(const std::optional<Success>& success) 
   int32_t done = 0;
   const ObservedPod* reporter = nullptr;  // evaluator 0, once it exited 0
   for (const Slot& slot : slots_) {
-    if (slot.type != ReplicaType::kEvaluator || slot.pod == nullptr ||
-        slot.pod->deletion_timestamp) {
+    if (slot.type != ReplicaType::kEvaluator || slot.pod == nullptr) continue;
+    if (auto cause = DisruptionOf(slot, *slot.pod, /*vanished=*/false)) {
+      if (auto failure = HandleDisruption(slot, *slot.pod, *cause, restarted)) {
+        Finish(false, failure->first, failure->second);
+        return;
+      }
       continue;
     }
+    if (slot.pod->deletion_timestamp) continue;
     if (slot.pod->phase == PodPhase::kSucceeded) {
       // Done, whatever its restartPolicy: it evaluated the final checkpoint.
       ++done;
@@ -883,6 +1003,22 @@ Plan Planner::Run() {
   for (const ObservedPod& pod : observed_.pods) live_uids.insert(pod.uid);
   std::erase_if(status_.counted_failures,
                 [&](const std::string& uid) { return !live_uids.count(uid); });
+  // A vanished pod's UID stays while the executor still reports it, and the
+  // newest kKeptGoneDisruptions of the others stay too: the executor's cache
+  // drops a pod a moment before it reports it vanished, and a plan in between
+  // must not make the pod count twice.
+  for (const ObservedPod& pod : observed_.vanished) live_uids.insert(pod.uid);
+  size_t gone = 0;
+  for (const std::string& uid : status_.counted_disruptions) gone += !live_uids.count(uid);
+  for (auto it = status_.counted_disruptions.begin();
+       gone > kKeptGoneDisruptions && it != status_.counted_disruptions.end();) {
+    if (live_uids.count(*it)) {
+      ++it;
+    } else {
+      it = status_.counted_disruptions.erase(it);  // oldest first
+      --gone;
+    }
+  }
 
   std::map<std::string, const ObservedPod*> by_name;
   for (const ObservedPod& pod : observed_.pods) by_name[pod.name] = &pod;

@@ -78,6 +78,16 @@ struct ObservedPod {
   // while the pod is Pending (image pull errors, a missing Secret or
   // ConfigMap); empty otherwise.
   std::string cannot_start;
+  // Why the cluster, not the workload, ends it: the reason of its
+  // DisruptionTarget condition when True (PreemptionByScheduler,
+  // EvictionByEvictionAPI, DeletionByTaintManager, TerminationByKubelet,
+  // DeletionByPodGC, ...), else "Evicted" for a pod the kubelet evicted for
+  // node pressure (status.reason); empty otherwise.
+  std::string disruption;
+  // The executor deleted it (this process issued the delete): its deletion
+  // is not a disruption. The planner also knows its own reasons to delete
+  // (outdated spec, counted failure, suspend), which survive a restart.
+  bool deleted_by_operator = false;
 
   friend bool operator==(const ObservedPod&, const ObservedPod&) = default;
 };
@@ -94,6 +104,13 @@ struct ObservedChildren {
   // The job's NetworkPolicy is known to exist (the executor created it, or its
   // create answered AlreadyExists, recently): a plan creating pods leaves it out.
   bool network_policy_exists = false;
+  // Pods of the job gone while not terminal, or failed with a disruption (the
+  // last state the executor saw of each: deleted with a node, by pod GC, which
+  // marks a pod Failed with DisruptionTarget first, force-deleted by someone else),
+  // which this process did not delete. The planner counts each as a
+  // disruption once (status.countedDisruptions); the executor may report one
+  // again until a status with its UID is written.
+  std::vector<ObservedPod> vanished;
 };
 
 // The job's spec.serviceMode; unset: PerReplica when the job already has a
