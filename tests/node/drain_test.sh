@@ -11,7 +11,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 ((real_nodes == 2)) || { fail "the cluster has ${real_nodes} real node(s), this test needs 2"; exit 1; }
 ensure_operator || exit 1
 shared_ns drain
-steps="${KUBETRAIN_DRAIN_STEPS:-600}"
+steps="${KUBETRAIN_DRAIN_STEPS:-1500}"
 n2="$(kt_node 2 && echo "${KT_NODE_NAME}")"
 uncordon() { kubectl uncordon "${n2}" >/dev/null 2>&1; }
 trap 'uncordon; node_cleanup' EXIT

@@ -69,7 +69,7 @@ event() {  # event KEY MESSAGE: print MESSAGE with the time the first time KEY h
   seen[$1]=${SECONDS}
   echo "$(stamp) $(since)  $2"
 }
-deadline=$((SECONDS + ${T_KILL:-900}))
+deadline=$((SECONDS + ${T_KILL:-480}))
 t_unreachable="" t_running=""
 while ((SECONDS < deadline)); do
   ready="$(kubectl get node "${n2}" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)"

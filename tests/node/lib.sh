@@ -23,6 +23,7 @@ source "${root}/tests/cluster/node.env"
 work="$(mktemp -d)"
 namespaces=()
 bg_pids=()
+pvs=()  # PersistentVolumes to delete at exit
 T=${T:-180}  # seconds any single wait may take
 WAIT_SECONDS=${T}
 ctr_() { ctr --address "${node_cluster}/node/containerd.sock" -n k8s.io "$@"; }
@@ -38,6 +39,7 @@ node_cleanup() {
     done
   fi
   for p in "${namespaces[@]}"; do kubectl delete namespace "${p}" --wait=false >/dev/null 2>&1; done
+  for p in "${pvs[@]}"; do kubectl delete pv "${p}" --wait=false >/dev/null 2>&1; done
   rm -rf "${work}"
 }
 trap node_cleanup EXIT
@@ -169,24 +171,44 @@ pod_creates() {  # pod_creates: "NAME UIDS" for every pod seen, UIDS = distinct 
 }
 
 # --- Two real nodes (the `node2` fixture) -----------------------------------
-# shared_ns PREFIX: a new namespace -> $ns whose pods may mount hostPath (Pod
-# Security `privileged`): the jobs below keep checkpoints in a directory both
-# nodes see (they are one machine), standing in for shared storage. Its
-# directory, $ckpt_host, is under the cluster dir (removed by `down`).
+# shared_ns PREFIX: a new `restricted` namespace -> $ns with a claim `ckpt` bound
+# to a ReadWriteMany hostPath PersistentVolume both nodes mount (they are one
+# machine), standing in for shared storage; the directory, $ckpt_host, is under
+# the cluster dir (removed by `down`), the PV is deleted at exit.
 shared_ns() {
-  ns="$1-$(openssl rand -hex 3)"
-  namespaces+=("${ns}")
-  kubectl create namespace "${ns}" >/dev/null
-  kubectl label namespace "${ns}" pod-security.kubernetes.io/enforce=privileged >/dev/null
-  wait_until "the default service account in ${ns}" kubectl -n "${ns}" get sa default
+  restricted_ns "$1"
   ckpt_host="${node_cluster}/shared/${ns}"
   mkdir -p "${ckpt_host}"
   chmod 0777 "${ckpt_host}"
+  pvs+=("kubetrain-ckpt-${ns}")
+  cat <<PV | kubectl apply -f - >/dev/null
+apiVersion: v1
+kind: PersistentVolume
+metadata: {name: kubetrain-ckpt-${ns}}
+spec:
+  capacity: {storage: 1Gi}
+  accessModes: [ReadWriteMany]
+  persistentVolumeReclaimPolicy: Retain
+  storageClassName: ""
+  claimRef: {namespace: ${ns}, name: ckpt}
+  hostPath: {path: ${ckpt_host}, type: Directory}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: ckpt, namespace: ${ns}}
+spec:
+  accessModes: [ReadWriteMany]
+  storageClassName: ""
+  volumeName: kubetrain-ckpt-${ns}
+  resources: {requests: {storage: 1Gi}}
+PV
+  bound() { [[ "$(k get pvc ckpt -o jsonpath='{.status.phase}')" == Bound ]]; }
+  wait_until "the checkpoint claim to bind" bound
 }
 # spread_role ROLE JOB ARGS-YAML: a replica template spread evenly over the real
 # nodes (maxSkew 1 per hostname; nodes with a taint the pod does not tolerate,
-# such as a dead node's unreachable taint, do not count), mounting $ckpt_host at
-# /ckpt. Pods tolerate an unreachable or not-ready node for 10 s (not the default
+# such as a dead node's unreachable taint, do not count), mounting the claim
+# `ckpt` (shared_ns) at /ckpt. Pods tolerate an unreachable or not-ready node for 10 s (not the default
 # 300 s), so the node-lifecycle controller marks a dead node's pods for deletion
 # soon after it stops answering; getting them replaced is the operator's part.
 spread_role() {
@@ -205,7 +227,7 @@ spread_role() {
               nodeTaintsPolicy: Honor
               labelSelector: {matchLabels: {kubetrain.io/job-name: $2, kubetrain.io/replica-type: $1}}
           securityContext: {runAsNonRoot: true, runAsUser: 65532, runAsGroup: 65532, seccompProfile: {type: RuntimeDefault}}
-          volumes: [{name: tmp, emptyDir: {}}, {name: ckpt, hostPath: {path: ${ckpt_host}, type: Directory}}]
+          volumes: [{name: tmp, emptyDir: {}}, {name: ckpt, persistentVolumeClaim: {claimName: ckpt}}]
           containers:
             - name: trainer
               image: ${KUBETRAIN_TRAINER_IMAGE}

@@ -11,7 +11,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 ((real_nodes == 2)) || { fail "the cluster has ${real_nodes} real node(s), this test needs 2"; exit 1; }
 ensure_operator || exit 1
 shared_ns suspend
-steps="${KUBETRAIN_SUSPEND_STEPS:-600}"
+steps="${KUBETRAIN_SUSPEND_STEPS:-1500}"
 max_step() { for w in 0 1 2 3; do logged_step "pausing-worker-${w}"; done | sort -n | tail -n1; }
 suspend() { k patch tj pausing --type merge -p "{\"spec\":{\"runPolicy\":{\"suspend\":$1}}}" >/dev/null; }
 
