@@ -10,6 +10,8 @@
 # unreachable, replacement created, Running, training resumed) is printed with
 # timestamps, then the figures: node unreachable -> replacements Running, and the
 # job's wall time against the same job undisturbed (run first).
+# KUBETRAIN_KILL_FORCE_DELETE=S makes the test force-delete the stuck pods itself
+# after S s (what the operator must do; for trying the rest of the timeline).
 # Runs last in the `node2` fixture: node 2 stays dead until `down`.
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -98,6 +100,14 @@ while ((SECONDS < deadline)); do
     [[ -z "${first_after:-}" && -n "${now}" ]] && first_after=${now}
     [[ -n "${now}" ]] && ((now > first_after)) &&
       event resumed "training resumed: worker-0 at step ${now} (${at_kill} at the kill)"
+  fi
+  # KUBETRAIN_KILL_FORCE_DELETE=S: the test itself force-deletes the dead node's
+  # pods S seconds after they were marked for deletion, as a human would (to see the
+  # rest of the timeline where the operator does not do it; off by default).
+  if [[ -n "${KUBETRAIN_KILL_FORCE_DELETE:-}" && -n "${seen[del-${lost%% *}]:-}" && -z "${seen[forced]:-}" ]] &&
+    ((SECONDS - seen[del-${lost%% *}] >= KUBETRAIN_KILL_FORCE_DELETE)); then
+    event forced "the TEST force-deletes node 2's pods (KUBETRAIN_KILL_FORCE_DELETE=${KUBETRAIN_KILL_FORCE_DELETE})"
+    k delete pods --field-selector "spec.nodeName=${n2}" --force --grace-period 0 >/dev/null 2>&1
   fi
   state="$(job_state doomed)"
   [[ "${state}" == Succeeded || "${state}" == Failed ]] && { event end "job ${state}"; break; }
