@@ -105,7 +105,7 @@ while ((SECONDS < deadline)); do
   # pods S seconds after they were marked for deletion, as a human would (to see the
   # rest of the timeline where the operator does not do it; off by default).
   if [[ -n "${KUBETRAIN_KILL_FORCE_DELETE:-}" && -n "${seen[del-${lost%% *}]:-}" && -z "${seen[forced]:-}" ]] &&
-    ((SECONDS - seen[del-${lost%% *}] >= KUBETRAIN_KILL_FORCE_DELETE)); then
+    ((SECONDS - ${seen[del-${lost%% *}]} >= KUBETRAIN_KILL_FORCE_DELETE)); then
     event forced "the TEST force-deletes node 2's pods (KUBETRAIN_KILL_FORCE_DELETE=${KUBETRAIN_KILL_FORCE_DELETE})"
     k delete pods --field-selector "spec.nodeName=${n2}" --force --grace-period 0 >/dev/null 2>&1
   fi
