@@ -1,6 +1,8 @@
 # Shared by the real-node tests (ctest label `node`); source it. Needs
-# KUBECONFIG and KUBETRAIN_TEST_NODE_DIR (the `node` fixture's cluster dir,
-# holding images.env and the node's containerd socket).
+# KUBECONFIG and KUBETRAIN_TEST_NODE_DIR (the `node` or `node2` fixture's cluster
+# dir, holding images.env and each node's containerd socket). With two nodes
+# (the `node2` fixture, DIR/node2 exists) the operator is pinned to node 1, the
+# one tests never kill, and pod_template's pods may land on either node.
 #   restricted_ns PREFIX          a new namespace enforcing Pod Security `restricted` -> $ns
 #   ensure_operator [TAG]         the kustomize base with the built operator image (TAG:
 #                                 another tag of it), rolled out and Ready
@@ -21,9 +23,12 @@ source "${root}/tests/cluster/node.env"
 work="$(mktemp -d)"
 namespaces=()
 bg_pids=()
+pvs=()  # PersistentVolumes to delete at exit
 T=${T:-180}  # seconds any single wait may take
 WAIT_SECONDS=${T}
 ctr_() { ctr --address "${node_cluster}/node/containerd.sock" -n k8s.io "$@"; }
+real_nodes=1
+[[ -d "${node_cluster}/node2" ]] && real_nodes=2
 node_cleanup() {
   local p
   for p in "${bg_pids[@]}"; do kill "${p}" 2>/dev/null; wait "${p}" 2>/dev/null; done
@@ -34,6 +39,7 @@ node_cleanup() {
     done
   fi
   for p in "${namespaces[@]}"; do kubectl delete namespace "${p}" --wait=false >/dev/null 2>&1; done
+  for p in "${pvs[@]}"; do kubectl delete pv "${p}" --wait=false >/dev/null 2>&1; done
   rm -rf "${work}"
 }
 trap node_cleanup EXIT
@@ -63,12 +69,26 @@ images:
     newName: ${repo}
     newTag: $1
 KUST
+  if ((real_nodes > 1)); then
+    cat >>"${out}/kustomization.yaml" <<KUST
+patches:
+  - target: {kind: Deployment, name: kubetrain-operator}
+    patch: |
+      - op: add
+        path: /spec/template/spec/nodeSelector
+        value: {kubetrain.io/test-node: "1"}
+KUST
+  fi
   echo "${out}"
 }
 # tag_operator_image TAG: the built operator image also under TAG in the node's containerd.
 tag_operator_image() {
-  local repo="${KUBETRAIN_OPERATOR_IMAGE%:*}"
-  ctr_ images tag --force "${KUBETRAIN_OPERATOR_IMAGE}" "${repo}:$1" >/dev/null
+  local repo="${KUBETRAIN_OPERATOR_IMAGE%:*}" d
+  for d in "${node_cluster}"/node "${node_cluster}"/node2; do
+    [[ -S "${d}/containerd.sock" && ! -f "${d}/killed" ]] || continue
+    ctr --address "${d}/containerd.sock" -n k8s.io images tag --force "${KUBETRAIN_OPERATOR_IMAGE}" \
+      "${repo}:$1" >/dev/null
+  done
 }
 ensure_operator() {
   local tag="${1:-${KUBETRAIN_OPERATOR_IMAGE##*:}}"
@@ -149,3 +169,133 @@ pod_watch_start() {
 pod_creates() {  # pod_creates: "NAME UIDS" for every pod seen, UIDS = distinct UIDs
   awk '$1 == "ADDED" {print $2, $3}' "${work}/watch-${ns}.log" | sort -u | awk '{n[$1]++} END {for (p in n) print p, n[p]}'
 }
+
+# --- Two real nodes (the `node2` fixture) -----------------------------------
+# shared_ns PREFIX: a new `restricted` namespace -> $ns with a claim `ckpt` bound
+# to a ReadWriteMany hostPath PersistentVolume both nodes mount (they are one
+# machine), standing in for shared storage; the directory, $ckpt_host, is under
+# the cluster dir (removed by `down`), the PV is deleted at exit.
+shared_ns() {
+  restricted_ns "$1"
+  ckpt_host="${node_cluster}/shared/${ns}"
+  mkdir -p "${ckpt_host}"
+  chmod 0777 "${ckpt_host}"
+  pvs+=("kubetrain-ckpt-${ns}")
+  cat <<PV | kubectl apply -f - >/dev/null
+apiVersion: v1
+kind: PersistentVolume
+metadata: {name: kubetrain-ckpt-${ns}}
+spec:
+  capacity: {storage: 1Gi}
+  accessModes: [ReadWriteMany]
+  persistentVolumeReclaimPolicy: Retain
+  storageClassName: ""
+  claimRef: {namespace: ${ns}, name: ckpt}
+  hostPath: {path: ${ckpt_host}, type: Directory}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: ckpt, namespace: ${ns}}
+spec:
+  accessModes: [ReadWriteMany]
+  storageClassName: ""
+  volumeName: kubetrain-ckpt-${ns}
+  resources: {requests: {storage: 1Gi}}
+PV
+  bound() { [[ "$(k get pvc ckpt -o jsonpath='{.status.phase}')" == Bound ]]; }
+  wait_until "the checkpoint claim to bind" bound
+}
+# spread_role ROLE JOB ARGS-YAML: a replica template spread evenly over the real
+# nodes (maxSkew 1 per hostname; nodes with a taint the pod does not tolerate,
+# such as a dead node's unreachable taint, do not count), mounting the claim
+# `ckpt` (shared_ns) at /ckpt. Pods tolerate an unreachable or not-ready node for 10 s (not the default
+# 300 s), so the node-lifecycle controller marks a dead node's pods for deletion
+# soon after it stops answering; getting them replaced is the operator's part.
+spread_role() {
+  cat <<TPL
+      template:
+        spec:
+          nodeSelector: {type: real}
+          terminationGracePeriodSeconds: 30
+          tolerations:
+            - {key: node.kubernetes.io/unreachable, operator: Exists, effect: NoExecute, tolerationSeconds: 10}
+            - {key: node.kubernetes.io/not-ready, operator: Exists, effect: NoExecute, tolerationSeconds: 10}
+          topologySpreadConstraints:
+            - maxSkew: 1
+              topologyKey: kubernetes.io/hostname
+              whenUnsatisfiable: DoNotSchedule
+              nodeTaintsPolicy: Honor
+              labelSelector: {matchLabels: {kubetrain.io/job-name: $2, kubetrain.io/replica-type: $1}}
+          securityContext: {runAsNonRoot: true, runAsUser: 65532, runAsGroup: 65532, seccompProfile: {type: RuntimeDefault}}
+          volumes: [{name: tmp, emptyDir: {}}, {name: ckpt, persistentVolumeClaim: {claimName: ckpt}}]
+          containers:
+            - name: trainer
+              image: ${KUBETRAIN_TRAINER_IMAGE}
+              $3
+              resources: {requests: {cpu: 50m, memory: 64Mi}}
+              volumeMounts: [{name: tmp, mountPath: /tmp}, {name: ckpt, mountPath: /ckpt}]
+              securityContext: {allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: {drop: [ALL]}}
+TPL
+}
+# spread_job NAME STEPS [PS WORKERS]: a Wide & Deep job (default 2 PS + 4 workers)
+# spread over both nodes, checkpointing every 200 steps to /ckpt/NAME (far apart, so
+# a periodic checkpoint is seldom taken for one made at SIGTERM).
+spread_job() {
+  local args
+  args="args: [--model=wide_deep, \"--layers=64,32\", --data-dir=/tmp/data, --generate-data=20000, --steps=$2,"
+  args+=" --batch-size=256, --threads=1, --log-every=100, --checkpoint-dir=/ckpt/$1, --checkpoint-every=200]"
+  cat <<JOB | k apply -f - >/dev/null
+apiVersion: kubetrain.io/v1alpha1
+kind: TrainingJob
+metadata: {name: $1}
+spec:
+  runPolicy: {backoffLimit: 3, activeDeadlineSeconds: 1500}
+  replicaSpecs:
+    PS:
+      replicas: ${3:-2}
+      restartPolicy: ExitCode
+$(spread_role ps "$1" "${args}")
+    Worker:
+      replicas: ${4:-4}
+      restartPolicy: ExitCode
+$(spread_role worker "$1" "${args}")
+JOB
+}
+# job_pods JOB: "NAME NODE UID PHASE" per pod of JOB.
+job_pods() {
+  k get pods -l "kubetrain.io/job-name=$1" --no-headers \
+    -o custom-columns='N:.metadata.name,NODE:.spec.nodeName,UID:.metadata.uid,P:.status.phase'
+}
+# live_step POD: the step worker POD has completed, from its metrics endpoint (the
+# port named "metrics") through the apiserver's pod proxy; empty if it does not
+# answer. (Its log is no measure: stdout into a pipe is block-buffered, and lines
+# arrive kilobytes late, or never when the process is killed.)
+live_step() {
+  local port
+  port="$(k get pod "$1" -o jsonpath='{.spec.containers[0].ports[?(@.name=="metrics")].containerPort}' 2>/dev/null)"
+  [[ -n "${port}" ]] || return 0
+  kubectl get --request-timeout 3s --raw "/api/v1/namespaces/${ns}/pods/$1:${port}/proxy/metrics" 2>/dev/null |
+    awk '$1 == "kubetrain_trainer_step" {printf "%d\n", $2}'
+}
+# job_step JOB: worker-0's live_step: the coordinator's step, the one that names
+# the job's checkpoints.
+job_step() { live_step "$1-worker-0"; }
+# resumed_step POD: the step POD's trainer says it restored ("resumed from checkpoint N",
+# "restored shard from checkpoint N", "resuming at step N"); empty if it started fresh.
+resumed_step() {
+  k logs "$1" 2>/dev/null |
+    sed -n -e 's/.*resumed from checkpoint \([0-9][0-9]*\).*/\1/p' \
+      -e 's/.*restored shard from checkpoint \([0-9][0-9]*\).*/\1/p' \
+      -e 's/.*resuming at step \([0-9][0-9]*\).*/\1/p' | tail -n1
+}
+# status_count JOB FIELD: .status.FIELD read defensively: a number as is, a map of
+# per-role counts summed (a "total" key wins), absent -> "absent".
+status_count() {
+  k get tj "$1" -o json 2>/dev/null | python3 -c '
+import json, sys
+v = json.load(sys.stdin).get("status", {}).get(sys.argv[1])
+if v is None: print("absent")
+elif isinstance(v, dict): print(v.get("total", sum(x for x in v.values() if isinstance(x, int))))
+else: print(v)' "$2"
+}
+stamp() { date -u +%H:%M:%S.%3N; }
