@@ -47,7 +47,7 @@ op_pid="$(ctr_ task ls | awk -v id="${op_cid#containerd://}" '$1 == id {print $2
 peak_rss_mib() { awk '/^VmHWM/ {printf "%.1f\n", $2 / 1024}' "/proc/${op_pid}/status"; }
 echo "operator ${op_pod} at ${op_ip}, host pid ${op_pid}, peak RSS before the first job $(peak_rss_mib) MiB"
 
-args='--model=wide_deep --layers=256,128 --data-dir=/tmp/data --generate-data=100000 --steps=600 --batch-size=256 --threads=1 --log-every=20'
+args='--model=wide_deep --layers=256,128 --data-dir=/tmp/data --generate-data=100000 --steps=3000 --batch-size=256 --threads=1 --log-every=20'
 # shellcheck disable=SC2086
 yaml_args="args: $(yaml_list ${args})"
 
@@ -137,6 +137,8 @@ hostile="$(cat "${work}/hostile.result")"
 kill "${probe}"
 hostile_line="$(report hostile "${work}/hostile" "${hostile}")"
 kubectl -n "${hns}" logs hostile-worker-1 --tail 2 2>/dev/null | sed 's/^/  flood: /'
+# What the operator's reader made of the hostile target (its /metrics, port 8080).
+curl -s -m 5 "http://${op_ip}:8080/metrics" | grep -E '^kubetrain_progress_(reads_total|updates_total|targets)' | sed 's/^/  operator: /'
 state="$(kubectl -n "${hns}" get tj hostile -o jsonpath='{.status.state}')"
 echo "  hostile job still ${state}; operator restarts: $(kubectl -n kubetrain-system get pod "${op_pod}" -o jsonpath='{.status.containerStatuses[0].restartCount}')"
 echo "${quiet_line}"
