@@ -29,14 +29,28 @@ started=${SECONDS}
 "${root}/tests/cluster/node-drain" "${node_cluster}" 2 >"${work}/drain.log" 2>&1 &
 drain_pid=$!
 # The step the job reached before the evicted replicas stopped (worker-0's, while it answers).
+# Only the evicted worker-0's own steps count: once its pod is replaced, the new one's
+# steps after the restore would read as steps lost.
 reached=${at_drain}
+w0_uid="$(k get pod drained-worker-0 -o jsonpath='{.metadata.uid}')"
 while kill -0 "${drain_pid}" 2>/dev/null; do
+  [[ "$(k get pod drained-worker-0 -o jsonpath='{.metadata.uid}' 2>/dev/null)" == "${w0_uid}" ]] || break
   s="$(job_step drained)"
   [[ -n "${s}" ]] && ((s > reached)) && reached=${s}
   sleep 0.5
 done
 wait "${drain_pid}" || fail "node-drain failed: $(cat "${work}/drain.log")"
 echo "$(stamp) node 2 drained in $((SECONDS - started)) s; worker-0 reached step ${reached}"
+# Read each evicted PS replacement's restore while it runs (its pod and log go once
+# the job finishes and its running pods are cleaned up).
+evicted_ps() { grep -- '-ps-' <<<"${evicted}" || true; }
+all_restored() {
+  local p
+  for p in $(evicted_ps); do [[ -n "$(resumed_step "${p}")" ]] || return 1; done
+}
+WAIT_SECONDS=300 wait_until "the evicted PS shards to restore a checkpoint" all_restored
+declare -A restored_at
+for p in $(evicted_ps); do restored_at[${p}]="$(resumed_step "${p}")"; done
 check "no pod of the job is left on node 2" "$(job_pods drained | awk -v n="${n2}" '$2 == n' | wc -l)" 0
 WAIT_SECONDS=900 wait_state drained Succeeded
 check "the job succeeds" "$(job_state drained)" Succeeded
@@ -47,7 +61,7 @@ echo "  status.disruptions: $(status_count drained disruptions)"
 # them all); one step of slack for the step in flight.
 lost=0
 for p in ${evicted}; do
-  r="$(resumed_step "${p}")"
+  r="${restored_at[${p}]:-$(resumed_step "${p}")}"
   echo "  ${p} resumed from step ${r:-none} (drain began at ${at_drain}, the job reached ${reached})"
   [[ "${p}" == *-ps-* ]] && ((${r:-0} < reached - 1)) && ((reached - ${r:-0} > lost)) && lost=$((reached - ${r:-0}))
 done

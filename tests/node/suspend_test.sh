@@ -34,8 +34,9 @@ check "every pod is gone while suspended" "$(job_pods pausing | wc -l)" 0
 echo "$(stamp) all pods gone; the job had reached step ${at}"
 echo "  state while suspended: $(job_state pausing)"
 suspend false || fail "resuming failed"
-resumed() { [[ -n "$(resumed_step pausing-ps-0)" ]]; }
-WAIT_SECONDS=300 wait_until "ps-0 to restore a checkpoint" resumed
+# Both PS shards log their restore on their own schedule: wait for each.
+resumed() { [[ -n "$(resumed_step pausing-ps-0)" && -n "$(resumed_step pausing-ps-1)" ]]; }
+WAIT_SECONDS=300 wait_until "both PS to restore a checkpoint" resumed
 lost=0
 for p in pausing-ps-0 pausing-ps-1; do
   r="$(resumed_step "${p}")"
