@@ -118,7 +118,11 @@ check "the job succeeds on the surviving node" "$(job_state doomed)" Succeeded
 check "every lost replica was replaced" "$(for p in $(awk '{print $1}' <<<"${lost}"); do
   [[ -n "${seen[new-${p}]:-}" ]] || echo "${p}"; done)" ""
 check "the replacements run on node 1" "$(job_pods doomed | awk -v n="${n2}" '$2 == n' | wc -l)" 0
-check "training resumed after the kill" "$([[ -n "${seen[resumed]:-}" ]] && echo yes)" yes
+# The 1 s poll can miss the live step when the rest of the job takes only seconds after
+# the replacements run: a final step past the kill's shows the training went on too.
+final_step="$(k get tj doomed -o jsonpath='{.status.progress.step}')"
+check "training resumed after the kill" \
+  "$([[ -n "${seen[resumed]:-}" ]] || ((${final_step:-0} > ${at_kill:-0})) && echo yes)" yes
 resumed="$(for p in $(awk '{print $1}' <<<"${lost}"); do resumed_step "${p}"; done | sort -n | head -n1)"
 echo "  the replacements resumed from step ${resumed:-none} (the job was at ${at_kill} when node 2 died)"
 check "a replacement resumed from a checkpoint" "$([[ -n "${resumed}" ]] && echo yes)" yes
