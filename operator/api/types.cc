@@ -10,8 +10,10 @@ std::string FormatTime(Time t) {
   std::time_t secs = static_cast<std::time_t>(t.time_since_epoch().count());
   std::tm tm{};
   gmtime_r(&secs, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  // Not strftime's %Y: glibc writes year 448 as "448", which ParseTime (4 digits) refuses.
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%04d-%02d-%02dT%02d:%02d:%02dZ", tm.tm_year + 1900,
+                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
   return buf;
 }
 
@@ -72,9 +74,17 @@ StatusOr<Time> ParseTime(std::string_view text) {
   std::chrono::year_month_day ymd{std::chrono::year(year), std::chrono::month(month),
                                   std::chrono::day(day)};
   if (!ymd.ok() || hour > 23 || minute > 59 || second > 60) return bad();
-  return Time(std::chrono::sys_days(ymd)) + std::chrono::hours(hour) +
-         std::chrono::minutes(minute) + std::chrono::seconds(second) -
-         std::chrono::seconds(offset_seconds);
+  const Time t = Time(std::chrono::sys_days(ymd)) + std::chrono::hours(hour) +
+                 std::chrono::minutes(minute) + std::chrono::seconds(second) -
+                 std::chrono::seconds(offset_seconds);
+  // Only what FormatTime writes back as four digits (an offset can move 0000-01-01 or
+  // 9999-12-31 out of that range).
+  using std::chrono::January, std::chrono::December;
+  static const Time kFirst(std::chrono::sys_days(std::chrono::year(1) / January / 1));
+  static const Time kLast(std::chrono::sys_days(std::chrono::year(9999) / December / 31) +
+                          std::chrono::seconds(86399));
+  if (t < kFirst || t > kLast) return bad();
+  return t;
 }
 
 const RoleInfo& Role(ReplicaType type) {

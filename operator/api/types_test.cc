@@ -46,3 +46,23 @@ TEST(TrainingJobStatusTest, FinishedWhenSucceededOrFailedIsTrue) {
 
 }  // namespace
 }  // namespace kubetrain::api
+
+namespace kubetrain::api {
+namespace {
+
+// Found by api_json_fuzz: year 448 was written back as "448-11-26T..." (strftime's %Y is
+// not zero-padded), which ParseTime refuses, so a job's status did not round-trip.
+TEST(TimeTest, EarlyYearsRoundTripAndOutOfRangeOffsetsAreRefused) {
+  StatusOr<Time> t = ParseTime("0448-11-26T10:00:01Z");
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ(FormatTime(*t), "0448-11-26T10:00:01Z");
+  StatusOr<Time> again = ParseTime(FormatTime(*t));
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*again, *t);
+  EXPECT_FALSE(ParseTime("0001-01-01T00:00:00+00:01").ok());
+  EXPECT_FALSE(ParseTime("9999-12-31T23:59:59-00:01").ok());
+  EXPECT_TRUE(ParseTime("9999-12-31T23:59:59Z").ok());
+}
+
+}  // namespace
+}  // namespace kubetrain::api
