@@ -119,8 +119,9 @@ check "every lost replica was replaced" "$(for p in $(awk '{print $1}' <<<"${los
   [[ -n "${seen[new-${p}]:-}" ]] || echo "${p}"; done)" ""
 check "the replacements run on node 1" "$(job_pods doomed | awk -v n="${n2}" '$2 == n' | wc -l)" 0
 # The 1 s poll can miss the live step when the rest of the job takes only seconds after
-# the replacements run: a final step past the kill's shows the training went on too.
-final_step="$(k get tj doomed -o jsonpath='{.status.progress.step}')"
+# the replacements run: the final metrics' step (status.metrics.steps; status.progress may
+# predate the kill) past the kill's shows the training went on too.
+final_step="$(k get tj doomed -o jsonpath='{.status.metrics.steps}')"
 check "training resumed after the kill" \
   "$([[ -n "${seen[resumed]:-}" ]] || ((${final_step:-0} > ${at_kill:-0})) && echo yes)" yes
 resumed="$(for p in $(awk '{print $1}' <<<"${lost}"); do resumed_step "${p}"; done | sort -n | head -n1)"
