@@ -92,14 +92,19 @@ report() {  # report PHASE PROBE_FILE "SECONDS AGE"
     "$1" "$(peak_rss_mib)" "${p50}" "${p99}" "$(wc -l <"$2")" "${errors}" "${age}" "${secs}"
 }
 
+# phase NAME: the good job with /healthz probed beside it; its report line in ${work}/NAME.line.
+phase() {
+  local probe
+  healthz_probe "${work}/$1" &
+  probe=$!
+  bg_pids+=("${probe}")
+  good_job "$1" >"${work}/$1.result"
+  kill "${probe}"
+  report "$1" "${work}/$1" "$(cat "${work}/$1.result")" >"${work}/$1.line"
+}
+
 # Phase 1: quiet.
-healthz_probe "${work}/quiet" &
-probe=$!
-bg_pids+=("${probe}")
-good_job quiet >"${work}/quiet.result"
-quiet="$(cat "${work}/quiet.result")"
-kill "${probe}"
-quiet_line="$(report quiet "${work}/quiet" "${quiet}")"
+phase quiet
 
 # Phase 2: the hostile job first, then the good job beside it.
 hns="hostile-$(openssl rand -hex 3)"
@@ -129,17 +134,10 @@ spec:
 JOB
 wait_until "the hostile job's 2 pods running" bash -c \
   "[[ \$(kubectl -n ${hns} get pods --field-selector=status.phase=Running -o name | wc -l) == 2 ]]"
-healthz_probe "${work}/hostile" &
-probe=$!
-bg_pids+=("${probe}")
-good_job hostile >"${work}/hostile.result"
-hostile="$(cat "${work}/hostile.result")"
-kill "${probe}"
-hostile_line="$(report hostile "${work}/hostile" "${hostile}")"
+phase hostile
 kubectl -n "${hns}" logs hostile-worker-1 --tail 2 2>/dev/null | sed 's/^/  flood: /'
 # What the operator's reader made of the hostile target (its /metrics, port 8080).
 curl -s -m 5 "http://${op_ip}:8080/metrics" | grep -E '^kubetrain_progress_(reads_total|updates_total|targets)' | sed 's/^/  operator: /'
 state="$(kubectl -n "${hns}" get tj hostile -o jsonpath='{.status.state}')"
 echo "  hostile job still ${state}; operator restarts: $(kubectl -n kubetrain-system get pod "${op_pod}" -o jsonpath='{.status.containerStatuses[0].restartCount}')"
-echo "${quiet_line}"
-echo "${hostile_line}"
+cat "${work}/quiet.line" "${work}/hostile.line"

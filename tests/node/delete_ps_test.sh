@@ -10,18 +10,14 @@
 # whole grace period).
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-((real_nodes == 2)) || { fail "the cluster has ${real_nodes} real node(s), this test needs 2"; exit 1; }
-ensure_operator || exit 1
-shared_ns delps
+two_node_test delps
 steps="${KUBETRAIN_DELETE_PS_STEPS:-4000}"
 
 spread_job delps "${steps}"
 WAIT_SECONDS=300 wait_state delps Running
-past() { local s; s="$(job_step delps)"; [[ -n "${s}" ]] && ((s >= 300)); }
-WAIT_SECONDS=600 wait_until "worker-0 to train past step 300" past
+WAIT_SECONDS=600 wait_until "worker-0 to train past step 300" step_at_least delps 300
 # Away from the periodic checkpoints (every 200): mid-interval.
-mid() { local s; s="$(job_step delps)"; [[ -n "${s}" ]] && ((s % 200 >= 50 && s % 200 <= 150)); }
-WAIT_SECONDS=120 wait_until "a step between periodic checkpoints" mid
+WAIT_SECONDS=120 wait_until "a step between periodic checkpoints" step_mid_interval delps
 old_uid="$(k get pod delps-ps-0 -o jsonpath='{.metadata.uid}')"
 before="$(job_step delps)"
 k delete pod delps-ps-0 --wait=false >/dev/null || fail "kubectl delete pod failed"

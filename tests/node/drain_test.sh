@@ -9,9 +9,7 @@
 # uncordoned at the end.
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-((real_nodes == 2)) || { fail "the cluster has ${real_nodes} real node(s), this test needs 2"; exit 1; }
-ensure_operator || exit 1
-shared_ns drain
+two_node_test drain
 steps="${KUBETRAIN_DRAIN_STEPS:-4000}"
 n2="$(kt_node 2 && echo "${KT_NODE_NAME}")"
 uncordon() { kubectl uncordon "${n2}" >/dev/null 2>&1; }
@@ -20,8 +18,7 @@ trap 'uncordon; node_cleanup' EXIT
 spread_job drained "${steps}"
 on_both() { [[ "$(job_pods drained | awk -v n="${n2}" '$2 == n && $4 == "Running"' | wc -l)" == 3 ]]; }
 WAIT_SECONDS=300 wait_until "drained's pods spread over both nodes" on_both
-past() { local s; s="$(job_step drained)"; [[ -n "${s}" ]] && ((s >= 300)); }
-WAIT_SECONDS=600 wait_until "worker-0 to train past step 300" past
+WAIT_SECONDS=600 wait_until "worker-0 to train past step 300" step_at_least drained 300
 evicted="$(job_pods drained | awk -v n="${n2}" '$2 == n {print $1}')"
 at_drain="$(job_step drained)"
 echo "$(stamp) draining node 2 at step ${at_drain}; its replicas: $(tr '\n' ' ' <<<"${evicted}")"

@@ -15,9 +15,7 @@
 # Runs last in the `node2` fixture: node 2 stays dead until `down`.
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-((real_nodes == 2)) || { fail "the cluster has ${real_nodes} real node(s), this test needs 2"; exit 1; }
-ensure_operator || exit 1
-shared_ns kill
+two_node_test kill
 steps="${KUBETRAIN_KILL_STEPS:-1500}"
 n1="$(kt_node 1 && echo "${KT_NODE_NAME}")" n2="$(kt_node 2 && echo "${KT_NODE_NAME}")"
 dump() {
@@ -49,8 +47,7 @@ started=${SECONDS}
 spread_job doomed "${steps}"
 WAIT_SECONDS=300 wait_until "doomed's pods spread over both nodes" spread_ok doomed
 check "one PS and two workers on each node" "$(spread_ok doomed && echo yes)" yes
-past() { local s; s="$(job_step doomed)"; [[ -n "${s}" ]] && ((s >= 450)); }
-WAIT_SECONDS=600 wait_until "worker-0 to train past step 450 (two checkpoints)" past
+WAIT_SECONDS=600 wait_until "worker-0 to train past step 450 (two checkpoints)" step_at_least doomed 450
 lost="$(job_pods doomed | awk -v n="${n2}" '$2 == n {print $1, $3}')"
 at_kill="$(job_step doomed)"
 t0="$("${root}/tests/cluster/node-kill" "${node_cluster}" 2)" || fail "node-kill failed"

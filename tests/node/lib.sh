@@ -280,6 +280,17 @@ live_step() {
 # job_step JOB: worker-0's live_step: the coordinator's step, the one that names
 # the job's checkpoints.
 job_step() { live_step "$1-worker-0"; }
+# two_node_test PREFIX: a test on both real nodes starts here: the cluster must have
+# two, the operator is installed, and shared_ns PREFIX is the test's namespace ($ns).
+two_node_test() {
+  ((real_nodes == 2)) || { fail "the cluster has ${real_nodes} real node(s), this test needs 2"; exit 1; }
+  ensure_operator || exit 1
+  shared_ns "$1"
+}
+# step_at_least JOB N: worker-0 (the coordinator) has reached step N.
+step_at_least() { local s; s="$(job_step "$1")"; [[ -n "${s}" ]] && ((s >= $2)); }
+# step_mid_interval JOB: worker-0's step lies between two periodic checkpoints (every 200).
+step_mid_interval() { local s; s="$(job_step "$1")"; [[ -n "${s}" ]] && ((s % 200 >= 50 && s % 200 <= 150)); }
 # resumed_step POD: the step POD's trainer says it restored ("resumed from checkpoint N",
 # "restored shard from checkpoint N", "resuming at step N"); empty if it started fresh.
 resumed_step() {

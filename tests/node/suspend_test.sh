@@ -8,18 +8,14 @@
 # checkpoints), read live from its metrics until the pods are gone.
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-((real_nodes == 2)) || { fail "the cluster has ${real_nodes} real node(s), this test needs 2"; exit 1; }
-ensure_operator || exit 1
-shared_ns suspend
+two_node_test suspend
 steps="${KUBETRAIN_SUSPEND_STEPS:-4000}"
 suspend() { k patch tj pausing --type merge -p "{\"spec\":{\"runPolicy\":{\"suspend\":$1}}}" >/dev/null; }
 
 spread_job pausing "${steps}"
 WAIT_SECONDS=300 wait_state pausing Running
-past() { local s; s="$(job_step pausing)"; [[ -n "${s}" ]] && ((s >= 300)); }
-WAIT_SECONDS=600 wait_until "worker-0 to train past step 300" past
-mid() { local s; s="$(job_step pausing)"; [[ -n "${s}" ]] && ((s % 200 >= 50 && s % 200 <= 150)); }
-WAIT_SECONDS=120 wait_until "a step between periodic checkpoints" mid
+WAIT_SECONDS=600 wait_until "worker-0 to train past step 300" step_at_least pausing 300
+WAIT_SECONDS=120 wait_until "a step between periodic checkpoints" step_mid_interval pausing
 at="$(job_step pausing)"
 suspend true || fail "suspending failed"
 echo "$(stamp) suspended at step ${at}"

@@ -60,6 +60,27 @@ class TrainTest : public ::testing::Test {
     if (lines != nullptr) *lines = train.lines_read();
     return r.ok() ? r->losses : std::vector<float>();
   }
+  // Restores the checkpoint in `ckpt` (taken at step `from`) into a fresh model, skips the
+  // batches already trained and trains the rest of `o`: every loss equals the straight run's.
+  void ExpectResumedRunContinuesExactly(const std::string& ckpt, const TrainOptions& o, int from,
+                                        const std::vector<float>& straight) {
+    auto model = CreateWideDeep(config_);
+    ASSERT_TRUE(model.ok());
+    LocalParams params(**model, 1, optimizer_);
+    auto restored = params.Restore(ckpt);
+    ASSERT_TRUE(restored.ok()) << restored.status().ToString();
+    ASSERT_TRUE(restored->has_value());
+    EXPECT_EQ(**restored, from);
+    StripeReader train(Reader("train.tsv", true));
+    Batch skip;
+    for (int i = 0; i < from; ++i) ASSERT_TRUE(train.Next(config_.batch_size, &skip).ok());
+    auto r = Train(**model, train, params, o, from);
+    ASSERT_TRUE(r.ok());
+    ASSERT_EQ(r->losses.size(), straight.size() - static_cast<size_t>(from));
+    for (size_t i = 0; i < r->losses.size(); ++i) {
+      EXPECT_FLOAT_EQ(r->losses[i], straight[from + i]) << "step " << from + i + 1;
+    }
+  }
   // Trains a fresh Wide & Deep for `steps` steps on train.tsv (one process), then evaluates it
   // on eval.tsv; fails the test (and returns nullopt) if either errs.
   struct TrainedModel {
@@ -262,20 +283,7 @@ TEST_F(TrainTest, ResumeFromCheckpointContinuesExactly) {
     ASSERT_TRUE(Train(**model, train, params, first, 0).ok());
     ASSERT_TRUE(params.SaveCheckpoint(ckpt, 10).ok());
   }
-  auto model = CreateWideDeep(config_);
-  ASSERT_TRUE(model.ok());
-  LocalParams params(**model, 1, optimizer_);
-  auto restored = params.Restore(ckpt);
-  ASSERT_TRUE(restored.ok()) << restored.status().ToString();
-  ASSERT_TRUE(restored->has_value());
-  EXPECT_EQ(**restored, 10);
-  StripeReader train(Reader("train.tsv", true));
-  Batch skip;
-  for (int i = 0; i < 10; ++i) ASSERT_TRUE(train.Next(config_.batch_size, &skip).ok());
-  auto r = Train(**model, train, params, o, 10);
-  ASSERT_TRUE(r.ok());
-  ASSERT_EQ(r->losses.size(), 10u);
-  for (int i = 0; i < 10; ++i) EXPECT_FLOAT_EQ(r->losses[i], straight[10 + i]) << "step " << 11 + i;
+  ExpectResumedRunContinuesExactly(ckpt, o, 10, straight);
 }
 
 // SIGTERM (o.stop) during step 6: that step is finished, saved and committed, and the run
@@ -307,17 +315,7 @@ TEST_F(TrainTest, StopSavesTheStepReachedAndTheResumedRunContinuesExactly) {
   ASSERT_TRUE(latest.ok());
   ASSERT_TRUE(latest->has_value());
   EXPECT_EQ(**latest, 6);
-  auto model = CreateWideDeep(config_);
-  ASSERT_TRUE(model.ok());
-  LocalParams params(**model, 1, optimizer_);
-  ASSERT_TRUE(params.Restore(ckpt).ok());
-  StripeReader train(Reader("train.tsv", true));
-  Batch skip;
-  for (int i = 0; i < 6; ++i) ASSERT_TRUE(train.Next(config_.batch_size, &skip).ok());
-  auto r = Train(**model, train, params, o, 6);
-  ASSERT_TRUE(r.ok());
-  ASSERT_EQ(r->losses.size(), 6u);
-  for (int i = 0; i < 6; ++i) EXPECT_FLOAT_EQ(r->losses[i], straight[6 + i]) << "step " << 7 + i;
+  ExpectResumedRunContinuesExactly(ckpt, o, 6, straight);
 }
 
 // A stop already requested before the first step trains nothing and saves nothing; without
