@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstring>
@@ -44,9 +45,23 @@ std::string_view Bytes(const unsigned char* p, size_t n) {
   return {reinterpret_cast<const char*>(p), n};
 }
 
-void SetNoDelay(int fd) {
+// TCP_NODELAY (requests are small and latency-bound) and dead-peer detection (see
+// kDeadPeerTimeout in transport.h): keepalive probes on an idle connection, and
+// TCP_USER_TIMEOUT for data the peer never acknowledges. Best effort: a socket that
+// refuses an option still works, only without the bound.
+void TuneSocket(int fd) {
   const int one = 1;
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  ::setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+  const auto timeout_s = std::chrono::duration_cast<std::chrono::seconds>(kDeadPeerTimeout).count();
+  const int idle = static_cast<int>(std::max<int64_t>(1, timeout_s / 4));
+  const int interval = static_cast<int>(std::max<int64_t>(1, timeout_s / 8));
+  const int count = 6;  // idle + count * interval ~ the timeout (TCP_USER_TIMEOUT rules)
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof(interval));
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof(count));
+  const unsigned int user_timeout_ms = static_cast<unsigned int>(kDeadPeerTimeout.count());
+  ::setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout_ms, sizeof(user_timeout_ms));
 }
 
 std::string PeerName(const sockaddr* sa) {
@@ -298,7 +313,7 @@ StatusOr<std::unique_ptr<Connection>> Dial(const std::string& host, int port,
       continue;
     }
     ::fcntl(fd, F_SETFL, flags);
-    SetNoDelay(fd);
+    TuneSocket(fd);
     std::string peer = host + ":" + std::to_string(port);
     ::freeaddrinfo(res);
     return std::make_unique<Connection>(fd, std::move(peer));
@@ -397,7 +412,7 @@ StatusOr<std::unique_ptr<Connection>> Listener::AcceptFor(std::chrono::milliseco
   socklen_t len = sizeof(ss);
   const int fd = ::accept4(listen_fd, reinterpret_cast<sockaddr*>(&ss), &len, SOCK_CLOEXEC);
   if (fd >= 0) {
-    SetNoDelay(fd);
+    TuneSocket(fd);
     return std::make_unique<Connection>(fd, PeerName(reinterpret_cast<sockaddr*>(&ss)));
   }
   const int err = errno;

@@ -4,6 +4,14 @@
 // payload | 16-byte Poly1305 tag.  Frames are sent on one persistent connection per
 // worker-PS pair with TCP_NODELAY (requests are small and latency-bound).
 //
+// Dead peers: a peer whose machine dies (node lost, network cut) sends no FIN or RST, and a
+// blocked Receive would wait for ever (data it sent would be retried for ~15 minutes).
+// Every connection, dialled or accepted, has TCP keepalive and TCP_USER_TIMEOUT set so a
+// peer that stops acknowledging is declared gone within kDeadPeerTimeout: Send or Receive
+// then fail with Unavailable, and the caller reconnects (worker/remote.h) or drops the peer.
+// A live peer that is slow to answer (a synchronous-mode barrier waiting for a restarted
+// worker) is not affected: its kernel keeps acknowledging.
+//
 // Authentication handshake (libsodium), run before any other frame:
 //   Flow:
 //     1. server -> client  CHALLENGE  ns (32 random bytes)
@@ -37,6 +45,10 @@ namespace kubetrain::trainer {
 
 using AuthKey = std::array<unsigned char, 32>;
 
+// How long a peer may leave data or keepalive probes unacknowledged before its
+// connection fails (see "Dead peers" above).
+inline constexpr std::chrono::milliseconds kDeadPeerTimeout{20000};
+
 // Accepts 64 hex digits or base64 (standard or URL-safe, padded or not) of 32 bytes;
 // surrounding whitespace is ignored (Secrets often end with a newline).
 StatusOr<AuthKey> ParseAuthKey(std::string_view text);
@@ -64,6 +76,8 @@ class Connection {
   // Unblocks any thread in Send/Receive (used to stop a server).
   void Shutdown();
   const std::string& peer() const { return peer_; }
+  // The socket, for inspection (socket options); the Connection keeps owning it.
+  int native_handle() const { return fd_; }
 
  private:
   Status SendRaw(const void* data, size_t n);

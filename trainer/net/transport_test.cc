@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sodium.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -198,6 +199,47 @@ TEST(TransportTest, DialAndAcceptOverLoopback) {
   t2.join();
   EXPECT_EQ(Dial("no-such-host.invalid", 1, std::chrono::seconds(1)).status().code(),
             StatusCode::kUnavailable);
+}
+
+// A peer whose node dies sends nothing more; without keepalive and TCP_USER_TIMEOUT the
+// other side's Receive blocked for ever (the lost-node hang of issue 28: workers waited
+// on a PS that was gone). Both ends of a connection carry the bound.
+TEST(TransportTest, BothEndsDetectADeadPeerWithinTheBound) {
+  auto listener = Listener::Listen(0);
+  ASSERT_TRUE(listener.ok()) << listener.status().ToString();
+  std::unique_ptr<Connection> accepted;
+  std::thread t([&] {
+    auto c = (*listener)->Accept();
+    ASSERT_TRUE(c.ok());
+    accepted = std::move(*c);
+  });
+  auto dialled = Dial("127.0.0.1", (*listener)->port(), std::chrono::seconds(5));
+  ASSERT_TRUE(dialled.ok()) << dialled.status().ToString();
+  t.join();
+  ASSERT_NE(accepted, nullptr);
+  for (const Connection* c : {dialled->get(), accepted.get()}) {
+    int keepalive = 0;
+    unsigned int user_timeout = 0;
+    int idle = 0, interval = 0, count = 0;
+    socklen_t len = sizeof(keepalive);
+    ASSERT_EQ(::getsockopt(c->native_handle(), SOL_SOCKET, SO_KEEPALIVE, &keepalive, &len), 0);
+    len = sizeof(user_timeout);
+    ASSERT_EQ(::getsockopt(c->native_handle(), IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout, &len),
+              0);
+    len = sizeof(idle);
+    ::getsockopt(c->native_handle(), IPPROTO_TCP, TCP_KEEPIDLE, &idle, &len);
+    len = sizeof(interval);
+    ::getsockopt(c->native_handle(), IPPROTO_TCP, TCP_KEEPINTVL, &interval, &len);
+    len = sizeof(count);
+    ::getsockopt(c->native_handle(), IPPROTO_TCP, TCP_KEEPCNT, &count, &len);
+    EXPECT_EQ(keepalive, 1) << c->peer();
+    EXPECT_EQ(user_timeout, static_cast<unsigned int>(kDeadPeerTimeout.count())) << c->peer();
+    // An idle connection starts probing well inside the bound.
+    EXPECT_GT(idle, 0);
+    EXPECT_LE(std::chrono::seconds(idle + interval * count),
+              kDeadPeerTimeout + std::chrono::seconds(1))
+        << "idle " << idle << " s, interval " << interval << " s, count " << count;
+  }
 }
 
 // A socket connected to 127.0.0.1:port, or -1.

@@ -52,6 +52,7 @@ class LogLimiter {
 LogLimiter refused_log("refused connections");
 LogLimiter busy_log("connections closed at the connection limits");
 LogLimiter accept_log("accept errors");
+LogLimiter resend_log("connections closed after the SIGTERM save");
 
 int DefaultMaxConnections() {
   rlimit rl{};
@@ -150,6 +151,9 @@ Status PsServer::Serve() {
     if (*conn == nullptr) continue;  // timeout: reap and check deadlines
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) break;
+    // Saved for SIGTERM: a worker that reconnects here would only be closed again; it
+    // retries (with backoff) until the replacement PS answers at this address.
+    if (drain_saved_) continue;
     if (handshakes_ >= max_handshakes || static_cast<int>(peers_.size()) >= max_connections) {
       if (busy_log.Allow()) {
         spdlog::warn("closing connection from {}: {} connections open, {} in the handshake",
@@ -287,6 +291,15 @@ void PsServer::ServePeer(Peer* peer) {
     }
     bool shutdown = false;
     s = Handle(*conn, type, payload, &session, &shutdown, scratch);
+    if (session.close_unanswered) {
+      if (resend_log.Allow()) {
+        spdlog::info(
+            "closing {} unanswered: this PS saved its shard for SIGTERM and applies "
+            "nothing more; the worker re-sends to the replacement",
+            conn->peer());
+      }
+      break;
+    }
     if (!s.ok()) {
       spdlog::warn("request {} from {} failed: {}", type, conn->peer(), s.ToString());
       if (!conn->Send(kError, s.ToString()).ok()) break;
@@ -359,7 +372,7 @@ Status PsServer::Handle(Connection& conn, uint8_t type, const std::string& paylo
                        std::string_view(reinterpret_cast<const char*>(out.data()), out.size() * 4));
     }
     case kPush:
-      return HandlePush(conn, payload, *session, scratch);
+      return HandlePush(conn, payload, session, scratch);
     case kCheckpoint: {
       int64_t step;
       std::string root;
@@ -373,13 +386,21 @@ Status PsServer::Handle(Connection& conn, uint8_t type, const std::string& paylo
         return FailedPrecondition("this PS was started without --checkpoint-dir");
       }
       KT_RETURN_IF_ERROR(PrepareCheckpointDir(root, step));
-      auto digest = shard_->Save(ShardPath(root, step, o_.shard_index, o_.num_shards));
+      const bool stopping = Stopping();
+      StatusOr<ShardDigest> digest = Internal("checkpoint not saved");
+      {
+        // Draining: the save is this shard's last state; nothing is applied after it.
+        std::unique_lock<std::shared_mutex> frozen(apply_mu_, std::defer_lock);
+        if (stopping) frozen.lock();
+        digest = shard_->Save(ShardPath(root, step, o_.shard_index, o_.num_shards));
+        if (digest.ok() && stopping) drain_saved_ = true;
+      }
       if (!digest.ok()) return digest.status();
-      if (Stopping()) {
+      if (stopping) {
         std::lock_guard<std::mutex> lock(mu_);
         saved_on_stop_ = step;
         saved_on_stop_root_ = root;
-        drain_saved_ = true;
+        cv_.notify_all();  // synchronous pushes waiting for a step that will not be applied here
       }
       // The coordinator records what was written in the MANIFEST.
       return conn.Send(kOk, EncodeCheckpointReply(*digest));
@@ -388,7 +409,14 @@ Status PsServer::Handle(Connection& conn, uint8_t type, const std::string& paylo
       int32_t done_rank;
       if (!DecodeDone(payload, &done_rank)) return InvalidArgument("bad done");
       // Kept in the shard's ledger, so a checkpoint remembers who finished.
-      if (done_rank >= 0) shard_->MarkFinished(done_rank);
+      if (done_rank >= 0) {
+        std::shared_lock<std::shared_mutex> apply(apply_mu_);
+        if (drain_saved_) {
+          session->close_unanswered = true;
+          return Status::Ok();
+        }
+        shard_->MarkFinished(done_rank);
+      }
       return conn.Send(kDoneReply, EncodeDoneReply(shard_->Finished()));
     }
     case kShutdown:
@@ -399,8 +427,9 @@ Status PsServer::Handle(Connection& conn, uint8_t type, const std::string& paylo
   }
 }
 
-Status PsServer::HandlePush(Connection& conn, const std::string& payload, const Session& session,
+Status PsServer::HandlePush(Connection& conn, const std::string& payload, Session* session_ptr,
                             Scratch& scratch) {
+  Session& session = *session_ptr;
   const int dim = shard_->sparse_dim();
   const int rank = session.rank;
   if (rank < 0) return FailedPrecondition("push before hello");
@@ -421,6 +450,11 @@ Status PsServer::HandlePush(Connection& conn, const std::string& payload, const 
   dense.resize(has_dense ? shard_->dense_size() : 0);
   if (has_dense) GetWireFloats(push.dense, dense.size(), session.wire, dense.data());
   if (!o_.sync) {
+    std::shared_lock<std::shared_mutex> apply(apply_mu_);
+    if (drain_saved_) {
+      session.close_unanswered = true;
+      return Status::Ok();
+    }
     const PushLedger::Outcome outcome =
         shard_->ApplyPush(rank, session.incarnation, push.seq, has_dense ? dense.data() : nullptr,
                           ids.data(), n, rows.data());
@@ -435,6 +469,10 @@ Status PsServer::HandlePush(Connection& conn, const std::string& payload, const 
   }
 
   std::unique_lock<std::mutex> lock(mu_);
+  if (drain_saved_) {
+    session.close_unanswered = true;
+    return Status::Ok();
+  }
   if (step <= applied_step_) {
     // A re-sent push for a step already applied (the reply was lost with the connection).
     lock.unlock();
@@ -456,7 +494,11 @@ Status PsServer::HandlePush(Connection& conn, const std::string& payload, const 
     // Re-sent after a reconnect: already in the sum; just wait for the step.
     shard_->CountPush(rank, /*applied=*/false);
     TrainerMetrics::Global().AddPsPushes(/*applied=*/false);
-    cv_.wait(lock, [&] { return applied_step_ >= step || stopping_; });
+    cv_.wait(lock, [&] { return applied_step_ >= step || stopping_ || drain_saved_; });
+    if (applied_step_ < step && drain_saved_) {
+      session.close_unanswered = true;
+      return Status::Ok();
+    }
     if (stopping_) return Unavailable("parameter server is stopping");
     lock.unlock();
     return conn.Send(kOk, PushReplyFlags());
@@ -469,7 +511,14 @@ Status PsServer::HandlePush(Connection& conn, const std::string& payload, const 
     if (acc.empty()) acc.assign(dim, 0.f);
     for (int k = 0; k < dim; ++k) acc[k] += rows[static_cast<size_t>(i) * dim + k];
   }
+  std::shared_lock<std::shared_mutex> apply(apply_mu_, std::defer_lock);
   if (++agg_count_ == o_.num_trainers) {
+    apply.lock();
+    if (drain_saved_) {  // saved for SIGTERM while this push was on its way in
+      session.close_unanswered = true;
+      cv_.notify_all();
+      return Status::Ok();
+    }
     std::vector<uint64_t> all_ids;
     std::vector<float> all_rows;
     all_ids.reserve(agg_rows_.size());
@@ -483,8 +532,13 @@ Status PsServer::HandlePush(Connection& conn, const std::string& payload, const 
     applied_step_ = step;
     agg_count_ = 0;
     cv_.notify_all();
+    apply.unlock();
   } else {
-    cv_.wait(lock, [&] { return applied_step_ >= step || stopping_; });
+    cv_.wait(lock, [&] { return applied_step_ >= step || stopping_ || drain_saved_; });
+    if (applied_step_ < step && drain_saved_) {
+      session.close_unanswered = true;
+      return Status::Ok();
+    }
     if (stopping_) return Unavailable("parameter server is stopping");
   }
   lock.unlock();

@@ -25,8 +25,12 @@
 //     saved on its own SIGTERM), or after drain_timeout, Serve() returns and
 //     stopped_on_signal() is true. Without a checkpoint_dir it returns at once.
 //   Guarantees: a checkpoint committed while draining holds every push this PS applied
-//     before it answered the request (the coordinator drains its pushes first); pushes
-//     from other workers after that are lost with the process, as with any PS restart.
+//     before it answered the request (the coordinator drains its pushes first), and this
+//     PS applies nothing after that save: a later push or done (from any worker, the
+//     coordinator included) closes its connection unanswered, and new connections are
+//     closed at once, so the worker re-sends it to the replacement PS, which restores the
+//     saved shard and applies it there once (the ledger knows what the save holds). No
+//     update is lost to the stop; only the steps' order across workers may change.
 //   Assumptions: the coordinator is alive and pushing to this PS; if not (it was stopped
 //     too and is saving, or it is gone), the drain timeout bounds the wait.
 //
@@ -46,6 +50,7 @@
 #include <memory>
 #include <mutex>
 #include <set>
+#include <shared_mutex>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -123,11 +128,14 @@ class PsServer {
     int rank = -1;
     uint64_t incarnation = 0;
     WireFloat wire = WireFloat::kF32;  // of its pulls' replies and its pushes
+    // Set by a handler that did not apply the request because this PS saved its shard for
+    // SIGTERM: the connection is closed unanswered, so the worker re-sends elsewhere.
+    bool close_unanswered = false;
   };
   // Handles one request; sets *shutdown for a Shutdown request.
   Status Handle(Connection& conn, uint8_t type, const std::string& payload, Session* session,
                 bool* shutdown, Scratch& scratch);
-  Status HandlePush(Connection& conn, const std::string& payload, const Session& session,
+  Status HandlePush(Connection& conn, const std::string& payload, Session* session,
                     Scratch& scratch);
   // SIGTERM seen, by the accept loop or now (a request need not wait for its tick).
   bool Stopping() const { return draining_ || (o_.stop_requested && o_.stop_requested()); }
@@ -143,10 +151,14 @@ class PsServer {
 
   std::mutex mu_;
   std::condition_variable cv_;
-  bool stopping_ = false;                   // guarded by mu_
-  bool shutdown_requested_ = false;         // guarded by mu_
-  std::atomic<bool> draining_{false};       // SIGTERM seen; set by the accept loop only
-  std::atomic<bool> drain_saved_{false};    // a checkpoint was saved while draining
+  bool stopping_ = false;              // guarded by mu_
+  bool shutdown_requested_ = false;    // guarded by mu_
+  std::atomic<bool> draining_{false};  // SIGTERM seen; set by the accept loop only
+  // A checkpoint was saved while draining: nothing is applied to the shard after it. Set
+  // with apply_mu_ held exclusively; read with it held shared around every change to the
+  // shard (push, done), so no change lands between the save and the flag.
+  std::atomic<bool> drain_saved_{false};
+  std::shared_mutex apply_mu_;              // order: mu_ before apply_mu_
   bool stopped_on_signal_ = false;          // guarded by mu_
   int64_t saved_on_stop_ = -1;              // guarded by mu_
   std::string saved_on_stop_root_;          // guarded by mu_

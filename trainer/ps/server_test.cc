@@ -75,7 +75,8 @@ class PsServerTest : public ::testing::Test {
     OptimizerConfig opt;
     opt.kind = OptimizerKind::kSgd;
     opt.lr = 0.5f;
-    shard_ = std::make_unique<ParamShard>(MakeShardConfig(*model_, 0, 1, 1, opt), init_.data());
+    shard_config_ = MakeShardConfig(*model_, 0, 1, 1, opt);
+    shard_ = std::make_unique<ParamShard>(shard_config_, init_.data());
     auto listener = Listener::Listen(0);
     ASSERT_TRUE(listener.ok());
     port_ = (*listener)->port();
@@ -104,6 +105,7 @@ class PsServerTest : public ::testing::Test {
 
   std::unique_ptr<Model> model_;
   std::vector<float> init_;
+  ShardConfig shard_config_;
   std::unique_ptr<ParamShard> shard_;
   std::unique_ptr<PsServer> server_;
   std::thread serve_;
@@ -515,6 +517,85 @@ TEST_F(PsServerTest, StoppingPsAsksForACheckpointAndStopsOnceItIsCommitted) {
   EXPECT_TRUE(server_->stopped_on_signal());
   EXPECT_EQ(server_->saved_on_stop(), 3);
   EXPECT_TRUE(std::filesystem::exists(root + "/ckpt-3/MANIFEST"));
+  std::filesystem::remove_all(root);
+}
+
+// A PS that saved its shard for SIGTERM applies nothing more: a push that arrives after
+// the save (here from another worker, before the MANIFEST lets the PS exit) is closed
+// unanswered, and the worker re-sends it to the replacement PS, which restores the save and
+// applies it there. On the old code the draining PS applied it and lost it with the process
+// (node2.delete_ps: the new ps-0 resumed two steps behind what the workers had pushed).
+TEST_F(PsServerTest, PushAfterTheSigtermSaveIsAppliedByTheReplacementNotLost) {
+  const std::string root =
+      (std::filesystem::temp_directory_path() / ("kt_ps_resend_" + std::to_string(::getpid())))
+          .string();
+  std::filesystem::remove_all(root);
+  std::atomic<bool> stop{false};
+  PsServerOptions o;
+  o.checkpoint_dir = root;
+  o.stop_requested = [&stop] { return stop.load(); };
+  o.drain_timeout = std::chrono::seconds(60);
+  Start(/*sync=*/false, /*trainers=*/2, o);
+  RemoteOptions ro;
+  ro.ps_addresses = {"127.0.0.1:" + std::to_string(port_)};
+  ro.key = key_;
+  ro.rank = 1;
+  ro.startup_timeout = std::chrono::seconds(10);
+  ro.reconnect_timeout = std::chrono::seconds(30);
+  auto worker = RemoteParams::Connect(*model_, ro);
+  ASSERT_TRUE(worker.ok()) << worker.status().ToString();
+  const std::vector<float> g(model_->NumDenseParams(), 0.1f);
+  ASSERT_TRUE((*worker)->Push(1, {}, nullptr, g.data()).ok());
+  stop = true;
+  // The coordinator's checkpoint request, by hand: the shard is saved, the MANIFEST is not
+  // written yet, so the PS keeps its port while it waits for it.
+  auto coordinator = Dial("127.0.0.1", port_, std::chrono::seconds(5));
+  ASSERT_TRUE(coordinator.ok());
+  ASSERT_TRUE((*coordinator)->AuthenticateAsClient(key_).ok());
+  ASSERT_TRUE((*coordinator)->Send(kCheckpoint, EncodeCheckpoint(2, root)).ok());
+  uint8_t type = 0;
+  std::string reply;
+  ASSERT_TRUE((*coordinator)->Receive(&type, &reply).ok());
+  ASSERT_EQ(type, kOk) << reply;
+  std::vector<float> saved(model_->NumDenseParams());
+  shard_->PullDense(saved.data());
+  ASSERT_EQ(shard_->updates(), 1);
+  // The worker pushes step 2 after the save.
+  std::atomic<bool> pushed{false};
+  Status push_status;
+  std::jthread push([&] {  // joins on any early return: bounded by reconnect_timeout
+    push_status = (*worker)->Push(2, {}, nullptr, g.data());
+    pushed = true;
+  });
+  // Answered (old code) or its connection closed: either way the old PS has seen it.
+  ASSERT_TRUE(PollUntil([&] { return pushed.load() || server_->open_connections() < 2; },
+                        std::chrono::seconds(10)));
+  EXPECT_FALSE(pushed.load()) << "the draining PS answered a push after its save";
+  EXPECT_EQ(shard_->updates(), 1) << "applied after the save: lost with the process";
+  // The old PS goes (its pod is deleted); the replacement restores the save on its port.
+  coordinator->reset();
+  server_->Stop();
+  serve_.join();
+  auto replacement = std::make_unique<ParamShard>(shard_config_, init_.data());
+  ASSERT_TRUE(replacement->Load(ShardPath(root, 2, 0, 1)).ok());
+  const int64_t restored_updates = replacement->updates();
+  auto listener = Listener::Listen(port_);
+  ASSERT_TRUE(listener.ok()) << listener.status().ToString();
+  PsServerOptions ro2;
+  ro2.num_trainers = 2;
+  ro2.key = key_;
+  ro2.total_dense = model_->NumDenseParams();
+  server_ = std::make_unique<PsServer>(replacement.get(), std::move(*listener), ro2);
+  serve_ = std::thread([this] { serve_status_ = server_->Serve(); });
+  push.join();
+  EXPECT_TRUE(push_status.ok()) << push_status.ToString();
+  EXPECT_EQ(replacement->updates(), restored_updates + 1);  // the re-sent push, once
+  std::vector<float> now(model_->NumDenseParams());
+  replacement->PullDense(now.data());
+  EXPECT_FLOAT_EQ(now[0], saved[0] - 0.5f * 0.1f);
+  server_->Stop();
+  serve_.join();
+  server_.reset();
   std::filesystem::remove_all(root);
 }
 
