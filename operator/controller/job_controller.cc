@@ -32,6 +32,11 @@ namespace {
 using json = nlohmann::json;
 using Clock = std::chrono::system_clock;
 
+// A lost pod is never force-deleted before this long (or the lost-pod grace, if shorter)
+// past its deletionTimestamp: a live kubelet SIGKILLs at that moment and confirms within
+// seconds.
+constexpr std::chrono::seconds kLostPodSlack{15};
+
 // Compact cache entries (Services): metadata plus what the planner reads.
 struct CachedChild {
   runtime::ObjectMeta meta;
@@ -333,14 +338,17 @@ class JobController::Impl {
     if (it->second.empty()) vanished_.erase(it);
   }
 
-  // Force-deletes the job's pods still present options_.lost_pod_grace past
-  // their deletionTimestamp: their node is gone or cut off, no kubelet will
-  // confirm their end, and their replicas cannot get a pod of the same name
-  // (kubeflow/trainer #2072). Each with a Warning event ForceDeletedLostPod
-  // naming the pod and its node. Returns how long until the next one is due.
+  // Force-deletes the job's pods still present options_.lost_pod_grace after
+  // their deletion was requested (and at least kLostPodSlack past their
+  // deletionTimestamp, the end of their own grace period): their node is gone or
+  // cut off, no kubelet will confirm their end, and their replicas cannot get a
+  // pod of the same name (kubeflow/trainer #2072). Each with a Warning event
+  // ForceDeletedLostPod naming the pod and its node. Returns how long until the
+  // next one is due.
   //
-  // Flow: deletionTimestamp (the deletion time plus the pod's grace period) +
-  // lost_pod_grace passed -> DELETE gracePeriodSeconds=0 with a precondition
+  // Flow: due = max(deletion requested + lost_pod_grace, deletionTimestamp +
+  // min(kLostPodSlack, lost_pod_grace)), where deletion requested = deletionTimestamp -
+  // deletionGracePeriodSeconds -> DELETE gracePeriodSeconds=0 with a precondition
   // on the pod's UID (a replacement of the same name is never touched) -> the
   // apiserver removes the object -> the planner recreates the replica.
   // Guarantees: only pods this job controls, only ones already being deleted
@@ -355,7 +363,11 @@ class JobController::Impl {
     const std::string owner = runtime::OwnerIndexValue(ns, job.metadata.uid);
     for (const auto& p : c.pods->store().ByIndex(runtime::kOwnerUidIndex, owner)) {
       if (!p->pod.deletion_timestamp) continue;
-      const api::Time due = *p->pod.deletion_timestamp + options_.lost_pod_grace;
+      const api::Time ends = *p->pod.deletion_timestamp;
+      const api::Time requested =
+          ends - std::chrono::seconds(p->pod.deletion_grace_seconds.value_or(0));
+      const api::Time due = std::max(requested + options_.lost_pod_grace,
+                                     ends + std::min(kLostPodSlack, options_.lost_pod_grace));
       if (now < due) {
         const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(due - now);
         if (!next || wait < *next) next = wait;
@@ -374,12 +386,11 @@ class JobController::Impl {
         }
         continue;
       }
-      const auto late =
-          std::chrono::duration_cast<std::chrono::seconds>(now - *p->pod.deletion_timestamp);
+      const auto late = std::chrono::duration_cast<std::chrono::seconds>(now - requested);
       const std::string node = p->node_name.empty() ? "no node" : "node " + p->node_name;
       const std::string message =
           "pod " + p->meta.name + " on " + node + " was still terminating " +
-          std::to_string(late.count()) + "s past its deletionTimestamp (lost-pod grace " +
+          std::to_string(late.count()) + "s after its deletion was requested (lost-pod grace " +
           std::to_string(options_.lost_pod_grace.count()) +
           "s): no kubelet confirmed its end, so it was force-deleted and its replica is "
           "recreated; its old process may still run if the node is only cut off";

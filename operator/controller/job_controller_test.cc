@@ -1672,6 +1672,33 @@ TEST(JobControllerLostPodTest, ForceDeletesAPodTerminatingPastTheGraceOnItsUid) 
   EXPECT_EQ((*job)["status"].value("restarts", -1), 0);
 }
 
+// The grace counts from the deletion request, not from the end of the pod's own grace
+// period: on the old code a pod deleted 61 s ago with a 30 s grace (lost-pod grace 60 s)
+// waited another 29 s (node2.kill_node: unreachable -> Running took 104 s, goal grace +
+// 15 s).
+TEST(JobControllerLostPodTest, GraceCountsFromTheDeletionRequest) {
+  FakeApi api;
+  SeedSecret(api);
+  json job = Job();
+  job["spec"]["replicaSpecs"]["Worker"]["replicas"] = 3;
+  api.Seed(kTrainingJobs, job);
+  api.Seed(kube::kPods, Pod(0, "Running"));
+  json lost = Terminating(1, seconds(31), "lost-uid");  // requested 61 s ago, grace 30 s
+  api.Seed(kube::kPods, lost);
+  // Requested 20 s ago with a grace of 120 s: its own grace has not passed; left alone.
+  json slow = Terminating(2, seconds(-100), "slow-uid");
+  slow["metadata"]["deletionGracePeriodSeconds"] = 120;
+  api.Seed(kube::kPods, slow);
+  JobControllerOptions options = Options();
+  options.lost_pod_grace = seconds(60);
+  Running controller(&api, options);
+  ASSERT_TRUE(Eventually([&] {
+    auto o = api.LastDeleteOptions("pods", "tj-worker-1");
+    return o && o->grace_period_seconds == std::optional<int64_t>(0);
+  }));
+  EXPECT_FALSE(api.LastDeleteOptions("pods", "tj-worker-2").has_value());
+}
+
 TEST(JobControllerLostPodTest, WaitsForTheGraceThenForceDeletes) {
   FakeApi api;
   SeedSecret(api);

@@ -82,6 +82,10 @@ StatusOr<ObservedPod> ObservePodUnsafe(const json& pod) {
   out.index = replica->second;
   out.phase = PodPhaseFromString(api::StringField(status, "phase"));
   KT_ASSIGN_OR_RETURN(out.deletion_timestamp, OptTime(meta, "deletionTimestamp"));
+  if (auto g = meta.find("deletionGracePeriodSeconds");
+      g != meta.end() && g->is_number_integer() && g->get<int64_t>() >= 0) {
+    out.deletion_grace_seconds = std::min<int64_t>(g->get<int64_t>(), 366LL * 24 * 3600);
+  }
   KT_ASSIGN_OR_RETURN(out.creation_timestamp, OptTime(meta, "creationTimestamp"));
 
   out.cluster_config_in_secret = ClusterConfigInSecret(pod);

@@ -60,6 +60,9 @@ struct ObservedPod {
   std::string reason;
   std::string message;  // the termination message (the trainer writes metrics there)
   std::optional<api::Time> deletion_timestamp;
+  // metadata.deletionGracePeriodSeconds: the deletion was requested this long before
+  // deletion_timestamp. Unset: unknown (taken as 0).
+  std::optional<int64_t> deletion_grace_seconds;
   std::optional<api::Time> creation_timestamp;
   // When its main container started running (state.running.startedAt);
   // unset while it has not, or once it has terminated.
