@@ -792,6 +792,32 @@ class GeneratedDataDir {
   std::string path_;
 };
 
+// How long the teardown after a role's outcome may take (the metrics server's stop, joins,
+// removing the generated data, static destructors) before the exit watchdog ends the process
+// with that outcome's code. Teardown takes milliseconds; a hang there must not keep the pod
+// Running.
+constexpr std::chrono::seconds kTeardownTimeout{10};
+
+// Arms the exit watchdog (stop/stop.h) with the outcome when it goes out of scope. Declared
+// after the metrics server and the generated data, so it is destroyed first and their
+// teardown runs under the deadline.
+class TeardownDeadline {
+ public:
+  TeardownDeadline() = default;
+  TeardownDeadline(const TeardownDeadline&) = delete;
+  TeardownDeadline& operator=(const TeardownDeadline&) = delete;
+  ~TeardownDeadline() { ExitWithin(code_, kTeardownTimeout); }
+
+  // Records the outcome and returns it: `return deadline.Outcome(RunX(...));`.
+  int Outcome(int code) {
+    code_ = code;
+    return code;
+  }
+
+ private:
+  int code_ = kExitPermanent;
+};
+
 }  // namespace
 
 int Run(const Flags& flags) {
@@ -916,21 +942,24 @@ int Run(const Flags& flags) {
     }
     return code;
   };
-  if (in_process) return read_last_step(RunSingleProcess(f, **model, *opt, task));
-  if (cluster->role == "evaluator") return RunEvaluator(f, *cluster, **model, *opt);
+  // From here every return is the outcome; what runs after it is bounded (issue 35 item 2).
+  TeardownDeadline deadline;
+  if (in_process) return deadline.Outcome(read_last_step(RunSingleProcess(f, **model, *opt, task)));
+  if (cluster->role == "evaluator")
+    return deadline.Outcome(RunEvaluator(f, *cluster, **model, *opt));
 
   const char* key_text = std::getenv(contract::kEnvAuthKey.data());
   if (key_text == nullptr || *key_text == '\0') {
     spdlog::error("KUBETRAIN_AUTH_KEY is not set: parameter-server traffic must be authenticated");
-    return kExitPermanent;
+    return deadline.Outcome(kExitPermanent);
   }
   auto key = ParseAuthKey(key_text);
   if (!key.ok()) {
     spdlog::error("{}", key.status().message());
-    return kExitPermanent;
+    return deadline.Outcome(kExitPermanent);
   }
-  if (cluster->role == "ps") return RunPs(f, *cluster, **model, *opt, *key);
-  return read_last_step(RunWorker(f, *cluster, **model, *key));
+  if (cluster->role == "ps") return deadline.Outcome(RunPs(f, *cluster, **model, *opt, *key));
+  return deadline.Outcome(read_last_step(RunWorker(f, *cluster, **model, *key)));
 }
 
 }  // namespace kubetrain::trainer

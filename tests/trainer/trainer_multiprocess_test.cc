@@ -695,6 +695,27 @@ TEST_F(TrainerProcessTest, EarlyFailureWithMetricsOnExitsWithinTwoSecondsEveryTi
   EXPECT_EQ(hung, 0) << "runs still alive 2 s after start; the first one's log:\n" << first_hang;
 }
 
+// A teardown that hangs after the outcome (here: every pthread_join blocks, so stopping the
+// metrics server never returns) ends by the exit watchdog with the outcome's code, 10 s
+// (kTeardownTimeout in trainer/roles.cc) after it, not never: the job sees the real failure.
+TEST_F(TrainerProcessTest, TeardownThatHangsEndsWithTheOutcomesCode) {
+  fs::create_directories(Path("empty"));
+  const auto start = std::chrono::steady_clock::now();
+  Process trainer(Flags({"--data-dir", Path("empty"), "--steps", "1", "--metrics-port",
+                         std::to_string(FreePort())}),
+                  // A sanitizer build's runtime would refuse a library preloaded before it.
+                  {{"LD_PRELOAD", KT_HANG_JOIN_SHIM}, {"ASAN_OPTIONS", "verify_asan_link_order=0"}},
+                  Path("run.log"));
+  const int code = trainer.Wait(std::chrono::seconds(30));
+  const auto took = std::chrono::steady_clock::now() - start;
+  ASSERT_NE(code, -1) << "still running 30 s after start:\n" << trainer.Log();
+  EXPECT_EQ(code, 1) << trainer.Log();  // kExitPermanent: no data files
+  EXPECT_FALSE(trainer.signaled()) << trainer.Log();
+  EXPECT_NE(trainer.Log().find("no data files matching"), std::string::npos) << trainer.Log();
+  EXPECT_NE(trainer.Log().find("teardown still running"), std::string::npos) << trainer.Log();
+  EXPECT_GE(took, std::chrono::seconds(10));
+}
+
 TEST_F(TrainerProcessTest, UnreachablePsIsRetryableAfterStartupTimeout) {
   const std::string cluster = ClusterConfig({FreePort()}, {FreePort()});
   Process worker(Flags({"--steps", "1", "--startup-timeout", "1"}), Env(cluster, "worker-0"),

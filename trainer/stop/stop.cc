@@ -3,8 +3,10 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <system_error>
 #include <thread>
 
 namespace kubetrain::trainer {
@@ -51,6 +53,29 @@ void RequestStop() {
 
 void ResetStopForTest() {
   g_stop.store(false);
+}
+
+void ExitWithin(int code, std::chrono::milliseconds timeout) {
+  static std::atomic<bool> armed{false};
+  if (armed.exchange(true)) return;
+  // Detached and touching no object with a destructor: a normal exit while it sleeps
+  // simply ends it.
+  try {
+    std::thread([code, timeout] {
+      std::this_thread::sleep_for(timeout);  // the deadline itself, not synchronisation
+      // Not spdlog: the thread that hangs may hold its lock. One write(2) is enough.
+      char msg[160];
+      const int n = std::snprintf(msg, sizeof msg,
+                                  "[exit] teardown still running %lld ms after the outcome: "
+                                  "exiting %d without finishing it\n",
+                                  static_cast<long long>(timeout.count()), code);
+      if (n > 0) (void)!::write(2, msg, std::min(static_cast<size_t>(n), sizeof msg - 1));
+      ::_exit(code);
+    }).detach();
+  } catch (const std::system_error&) {
+    // No thread to spare (a pids limit): the exit stays unbounded, as without the watchdog;
+    // never end the process here, this runs in a destructor on the way out.
+  }
 }
 
 }  // namespace kubetrain::trainer

@@ -38,4 +38,12 @@ void RequestStop();
 // Clears the flag (tests only; not while a watchdog is armed).
 void ResetStopForTest();
 
+// The exit watchdog: once a role has its outcome `code`, only teardown is left (the
+// metrics server's stop, joins, removing the generated data, static destructors); it must
+// not keep the pod Running. If the process is still alive `timeout` after this call, a
+// detached thread writes one line to stderr and ends it with _exit(code), so the job sees
+// the real outcome (a startup error stays a permanent failure, not a hang). The first call
+// arms it; later calls change nothing. Any thread.
+void ExitWithin(int code, std::chrono::milliseconds timeout);
+
 }  // namespace kubetrain::trainer
