@@ -119,6 +119,24 @@ short_progress)
   expect_all_gone
   ;;
 examples)
+  # Every image in the examples and in the README's YAML runs on a cluster as
+  # printed: a tag other than latest (the kubelet pulls :latest Always), and ours
+  # under their registry at this release's tag (a bare kubetrain-trainer is
+  # docker.io/library/kubetrain-trainer, which does not exist).
+  version=$(sed -nE 's/^project\(kubetrain VERSION ([0-9.]+) .*/\1/p' "$here/../../CMakeLists.txt")
+  [[ -n $version ]] || fail "no project version in CMakeLists.txt"
+  n=0
+  while read -r where image; do
+    n=$((n + 1))
+    [[ $image =~ :[A-Za-z0-9._-]+$ && $image != *:latest ]] || fail "$where: image $image has no pinned tag"
+    [[ $image != *kubetrain-* || $image == ghcr.io/kubetrain/*:"$version" ]] ||
+      fail "$where: image $image is not ghcr.io/kubetrain/<image>:$version"
+  done < <(
+    grep -HnoE 'image: [^],} ]+' "$here"/../../examples/*.yaml | sed 's/:image: / /'
+    awk '/^```yaml$/ { y = 1; next } /^```$/ { y = 0 }
+      y && match($0, /image: [^],} ]+/) { print FILENAME ":" FNR, substr($0, RSTART + 7, RLENGTH - 7) }' \
+      "$here/../../README.md")
+  ((n >= 10)) || fail "only $n images found in the examples and the README"
   # The MLP example: init containers write data into an emptyDir (a directory
   # per pod locally), AllWorkers success.
   run_job "$here/../../examples/mlp.yaml"
