@@ -60,6 +60,12 @@ inline constexpr int kExitRetryable = 200;
 // replacement resumes from that checkpoint.
 inline constexpr int kExitStoppedAfterCheckpoint = 143;
 
+// --- The termination message (terminationMessagePath): a JSON object. A process
+// stopped by SIGTERM writes {"stopped": "<what the stop cost>"} (the checkpoint it
+// saved, or that its progress is lost); the operator shows it in the PodDisrupted event
+// and status.replicaStatuses[role].lastDisruption.message. Otherwise the final metrics.
+inline constexpr std::string_view kTerminationStopped = "stopped";
+
 // --- Metrics: GET /metrics on this port (the trainer's --metrics-port default),
 // Prometheus text; the operator finds it by the container port's name.
 inline constexpr int kDefaultMetricsPort = 9090;

@@ -212,19 +212,29 @@ TrainOptions TrainOptionsFrom(const Flags& f, bool checkpoints) {
   return t;
 }
 
-// A process that stopped on SIGTERM: what it leaves behind, then 143.
+// Writes the final metrics where Kubernetes picks them up; a failure is only a warning.
+void WriteTerminationMessage(const Flags& f, const nlohmann::json& j);
+
+// A process that stopped on SIGTERM: what it leaves behind (logged, and in the termination
+// message for the operator's PodDisrupted event and lastDisruption), then 143.
 int Stopped(const Flags& f, const TrainResult& r) {
+  std::string cost;
   if (f.checkpoint_dir.empty()) {
-    spdlog::warn(
+    cost = fmt::format(
         "stopped by SIGTERM at step {}: no --checkpoint-dir, so this progress is lost (the job "
         "starts over)",
         r.last_step);
+    spdlog::warn("{}", cost);
   } else if (r.last_saved >= 0) {
-    spdlog::info("stopped by SIGTERM at step {}; checkpoint {} committed in {}", r.last_step,
-                 r.last_saved, f.checkpoint_dir);
+    cost = fmt::format("stopped by SIGTERM at step {}; checkpoint {} committed in {}", r.last_step,
+                       r.last_saved, f.checkpoint_dir);
+    spdlog::info("{}", cost);
   } else {
-    spdlog::info("stopped by SIGTERM at step {} (the checkpoint it started from)", r.last_step);
+    cost =
+        fmt::format("stopped by SIGTERM at step {} (the checkpoint it started from)", r.last_step);
+    spdlog::info("{}", cost);
   }
+  WriteTerminationMessage(f, {{std::string(contract::kTerminationStopped), cost}});
   return kExitStopped;
 }
 
@@ -467,9 +477,19 @@ int RunPs(const Flags& f, const ClusterInfo& cluster, Model& model, const Optimi
   PsServer server(&shard, std::move(*listener), o);
   Status s = server.Serve();
   if (server.stopped_on_signal()) {
+    std::string cost;
     if (server.saved_on_stop() >= 0) {
-      spdlog::info("stopped by SIGTERM; this shard is in checkpoint {}", server.saved_on_stop());
+      cost =
+          fmt::format("stopped by SIGTERM; this shard is in checkpoint {}", server.saved_on_stop());
+      spdlog::info("{}", cost);
+    } else {
+      cost = f.checkpoint_dir.empty()
+                 ? "stopped by SIGTERM: no --checkpoint-dir, so this shard's training is lost "
+                   "(the job starts over)"
+                 : "stopped by SIGTERM without a checkpoint request: this shard's updates since "
+                   "its last checkpoint are lost";
     }
+    WriteTerminationMessage(f, {{std::string(contract::kTerminationStopped), cost}});
     return kExitStopped;
   }
   if (!s.ok()) {
@@ -570,8 +590,10 @@ int RunWorker(const Flags& f, const ClusterInfo& cluster, Model& model, const Au
     Status s = (*params)->Flush();
     if (!s.ok()) spdlog::warn("last push on SIGTERM: {}", s.ToString());
     if (cluster.IsCoordinator()) return Stopped(f, *r);
-    spdlog::info("stopped by SIGTERM after pushing step {}; the coordinator checkpoints",
-                 r->last_step);
+    const std::string cost = fmt::format(
+        "stopped by SIGTERM after pushing step {}; the coordinator checkpoints", r->last_step);
+    spdlog::info("{}", cost);
+    WriteTerminationMessage(f, {{std::string(contract::kTerminationStopped), cost}});
     return kExitStopped;
   }
   auto done = (*params)->MarkDone();

@@ -206,6 +206,11 @@ Status ParseStatusInto(const json& j, TrainingJobStatus& s) {
         KT_RETURN_IF_ERROR(ParseFailure(*f, rpath + ".lastFailure", info));
         r.last_failure = std::move(info);
       }
+      if (const json* f = Field(value, "lastDisruption")) {
+        FailureInfo info;
+        KT_RETURN_IF_ERROR(ParseFailure(*f, rpath + ".lastDisruption", info));
+        r.last_disruption = std::move(info);
+      }
       if (const json* b = Field(value, "backoff")) {
         if (!b->is_array()) return Error(rpath + ".backoff", "must be an array");
         for (size_t i = 0; i < b->size(); ++i) {
@@ -381,14 +386,15 @@ json StatusToJson(const TrainingJobStatus& s) {
                  {"failed", r.failed},
                  {"restarts", r.restarts}};
       if (r.disruptions != 0) rj["disruptions"] = r.disruptions;
-      if (r.last_failure) {
-        const FailureInfo& f = *r.last_failure;
+      auto failure_json = [](const FailureInfo& f) {
         json fj = {{"pod", f.pod}, {"time", FormatTime(f.time)}};
         PutOptional(fj, "exitCode", f.exit_code);
         if (!f.reason.empty()) fj["reason"] = f.reason;
         if (!f.message.empty()) fj["message"] = f.message;
-        rj["lastFailure"] = std::move(fj);
-      }
+        return fj;
+      };
+      if (r.last_failure) rj["lastFailure"] = failure_json(*r.last_failure);
+      if (r.last_disruption) rj["lastDisruption"] = failure_json(*r.last_disruption);
       if (!r.backoff.empty()) {
         json bj = json::array();
         for (const RestartBackoff& b : r.backoff) {

@@ -226,6 +226,10 @@ struct ReplicaStatus {
   // Cumulative pods ended by the cluster, not the workload (DisruptionPolicy).
   int32_t disruptions = 0;
   std::optional<FailureInfo> last_failure;
+  // The last disruption: its pod, cause (reason) and what it cost (message: the
+  // trainer's own account when it stopped on SIGTERM, e.g. the checkpoint it saved, or
+  // that the job starts over for want of a checkpoint directory).
+  std::optional<FailureInfo> last_disruption;
   // Replicas that failed recently, by index (sorted): the planner delays their
   // next pod (10 s doubling to 5 min) and drops an entry once its replica ran
   // cleanly for a while.

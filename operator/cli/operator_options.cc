@@ -61,9 +61,10 @@ void AddOperatorFlags(CLI::App& app, OperatorOptions* o) {
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
   app.add_option("--cache-sync-timeout", o->sync_timeout_s, "seconds to wait for caches");
   app.add_option("--lost-pod-grace", o->lost_pod_grace_s,
-                 "seconds past a job pod's deletionTimestamp (its own grace period) after "
-                 "which a pod no kubelet confirmed gone (its node is lost) is force-deleted, "
-                 "so its replica can be recreated (0: never)")
+                 "seconds after a job pod's deletion was requested (and at least min(15, "
+                 "this) past its deletionTimestamp) after which a pod no kubelet confirmed "
+                 "gone (its node is lost) is force-deleted, so its replica can be recreated "
+                 "(0: never)")
       ->check(CLI::Range(int64_t{0}, int64_t{86400}))
       ->capture_default_str();
   app.add_option("--status-coalesce", o->status_coalesce_s,

@@ -94,11 +94,11 @@ struct JobControllerOptions {
   // to `refused_probe.max`: at most 6 creates a minute with the defaults (10 s,
   // 20 s), and it proceeds within 20 s of the cause going away.
   RefusalSchedule refused_probe;
-  // A pod of a job still present this long past its deletionTimestamp (which
-  // the apiserver sets to the deletion time plus the pod's grace period) is
-  // taken as lost with its node: no kubelet will confirm its end, and its
-  // replica cannot get a new pod of the same name. It is force-deleted
-  // (grace 0, on its UID) with a Warning event ForceDeletedLostPod. 0: never.
+  // A pod of a job still present this long after its deletion was requested
+  // (deletionTimestamp less deletionGracePeriodSeconds), and at least min(15 s,
+  // this) past its deletionTimestamp, is taken as lost with its node: no kubelet will confirm its
+  // end, and its replica cannot get a new pod of the same name. It is force-deleted (grace 0, on
+  // its UID) with a Warning event ForceDeletedLostPod. 0: never.
   std::chrono::seconds lost_pod_grace{60};
   // Kueue (--kueue; operator/kueue, kueue_integration.h): a job labelled
   // kueue.x-k8s.io/queue-name runs only while its Workload is admitted. Needs

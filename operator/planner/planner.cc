@@ -63,6 +63,17 @@ std::optional<json> MetricsFromMessage(std::string_view message) {
   }
 }
 
+// What a disruption cost, in the workload's words: the "stopped" string of the pod's
+// termination message (the trainer writes it when SIGTERM stops it: the checkpoint it
+// saved, or that its progress is lost); empty when it said nothing.
+std::string DisruptionCost(const ObservedPod& pod) {
+  std::optional<json> m = MetricsFromMessage(pod.message);
+  if (!m) return {};
+  auto it = m->find(std::string(contract::kTerminationStopped));
+  if (it == m->end() || !it->is_string()) return {};
+  return it->get<std::string>();
+}
+
 // The job's gang (gang.h), nullopt when it is not gang-scheduled. Live pods
 // that an operator before the UID-named PodGroup made are in the group named
 // after the job: their replacements join them there, not a second group that
@@ -485,6 +496,19 @@ std::optional<std::pair<std::string, std::string>> Planner::HandleDisruption(
     if (!pod.deletion_timestamp && Terminated(pod.phase) && slot.pod == &pod) DeletePod(pod);
   };
   if (CountedDisruption(pod.uid)) {
+    // Counted when its deletion began; its account of what the stop cost comes with its
+    // exit: recorded once, on the disruption it belongs to.
+    auto& last = status_.replica_statuses[slot.type].last_disruption;
+    if (last && last->pod == pod.name && last->message.empty()) {
+      const std::string cost = DisruptionCost(pod);
+      if (!cost.empty()) {
+        last->message = cost;
+        if (pod.exit_code) last->exit_code = pod.exit_code;
+        AddEvent(EventType::kNormal, "DisruptedPodStopped",
+                 std::string(api::Role(slot.type).key) + " " + std::to_string(slot.index) +
+                     " (pod " + pod.name + "): " + cost);
+      }
+    }
     remove();
     return std::nullopt;
   }
@@ -494,6 +518,9 @@ std::optional<std::pair<std::string, std::string>> Planner::HandleDisruption(
   std::string what = std::string(api::Role(slot.type).key) + " " + std::to_string(slot.index) +
                      " (pod " + pod.name + ") disrupted: " + cause;
   if (pod.exit_code) what += ", exit code " + std::to_string(*pod.exit_code);
+  const std::string cost = DisruptionCost(pod);
+  if (!cost.empty()) what.append(" (").append(cost).append(")");
+  rs.last_disruption = api::FailureInfo{pod.name, pod.exit_code, cause, cost, input_.now};
   if (job_.spec.run_policy.disruption_policy == api::DisruptionPolicy::kIgnore) {
     AddEvent(
         EventType::kNormal, "PodDisrupted",

@@ -1381,6 +1381,55 @@ TEST(PlannerDisruptionTest, APodDeletedWhileRunningBySomeoneElseIsCountedOnce) {
   EXPECT_EQ(exited.status.restarts, 0);
 }
 
+// What a disruption cost, in the trainer's words (its termination message's "stopped"):
+// in status.replicaStatuses[role].lastDisruption and the events, whether it comes with
+// the first sight of the disruption or with the exit after it was counted.
+TEST(PlannerDisruptionTest, TheCostOfADisruptionIsInLastDisruptionAndTheEvents) {
+  const std::string lost =
+      "stopped by SIGTERM at step 412: no --checkpoint-dir, so this progress is lost (the job "
+      "starts over)";
+  // Counted while running (deleted by someone else), then exits 143 with its account.
+  ObservedChildren o = All(PodPhase::kRunning);
+  Find(o, "tj-worker-0").deletion_timestamp = kNow;
+  api::TrainingJob job = Job(RestartPolicy::kNever);
+  Plan plan = PlanJob(job, o, Input());
+  ASSERT_TRUE(Worker(plan).last_disruption.has_value());
+  EXPECT_EQ(Worker(plan).last_disruption->pod, "tj-worker-0");
+  EXPECT_EQ(Worker(plan).last_disruption->reason, "Deleted");
+  EXPECT_EQ(Worker(plan).last_disruption->message, "");
+  ObservedPod& p = Find(o, "tj-worker-0");
+  p.phase = PodPhase::kFailed;
+  p.exit_code = 143;
+  p.message = nlohmann::json{{"stopped", lost}}.dump();
+  job = After(job, plan);
+  Plan exited = PlanJob(job, o, Input(kNow + seconds(2)));
+  ASSERT_TRUE(Worker(exited).last_disruption.has_value());
+  EXPECT_EQ(Worker(exited).last_disruption->message, lost);
+  EXPECT_EQ(Worker(exited).last_disruption->exit_code, std::optional<int32_t>(143));
+  ASSERT_NE(EventWith(exited, "DisruptedPodStopped"), nullptr);
+  EXPECT_NE(EventWith(exited, "DisruptedPodStopped")->message.find(lost), std::string::npos);
+  EXPECT_EQ(Worker(exited).disruptions, 1);
+  // Once only.
+  job = After(job, exited);
+  EXPECT_EQ(EventWith(PlanJob(job, o, Input(kNow + seconds(3))), "DisruptedPodStopped"), nullptr);
+
+  // First seen already exited (preempted): the cost is in the PodDisrupted event at once.
+  ObservedChildren o2 = All(PodPhase::kRunning);
+  ObservedPod& q = Find(o2, "tj-ps-0");
+  q = Pod(ReplicaType::kPS, 0, PodPhase::kFailed, 143);
+  q.disruption = "PreemptionByScheduler";
+  q.message =
+      nlohmann::json{{"stopped", "stopped by SIGTERM; this shard is in checkpoint 400"}}.dump();
+  Plan preempted = PlanJob(Job(RestartPolicy::kNever), o2, Input());
+  const auto& ps = preempted.status.replica_statuses.at(ReplicaType::kPS);
+  ASSERT_TRUE(ps.last_disruption.has_value());
+  EXPECT_EQ(ps.last_disruption->reason, "PreemptionByScheduler");
+  EXPECT_EQ(ps.last_disruption->message, "stopped by SIGTERM; this shard is in checkpoint 400");
+  ASSERT_NE(EventWith(preempted, "PodDisrupted"), nullptr);
+  EXPECT_NE(EventWith(preempted, "PodDisrupted")->message.find("checkpoint 400"),
+            std::string::npos);
+}
+
 TEST(PlannerDisruptionTest, AGracefulExitOfADeletedPodIsADisruption) {
   // First seen already Failed with 143 while being deleted by someone else.
   ObservedChildren o = All(PodPhase::kRunning);

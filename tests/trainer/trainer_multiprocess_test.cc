@@ -1089,6 +1089,12 @@ TEST_F(SigtermTest, PsAloneAsksTheCoordinatorForACheckpointAndItsReplacementLoad
   EXPECT_NE(ps0->Log().find("checkpoint " + std::to_string(saved) + " committed; stopping"),
             std::string::npos)
       << ps0->Log();
+  // What the stop cost, for the operator's lastDisruption: nothing, the shard is saved.
+  const auto said = nlohmann::json::parse(ReadFile(Path("ps0.json")), nullptr, false);
+  ASSERT_TRUE(said.is_object() && said.contains("stopped")) << ReadFile(Path("ps0.json"));
+  EXPECT_EQ(said["stopped"],
+            "stopped by SIGTERM; this shard is in checkpoint " + std::to_string(saved))
+      << said.dump();
   ps0 = std::make_unique<Process>(RunFlags("ps0b"), Env(cluster, "ps-0"), Path("ps0b.log"));
   ASSERT_TRUE(PollUntil(
       [&] { return ps0->Log().find("restored shard from checkpoint") != std::string::npos; },
@@ -1177,6 +1183,11 @@ TEST_F(SigtermTest, WithoutCheckpointDirStopsPromptlyAndSaysTheProgressIsLost) {
   ExpectStoppedAfterSaving(p, "the single process");
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
   EXPECT_NE(p.Log().find("progress is lost"), std::string::npos) << p.Log();
+  // And tells the operator (lastDisruption.message, the PodDisrupted events).
+  const auto said = nlohmann::json::parse(ReadFile(Path("p.json")), nullptr, false);
+  ASSERT_TRUE(said.is_object() && said.contains("stopped")) << ReadFile(Path("p.json"));
+  EXPECT_NE(said["stopped"].get<std::string>().find("the job starts over"), std::string::npos)
+      << said.dump();
 }
 
 // One process with a checkpoint directory: the checkpoint at the step reached; the restart
