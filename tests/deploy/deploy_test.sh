@@ -80,6 +80,9 @@ kubectl apply -f "${root}/crds/trainingjobs.kubetrain.io.yaml" -f "${root}/crds/
 kubectl create namespace "${users}" >/dev/null 2>&1
 kubectl -n "${users}" create rolebinding alice-edit --clusterrole=edit --user=alice >/dev/null 2>&1
 kubectl -n "${users}" create rolebinding bob-view --clusterrole=view --user=bob >/dev/null 2>&1
+user_can_is() {  # user_can_is ANSWER USER VERB RESOURCE: for wait_until (re-asks each poll)
+  [[ "$(user_can "${@:2}")" == "$1" ]]
+}
 user_can() {  # user_can USER VERB RESOURCE[/SUBRESOURCE]
   local args=("$2" "${3%%/*}" -n "${users}" --as="$1")
   [[ "$3" == */* ]] && args+=(--subresource="${3#*/}")
@@ -87,8 +90,8 @@ user_can() {  # user_can USER VERB RESOURCE[/SUBRESOURCE]
 }
 users_can() {  # users_can INSTALL: what alice (edit) and bob (view) may do
   local r
-  wait_until "$1: edit may create trainingjobs" test "$(user_can alice create trainingjobs.kubetrain.io)" = yes
-  wait_until "$1: view may list trainingsweeps" test "$(user_can bob list trainingsweeps.kubetrain.io)" = yes
+  wait_until "$1: edit may create trainingjobs" user_can_is yes alice create trainingjobs.kubetrain.io
+  wait_until "$1: view may list trainingsweeps" user_can_is yes bob list trainingsweeps.kubetrain.io
   for r in trainingjobs.kubetrain.io trainingsweeps.kubetrain.io; do
     check "$1: edit may create, delete, patch, watch ${r%%.*}" \
       "$(user_can alice create "${r}")/$(user_can alice delete "${r}")/$(user_can alice patch "${r}")/$(user_can alice watch "${r}")" \
@@ -102,7 +105,7 @@ users_can() {  # users_can INSTALL: what alice (edit) and bob (view) may do
   done
 }
 wait_until "no install: edit may not create trainingjobs" \
-  test "$(user_can alice create trainingjobs.kubetrain.io)" = no
+  user_can_is no alice create trainingjobs.kubetrain.io
 check "no install: edit may not create trainingjobs" "$(user_can alice create trainingjobs.kubetrain.io)" no
 
 kubectl create namespace "${ns}" >/dev/null
@@ -111,7 +114,7 @@ check "chart applied" "$?" 0
 users_can helm
 kubectl delete clusterrole kt-kubetrain-edit kt-kubetrain-view >/dev/null
 wait_until "helm's roles gone: edit may not create trainingjobs" \
-  test "$(user_can alice create trainingjobs.kubetrain.io)" = no
+  user_can_is no alice create trainingjobs.kubetrain.io
 check "helm: rbac.aggregateToDefaultRoles=false renders no user roles" \
   "$(helm template kt "${chart}" --set rbac.aggregateToDefaultRoles=false 2>/dev/null | grep -c 'aggregate-to-')" 0
 check "deployment leads in its own namespace" \
