@@ -1015,7 +1015,7 @@ class JobController::Impl {
     api::TrainingJobStatus status = old.ok() ? *old : api::TrainingJobStatus{};
     if (status.IsTrue(api::ConditionType::kFailed)) return runtime::ReconcileResult{};
     SetFinished(status, /*succeeded=*/false, "InvalidSpec", error.message(), now);
-    UpdateState(status);
+    UpdateState(status, now);
     KT_RETURN_IF_ERROR(WriteStatus(key, cached, cached.meta.resource_version, status));
     metrics_->JobFailed();
     recorder_->Record({std::string(api::kApiVersion), std::string(api::kKind), cached.meta.ns,
