@@ -121,6 +121,12 @@ check "deployment leads in its own namespace" \
   "$(kubectl -n "${ns}" get deploy kt-kubetrain -o jsonpath='{.spec.template.spec.containers[0].args}' | grep -c -- "--leader-elect-namespace=${ns}")" 1
 kubectl apply -k "${root}/deploy/kustomize/base" >/dev/null
 check "kustomize base applied" "$?" 0
+# Uninstalling the operator leaves the CRDs, and so every job, in place.
+check "kustomize: the base holds no CRD (crds/ is installed on its own)" \
+  "$(kubectl kustomize "${root}/deploy/kustomize/base" | grep -c '^kind: CustomResourceDefinition')" 0
+deleted="$(kubectl delete -k "${root}/deploy/kustomize/base" --dry-run=server -o name 2>/dev/null)"
+check "kubectl delete -k base deletes the operator" "$(grep -c '^deployment.apps/kubetrain-operator$' <<<"${deleted}")" 1
+check "kubectl delete -k base deletes no CRD" "$(grep -c customresourcedefinition <<<"${deleted}")" 0
 users_can kustomize
 check "both installs' operator NetworkPolicies exist" \
   "$(kubectl -n "${ns}" get networkpolicy kt-kubetrain -o name)/$(kubectl -n kubetrain-system get networkpolicy kubetrain-operator -o name)" \
