@@ -4,7 +4,9 @@
 # operator wrote on the real control plane, in each phase: running, restarting,
 # suspended, waiting for quota -> InProgress; succeeded -> Current; failed,
 # refused by Pod Security -> Failed; a spec edit not yet observed ->
-# InProgress. tests/tools/kstatus-check is built from cli-utils' Go module.
+# InProgress. The same verdicts from Flux's CEL evaluator with the healthCheckExprs
+# of deploy/flux/kustomization.yaml. tests/tools/kstatus-check is built from
+# cli-utils' and Flux's Go modules.
 # Usage: kstatus_test.sh OPERATOR_BINARY (KUBECONFIG: the test cluster).
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -33,9 +35,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# kstatus OBJECT: "<Status>|<message>" as kstatus computes it for the object now.
-kstatus() { k get "$1" -o json | kstatus-check; }
-kstatus_is() { [[ "$(kstatus "$1")" == "$2|"* ]]; }
 state_is() { [[ "$(jpath "$1" '{.status.state}')" == "$2" ]]; }
 field_is() { [[ "$(jpath "$1" "$2")" == "$3" ]]; }  # field_is OBJECT JSONPATH VALUE
 observed() { [[ "$(jpath "$1" '{.status.observedGeneration}')" == "$(jpath "$1" '{.metadata.generation}')" ]]; }
@@ -58,15 +57,26 @@ spec:
           containers: [{name: trainer, image: kubetrain-trainer}]
 JOB
 }
-# expect DESCRIPTION OBJECT STATUS [MESSAGE-PREFIX]: kstatus's verdict on OBJECT.
+# The Flux Kustomization shipped with the docs (deploy/flux/kustomization.yaml).
+flux_ks="${root}/deploy/flux/kustomization.yaml"
+# expect DESCRIPTION OBJECT STATUS [MESSAGE-PREFIX]: kstatus's verdict on OBJECT, and
+# the same status from Flux's CEL evaluator with the shipped healthCheckExprs.
 expect() {
-  local got
-  got="$(kstatus "$2")"
+  local json got flux
+  json="$(k get "$2" -o json)"
+  got="$(kstatus-check <<<"${json}")"
   check "$1" "${got%%|*}" "$3"
   if [[ -n "${4:-}" && "${got#*|}" != "$4"* ]]; then
     fail "$1: message '${got#*|}' does not start with '$4'"
   fi
+  flux="$(kstatus-check flux "${flux_ks}" <<<"${json}")"
+  check "$1 (Flux healthCheckExprs)" "${flux%%|*}" "$3"
 }
+# The docs show the shipped snippet as it is.
+docs_block="$(awk '/^```yaml$/ { on = 1; b = ""; next } on && /^```$/ { if (b ~ /kustomize.toolkit.fluxcd.io/) print b; on = 0; next } on { b = b $0 "\n" }' \
+  "${root}/docs/operations.md")"
+check "docs/operations.md shows deploy/flux/kustomization.yaml" \
+  "$(printf '%b' "${docs_block}")" "$(grep -v '^#' "${flux_ks}")"
 
 kubectl apply -k "${root}/crds" >/dev/null || { echo "CRDs rejected"; exit 1; }
 kubectl apply -k "${root}/deploy/kustomize/rbac" >/dev/null || { echo "RBAC rejected"; exit 1; }
