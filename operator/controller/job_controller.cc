@@ -97,11 +97,20 @@ const ChildKindInfo& Info(ChildRef::Kind kind) {
 }
 
 // A job's status that says nothing but that it was created: Created True
-// and no other condition (pod counts aside).
+// and no other condition (pod counts aside) but kstatus's Ready, Reconciling
+// and Stalled, which only restate the others (api::SetSummaryConditions).
 bool OnlyCreated(const api::TrainingJobStatus& status) {
   if (!status.IsTrue(api::ConditionType::kCreated)) return false;
   for (const api::Condition& c : status.conditions) {
-    if (c.type != api::ConditionType::kCreated) return false;
+    switch (c.type) {
+      case api::ConditionType::kCreated:
+      case api::ConditionType::kReady:
+      case api::ConditionType::kReconciling:
+      case api::ConditionType::kStalled:
+        continue;
+      default:
+        return false;
+    }
   }
   return true;
 }
