@@ -242,9 +242,9 @@ check "status written through the subresource" "$(k get tj live -o jsonpath='{.s
 k patch tj live --type=merge -p '{"status":{"state":"Bogus"}}' >/dev/null 2>&1 || true
 check "status ignored on the main resource" "$(k get tj live -o jsonpath='{.status.state}')" "Running"
 header="$(k get tj --no-headers=false | sed -n 1p | tr -s ' ')"
-check "printer columns" "${header}" "NAME STATE REFUSED PROGRESS ETA RUNNING RESTARTS AUC AGE"
+check "printer columns" "${header}" "NAME STATE REASON REFUSED PROGRESS ETA RUNNING RESTARTS AUC AGE"
 check "wide printer columns" "$(k get tj -o wide | sed -n 1p | tr -s ' ')" \
-  "NAME STATE REFUSED PROGRESS ETA RUNNING RESTARTS AUC PS WORKERS AGE"
+  "NAME STATE REASON REFUSED PROGRESS ETA RUNNING RESTARTS AUC PS WORKERS AGE"
 # No progress, counts or metrics yet: those columns print empty (name, state, age).
 row="$(k get tj live --no-headers | awk '{print $1, $2, NF}')"
 check "printer row" "${row}" "live Running 3"
@@ -281,7 +281,7 @@ check "and with kubectl apply -k" \
 # --- TrainingSweep (crds/trainingsweeps.kubetrain.io.yaml, operator/api/sweep.cc)
 # The trial template is the TrainingJob's spec schema, minus its update rules.
 tj_spec="$(kubectl get crd trainingjobs.kubetrain.io -o json |
-  jq -S '.spec.versions[0].schema.openAPIV3Schema.properties.spec | del(."x-kubernetes-validations")')"
+  jq -S '.spec.versions[0].schema.openAPIV3Schema.properties.spec | del(."x-kubernetes-validations", .description)')"
 tsw_template="$(kubectl get crd trainingsweeps.kubetrain.io -o json |
   jq -S '.spec.versions[0].schema.openAPIV3Schema.properties.spec.properties.trialTemplate | del(.description)')"
 check "trialTemplate schema equals the TrainingJob spec schema" "${tsw_template}" "${tj_spec}"
@@ -348,7 +348,7 @@ sweep live-sweep | k apply -f - >/dev/null
 k patch tsw live-sweep --subresource=status --type=merge \
   -p '{"status":{"state":"Running","trialProgress":"2/6","bestTrial":{"name":"live-sweep-1","parameters":{"lr":"0.002"},"value":0.81},"trials":[{"name":"live-sweep-0","index":0,"parameters":{"lr":"0.001"},"phase":"Failed","reason":"MetricMissing"}]}}' >/dev/null
 check "sweep printer columns" "$(k get tsw --no-headers=false | sed -n 1p | tr -s ' ')" \
-  "NAME BEST TRIALS STATE AGE"
+  "NAME BEST TRIALS STATE REASON AGE"
 check "sweep printer row" "$(k get tsw live-sweep --no-headers | awk '{print $1, $2, $3, $4}')" \
   "live-sweep 0.81 2/6 Running"
 check "short name tsw" "$(k get tsw -o name)" "trainingsweep.kubetrain.io/live-sweep"

@@ -53,6 +53,7 @@ KUBETRAIN_APISERVER_FLAGS="--audit-policy-file ${work}/audit-policy.yaml --audit
   "${root}/tests/cluster/up" "${dir}" >/dev/null
 export KUBECONFIG="${dir}/kubeconfig"
 
+kubectl apply -k "${root}/crds" >/dev/null
 kubectl apply -k "${root}/deploy/kustomize/base" >/dev/null
 "${root}/tests/tools/wait-crds" crd/trainingjobs.kubetrain.io >/dev/null
 kubectl create namespace chaos >/dev/null

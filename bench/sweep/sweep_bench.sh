@@ -48,6 +48,7 @@ dir="${work}/cluster"
 KUBETRAIN_APISERVER_FLAGS="--audit-policy-file ${work}/audit-policy.yaml --audit-log-path ${audit} --audit-log-format json ${KUBETRAIN_APISERVER_FLAGS:-}" \
   "${root}/tests/cluster/up" "${dir}" >/dev/null
 export KUBECONFIG="${dir}/kubeconfig"
+kubectl apply -k "${root}/crds" >/dev/null
 kubectl apply -k "${root}/deploy/kustomize/base" >/dev/null
 "${root}/tests/tools/wait-crds" crd/trainingjobs.kubetrain.io crd/trainingsweeps.kubetrain.io >/dev/null
 operator_kubeconfig "${work}/operator-kubeconfig" || exit 1

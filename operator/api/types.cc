@@ -3,6 +3,7 @@
 #include <cctype>
 #include <cstdio>
 #include <ctime>
+#include <initializer_list>
 
 namespace kubetrain::api {
 
@@ -163,7 +164,7 @@ std::string_view Name(ServiceMode m) {
 }
 
 namespace {
-constexpr std::array<std::pair<ConditionType, std::string_view>, 9> kConditionNames = {{
+constexpr std::array<std::pair<ConditionType, std::string_view>, 12> kConditionNames = {{
     {ConditionType::kCreated, "Created"},
     {ConditionType::kRunning, "Running"},
     {ConditionType::kRestarting, "Restarting"},
@@ -173,6 +174,9 @@ constexpr std::array<std::pair<ConditionType, std::string_view>, 9> kConditionNa
     {ConditionType::kUnschedulable, "Unschedulable"},
     {ConditionType::kCannotStart, "CannotStart"},
     {ConditionType::kCreateRefused, "CreateRefused"},
+    {ConditionType::kReady, "Ready"},
+    {ConditionType::kReconciling, "Reconciling"},
+    {ConditionType::kStalled, "Stalled"},
 }};
 }  // namespace
 
@@ -188,6 +192,62 @@ std::optional<ConditionType> ConditionTypeFromName(std::string_view name) {
     if (n == name) return type;
   }
   return std::nullopt;
+}
+
+void SetSummaryConditions(std::vector<Condition>& conditions, Time now) {
+  auto find = [&](ConditionType type) -> Condition* {
+    for (Condition& c : conditions) {
+      if (c.type == type) return &c;
+    }
+    return nullptr;
+  };
+  auto true_one = [&](ConditionType type) -> const Condition* {
+    const Condition* c = find(type);
+    return c != nullptr && c->status ? c : nullptr;
+  };
+  auto set = [&](ConditionType type, bool value, const std::string& reason,
+                 const std::string& message) {
+    if (Condition* c = find(type)) {
+      if (c->status != value) c->last_transition_time = now;
+      c->status = value;
+      c->reason = reason;
+      c->message = message;
+    } else {
+      conditions.push_back({type, value, reason, message, now});
+    }
+  };
+  auto remove = [&](ConditionType type) {
+    std::erase_if(conditions, [&](const Condition& c) { return c.type == type; });
+  };
+
+  // The condition that decides, most final first; the rest are InProgress.
+  const Condition* decider = nullptr;
+  for (ConditionType t :
+       {ConditionType::kSucceeded, ConditionType::kFailed, ConditionType::kCreateRefused,
+        ConditionType::kSuspended, ConditionType::kCannotStart, ConditionType::kUnschedulable,
+        ConditionType::kRestarting, ConditionType::kRunning, ConditionType::kCreated}) {
+    if ((decider = true_one(t)) != nullptr) break;
+  }
+  // Copies: `set` may reallocate the vector `decider` points into.
+  const std::string reason = decider != nullptr ? decider->reason : "Pending";
+  const std::string message =
+      decider != nullptr ? decider->message : "waiting for the operator to act on it";
+  const bool succeeded = decider != nullptr && decider->type == ConditionType::kSucceeded;
+  const bool stalled =
+      decider != nullptr &&
+      (decider->type == ConditionType::kFailed ||
+       (decider->type == ConditionType::kCreateRefused && decider->reason != "QuotaExceeded"));
+  set(ConditionType::kReady, succeeded, reason, message);
+  if (succeeded || stalled) {
+    remove(ConditionType::kReconciling);
+  } else {
+    set(ConditionType::kReconciling, true, reason, message);
+  }
+  if (stalled) {
+    set(ConditionType::kStalled, true, reason, message);
+  } else {
+    remove(ConditionType::kStalled);
+  }
 }
 
 int32_t TrainingJobSpec::Replicas(ReplicaType type) const {

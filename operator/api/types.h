@@ -182,7 +182,13 @@ enum class ConditionType {
   kSuspended,
   kUnschedulable,
   kCannotStart,
-  kCreateRefused
+  kCreateRefused,
+  // kstatus's summary conditions (sigs.k8s.io/cli-utils/pkg/kstatus, what Flux,
+  // kpt and `kubectl wait --for=condition=Ready` read), derived from the ones
+  // above by SetSummaryConditions; see it for their meaning.
+  kReady,
+  kReconciling,
+  kStalled
 };
 std::string_view Name(ConditionType t);
 std::optional<ConditionType> ConditionTypeFromName(std::string_view name);
@@ -196,6 +202,21 @@ struct Condition {
 
   friend bool operator==(const Condition&, const Condition&) = default;
 };
+
+// Sets kstatus's Ready, Reconciling and Stalled in `conditions` (a TrainingJob's
+// or a TrainingSweep's) from the others, so that kstatus computes
+//   Succeeded True                        -> Current:    Ready True
+//   Failed True, or CreateRefused True    -> Failed:     Ready False, Stalled True
+//     with a reason other than QuotaExceeded (nothing changes until someone acts)
+//   otherwise (created, running, restarting, waiting to be scheduled, to start,
+//     for quota, suspended)               -> InProgress: Ready False, Reconciling True
+// Ready is always present and carries the reason and message of the condition
+// that decided it (Created, Running, Failed...; "Pending" before any), so it
+// reads as why a job waits, restarts or failed (the REASON column). Reconciling
+// and Stalled are "abnormal-true": present only while True, as kstatus asks.
+// lastTransitionTime = now only when a condition's value changes. Idempotent;
+// observedGeneration, the other half of kstatus's contract, is the planners'.
+void SetSummaryConditions(std::vector<Condition>& conditions, Time now);
 
 // The last failure of a role's replica that the planner acted on.
 struct FailureInfo {

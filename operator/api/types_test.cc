@@ -66,3 +66,85 @@ TEST(TimeTest, EarlyYearsRoundTripAndOutOfRangeOffsetsAreRefused) {
 
 }  // namespace
 }  // namespace kubetrain::api
+
+namespace kubetrain::api {
+namespace {
+
+constexpr Time kT0{std::chrono::seconds(1'800'000'000)};
+constexpr Time kT1{std::chrono::seconds(1'800'000'060)};
+
+// "<Ready>/<Reconciling>/<Stalled>:<Ready's reason>", "-" for an absent condition.
+std::string Summary(const std::vector<Condition>& conditions) {
+  auto value = [&](ConditionType t) -> std::string {
+    for (const Condition& c : conditions) {
+      if (c.type == t) return c.status ? "True" : "False";
+    }
+    return "-";
+  };
+  std::string reason;
+  for (const Condition& c : conditions) {
+    if (c.type == ConditionType::kReady) reason = c.reason;
+  }
+  return value(ConditionType::kReady) + "/" + value(ConditionType::kReconciling) + "/" +
+         value(ConditionType::kStalled) + ":" + reason;
+}
+
+TEST(SummaryConditionsTest, FollowTheJobFromPendingToSucceededAsKstatusReadsThem) {
+  std::vector<Condition> c;
+  SetSummaryConditions(c, kT0);
+  EXPECT_EQ(Summary(c), "False/True/-:Pending");  // InProgress
+  c.push_back({ConditionType::kCreated, true, "TrainingJobCreated", "created", kT0});
+  SetSummaryConditions(c, kT0);
+  EXPECT_EQ(Summary(c), "False/True/-:TrainingJobCreated");
+  c.push_back({ConditionType::kRunning, true, "TrainingJobRunning", "every replica", kT0});
+  c.push_back({ConditionType::kUnschedulable, true, "Unschedulable", "1 of 2 pods", kT0});
+  SetSummaryConditions(c, kT0);
+  EXPECT_EQ(Summary(c), "False/True/-:Unschedulable");  // why it waits, not that it runs
+  c.back().status = false;
+  SetSummaryConditions(c, kT0);
+  EXPECT_EQ(Summary(c), "False/True/-:TrainingJobRunning");
+  c.push_back({ConditionType::kSucceeded, true, "TrainingJobSucceeded", "worker 0", kT1});
+  SetSummaryConditions(c, kT1);
+  EXPECT_EQ(Summary(c), "True/-/-:TrainingJobSucceeded");  // Current
+  const std::vector<Condition> once = c;
+  SetSummaryConditions(c, kT1 + std::chrono::seconds(5));
+  EXPECT_EQ(c, once);  // idempotent: no status write per reconcile
+  for (const Condition& x : c) {
+    if (x.type == ConditionType::kReady) {
+      EXPECT_EQ(x.last_transition_time, kT1);
+    }
+  }
+}
+
+TEST(SummaryConditionsTest, FailedIsStalledAndNotReconciling) {
+  std::vector<Condition> c = {{ConditionType::kRunning, true, "TrainingJobRunning", "up", kT0}};
+  SetSummaryConditions(c, kT0);
+  c[0].status = false;
+  c.push_back({ConditionType::kFailed, true, "BackoffLimitExceeded", "worker 0 exited 1", kT1});
+  SetSummaryConditions(c, kT1);
+  EXPECT_EQ(Summary(c), "False/-/True:BackoffLimitExceeded");  // Failed
+  for (const Condition& x : c) {
+    if (x.type == ConditionType::kStalled) {
+      EXPECT_EQ(x.message, "worker 0 exited 1");
+    }
+  }
+}
+
+TEST(SummaryConditionsTest, RefusedIsStalledUnlessItWaitsForQuota) {
+  std::vector<Condition> c = {
+      {ConditionType::kCreateRefused, true, "PodCreateForbidden", "violates PodSecurity", kT0}};
+  SetSummaryConditions(c, kT0);
+  EXPECT_EQ(Summary(c), "False/-/True:PodCreateForbidden");
+  c[0].reason = "QuotaExceeded";
+  SetSummaryConditions(c, kT1);
+  EXPECT_EQ(Summary(c), "False/True/-:QuotaExceeded");  // Stalled removed, not set False
+}
+
+TEST(SummaryConditionsTest, SuspendedIsInProgress) {
+  std::vector<Condition> c = {{ConditionType::kSuspended, true, "Suspended", "spec", kT0}};
+  SetSummaryConditions(c, kT0);
+  EXPECT_EQ(Summary(c), "False/True/-:Suspended");
+}
+
+}  // namespace
+}  // namespace kubetrain::api

@@ -102,11 +102,20 @@ const ChildKindInfo& Info(ChildRef::Kind kind) {
 }
 
 // A job's status that says nothing but that it was created: Created True
-// and no other condition (pod counts aside).
+// and no other condition (pod counts aside) but kstatus's Ready, Reconciling
+// and Stalled, which only restate the others (api::SetSummaryConditions).
 bool OnlyCreated(const api::TrainingJobStatus& status) {
   if (!status.IsTrue(api::ConditionType::kCreated)) return false;
   for (const api::Condition& c : status.conditions) {
-    if (c.type != api::ConditionType::kCreated) return false;
+    switch (c.type) {
+      case api::ConditionType::kCreated:
+      case api::ConditionType::kReady:
+      case api::ConditionType::kReconciling:
+      case api::ConditionType::kStalled:
+        continue;
+      default:
+        return false;
+    }
   }
   return true;
 }
@@ -1026,7 +1035,7 @@ class JobController::Impl {
     api::TrainingJobStatus status = old.ok() ? *old : api::TrainingJobStatus{};
     if (status.IsTrue(api::ConditionType::kFailed)) return runtime::ReconcileResult{};
     SetFinished(status, /*succeeded=*/false, "InvalidSpec", error.message(), now);
-    UpdateState(status);
+    UpdateState(status, now);
     KT_RETURN_IF_ERROR(WriteStatus(key, cached, cached.meta.resource_version, status));
     metrics_->JobFailed();
     recorder_->Record({std::string(api::kApiVersion), std::string(api::kKind), cached.meta.ns,

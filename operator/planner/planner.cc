@@ -277,7 +277,7 @@ void Planner::RecountReplicas() {
 }
 
 void Planner::UpdateState() {
-  controller::UpdateState(status_);
+  controller::UpdateState(status_, input_.now);
 }
 
 // status.running, status.restarts (the kubectl columns) and status.progress.
@@ -1162,7 +1162,8 @@ void SetFinished(api::TrainingJobStatus& status, bool succeeded, std::string rea
   status.completion_time = now;
 }
 
-void UpdateState(api::TrainingJobStatus& status) {
+void UpdateState(api::TrainingJobStatus& status, api::Time now) {
+  api::SetSummaryConditions(status.conditions, now);
   static constexpr std::array<ConditionType, 5> kPrecedence = {
       ConditionType::kSucceeded, ConditionType::kFailed, ConditionType::kSuspended,
       ConditionType::kRestarting, ConditionType::kRunning};

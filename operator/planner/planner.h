@@ -386,7 +386,8 @@ void SetCondition(api::TrainingJobStatus& status, api::ConditionType type, bool 
 void SetFinished(api::TrainingJobStatus& status, bool succeeded, std::string reason,
                  std::string message, api::Time now);
 // status.state from the conditions: Succeeded, Failed, Suspended, Restarting,
-// Running (the first True one), else Created.
-void UpdateState(api::TrainingJobStatus& status);
+// Running (the first True one), else Created; and kstatus's Ready, Reconciling
+// and Stalled (api::SetSummaryConditions).
+void UpdateState(api::TrainingJobStatus& status, api::Time now);
 
 }  // namespace kubetrain::controller

@@ -2471,9 +2471,13 @@ TEST(ReplicaFromLabelsTest, RejectsMalformedLabels) {
 TEST(PlannerStatusRulesTest, SetFinishedFailsLikeThePlannerAndAddsNoFalseConditions) {
   api::TrainingJobStatus status;
   SetFinished(status, /*succeeded=*/false, "InvalidSpec", "spec: bad", kNow);
-  UpdateState(status);
-  ASSERT_EQ(status.conditions.size(), 1u);  // absent Running/Restarting read as False
+  UpdateState(status, kNow);
+  // Absent Running/Restarting read as False; kstatus's Ready and Stalled follow.
+  ASSERT_EQ(status.conditions.size(), 3u);
   EXPECT_EQ(status.conditions[0].type, ConditionType::kFailed);
+  EXPECT_FALSE(status.IsTrue(ConditionType::kReady));
+  EXPECT_TRUE(status.IsTrue(ConditionType::kStalled));
+  EXPECT_EQ(status.Find(ConditionType::kReconciling), nullptr);
   EXPECT_EQ(status.conditions[0].reason, "InvalidSpec");
   EXPECT_EQ(status.conditions[0].message, "spec: bad");
   EXPECT_EQ(status.conditions[0].last_transition_time, kNow);
@@ -2488,7 +2492,8 @@ TEST(PlannerStatusRulesTest, SetFinishedTurnsRunningOffKeepingItsHistory) {
                kNow + seconds(5));
   EXPECT_EQ(status.Find(ConditionType::kRunning)->last_transition_time, kNow);  // no change
   SetFinished(status, /*succeeded=*/true, "TrainingJobSucceeded", "done", kNow + seconds(9));
-  UpdateState(status);
+  UpdateState(status, kNow + seconds(9));
+  EXPECT_TRUE(status.IsTrue(ConditionType::kReady));
   EXPECT_FALSE(status.IsTrue(ConditionType::kRunning));
   EXPECT_EQ(status.Find(ConditionType::kRunning)->last_transition_time, kNow + seconds(9));
   EXPECT_EQ(status.Find(ConditionType::kRunning)->reason, "TrainingJobSucceeded");

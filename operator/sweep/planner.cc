@@ -572,6 +572,7 @@ void ApplyTrialTtl(const api::TrainingSweep& sweep, const std::vector<ObservedTr
 SweepPlan PlanSweep(const api::TrainingSweep& sweep, const std::vector<ObservedTrial>& trials,
                     api::Time now) {
   SweepPlan plan = PlanRowsAndTrials(sweep, trials, now);
+  api::SetSummaryConditions(plan.status.conditions, now);
   BoundSweepStatus(plan.status, sweep.spec.objective);
   plan.status_changed = plan.status != sweep.status;
   for (SweepEvent& e : plan.events) e.message = api::BoundText(e.message, kMaxEventMessageBytes);

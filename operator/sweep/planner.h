@@ -28,6 +28,9 @@
 //    last row's is such a trial: final, counted, never adopted again.
 //  - Suspend: no new trials; running trials get spec.runPolicy.suspend: true
 //    (and false again on resume).
+//  - kstatus's Ready, Reconciling and Stalled are set from the other conditions
+//    (api::SetSummaryConditions): a running or suspended sweep is InProgress, a
+//    succeeded one Current, a failed one Failed.
 //  - The template's runPolicy.ttlSecondsAfterFinished is the sweep's to apply:
 //    trials are created without it (the job controller would delete a trial
 //    before its result reached status.trials), and the sweep deletes a

@@ -207,6 +207,7 @@ class SweepController::Impl {
       plan.status.state = "Failed";
       plan.status.conditions.push_back(
           {api::ConditionType::kFailed, true, "InvalidSpec", parse_error, now});
+      api::SetSummaryConditions(plan.status.conditions, now);
       plan.status_changed = true;
       plan.events.push_back({true, "InvalidSpec", parse_error});
     } else {

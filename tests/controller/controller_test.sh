@@ -535,6 +535,7 @@ case_metrics_and_health() {
   check "API writes by verb and code" "$(grep -c '^kubetrain_api_requests_total{verb="create",code="OK"} [1-9]' <<<"${m}")" 1
 }
 
+kubectl apply -k "${root}/crds" >/dev/null || { echo "CRDs rejected"; exit 1; }
 kubectl apply -k "${root}/deploy/kustomize/base" >/dev/null || { echo "kustomize base rejected"; exit 1; }
 "${root}/tests/tools/wait-crds" crd/trainingjobs.kubetrain.io >/dev/null
 operator_kubeconfig "${work}/operator-kubeconfig" || exit 1

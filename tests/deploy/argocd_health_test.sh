@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# deploy/argocd/trainingjob-health.lua (the Argo CD health check shipped for
-# TrainingJobs) run by a real Lua 5.1 interpreter (Argo CD's gopher-lua speaks
-# 5.1) on TrainingJobs whose status the operator wrote on the real control
-# plane: succeeded, failed, suspended, running, refused (Pod Security, quota),
-# and one not yet seen.
+# The Argo CD health checks shipped in deploy/argocd/kubetrain.io/<Kind>/health.lua
+# run by a real Lua 5.1 interpreter (Argo CD's gopher-lua speaks 5.1) on objects
+# whose status the operator wrote on the real control plane: TrainingJobs
+# succeeded, failed, suspended, running, refused (Pod Security, quota), and one
+# not yet seen; TrainingSweeps running, suspended, succeeded and failed.
 # Usage: argocd_health_test.sh OPERATOR_BINARY (KUBECONFIG: the test cluster).
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -12,6 +12,7 @@ operator="${1:?usage: argocd_health_test.sh OPERATOR_BINARY}"
 export PATH="$("${root}/tests/cluster/build"):${PATH}"
 : "${KUBECONFIG:?KUBECONFIG must point at the test cluster}"
 command -v lua5.1 >/dev/null || { echo "lua5.1 is missing (.ci/setup installs it)"; exit 1; }
+"${here}/argocd_cases.py" || { echo "the health checks fail their own cases"; exit 1; }
 NS_PREFIX=argo
 source "${root}/tests/tools/testlib.sh"
 work="$(mktemp -d)"
@@ -24,30 +25,11 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# health FILE: "<status>|<message>" of the object in FILE (JSON) as Argo CD
-# would compute it: the script is a chunk run with the global `obj`.
-health() {
-  python3 - "$1" >"${work}/obj.lua" <<'PY' || return 1
-import json, sys
-def lua(v):
-    if isinstance(v, dict):
-        return "{" + ",".join(f"[{lua(k)}]={lua(x)}" for k, x in v.items()) + "}"
-    if isinstance(v, list):
-        return "{" + ",".join(lua(x) for x in v) + "}"
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if v is None:
-        return "nil"
-    if isinstance(v, (int, float)):
-        return repr(v)
-    return json.dumps(v)  # a JSON string is a valid Lua string literal here
-print("obj = " + lua(json.load(open(sys.argv[1]))))
-PY
-  lua5.1 -e "dofile('${work}/obj.lua')
-local hs = assert(loadfile('${root}/deploy/argocd/trainingjob-health.lua'))()
-io.write(hs.status, '|', hs.message)"
-}
-health_of() { k get tj "$1" -o json >"${work}/$1.json" && health "${work}/$1.json"; }
+# health KIND FILE: "<status>|<message>" of the object in FILE (JSON) as Argo CD
+# would compute it with deploy/argocd/kubetrain.io/KIND/health.lua.
+health() { "${here}/argocd_cases.py" health "$@"; }
+health_of() { k get tj "$1" -o json >"${work}/$1.json" && health TrainingJob "${work}/$1.json"; }
+sweep_health_of() { k get tsw "$1" -o json >"${work}/$1.json" && health TrainingSweep "${work}/$1.json"; }
 state_is() { [[ "$(jpath "tj/$1" '{.status.state}')" == "$2" ]]; }
 job() {  # job NAME [RUN-POLICY]: one kwok worker
   cat <<JOB | k apply -f - >/dev/null || fail "creating $1"
@@ -69,7 +51,7 @@ JOB
 
 kubectl apply -k "${root}/crds" >/dev/null || { echo "CRDs rejected"; exit 1; }
 kubectl apply -k "${root}/deploy/kustomize/rbac" >/dev/null || { echo "RBAC rejected"; exit 1; }
-"${root}/tests/tools/wait-crds" crd/trainingjobs.kubetrain.io >/dev/null
+"${root}/tests/tools/wait-crds" crd/trainingjobs.kubetrain.io crd/trainingsweeps.kubetrain.io >/dev/null
 operator_kubeconfig "${work}/operator-kubeconfig" || exit 1
 "${operator}" --kubeconfig "${work}/operator-kubeconfig" --metrics-addr "127.0.0.1:$(free_port)" \
   --health-addr "127.0.0.1:$(free_port)" --workers 2 --progress-qps 0 >"${work}/operator.log" 2>&1 &
@@ -130,6 +112,54 @@ check "a job over its namespace's quota is Progressing" "${got%%|*}" Progressing
   || fail "Progressing's message does not name the quota: ${got}"
 printf '{"apiVersion":"kubetrain.io/v1alpha1","kind":"TrainingJob","metadata":{"name":"new"}}' \
   >"${work}/new.json"
-got="$(health "${work}/new.json")"
+got="$(health TrainingJob "${work}/new.json")"
 check "a job the operator has not seen yet is Progressing" "${got%%|*}" Progressing
+
+# Sweeps: one whose trials never end (running), one suspended, one whose trials
+# report the metric (succeeded), one whose trials do not (failed).
+sweep() {  # sweep NAME WORKER-ANNOTATIONS [SUSPEND]
+  cat <<SWEEP | k apply -f - >/dev/null || fail "creating sweep $1"
+apiVersion: kubetrain.io/v1alpha1
+kind: TrainingSweep
+metadata: {name: $1}
+spec:
+  suspend: ${3:-false}
+  objective: {metric: eval.auc, direction: maximize}
+  algorithm: {name: grid}
+  parallelism: 2
+  parameters:
+    - {name: x, type: categorical, values: ["1", "5"]}
+  trialTemplate:
+    replicaSpecs:
+      Worker:
+        template:
+          metadata:
+            annotations: {$2}
+          spec:
+            nodeSelector: {type: kwok}
+            tolerations: [{key: kwok.x-k8s.io/node, operator: Exists, effect: NoSchedule}]
+            containers: [{name: trainer, image: kubetrain-trainer, args: ["--x=\${params.x}"]}]
+SWEEP
+}
+sweep_state_is() { [[ "$(jpath "tsw/$1" '{.status.state}')" == "$2" ]]; }
+new_ns sweeps
+sweep hang ""
+sweep held "" true
+sweep win '"kubetrain.io/test-exit-code": "0", "kubetrain.io/test-termination-message": "{\"eval\": {\"auc\": 0.${params.x}}}"'
+sweep lose '"kubetrain.io/test-exit-code": "0", "kubetrain.io/test-termination-message": "{\"eval\": {\"loss\": 0.${params.x}}}"'
+wait_until "hang runs" sweep_state_is hang Running
+wait_until "held is suspended" sweep_state_is held Suspended
+wait_until "win succeeds" sweep_state_is win Succeeded
+wait_until "lose fails" sweep_state_is lose Failed
+got="$(sweep_health_of hang)"
+check "a running sweep is Progressing" "${got%%|*}" Progressing
+[[ "${got#*|}" == "TrialsRunning: 2 trials running"* ]] || fail "Progressing's message does not count the trials: ${got}"
+got="$(sweep_health_of held)"
+check "a suspended sweep is Suspended" "${got%%|*}" Suspended
+got="$(sweep_health_of win)"
+check "a succeeded sweep is Healthy" "${got}" \
+  "Healthy|AllTrialsFinished: $(jpath tsw/win '{.status.conditions[?(@.type=="Succeeded")].message}')"
+got="$(sweep_health_of lose)"
+check "a failed sweep is Degraded" "${got}" \
+  "Degraded|NoTrialSucceeded: all 2 trials finished and none reported eval.auc"
 ((failures == 0))

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The Helm chart and the kustomize base install on the real control plane and
 # grant the operator exactly what it needs (checked with `kubectl auth can-i`
-# as the operator's ServiceAccount). Needs KUBECONFIG (the cluster fixture).
+# as the operator's ServiceAccount), and namespace users with the built-in
+# edit/view roles what they need (aggregated ClusterRoles, checked with
+# `kubectl auth can-i --as` for each install). Needs KUBECONFIG (the cluster fixture).
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "${here}/../.." && pwd)"
@@ -10,7 +12,7 @@ export PATH="$("${root}/tests/cluster/build"):$("${root}/tests/cluster/build-hel
 source "${root}/tests/tools/testlib.sh"
 chart="${root}/deploy/helm/kubetrain"
 ns=kubetrain-helm
-trap 'kubectl delete namespace "${ns}" --wait=false >/dev/null 2>&1' EXIT
+trap 'kubectl delete namespace "${ns}" kt-users --wait=false >/dev/null 2>&1' EXIT
 
 for f in "${root}"/crds/*.kubetrain.io.yaml; do
   check "the chart ships $(basename "${f}") as crds/ has it" \
@@ -67,13 +69,65 @@ metrics_args="$(helm template kt "${chart}" -n "${ns}" \
 check "the operator's identity and monitoring namespaces for the jobs' NetworkPolicies" "${metrics_args}" \
   "---operator-namespace=${ns} ---operator-pod-labels=app.kubernetes.io/name=kubetrain-operator,app.kubernetes.io/instance=kt ---network-policy-metrics-from=kubernetes.io/metadata.name=monitoring ---network-policy-metrics-from=a=1,b=2 "
 
+# Namespace users through the built-in roles: alice has `edit` in ${users}, bob
+# `view`. Each install aggregates its own two ClusterRoles into them; checked one
+# install at a time (the others' roles deleted first: other tests apply the base).
+users=kt-users
+user_roles=(kubetrain-edit kubetrain-view kt-kubetrain-edit kt-kubetrain-view kts-kubetrain-edit kts-kubetrain-view)
+kubectl delete clusterrole "${user_roles[@]}" --ignore-not-found >/dev/null
+kubectl apply -f "${root}/crds/trainingjobs.kubetrain.io.yaml" -f "${root}/crds/trainingsweeps.kubetrain.io.yaml" >/dev/null
+"${root}/tests/tools/wait-crds" crd/trainingjobs.kubetrain.io crd/trainingsweeps.kubetrain.io >/dev/null
+kubectl create namespace "${users}" >/dev/null 2>&1
+kubectl -n "${users}" create rolebinding alice-edit --clusterrole=edit --user=alice >/dev/null 2>&1
+kubectl -n "${users}" create rolebinding bob-view --clusterrole=view --user=bob >/dev/null 2>&1
+user_can_is() {  # user_can_is ANSWER USER VERB RESOURCE: for wait_until (re-asks each poll)
+  [[ "$(user_can "${@:2}")" == "$1" ]]
+}
+user_can() {  # user_can USER VERB RESOURCE[/SUBRESOURCE]
+  local args=("$2" "${3%%/*}" -n "${users}" --as="$1")
+  [[ "$3" == */* ]] && args+=(--subresource="${3#*/}")
+  kubectl auth can-i "${args[@]}" 2>/dev/null
+}
+users_can() {  # users_can INSTALL: what alice (edit) and bob (view) may do
+  local r
+  wait_until "$1: edit may create trainingjobs" user_can_is yes alice create trainingjobs.kubetrain.io
+  wait_until "$1: view may list trainingsweeps" user_can_is yes bob list trainingsweeps.kubetrain.io
+  for r in trainingjobs.kubetrain.io trainingsweeps.kubetrain.io; do
+    check "$1: edit may create, delete, patch, watch ${r%%.*}" \
+      "$(user_can alice create "${r}")/$(user_can alice delete "${r}")/$(user_can alice patch "${r}")/$(user_can alice watch "${r}")" \
+      yes/yes/yes/yes
+    check "$1: view may get, list, watch ${r%%.*} and its status" \
+      "$(user_can bob get "${r}")/$(user_can bob list "${r}")/$(user_can bob watch "${r}")/$(user_can bob get "${r}/status")" \
+      yes/yes/yes/yes
+    check "$1: view may not create, delete or patch ${r%%.*}" \
+      "$(user_can bob create "${r}")/$(user_can bob delete "${r}")/$(user_can bob patch "${r}")" no/no/no
+    check "$1: edit may not write ${r%%.*}/status (the operator's)" "$(user_can alice update "${r}/status")" no
+  done
+}
+wait_until "no install: edit may not create trainingjobs" \
+  user_can_is no alice create trainingjobs.kubetrain.io
+check "no install: edit may not create trainingjobs" "$(user_can alice create trainingjobs.kubetrain.io)" no
+
 kubectl create namespace "${ns}" >/dev/null
 helm template kt "${chart}" -n "${ns}" --include-crds 2>/dev/null | kubectl apply -n "${ns}" -f - >/dev/null
 check "chart applied" "$?" 0
+users_can helm
+kubectl delete clusterrole kt-kubetrain-edit kt-kubetrain-view >/dev/null
+wait_until "helm's roles gone: edit may not create trainingjobs" \
+  user_can_is no alice create trainingjobs.kubetrain.io
+check "helm: rbac.aggregateToDefaultRoles=false renders no user roles" \
+  "$(helm template kt "${chart}" --set rbac.aggregateToDefaultRoles=false 2>/dev/null | grep -c 'aggregate-to-')" 0
 check "deployment leads in its own namespace" \
   "$(kubectl -n "${ns}" get deploy kt-kubetrain -o jsonpath='{.spec.template.spec.containers[0].args}' | grep -c -- "--leader-elect-namespace=${ns}")" 1
 kubectl apply -k "${root}/deploy/kustomize/base" >/dev/null
 check "kustomize base applied" "$?" 0
+# Uninstalling the operator leaves the CRDs, and so every job, in place.
+check "kustomize: the base holds no CRD (crds/ is installed on its own)" \
+  "$(kubectl kustomize "${root}/deploy/kustomize/base" | grep -c '^kind: CustomResourceDefinition')" 0
+deleted="$(kubectl delete -k "${root}/deploy/kustomize/base" --dry-run=server -o name 2>/dev/null)"
+check "kubectl delete -k base deletes the operator" "$(grep -c '^deployment.apps/kubetrain-operator$' <<<"${deleted}")" 1
+check "kubectl delete -k base deletes no CRD" "$(grep -c customresourcedefinition <<<"${deleted}")" 0
+users_can kustomize
 check "both installs' operator NetworkPolicies exist" \
   "$(kubectl -n "${ns}" get networkpolicy kt-kubetrain -o name)/$(kubectl -n kubetrain-system get networkpolicy kubetrain-operator -o name)" \
   "networkpolicy.networking.k8s.io/kt-kubetrain/networkpolicy.networking.k8s.io/kubetrain-operator"
@@ -131,7 +185,7 @@ done
 # but what is cluster-scoped (with --kueue: flavors and priority classes).
 ns_scoped=kubetrain-helm-ns
 watched=(kt-rbac-a kt-rbac-b)
-trap 'kubectl delete namespace "${ns}" "${ns_scoped}" "${watched[@]}" --wait=false >/dev/null 2>&1' EXIT
+trap 'kubectl delete namespace "${ns}" "${ns_scoped}" "${users}" "${watched[@]}" --wait=false >/dev/null 2>&1' EXIT
 kubectl create namespace "${ns_scoped}" >/dev/null
 for w in "${watched[@]}"; do kubectl create namespace "${w}" >/dev/null; done
 helm template kts "${chart}" -n "${ns_scoped}" --set "watchNamespaces={kt-rbac-a,kt-rbac-b}" \

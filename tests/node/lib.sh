@@ -63,6 +63,7 @@ kustomize_overlay() {
 apiVersion: kustomize.config.k8s.io/v1beta1
 kind: Kustomization
 resources:
+  - $(realpath --relative-to="${out}" "${root}/crds")
   - $(realpath --relative-to="${out}" "${root}/deploy/kustomize/base")
 images:
   - name: ghcr.io/kubetrain/kubetrain-operator

@@ -282,6 +282,7 @@ SWEEP
   check "no status write was refused" "$(grep -c 'request is too large' "${work}/operator.log")" 0
 }
 
+kubectl apply -k "${root}/crds" >/dev/null || { echo "CRDs rejected"; exit 1; }
 kubectl apply -k "${root}/deploy/kustomize/base" >/dev/null || { echo "kustomize base rejected"; exit 1; }
 "${root}/tests/tools/wait-crds" crd/trainingjobs.kubetrain.io crd/trainingsweeps.kubetrain.io >/dev/null
 operator_kubeconfig "${work}/operator-kubeconfig" || exit 1

@@ -1,7 +1,6 @@
 -- Argo CD health of a kubetrain.io TrainingJob, from the operator's status.
--- Install as argocd-cm key resource.customizations.health.kubetrain.io_TrainingJob
--- (docs/operations.md, "GitOps with Argo CD"). Argo CD runs it with `obj`, the
--- object, and reads the table it returns.
+-- Installed with deploy/argocd/argocd-cm.yaml (docs/operations.md, "GitOps with
+-- Argo CD"). Argo CD runs it with `obj`, the object, and reads the table it returns.
 --   Succeeded -> Healthy; Failed -> Degraded; Suspended (by its spec or by
 --   Kueue) -> Suspended; the apiserver refuses its pods (CreateRefused) ->
 --   Degraded (Pod Security, RBAC, a name taken: nothing changes until someone
