@@ -15,11 +15,15 @@
 // on the sequence of Update calls, not on the number of threads that served them.
 //
 // Thread-safe: Read, Update, ForEach, size and bytes may be called from any threads at once
-// (Read and ForEach lock stripes shared, Update exclusive, one stripe at a time: a call is
-// not atomic across stripes). Reserve, Clear and Swap need the caller to exclude all other
-// calls. The callbacks run under a stripe's lock and must not call back into the store.
+// (Read and ForEach lock stripes shared, Update exclusive, one stripe at a time, passing
+// over a busy stripe to come back to it: a call is not atomic across stripes). Reserve, Clear and
+// Swap need the caller to exclude all other calls. The callbacks run under a stripe's lock and must
+// not call back into the store.
 #pragma once
 
+#include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -48,15 +52,20 @@ class EmbeddingStore {
   template <typename Fn>
   void Read(const uint64_t* ids, size_t n, Fn fn) const {
     const Plan& plan = MakePlan(ids, n);
-    for (size_t s = 0; s < kStripes; ++s) {
-      if (plan.begin[s] == plan.begin[s + 1]) continue;
+    VisitStripes<std::shared_lock<std::shared_mutex>>(plan, 0, 1, [&](size_t s) {
       const Stripe& st = stripes_[s];
-      std::shared_lock lock(st.mu);
+      // First every lookup (independent, so their misses overlap), then the rows in order.
+      thread_local std::vector<float*> rows;
+      rows.resize(plan.begin[s + 1] - plan.begin[s]);
       for (uint32_t k = plan.begin[s]; k < plan.begin[s + 1]; ++k) {
-        const size_t i = plan.order[k];
-        fn(i, static_cast<const float*>(Find(st, ids[i], plan.hash[k])));
+        PrefetchSlot(st, plan, k, plan.begin[s + 1]);
+        rows[k - plan.begin[s]] = Find(st, ids[plan.order[k]], plan.hash[k]);
       }
-    }
+      for (size_t j = 0; j < rows.size(); ++j) {
+        PrefetchRow(rows, j);
+        fn(plan.order[plan.begin[s] + j], static_cast<const float*>(rows[j]));
+      }
+    });
   }
 
   // For each i in [0, n): fn(i, row) with the row of ids[i], created first by init(id, row)
@@ -66,18 +75,25 @@ class EmbeddingStore {
   void Update(const uint64_t* ids, size_t n, bool parallel, Init init, Fn fn) {
     const Plan& plan = MakePlan(ids, n);
     ParallelParts(parallel, [&](int part, int parts) {
-      for (size_t s = static_cast<size_t>(part); s < kStripes; s += static_cast<size_t>(parts)) {
-        if (plan.begin[s] == plan.begin[s + 1]) continue;
+      VisitStripes<std::unique_lock<std::shared_mutex>>(plan, part, parts, [&](size_t s) {
         Stripe& st = stripes_[s];
-        std::unique_lock lock(st.mu);
+        // First every lookup (independent, so their misses overlap; a missing row is created
+        // at its first occurrence), then the updates in order, the rows asked for ahead.
+        thread_local std::vector<float*> rows;
+        rows.resize(plan.begin[s + 1] - plan.begin[s]);
         for (uint32_t k = plan.begin[s]; k < plan.begin[s + 1]; ++k) {
-          const size_t i = plan.order[k];
+          PrefetchSlot(st, plan, k, plan.begin[s + 1]);
+          const uint64_t id = ids[plan.order[k]];
           bool created = false;
-          float* row = FindOrInsert(st, ids[i], plan.hash[k], &created);
-          if (created) init(ids[i], row);
-          fn(i, row);
+          float* row = FindOrInsert(st, id, plan.hash[k], &created);
+          if (created) init(id, row);
+          rows[k - plan.begin[s]] = row;
         }
-      }
+        for (size_t j = 0; j < rows.size(); ++j) {
+          PrefetchRow(rows, j);
+          fn(plan.order[plan.begin[s] + j], rows[j]);
+        }
+      });
     });
   }
 
@@ -102,6 +118,9 @@ class EmbeddingStore {
   }
 
   size_t size() const;
+  // Nanoseconds Read and Update have spent waiting for a stripe's lock held by another
+  // thread (an uncontended lock costs no clock read), since construction.
+  uint64_t lock_wait_ns() const { return lock_wait_ns_.load(std::memory_order_relaxed); }
   // Bytes held: slabs, indexes and the stripes themselves.
   size_t bytes() const;
   // Sizes each stripe's index for `rows` rows in all (evenly hashed), so a restore of that
@@ -143,6 +162,63 @@ class EmbeddingStore {
   static size_t StripeOf(uint64_t h) { return h & (kStripes - 1); }
   static uint32_t TagOf(uint64_t h) { return static_cast<uint32_t>(h >> 32); }
 
+  // Calls visit(s) for each stripe s of part `part` (of `parts`) that `plan` has ids in,
+  // holding the stripe's lock (Lock: shared or exclusive). Stripes another thread holds are
+  // passed over and come back later; only when none of those left can be had at once does
+  // it wait (counted in lock_wait_ns_) for the first. Concurrent callers start at different
+  // stripes, so pushes that touch every stripe do not queue behind each other in lockstep.
+  // Each stripe's ids are visited in the call's order whatever the stripe order.
+  template <typename Lock, typename Visit>
+  void VisitStripes(const Plan& plan, int part, int parts, Visit visit) const {
+    uint8_t pending[kStripes];
+    size_t count = 0;
+    const size_t start = next_start_.fetch_add(7, std::memory_order_relaxed);
+    for (size_t k = 0; k < kStripes; ++k) {
+      const size_t s = (start + k) % kStripes;
+      if (static_cast<int>(s % static_cast<size_t>(parts)) == part &&
+          plan.begin[s] != plan.begin[s + 1])
+        pending[count++] = static_cast<uint8_t>(s);
+    }
+    while (count > 0) {
+      size_t left = 0;
+      for (size_t k = 0; k < count; ++k) {
+        Lock lock(stripes_[pending[k]].mu, std::try_to_lock);
+        if (lock.owns_lock()) {
+          visit(pending[k]);
+        } else {
+          pending[left++] = pending[k];
+        }
+      }
+      if (left == count) {  // every stripe left is busy: wait for the first
+        Lock lock(stripes_[pending[0]].mu, std::defer_lock);
+        const auto t0 = std::chrono::steady_clock::now();
+        lock.lock();
+        lock_wait_ns_.fetch_add(
+            static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                      std::chrono::steady_clock::now() - t0)
+                                      .count()),
+            std::memory_order_relaxed);
+        visit(pending[0]);
+        std::copy(pending + 1, pending + left, pending);
+        --left;
+      }
+      count = left;
+    }
+  }
+  // The index and rows are far bigger than the caches: lookups ask for the slot of the id
+  // kSlotAhead places on, updates for the row kRowAhead places on, so misses overlap.
+  static constexpr uint32_t kSlotAhead = 8;
+  static constexpr size_t kRowAhead = 8;
+  static void PrefetchSlot(const Stripe& st, const Plan& plan, uint32_t k, uint32_t end) {
+    if (k + kSlotAhead < end && !st.slots.empty()) {
+      __builtin_prefetch(&st.slots[TagOf(plan.hash[k + kSlotAhead]) & (st.slots.size() - 1)]);
+    }
+  }
+  void PrefetchRow(const std::vector<float*>& rows, size_t j) const {
+    if (j + kRowAhead >= rows.size() || rows[j + kRowAhead] == nullptr) return;
+    const char* row = reinterpret_cast<const char*>(rows[j + kRowAhead]);
+    for (size_t b = 0; b < entry_bytes_ - kIdBytes; b += 64) __builtin_prefetch(row + b, 1);
+  }
   static const Plan& MakePlan(const uint64_t* ids, size_t n);
   char* Entry(const Stripe& st, uint32_t r) const {
     return st.slabs[r / kSlabRows].get() + (r % kSlabRows) * entry_bytes_;
@@ -155,6 +231,8 @@ class EmbeddingStore {
   const size_t row_floats_;
   const size_t entry_bytes_;
   std::unique_ptr<Stripe[]> stripes_;
+  mutable std::atomic<uint64_t> lock_wait_ns_{0};
+  mutable std::atomic<size_t> next_start_{0};  // where the next call starts (VisitStripes)
 };
 
 }  // namespace kubetrain::trainer

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -159,6 +160,19 @@ class StreamingFile {
   std::string error_;
 };
 
+// Locks `mu`, adding the wait to *wait_ns when another thread holds it.
+std::unique_lock<std::mutex> LockCounted(std::mutex& mu, std::atomic<uint64_t>* wait_ns) {
+  std::unique_lock<std::mutex> lock(mu, std::try_to_lock);
+  if (lock.owns_lock()) return lock;
+  const auto t0 = std::chrono::steady_clock::now();
+  lock.lock();
+  wait_ns->fetch_add(static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                               std::chrono::steady_clock::now() - t0)
+                                               .count()),
+                     std::memory_order_relaxed);
+  return lock;
+}
+
 }  // namespace
 
 ShardDigest DigestOf(std::string_view data) {
@@ -258,7 +272,7 @@ PushLedger::Outcome ParamShard::ApplyPush(int32_t rank, uint64_t incarnation, ui
   std::shared_lock push(push_mu_);
   PushLedger::Outcome outcome;
   {
-    std::lock_guard<std::mutex> lock(ledger_mu_);
+    const auto lock = LockCounted(ledger_mu_, &lock_wait_ns_);
     outcome = ledger_.Admit(rank, incarnation, seq);
   }
   if (outcome == PushLedger::Outcome::kApply) {
@@ -301,7 +315,7 @@ std::map<int32_t, PushCounts> ParamShard::PushesByRank() const {
 
 void ParamShard::ApplyDenseGrad(const float* dense_grad, float scale) {
   if (dense_grad == nullptr || dense_.empty()) return;
-  std::lock_guard<std::mutex> lock(dense_mu_);
+  const auto lock = LockCounted(dense_mu_, &lock_wait_ns_);
   const float* g = dense_grad;
   if (scale != 1.f) {
     ParallelRanges(dense_.size(), size_t{1} << 16, [&](size_t b, size_t e) {
@@ -345,6 +359,11 @@ size_t ParamShard::num_rows() const {
 size_t ParamShard::embedding_bytes() const {
   std::shared_lock table(table_mu_);
   return rows_.bytes();
+}
+
+uint64_t ParamShard::lock_wait_ns() const {
+  std::shared_lock table(table_mu_);
+  return lock_wait_ns_.load(std::memory_order_relaxed) + rows_.lock_wait_ns();
 }
 
 int64_t ParamShard::updates() const {

@@ -13,6 +13,7 @@
 // Lock order: push_mu_, table_mu_, dense_mu_, ledger_mu_ (then a stripe's, inside rows_).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -100,6 +101,9 @@ class ParamShard {
   // Bytes the embedding rows take in memory (their store's slabs and index).
   size_t embedding_bytes() const;
   int64_t updates() const;
+  // Nanoseconds updates and pulls have waited for a lock another thread held (the dense
+  // slice's, the ledger's, the embedding stripes'), since construction; for benchmarks.
+  uint64_t lock_wait_ns() const;
 
   // Calls fn(id, values, updates) for every embedding row: its sparse_dim() values and the
   // number of optimizer updates it received (0 only for a row from a checkpoint written
@@ -151,6 +155,9 @@ class ParamShard {
 
   mutable std::mutex ledger_mu_;
   PushLedger ledger_;  // guarded by ledger_mu_
+
+  // Waits for dense_mu_ and ledger_mu_ (the store counts its own).
+  mutable std::atomic<uint64_t> lock_wait_ns_{0};
 };
 
 // Writes `data` to `path` atomically: a reader sees the old file or the whole new one,
