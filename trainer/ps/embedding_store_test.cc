@@ -149,6 +149,41 @@ TEST(EmbeddingStoreTest, ConcurrentUpdatesAndReadsLoseNothingAndTearNothing) {
   }
 }
 
+// Iterating (as a checkpoint does) while another thread inserts and updates rows visits each
+// row once, whole, and sees every row that existed when it started.
+TEST(EmbeddingStoreTest, ForEachDuringUpdatesSeesWholeRowsOnce) {
+  EmbeddingStore store(kFloats);
+  std::vector<uint64_t> first(5000);
+  for (size_t i = 0; i < first.size(); ++i) first[i] = i + 1;
+  const auto init = [](uint64_t, float* row) { Fill(row, 0.f); };
+  const auto add = [](size_t, float* row) {
+    for (size_t k = 0; k < kFloats; ++k) row[k] += 1.f;
+  };
+  store.Update(first.data(), first.size(), false, init, add);
+  std::atomic<bool> stop{false};
+  std::thread writer([&] {
+    std::vector<uint64_t> ids(1000);
+    for (uint64_t round = 0; !stop.load(); ++round) {
+      for (size_t i = 0; i < ids.size(); ++i) ids[i] = (round * 997 + i * 13) % 50000 + 1;
+      store.Update(ids.data(), ids.size(), false, init, add);
+    }
+  });
+  for (int pass = 0; pass < 20; ++pass) {
+    std::map<uint64_t, int> visits;
+    int64_t torn = 0;
+    store.ForEach([&](uint64_t id, const float* row) {
+      ++visits[id];
+      for (size_t k = 1; k < kFloats; ++k)
+        if (row[k] != row[0]) ++torn;
+    });
+    EXPECT_EQ(torn, 0);
+    for (const auto& [id, n] : visits) ASSERT_EQ(n, 1) << id;
+    for (const uint64_t id : first) ASSERT_EQ(visits.count(id), 1u) << id;
+  }
+  stop = true;
+  writer.join();
+}
+
 // The store's contents do not depend on how many threads applied an update.
 TEST(EmbeddingStoreTest, ParallelUpdateMatchesOneThreadRowForRow) {
   std::vector<uint64_t> ids;
