@@ -47,6 +47,10 @@ int main(int argc, char** argv) {
                  "write N synthetic Criteo training lines (and N/5 evaluation lines) to "
                  "--data-dir first, unless present (no --data-dir: a temporary directory)");
   app.add_option("--generate-eval", f.generate_eval, "evaluation lines to generate");
+  app.add_option("--generate-profile", f.generate_profile,
+                 "small (200 values per field) or criteo-kaggle (Kaggle's 26 cardinalities, "
+                 "33.8M values, Zipf-like)")
+      ->capture_default_str();
   app.add_option("--data-seed", f.data_seed, "seed of the synthetic ground truth")
       ->capture_default_str();
   app.add_option("--steps", f.steps, "training steps per worker")->capture_default_str();

@@ -123,6 +123,7 @@ Status MaybeGenerateData(const Flags& f) {
     return InvalidArgument("--generate-data writes local files; --data-dir is " + f.data_dir);
   }
   if (f.data_format != "criteo_tsv") return InvalidArgument("--generate-data writes criteo_tsv");
+  KT_ASSIGN_OR_RETURN(const GeneratorProfile profile, ParseGeneratorProfile(f.generate_profile));
   std::error_code ec;
   std::filesystem::create_directories(f.data_dir, ec);
   if (ec) return InvalidArgument("cannot create --data-dir " + f.data_dir + ": " + ec.message());
@@ -139,6 +140,7 @@ Status MaybeGenerateData(const Flags& f) {
     const std::string path = f.data_dir + "/" + file.name;
     if (std::filesystem::exists(path)) continue;
     GeneratorOptions g;
+    g.profile = profile;
     g.model_seed = f.data_seed;
     g.sample_seed = file.sample_seed;
     KT_ASSIGN_OR_RETURN(auto auc, WriteSyntheticCriteo(path, file.n, g));

@@ -43,6 +43,7 @@ struct Flags {
   std::string eval_match = "eval";
   int64_t generate_data = 0;
   int64_t generate_eval = 0;
+  std::string generate_profile = "small";  // small or criteo-kaggle (data/generator.h)
   uint64_t data_seed = 1;
   int64_t steps = 1000;
   int batch_size = 512;

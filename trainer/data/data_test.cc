@@ -4,6 +4,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <thread>
 
@@ -207,6 +208,74 @@ TEST(GeneratorTest, DeterministicAndLearnableInPrinciple) {
   for (float l : batch.label) positives += l;
   EXPECT_GT(positives / 2000, 0.1);
   EXPECT_LT(positives / 2000, 0.9);
+}
+
+// The criteo-kaggle profile: every field within Kaggle's cardinality, the big fields
+// Zipf-like (one value frequent, most values seen once), deterministic, learnable.
+TEST(GeneratorTest, CriteoKaggleProfileHasKaggleCardinalitiesAndZipfSkew) {
+  TempDir dir;
+  GeneratorOptions o;
+  o.profile = GeneratorProfile::kCriteoKaggle;
+  constexpr int64_t kLines = 20000;
+  auto auc = WriteSyntheticCriteo(dir.File("a"), kLines, o);
+  ASSERT_TRUE(auc.ok()) << auc.status().ToString();
+  ASSERT_TRUE(WriteSyntheticCriteo(dir.File("b"), kLines, o).ok());
+  std::stringstream a, b;
+  a << std::ifstream(dir.File("a")).rdbuf();
+  b << std::ifstream(dir.File("b")).rdbuf();
+  EXPECT_EQ(a.str(), b.str());
+  o.model_seed = 7;
+  ASSERT_TRUE(WriteSyntheticCriteo(dir.File("c"), kLines, o).ok());
+  std::stringstream c;
+  c << std::ifstream(dir.File("c")).rdbuf();
+  EXPECT_NE(a.str(), c.str());
+  EXPECT_GT(*auc, 0.75);
+
+  const auto& card = CriteoKaggleCardinalities();
+  int64_t total = 0;
+  for (int64_t k : card) total += k;
+  EXPECT_EQ(total, 33762577);
+  std::vector<std::map<std::string, int64_t>> seen(kCriteoCat);
+  std::string line;
+  int64_t lines = 0;
+  while (std::getline(a, line)) {
+    ++lines;
+    std::vector<std::string> cols;
+    std::stringstream ls(line);
+    for (std::string col; std::getline(ls, col, '\t');) cols.push_back(col);
+    if (line.back() == '\t') cols.emplace_back();
+    ASSERT_EQ(cols.size(), size_t{1 + kCriteoDense + kCriteoCat}) << line;
+    for (int fi = 0; fi < kCriteoCat; ++fi) {
+      const std::string& v = cols[1 + kCriteoDense + fi];
+      if (!v.empty()) ++seen[fi][v];
+    }
+  }
+  EXPECT_EQ(lines, kLines);
+  for (int fi = 0; fi < kCriteoCat; ++fi) {
+    EXPECT_LE(static_cast<int64_t>(seen[fi].size()), card[fi]) << "field " << fi;
+  }
+  // Small fields are covered: field 8 has 3 values, field 19 has 4.
+  EXPECT_EQ(seen[8].size(), 3u);
+  EXPECT_EQ(seen[19].size(), 4u);
+  // Field 2 (10,131,227 values): its most frequent value in a few percent of lines
+  // (P(0) = ln 2 / ln(card + 1) = 4.3%), yet most values drawn are distinct (the tail).
+  int64_t top = 0;
+  for (const auto& [v, count] : seen[2]) top = std::max(top, count);
+  EXPECT_GT(top, kLines / 50);
+  EXPECT_LT(top, kLines / 10);
+  EXPECT_GT(static_cast<int64_t>(seen[2].size()), kLines / 2);
+  // Valid for the reader.
+  StripeReader reader({{dir.File("a")}, DataFormat::kCriteoTsv, 0, 0, 1, 0, false});
+  Batch batch;
+  auto n = reader.Next(kLines + 1, &batch);
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  EXPECT_EQ(*n, kLines);
+}
+
+TEST(GeneratorTest, ProfileNamesParse) {
+  EXPECT_EQ(*ParseGeneratorProfile("small"), GeneratorProfile::kSmall);
+  EXPECT_EQ(*ParseGeneratorProfile("criteo-kaggle"), GeneratorProfile::kCriteoKaggle);
+  EXPECT_FALSE(ParseGeneratorProfile("kaggle").ok());
 }
 
 // Containers sharing a volume all run as PID 1: a temp name built from the PID is the same

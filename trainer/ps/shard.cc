@@ -1,10 +1,12 @@
 #include "trainer/ps/shard.h"
 
 #include <fcntl.h>
+#include <openssl/evp.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -21,8 +23,6 @@ namespace {
 // Row counts from which pulls and updates of embedding rows are split over the compute
 // threads (a Wide & Deep batch of 512 has ~10,000 distinct ids).
 constexpr size_t kParallelRows = 2048;
-// How far ahead an update of embedding rows prefetches the row it will update.
-constexpr size_t kPrefetchRows = 8;
 
 // Format 1 has no push ledger; format 2 has it after the header.
 constexpr char kMagicV1[8] = {'K', 'T', 'S', 'H', 'A', 'R', 'D', '1'};
@@ -66,6 +66,113 @@ class Cursor {
   size_t pos_ = 0;
 };
 
+// A local file written front to back through a buffer, hashed (SHA-256) on the way, then
+// committed atomically like storage::WriteFileAtomic (temp file beside it, fsync, rename,
+// fsync of the directory); removed unless committed. Not thread-safe.
+class StreamingFile {
+ public:
+  static constexpr size_t kBufferBytes = size_t{1} << 20;
+
+  StreamingFile() : sha_(EVP_MD_CTX_new()) {}
+  ~StreamingFile() {
+    if (fd_ >= 0) {
+      ::close(fd_);
+      ::unlink(tmp_.c_str());
+    }
+    EVP_MD_CTX_free(sha_);
+  }
+  StreamingFile(const StreamingFile&) = delete;
+  StreamingFile& operator=(const StreamingFile&) = delete;
+
+  Status Open(const std::string& path) {
+    path_ = path;
+    KT_ASSIGN_OR_RETURN(fd_, storage::CreateTempBeside(path, &tmp_));
+    if (sha_ == nullptr || EVP_DigestInit_ex(sha_, EVP_sha256(), nullptr) != 1) {
+      return Internal("SHA-256 unavailable");
+    }
+    buffer_.reserve(kBufferBytes);
+    return Status::Ok();
+  }
+  void Append(const void* data, size_t n) {
+    const char* p = static_cast<const char*>(data);
+    if (buffer_.size() + n > kBufferBytes) Flush();
+    if (n >= kBufferBytes) {
+      Write(p, n);
+    } else {
+      buffer_.append(p, n);
+    }
+  }
+  StatusOr<ShardDigest> Commit() {
+    Flush();
+    if (!error_.empty()) return Internal("cannot write " + tmp_ + ": " + error_);
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int md_len = 0;
+    if (EVP_DigestFinal_ex(sha_, md, &md_len) != 1) return Internal("SHA-256 failed");
+    if (::fsync(fd_) != 0) return Internal("cannot fsync " + tmp_ + ": " + std::strerror(errno));
+    ::close(fd_);
+    fd_ = -1;
+    if (::rename(tmp_.c_str(), path_.c_str()) != 0) {
+      const int err = errno;
+      ::unlink(tmp_.c_str());
+      return Internal("cannot rename " + tmp_ + " to " + path_ + ": " + std::strerror(err));
+    }
+    const std::string dir = std::filesystem::path(path_).parent_path().string();
+    if (const int dfd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        dfd >= 0) {
+      ::fsync(dfd);
+      ::close(dfd);
+    }
+    static constexpr char kHex[] = "0123456789abcdef";
+    ShardDigest digest{bytes_, ""};
+    for (unsigned int i = 0; i < md_len; ++i) {
+      digest.sha256 += kHex[md[i] >> 4];
+      digest.sha256 += kHex[md[i] & 0xf];
+    }
+    return digest;
+  }
+
+ private:
+  void Flush() {
+    Write(buffer_.data(), buffer_.size());
+    buffer_.clear();
+  }
+  void Write(const char* p, size_t n) {
+    if (n == 0 || !error_.empty()) return;
+    EVP_DigestUpdate(sha_, p, n);
+    bytes_ += n;
+    while (n > 0) {
+      const ssize_t w = ::write(fd_, p, n);
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) {
+        error_ = std::strerror(errno);
+        return;
+      }
+      p += w;
+      n -= static_cast<size_t>(w);
+    }
+  }
+
+  EVP_MD_CTX* const sha_;
+  std::string path_, tmp_;
+  int fd_ = -1;
+  std::string buffer_;
+  uint64_t bytes_ = 0;
+  std::string error_;
+};
+
+// Locks `mu`, adding the wait to *wait_ns when another thread holds it.
+std::unique_lock<std::mutex> LockCounted(std::mutex& mu, std::atomic<uint64_t>* wait_ns) {
+  std::unique_lock<std::mutex> lock(mu, std::try_to_lock);
+  if (lock.owns_lock()) return lock;
+  const auto t0 = std::chrono::steady_clock::now();
+  lock.lock();
+  wait_ns->fetch_add(static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                               std::chrono::steady_clock::now() - t0)
+                                               .count()),
+                     std::memory_order_relaxed);
+  return lock;
+}
+
 }  // namespace
 
 ShardDigest DigestOf(std::string_view data) {
@@ -95,7 +202,9 @@ std::pair<size_t, size_t> DenseRange(size_t total, int k, int n) {
 }
 
 ParamShard::ParamShard(const ShardConfig& config, const float* dense_init)
-    : c_(config), slots_(StateSlots(config.optimizer.kind)) {
+    : c_(config),
+      slots_(StateSlots(config.optimizer.kind)),
+      rows_(static_cast<size_t>(config.sparse_dim) * (1 + slots_) + 1) {
   dense_.assign(dense_init, dense_init + dense_size());
   dense_state_.resize(dense_size() * slots_);
   InitState(c_.optimizer, dense_state_.data(), dense_size());
@@ -106,53 +215,51 @@ size_t ParamShard::RowStride() const {
   return static_cast<size_t>(c_.sparse_dim) * (1 + slots_) + 1;
 }
 
-float* ParamShard::RowLocked(uint64_t id) {
-  auto [it, inserted] = row_of_.emplace(id, arena_.size());
-  if (inserted) {
-    arena_.resize(arena_.size() + RowStride());
-    float* row = arena_.data() + it->second;
-    InitSparseRow(c_.seed, id, c_.sparse_dim, row);
-    InitState(c_.optimizer, row + c_.sparse_dim, c_.sparse_dim);
-    row[RowStride() - 1] = 0.f;
-  }
-  return arena_.data() + it->second;
+void ParamShard::InitRow(uint64_t id, float* row) const {
+  InitSparseRow(c_.seed, id, c_.sparse_dim, row);
+  InitState(c_.optimizer, row + c_.sparse_dim, c_.sparse_dim);
+  row[RowStride() - 1] = 0.f;
 }
 
 void ParamShard::PullDense(float* out) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<std::mutex> lock(dense_mu_);
   ParallelCopy(out, dense_.data(), dense_.size());
 }
 
 void ParamShard::PullSparse(const uint64_t* ids, size_t n, float* out) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::shared_lock table(table_mu_);
   // An id never pushed to reads as its initial row without becoming one: only trained rows
   // are kept (and checkpointed); Apply creates a row from the same initial value.
-  // Lookups only (no insertion), so the rows are split over the compute threads.
+  const size_t dim = static_cast<size_t>(c_.sparse_dim);
   ParallelRanges(n, kParallelRows, [&](size_t b, size_t e) {
-    for (size_t i = b; i < e; ++i) {
-      float* dst = out + i * c_.sparse_dim;
-      if (const auto it = row_of_.find(ids[i]); it != row_of_.end()) {
-        std::memcpy(dst, arena_.data() + it->second, c_.sparse_dim * sizeof(float));
+    rows_.Read(ids + b, e - b, [&](size_t i, const float* row) {
+      float* dst = out + (b + i) * dim;
+      if (row != nullptr) {
+        std::memcpy(dst, row, dim * sizeof(float));
       } else {
-        InitSparseRow(c_.seed, ids[i], c_.sparse_dim, dst);
+        InitSparseRow(c_.seed, ids[b + i], c_.sparse_dim, dst);
       }
-    }
+    });
   });
 }
 
 void ParamShard::Apply(const float* dense_grad, const uint64_t* ids, size_t n,
                        const float* row_grads, float scale) {
-  std::lock_guard<std::mutex> lock(mu_);
-  ApplyLocked(dense_grad, ids, n, row_grads, scale);
+  std::shared_lock push(push_mu_);
+  std::shared_lock table(table_mu_);
+  ApplyDenseGrad(dense_grad, scale);
+  ApplyRows(ids, n, row_grads, scale);
 }
 
 void ParamShard::BeginDenseUpdate() {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::shared_lock push(push_mu_);
+  std::lock_guard<std::mutex> lock(dense_mu_);
   ++dense_updates_;
 }
 
 void ParamShard::ApplyDense(const float* dense_grad, size_t begin, size_t end) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::shared_lock push(push_mu_);
+  std::lock_guard<std::mutex> lock(dense_mu_);
   ApplyUpdateRange(c_.optimizer, dense_.data(), dense_state_.data(), dense_grad, dense_.size(),
                    begin, end, dense_updates_);
 }
@@ -160,142 +267,161 @@ void ParamShard::ApplyDense(const float* dense_grad, size_t begin, size_t end) {
 PushLedger::Outcome ParamShard::ApplyPush(int32_t rank, uint64_t incarnation, uint64_t seq,
                                           const float* dense_grad, const uint64_t* ids, size_t n,
                                           const float* row_grads) {
-  std::lock_guard<std::mutex> lock(mu_);
-  const PushLedger::Outcome outcome = ledger_.Admit(rank, incarnation, seq);
-  if (outcome == PushLedger::Outcome::kApply) ApplyLocked(dense_grad, ids, n, row_grads, 1.f);
+  // Held from the ledger's check to the end of the update: Save (exclusive) sees both the
+  // record and the update or neither.
+  std::shared_lock push(push_mu_);
+  PushLedger::Outcome outcome;
+  {
+    const auto lock = LockCounted(ledger_mu_, &lock_wait_ns_);
+    outcome = ledger_.Admit(rank, incarnation, seq);
+  }
+  if (outcome == PushLedger::Outcome::kApply) {
+    std::shared_lock table(table_mu_);
+    ApplyDenseGrad(dense_grad, 1.f);
+    ApplyRows(ids, n, row_grads, 1.f);
+  }
   return outcome;
 }
 
 void ParamShard::Hello(int32_t rank, uint64_t incarnation) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<std::mutex> lock(ledger_mu_);
   ledger_.Hello(rank, incarnation);
 }
 
 void ParamShard::CountPush(int32_t rank, bool applied) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<std::mutex> lock(ledger_mu_);
   ledger_.Count(rank, applied);
 }
 
 int ParamShard::MarkFinished(int32_t rank) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<std::mutex> lock(ledger_mu_);
   return ledger_.MarkFinished(rank);
 }
 
 std::vector<int32_t> ParamShard::Finished() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<std::mutex> lock(ledger_mu_);
   return {ledger_.finished().begin(), ledger_.finished().end()};
 }
 
 PushCounts ParamShard::Pushes() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<std::mutex> lock(ledger_mu_);
   return ledger_.total();
 }
 
 std::map<int32_t, PushCounts> ParamShard::PushesByRank() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<std::mutex> lock(ledger_mu_);
   return ledger_.by_rank();
 }
 
-void ParamShard::ApplyLocked(const float* dense_grad, const uint64_t* ids, size_t n,
-                             const float* row_grads, float scale) {
-  if (dense_grad != nullptr && !dense_.empty()) {
-    const float* g = dense_grad;
-    if (scale != 1.f) {
-      ParallelRanges(dense_.size(), size_t{1} << 16, [&](size_t b, size_t e) {
-        for (size_t i = b; i < e; ++i) scratch_[i] = dense_grad[i] * scale;
-      });
-      g = scratch_.data();
-    }
-    ++dense_updates_;
-    ApplyUpdate(c_.optimizer, dense_.data(), dense_state_.data(), g, dense_.size(), dense_updates_);
+void ParamShard::ApplyDenseGrad(const float* dense_grad, float scale) {
+  if (dense_grad == nullptr || dense_.empty()) return;
+  const auto lock = LockCounted(dense_mu_, &lock_wait_ns_);
+  const float* g = dense_grad;
+  if (scale != 1.f) {
+    ParallelRanges(dense_.size(), size_t{1} << 16, [&](size_t b, size_t e) {
+      for (size_t i = b; i < e; ++i) scratch_[i] = dense_grad[i] * scale;
+    });
+    g = scratch_.data();
   }
+  ++dense_updates_;
+  ApplyUpdate(c_.optimizer, dense_.data(), dense_state_.data(), g, dense_.size(), dense_updates_);
+}
+
+void ParamShard::ApplyRows(const uint64_t* ids, size_t n, const float* row_grads, float scale) {
   if (n == 0) return;
-  // Where each id's row is: found in parallel (lookups only), then the ids without a row get
-  // one, in order, on this thread (insertion is not thread-safe; the arena may move, so
-  // rows are kept as offsets).
-  const bool parallel = n >= kParallelRows;
-  constexpr size_t kNone = ~size_t{0};
-  offsets_.resize(n);
-  ParallelRanges(n, kParallelRows, [&](size_t b, size_t e) {
-    for (size_t i = b; i < e; ++i) {
-      const auto it = row_of_.find(ids[i]);
-      offsets_[i] = it == row_of_.end() ? kNone : it->second;
-    }
-  });
-  for (size_t i = 0; i < n; ++i) {
-    if (offsets_[i] == kNone) offsets_[i] = RowLocked(ids[i]) - arena_.data();
-  }
-  // The updates, split by row: a row's updates (an id may repeat in a push from the wire)
-  // are all done by one thread, in the order of the push, so the result is the sequential
-  // one whatever the thread count.
+  // The store groups the ids by stripe and, for a large push, shares the stripes out over
+  // the compute threads: a row's updates (an id may repeat in a push from the wire) are all
+  // done by one thread, in the order of the push, so the result is the sequential one
+  // whatever the thread count.
   const size_t stride = RowStride();
-  ParallelParts(parallel, [&](int part, int parts) {
-    std::vector<float> scaled(scale != 1.f ? c_.sparse_dim : 0);
-    for (size_t i = 0; i < n; ++i) {
-      // The rows are scattered over the arena: ask for one a few rows ahead (all of its
-      // cache lines) so that its misses overlap this row's update.
-      if (const size_t next = i + kPrefetchRows;
-          next < n && (parts == 1 || static_cast<int>((offsets_[next] / stride) % parts) == part)) {
-        const char* ahead = reinterpret_cast<const char*>(arena_.data() + offsets_[next]);
-        for (size_t byte = 0; byte < stride * sizeof(float); byte += 64)
-          __builtin_prefetch(ahead + byte, 1);
-      }
-      if (parts > 1 && static_cast<int>((offsets_[i] / stride) % parts) != part) continue;
-      float* row = arena_.data() + offsets_[i];
-      const float* g = row_grads + i * c_.sparse_dim;
-      if (scale != 1.f) {
-        for (int k = 0; k < c_.sparse_dim; ++k) scaled[k] = g[k] * scale;
-        g = scaled.data();
-      }
-      float& count = row[stride - 1];
-      count += 1.f;
-      ApplyUpdate(c_.optimizer, row, row + c_.sparse_dim, g, c_.sparse_dim,
-                  static_cast<int64_t>(count));
-    }
-  });
+  const size_t dim = static_cast<size_t>(c_.sparse_dim);
+  rows_.Update(
+      ids, n, n >= kParallelRows, [&](uint64_t id, float* row) { InitRow(id, row); },
+      [&](size_t i, float* row) {
+        const float* g = row_grads + i * dim;
+        thread_local std::vector<float> scaled;
+        if (scale != 1.f) {
+          scaled.resize(dim);
+          for (size_t k = 0; k < dim; ++k) scaled[k] = g[k] * scale;
+          g = scaled.data();
+        }
+        float& count = row[stride - 1];
+        count += 1.f;
+        ApplyUpdate(c_.optimizer, row, row + dim, g, dim, static_cast<int64_t>(count));
+      });
 }
 
 size_t ParamShard::num_rows() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return row_of_.size();
+  std::shared_lock table(table_mu_);
+  return rows_.size();
+}
+
+size_t ParamShard::embedding_bytes() const {
+  std::shared_lock table(table_mu_);
+  return rows_.bytes();
+}
+
+uint64_t ParamShard::lock_wait_ns() const {
+  std::shared_lock table(table_mu_);
+  return lock_wait_ns_.load(std::memory_order_relaxed) + rows_.lock_wait_ns();
 }
 
 int64_t ParamShard::updates() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<std::mutex> lock(dense_mu_);
   return dense_updates_;
 }
 
 void ParamShard::ForEachRow(const std::function<void(uint64_t, const float*, int64_t)>& fn) const {
-  std::lock_guard<std::mutex> lock(mu_);
-  for (const auto& [id, offset] : row_of_) {
-    const float* row = arena_.data() + offset;
-    fn(id, row, static_cast<int64_t>(row[RowStride() - 1]));
-  }
+  std::shared_lock table(table_mu_);
+  const size_t stride = RowStride();
+  rows_.ForEach(
+      [&](uint64_t id, const float* row) { fn(id, row, static_cast<int64_t>(row[stride - 1])); });
+}
+
+std::string ParamShard::HeadLocked() const {
+  std::string out;
+  out.reserve(64 + (dense_.size() + dense_state_.size()) * 4);
+  out.append(kMagic, sizeof(kMagic));
+  Put<uint64_t>(&out, c_.dense_begin);
+  Put<uint64_t>(&out, c_.dense_end);
+  Put<int32_t>(&out, c_.sparse_dim);
+  Put<int32_t>(&out, slots_);
+  Put<int64_t>(&out, dense_updates_);
+  ledger_.AppendTo(&out);
+  PutFloats(&out, dense_.data(), dense_.size());
+  PutFloats(&out, dense_state_.data(), dense_state_.size());
+  Put<uint64_t>(&out, rows_.size());
+  return out;
 }
 
 StatusOr<ShardDigest> ParamShard::Save(const std::string& path) const {
-  std::string out;
+  // No update runs while the rows are read (a checkpoint is one instant); pulls go on.
+  std::unique_lock push(push_mu_);
+  std::shared_lock table(table_mu_);
+  std::string head;
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    out.reserve(64 + (dense_.size() + dense_state_.size()) * 4 + arena_.size() * 4 +
-                row_of_.size() * 8);
-    out.append(kMagic, sizeof(kMagic));
-    Put<uint64_t>(&out, c_.dense_begin);
-    Put<uint64_t>(&out, c_.dense_end);
-    Put<int32_t>(&out, c_.sparse_dim);
-    Put<int32_t>(&out, slots_);
-    Put<int64_t>(&out, dense_updates_);
-    ledger_.AppendTo(&out);
-    PutFloats(&out, dense_.data(), dense_.size());
-    PutFloats(&out, dense_state_.data(), dense_state_.size());
-    Put<uint64_t>(&out, row_of_.size());
-    for (const auto& [id, offset] : row_of_) {
-      Put<uint64_t>(&out, id);
-      PutFloats(&out, arena_.data() + offset, RowStride());
-    }
+    std::scoped_lock lock(dense_mu_, ledger_mu_);
+    head = HeadLocked();
   }
-  KT_RETURN_IF_ERROR(storage::WriteObject(path, out));  // a local file or an S3 object
-  return DigestOf(out);
+  const size_t stride = RowStride();
+  if (storage::IsS3Path(path)) {
+    std::string out = std::move(head);
+    out.reserve(out.size() + rows_.size() * (sizeof(uint64_t) + stride * sizeof(float)));
+    rows_.ForEach([&](uint64_t id, const float* row) {
+      Put<uint64_t>(&out, id);
+      PutFloats(&out, row, stride);
+    });
+    KT_RETURN_IF_ERROR(storage::WriteObject(path, out));
+    return DigestOf(out);
+  }
+  StreamingFile file;
+  KT_RETURN_IF_ERROR(file.Open(path));
+  file.Append(head.data(), head.size());
+  rows_.ForEach([&](uint64_t id, const float* row) {
+    file.Append(&id, sizeof(id));
+    file.Append(row, stride * sizeof(float));
+  });
+  return file.Commit();
 }
 
 Status ParamShard::Load(const std::string& path, const ShardDigest* expect) {
@@ -354,30 +480,31 @@ Status ParamShard::Restore(std::string_view data, const std::string& path) {
     return bad("the header says " + std::to_string(rows) + " rows of " + std::to_string(row_bytes) +
                " bytes but " + std::to_string(cur.remaining()) + " bytes follow");
   }
-  std::unordered_map<uint64_t, size_t> row_of;
-  row_of.reserve(rows);
-  std::vector<float> arena(rows * RowStride());
+  EmbeddingStore store(RowStride());
+  store.Reserve(rows);
   for (uint64_t r = 0; r < rows; ++r) {
     uint64_t id;
-    if (!cur.Get(&id) || !cur.GetFloats(arena.data() + r * RowStride(), RowStride())) {
-      return bad("truncated row section");
-    }
-    row_of[id] = r * RowStride();
-    // The row's update count is a float (the arena's last slot); ForEachRow converts it to
-    // int64, which is undefined for NaN, infinities and values past 2^63.
-    const float count = arena[r * RowStride() + RowStride() - 1];
+    if (!cur.Get(&id)) return bad("truncated row section");
+    // A repeated id (not written by Save) keeps its last row, as before.
+    bool created = false;
+    float* row = store.Insert(id, &created);
+    if (!cur.GetFloats(row, RowStride())) return bad("truncated row section");
+    // The row's update count is a float (its last slot); ForEachRow converts it to int64,
+    // which is undefined for NaN, infinities and values past 2^63.
+    const float count = row[RowStride() - 1];
     if (!(count >= 0.f && count < 0x1p63f)) {
       return bad("row " + std::to_string(r) + " has update count " + std::to_string(count));
     }
   }
   if (!cur.AtEnd()) return bad("trailing bytes");
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock push(push_mu_);
+  std::unique_lock table(table_mu_);
+  std::scoped_lock lock(dense_mu_, ledger_mu_);
   // Copied, not moved: dense_data() stays valid.
   std::copy(dense.begin(), dense.end(), dense_.begin());
   dense_state_ = std::move(state);
   dense_updates_ = updates;
-  row_of_ = std::move(row_of);
-  arena_ = std::move(arena);
+  rows_.Swap(store);
   ledger_ = std::move(ledger);
   return Status::Ok();
 }

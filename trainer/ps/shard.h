@@ -1,20 +1,30 @@
 // One parameter server's share of the model: a contiguous slice of the dense parameter
 // vector, and the embedding rows whose id hashes to this shard (created by their first
-// update; a pull of an id never updated returns its initial value and stores nothing).
+// update; a pull of an id never updated returns its initial value and stores nothing),
+// held in an EmbeddingStore (ps/embedding_store.h: striped locks, rows in slabs).
 //
-// Thread-safe: all methods lock one mutex (the PS serves one connection per worker).
+// Thread-safe. Pulls and pushes from many connections run at once: embedding rows are
+// locked per stripe, the dense slice by its own mutex, the push ledger by its own. A push
+// is atomic with respect to Save (a checkpoint holds all of it or none, with its ledger
+// record) but not to a concurrent pull, which may see some of its rows updated and not
+// others (as asynchronous training allows). Save stops pushes while it streams the rows;
+// pulls go on.
+//
+// Lock order: push_mu_, table_mu_, dense_mu_, ledger_mu_ (then a stripe's, inside rows_).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <mutex>
+#include <shared_mutex>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include "common/status.h"
+#include "trainer/ps/embedding_store.h"
 #include "trainer/ps/ledger.h"
 #include "trainer/ps/optimizer.h"
 
@@ -63,9 +73,6 @@ class ParamShard {
   // are multiplied by `scale` first (1 / #workers for synchronous averaging).
   void Apply(const float* dense_grad, const uint64_t* ids, size_t n, const float* row_grads,
              float scale = 1.f);
-  // Applies push `seq` of worker (`rank`, `incarnation`) unless the ledger says it was
-  // applied already (see ps/ledger.h): the check, the update and the record are one step
-  // under the shard's lock, so two copies of a push racing on two connections apply once.
   // Apply's dense update in slices, for a caller in this process that has each slice's
   // gradient at a different time (LocalParams, layer by layer during the backward pass):
   // BeginDenseUpdate counts one update; ApplyDense then updates dense parameters [begin,
@@ -74,11 +81,15 @@ class ParamShard {
   // is then called without a dense gradient.
   void BeginDenseUpdate();
   void ApplyDense(const float* dense_grad, size_t begin, size_t end);
+  // Applies push `seq` of worker (`rank`, `incarnation`) unless the ledger says it was
+  // applied already (see ps/ledger.h): the check records it, so of two copies racing on two
+  // connections one applies, and Save waits for the update, so a checkpoint never holds
+  // the record without the update.
   PushLedger::Outcome ApplyPush(int32_t rank, uint64_t incarnation, uint64_t seq,
                                 const float* dense_grad, const uint64_t* ids, size_t n,
                                 const float* row_grads);
 
-  // The push ledger (ps/ledger.h), under the shard's lock.
+  // The push ledger (ps/ledger.h), under its lock.
   void Hello(int32_t rank, uint64_t incarnation);
   void CountPush(int32_t rank, bool applied);  // synchronous training: counting only
   int MarkFinished(int32_t rank);              // returns how many workers have finished
@@ -87,17 +98,25 @@ class ParamShard {
   std::map<int32_t, PushCounts> PushesByRank() const;
 
   size_t num_rows() const;
+  // Bytes the embedding rows take in memory (their store's slabs and index).
+  size_t embedding_bytes() const;
   int64_t updates() const;
+  // Nanoseconds updates and pulls have waited for a lock another thread held (the dense
+  // slice's, the ledger's, the embedding stripes'), since construction; for benchmarks.
+  uint64_t lock_wait_ns() const;
 
   // Calls fn(id, values, updates) for every embedding row: its sparse_dim() values and the
   // number of optimizer updates it received (0 only for a row from a checkpoint written
-  // before pulls stopped creating rows). Holds the shard's lock throughout: fn must not
-  // call back into the shard.
+  // before pulls stopped creating rows). Rows are visited in place (no copy), each stripe
+  // of the store locked shared while it is: fn must not call back into the shard.
   void ForEachRow(const std::function<void(uint64_t, const float*, int64_t)>& fn) const;
 
   // Writes the shard and its push ledger to `path` (a local file, atomically, or an S3
   // object); returns the size and SHA-256 of what it wrote, for the checkpoint's MANIFEST.
   // Format 2 (magic KTSHARD2): format 1's header, the ledger, then format 1's sections.
+  // A local file is written as the rows are read (through a 1 MiB buffer, hashed on the
+  // way), never holding a copy of the table; an S3 object is built in memory first. Pushes
+  // wait while Save runs; pulls do not.
   StatusOr<ShardDigest> Save(const std::string& path) const;
   // Replaces this shard's contents with a file written by Save() for the same slice. With
   // `expect`, the bytes must have that size and SHA-256 first. Errors: NotFound; Internal
@@ -109,25 +128,36 @@ class ParamShard {
   Status Restore(std::string_view data, const std::string& name);
 
  private:
-  // Row layout in the arena: [values (dim) | state (slots x dim) | update count (1)].
+  // Row layout in the store: [values (dim) | state (slots x dim) | update count (1)].
   size_t RowStride() const;
-  float* RowLocked(uint64_t id);
-  void ApplyLocked(const float* dense_grad, const uint64_t* ids, size_t n, const float* row_grads,
-                   float scale);
+  void InitRow(uint64_t id, float* row) const;
+  // The dense and row parts of an update; the caller holds push_mu_ and table_mu_ shared.
+  void ApplyDenseGrad(const float* dense_grad, float scale);
+  void ApplyRows(const uint64_t* ids, size_t n, const float* row_grads, float scale);
+  // The file's bytes before the rows (header, ledger, dense), under the locks Save holds.
+  std::string HeadLocked() const;
 
   // Constant after construction.
   const ShardConfig c_;
   const int slots_;
 
-  mutable std::mutex mu_;
-  std::vector<float> dense_;                     // guarded by mu_
-  std::vector<float> dense_state_;               // guarded by mu_
-  int64_t dense_updates_ = 0;                    // guarded by mu_
-  std::unordered_map<uint64_t, size_t> row_of_;  // guarded by mu_; id -> arena offset
-  std::vector<float> arena_;                     // guarded by mu_
-  std::vector<float> scratch_;                   // guarded by mu_; a scaled dense gradient
-  std::vector<size_t> offsets_;                  // guarded by mu_; a push's rows in arena_
-  PushLedger ledger_;                            // guarded by mu_
+  // Shared by every update (Apply*, BeginDenseUpdate); exclusive for Save and Restore.
+  mutable std::shared_mutex push_mu_;
+  // Shared by every use of rows_; exclusive for Restore, which swaps it.
+  mutable std::shared_mutex table_mu_;
+  EmbeddingStore rows_;  // guarded by table_mu_ (and its stripes' own locks)
+
+  mutable std::mutex dense_mu_;
+  std::vector<float> dense_;        // guarded by dense_mu_
+  std::vector<float> dense_state_;  // guarded by dense_mu_
+  int64_t dense_updates_ = 0;       // guarded by dense_mu_
+  std::vector<float> scratch_;      // guarded by dense_mu_; a scaled dense gradient
+
+  mutable std::mutex ledger_mu_;
+  PushLedger ledger_;  // guarded by ledger_mu_
+
+  // Waits for dense_mu_ and ledger_mu_ (the store counts its own).
+  mutable std::atomic<uint64_t> lock_wait_ns_{0};
 };
 
 // Writes `data` to `path` atomically: a reader sees the old file or the whole new one,
