@@ -15,6 +15,7 @@ command -v lua5.1 >/dev/null || { echo "lua5.1 is missing (.ci/setup installs it
 "${here}/argocd_cases.py" || { echo "the health checks fail their own cases"; exit 1; }
 NS_PREFIX=argo
 source "${root}/tests/tools/testlib.sh"
+source "${here}/lib.sh"
 work="$(mktemp -d)"
 op_pid=""
 cleanup() {
@@ -86,17 +87,7 @@ check "a running job is Progressing" "${got}" "Progressing|TrainingJobRunning: e
 refused_is() { [[ "$(jpath "tj/$1" '{.status.conditions[?(@.type=="CreateRefused")].reason}')" == "$2" ]]; }
 new_ns forbidden
 kubectl label namespace "${ns}" pod-security.kubernetes.io/enforce=restricted >/dev/null
-cat <<JOB | k apply -f - >/dev/null || fail "creating privileged"
-apiVersion: kubetrain.io/v1alpha1
-kind: TrainingJob
-metadata: {name: privileged}
-spec:
-  replicaSpecs:
-    Worker:
-      template:
-        spec:
-          containers: [{name: trainer, image: kubetrain-trainer, securityContext: {privileged: true}}]
-JOB
+privileged_job
 wait_until "privileged is refused" refused_is privileged PodCreateForbidden
 got="$(health_of privileged)"
 check "a job Pod Security refuses is Degraded" "${got%%|*}" Degraded
@@ -117,36 +108,12 @@ check "a job the operator has not seen yet is Progressing" "${got%%|*}" Progress
 
 # Sweeps: one whose trials never end (running), one suspended, one whose trials
 # report the metric (succeeded), one whose trials do not (failed).
-sweep() {  # sweep NAME WORKER-ANNOTATIONS [SUSPEND]
-  cat <<SWEEP | k apply -f - >/dev/null || fail "creating sweep $1"
-apiVersion: kubetrain.io/v1alpha1
-kind: TrainingSweep
-metadata: {name: $1}
-spec:
-  suspend: ${3:-false}
-  objective: {metric: eval.auc, direction: maximize}
-  algorithm: {name: grid}
-  parallelism: 2
-  parameters:
-    - {name: x, type: categorical, values: ["1", "5"]}
-  trialTemplate:
-    replicaSpecs:
-      Worker:
-        template:
-          metadata:
-            annotations: {$2}
-          spec:
-            nodeSelector: {type: kwok}
-            tolerations: [{key: kwok.x-k8s.io/node, operator: Exists, effect: NoSchedule}]
-            containers: [{name: trainer, image: kubetrain-trainer, args: ["--x=\${params.x}"]}]
-SWEEP
-}
 sweep_state_is() { [[ "$(jpath "tsw/$1" '{.status.state}')" == "$2" ]]; }
 new_ns sweeps
-sweep hang ""
-sweep held "" true
-sweep win '"kubetrain.io/test-exit-code": "0", "kubetrain.io/test-termination-message": "{\"eval\": {\"auc\": 0.${params.x}}}"'
-sweep lose '"kubetrain.io/test-exit-code": "0", "kubetrain.io/test-termination-message": "{\"eval\": {\"loss\": 0.${params.x}}}"'
+kwok_sweep hang ""
+kwok_sweep held "" true
+kwok_sweep win '"kubetrain.io/test-exit-code": "0", "kubetrain.io/test-termination-message": "{\"eval\": {\"auc\": 0.${params.x}}}"'
+kwok_sweep lose '"kubetrain.io/test-exit-code": "0", "kubetrain.io/test-termination-message": "{\"eval\": {\"loss\": 0.${params.x}}}"'
 wait_until "hang runs" sweep_state_is hang Running
 wait_until "held is suspended" sweep_state_is held Suspended
 wait_until "win succeeds" sweep_state_is win Succeeded

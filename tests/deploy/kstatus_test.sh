@@ -16,6 +16,7 @@ export PATH="$("${root}/tests/cluster/build"):$("${root}/tests/cluster/build-kst
 : "${KUBECONFIG:?KUBECONFIG must point at the test cluster}"
 NS_PREFIX=kstatus
 source "${root}/tests/tools/testlib.sh"
+source "${here}/lib.sh"
 work="$(mktemp -d)"
 op_pid=""
 stop_operator() {
@@ -130,17 +131,7 @@ wait_until "over is refused" field_is tj/over '{.status.conditions[?(@.type=="Cr
 expect "a job over its namespace's quota is InProgress" tj/over InProgress "cannot create pod over-worker-0"
 new_ns forbidden
 kubectl label namespace "${ns}" pod-security.kubernetes.io/enforce=restricted >/dev/null
-cat <<JOB | k apply -f - >/dev/null || fail "creating privileged"
-apiVersion: kubetrain.io/v1alpha1
-kind: TrainingJob
-metadata: {name: privileged}
-spec:
-  replicaSpecs:
-    Worker:
-      template:
-        spec:
-          containers: [{name: trainer, image: kubetrain-trainer, securityContext: {privileged: true}}]
-JOB
+privileged_job
 wait_until "privileged is refused" field_is tj/privileged '{.status.conditions[?(@.type=="CreateRefused")].reason}' PodCreateForbidden
 expect "a job Pod Security refuses is Failed" tj/privileged Failed "cannot create pod privileged-worker-0"
 
@@ -177,33 +168,10 @@ expect "once observed, the succeeded job is Current again" tj/ok Current
 
 # Sweeps: running (trials that have not ended) InProgress, succeeded Current,
 # failed (no trial reported the metric) Failed.
-sweep() {  # sweep NAME WORKER-ANNOTATIONS
-  cat <<SWEEP | k apply -f - >/dev/null || fail "creating sweep $1"
-apiVersion: kubetrain.io/v1alpha1
-kind: TrainingSweep
-metadata: {name: $1}
-spec:
-  objective: {metric: eval.auc, direction: maximize}
-  algorithm: {name: grid}
-  parallelism: 2
-  parameters:
-    - {name: x, type: categorical, values: ["1", "5"]}
-  trialTemplate:
-    replicaSpecs:
-      Worker:
-        template:
-          metadata:
-            annotations: {$2}
-          spec:
-            nodeSelector: {type: kwok}
-            tolerations: [{key: kwok.x-k8s.io/node, operator: Exists, effect: NoSchedule}]
-            containers: [{name: trainer, image: kubetrain-trainer, args: ["--x=\${params.x}"]}]
-SWEEP
-}
 new_ns sweeps
-sweep hang ""
-sweep win '"kubetrain.io/test-exit-code": "0", "kubetrain.io/test-termination-message": "{\"eval\": {\"auc\": 0.${params.x}}}"'
-sweep lose '"kubetrain.io/test-exit-code": "0", "kubetrain.io/test-termination-message": "{\"eval\": {\"loss\": 0.${params.x}}}"'
+kwok_sweep hang ""
+kwok_sweep win '"kubetrain.io/test-exit-code": "0", "kubetrain.io/test-termination-message": "{\"eval\": {\"auc\": 0.${params.x}}}"'
+kwok_sweep lose '"kubetrain.io/test-exit-code": "0", "kubetrain.io/test-termination-message": "{\"eval\": {\"loss\": 0.${params.x}}}"'
 wait_until "hang runs" state_is tsw/hang Running
 wait_until "win succeeds" state_is tsw/win Succeeded
 wait_until "lose fails" state_is tsw/lose Failed

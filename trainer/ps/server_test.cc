@@ -487,19 +487,30 @@ TEST_F(PsServerTest, HandshakesInFlightAreBounded) {
 namespace kubetrain::trainer {
 namespace {
 
-// SIGTERM to a PS (issue 28): it keeps serving, its push replies ask for a checkpoint, and
-// once it has saved its shard for the coordinator's request and the MANIFEST is there it
-// stops, saying so.
-TEST_F(PsServerTest, StoppingPsAsksForACheckpointAndStopsOnceItIsCommitted) {
+// An empty directory under the temp dir, named for this process.
+std::string FreshDir(const std::string& prefix) {
   const std::string root =
-      (std::filesystem::temp_directory_path() / ("kt_ps_stop_" + std::to_string(::getpid())))
-          .string();
+      (std::filesystem::temp_directory_path() / (prefix + std::to_string(::getpid()))).string();
   std::filesystem::remove_all(root);
-  std::atomic<bool> stop{false};
+  return root;
+}
+
+// Options of a PS that checkpoints under `root` and gets SIGTERM when `stop` is set.
+PsServerOptions StoppableOptions(const std::string& root, const std::atomic<bool>& stop) {
   PsServerOptions o;
   o.checkpoint_dir = root;
   o.stop_requested = [&stop] { return stop.load(); };
   o.drain_timeout = std::chrono::seconds(60);
+  return o;
+}
+
+// SIGTERM to a PS (issue 28): it keeps serving, its push replies ask for a checkpoint, and
+// once it has saved its shard for the coordinator's request and the MANIFEST is there it
+// stops, saying so.
+TEST_F(PsServerTest, StoppingPsAsksForACheckpointAndStopsOnceItIsCommitted) {
+  const std::string root = FreshDir("kt_ps_stop_");
+  std::atomic<bool> stop{false};
+  const PsServerOptions o = StoppableOptions(root, stop);
   Start(/*sync=*/false, /*trainers=*/1, o);
   auto client = Client(0, *model_);
   ASSERT_TRUE(client.ok()) << client.status().ToString();
@@ -526,15 +537,9 @@ TEST_F(PsServerTest, StoppingPsAsksForACheckpointAndStopsOnceItIsCommitted) {
 // applies it there. On the old code the draining PS applied it and lost it with the process
 // (node2.delete_ps: the new ps-0 resumed two steps behind what the workers had pushed).
 TEST_F(PsServerTest, PushAfterTheSigtermSaveIsAppliedByTheReplacementNotLost) {
-  const std::string root =
-      (std::filesystem::temp_directory_path() / ("kt_ps_resend_" + std::to_string(::getpid())))
-          .string();
-  std::filesystem::remove_all(root);
+  const std::string root = FreshDir("kt_ps_resend_");
   std::atomic<bool> stop{false};
-  PsServerOptions o;
-  o.checkpoint_dir = root;
-  o.stop_requested = [&stop] { return stop.load(); };
-  o.drain_timeout = std::chrono::seconds(60);
+  const PsServerOptions o = StoppableOptions(root, stop);
   Start(/*sync=*/false, /*trainers=*/2, o);
   RemoteOptions ro;
   ro.ps_addresses = {"127.0.0.1:" + std::to_string(port_)};
