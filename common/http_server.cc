@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cstring>
 #include <list>
+#include <map>
 
 namespace kubetrain {
 namespace {
@@ -293,18 +294,27 @@ class HttpServer::Loop {
   }
 
   // At max_connections, closes the oldest connection that has not sent its
-  // whole request yet (the likeliest to be slow on purpose), so that a full
-  // server still lets a prober in. False when every connection is being
-  // answered already: the new one is refused.
+  // whole request yet (the likeliest to be slow on purpose) of the peer that
+  // holds the most such connections, so that a full server still lets a prober
+  // in and a storming client evicts its own connections before a lone prober's.
+  // False when every connection is being answered already: the new one is
+  // refused. O(max_connections), only when full.
   bool MakeRoom() {
     if (static_cast<int>(conns_.size()) < limits_.max_connections) return true;
+    std::map<PeerKey, std::pair<int, ConnIt>> waiting;  // per peer: count, oldest
     for (auto it = conns_.begin(); it != conns_.end(); ++it) {
       if (it->responding) continue;
-      counters_.evicted.fetch_add(1, std::memory_order_relaxed);
-      Evict(it);
-      return true;
+      auto [w, fresh] = waiting.try_emplace(it->peer, 0, it);
+      ++w->second.first;
     }
-    return false;
+    if (waiting.empty()) return false;
+    auto victim = waiting.begin();
+    for (auto w = waiting.begin(); w != waiting.end(); ++w) {
+      if (w->second.first > victim->second.first) victim = w;
+    }
+    counters_.evicted.fetch_add(1, std::memory_order_relaxed);
+    Evict(victim->second.second);
+    return true;
   }
 
   // Closes a connection while the current batch of epoll events may still

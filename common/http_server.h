@@ -29,8 +29,10 @@
 // - At most max_connections_per_client (8) open per peer address: over it, a
 //   new connection gets a best-effort 503 and is closed at once. At most
 //   max_connections (64) in total: at the cap a new connection closes the
-//   oldest one still sending its request (a full server still lets the
-//   kubelet's probe in); when all are being answered, the new one gets 503.
+//   oldest one still sending its request of the peer address holding the most
+//   connections (a full server still lets the kubelet's probe in, and a client
+//   storming it evicts its own connections, not a lone prober's); when all are
+//   being answered, the new one gets 503.
 // - GET and HEAD only (else 405); a request body (Content-Length > 0) -> 413,
 //   Transfer-Encoding -> 501: the endpoints take no input.
 // - Stop() returns promptly at any moment, also before or while the loop
