@@ -91,9 +91,10 @@ case_no_metrics() {
   check "status.progress stays empty" "$(k get tj other-0 -o jsonpath='{.status.progress}')" ""
   check "the job is Running with no error in its status" \
     "$(k get tj other-0 -o jsonpath='{.status.state} {.status.conditions[?(@.status=="True")].type}')" \
-    "Running Created Running"
-  check "kubectl get tj: empty PROGRESS and ETA, 1 running, 0 restarts" \
-    "$(k get tj other-0 --no-headers | awk '{print $1, $2, $3, $4, NF}')" "other-0 Running 1 0 5"
+    "Running Created Reconciling Running"
+  check "kubectl get tj: REASON from Ready, empty REFUSED, PROGRESS and ETA, 1 running, 0 restarts" \
+    "$(k get tj other-0 --no-headers | awk '{print $1, $2, $3, $4, $5, NF}')" \
+    "other-0 Running TrainingJobRunning 1 0 6"
   check "no warning events about metrics" \
     "$(k get events --field-selector type=Warning -o name | wc -l | tr -d ' ')" 0
 }
