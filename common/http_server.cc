@@ -295,25 +295,26 @@ class HttpServer::Loop {
 
   // At max_connections, closes the oldest connection that has not sent its
   // whole request yet (the likeliest to be slow on purpose) of the peer that
-  // holds the most such connections, so that a full server still lets a prober
-  // in and a storming client evicts its own connections before a lone prober's.
-  // False when every connection is being answered already: the new one is
-  // refused. O(max_connections), only when full.
+  // holds the most connections (per_client_), so that a full server still lets
+  // a prober in and a storming client evicts its own connections before a lone
+  // prober's. False when every connection is being answered already: the new
+  // one is refused. One pass, no allocation, only when full.
   bool MakeRoom() {
     if (static_cast<int>(conns_.size()) < limits_.max_connections) return true;
-    std::map<PeerKey, std::pair<int, ConnIt>> waiting;  // per peer: count, oldest
+    ConnIt victim = conns_.end();
+    int victim_count = 0;
     for (auto it = conns_.begin(); it != conns_.end(); ++it) {
       if (it->responding) continue;
-      auto [w, fresh] = waiting.try_emplace(it->peer, 0, it);
-      ++w->second.first;
+      const auto p = per_client_.find(it->peer);
+      const int count = p == per_client_.end() ? 0 : p->second;
+      if (victim == conns_.end() || count > victim_count) {  // oldest first: ties keep it
+        victim = it;
+        victim_count = count;
+      }
     }
-    if (waiting.empty()) return false;
-    auto victim = waiting.begin();
-    for (auto w = waiting.begin(); w != waiting.end(); ++w) {
-      if (w->second.first > victim->second.first) victim = w;
-    }
+    if (victim == conns_.end()) return false;
     counters_.evicted.fetch_add(1, std::memory_order_relaxed);
-    Evict(victim->second.second);
+    Evict(victim);
     return true;
   }
 

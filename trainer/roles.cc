@@ -217,8 +217,15 @@ TrainOptions TrainOptionsFrom(const Flags& f, bool checkpoints) {
 // Writes the final metrics where Kubernetes picks them up; a failure is only a warning.
 void WriteTerminationMessage(const Flags& f, const nlohmann::json& j);
 
-// A process that stopped on SIGTERM: what it leaves behind (logged, and in the termination
-// message for the operator's PodDisrupted event and lastDisruption), then 143.
+// A process stopped on SIGTERM tells the operator what the stop cost (its termination
+// message's "stopped": the PodDisrupted event and lastDisruption), then exits 143.
+int StoppedSaying(const Flags& f, const std::string& cost) {
+  WriteTerminationMessage(f, {{std::string(contract::kTerminationStopped), cost}});
+  return kExitStopped;
+}
+
+// A process that stopped on SIGTERM: what it leaves behind (logged, and said to the
+// operator), then 143.
 int Stopped(const Flags& f, const TrainResult& r) {
   std::string cost;
   if (f.checkpoint_dir.empty()) {
@@ -236,8 +243,7 @@ int Stopped(const Flags& f, const TrainResult& r) {
         fmt::format("stopped by SIGTERM at step {} (the checkpoint it started from)", r.last_step);
     spdlog::info("{}", cost);
   }
-  WriteTerminationMessage(f, {{std::string(contract::kTerminationStopped), cost}});
-  return kExitStopped;
+  return StoppedSaying(f, cost);
 }
 
 // Writes the final metrics where Kubernetes picks them up; a failure is only a warning.
@@ -491,8 +497,7 @@ int RunPs(const Flags& f, const ClusterInfo& cluster, Model& model, const Optimi
                  : "stopped by SIGTERM without a checkpoint request: this shard's updates since "
                    "its last checkpoint are lost";
     }
-    WriteTerminationMessage(f, {{std::string(contract::kTerminationStopped), cost}});
-    return kExitStopped;
+    return StoppedSaying(f, cost);
   }
   if (!s.ok()) {
     spdlog::error("{}", s.ToString());
@@ -595,8 +600,7 @@ int RunWorker(const Flags& f, const ClusterInfo& cluster, Model& model, const Au
     const std::string cost = fmt::format(
         "stopped by SIGTERM after pushing step {}; the coordinator checkpoints", r->last_step);
     spdlog::info("{}", cost);
-    WriteTerminationMessage(f, {{std::string(contract::kTerminationStopped), cost}});
-    return kExitStopped;
+    return StoppedSaying(f, cost);
   }
   auto done = (*params)->MarkDone();
   if (!done.ok()) {

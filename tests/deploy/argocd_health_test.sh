@@ -32,23 +32,6 @@ health() { "${here}/argocd_cases.py" health "$@"; }
 health_of() { k get tj "$1" -o json >"${work}/$1.json" && health TrainingJob "${work}/$1.json"; }
 sweep_health_of() { k get tsw "$1" -o json >"${work}/$1.json" && health TrainingSweep "${work}/$1.json"; }
 state_is() { [[ "$(jpath "tj/$1" '{.status.state}')" == "$2" ]]; }
-job() {  # job NAME [RUN-POLICY]: one kwok worker
-  cat <<JOB | k apply -f - >/dev/null || fail "creating $1"
-apiVersion: kubetrain.io/v1alpha1
-kind: TrainingJob
-metadata: {name: $1}
-spec:
-  runPolicy: {${2:-}}
-  replicaSpecs:
-    Worker:
-      replicas: 1
-      template:
-        spec:
-          nodeSelector: {type: kwok}
-          tolerations: [{key: kwok.x-k8s.io/node, operator: Exists, effect: NoSchedule}]
-          containers: [{name: trainer, image: kubetrain-trainer}]
-JOB
-}
 
 kubectl apply -k "${root}/crds" >/dev/null || { echo "CRDs rejected"; exit 1; }
 kubectl apply -k "${root}/deploy/kustomize/rbac" >/dev/null || { echo "RBAC rejected"; exit 1; }
@@ -59,10 +42,10 @@ operator_kubeconfig "${work}/operator-kubeconfig" || exit 1
 op_pid=$!
 
 new_ns health
-job ok "backoffLimit: 0"
-job bad "backoffLimit: 0"
-job paused "suspend: true"
-job running
+kwok_job ok "backoffLimit: 0"
+kwok_job bad "backoffLimit: 0"
+kwok_job paused "suspend: true"
+kwok_job running
 wait_until "ok runs" state_is ok Running
 wait_until "bad runs" state_is bad Running
 k annotate pod ok-worker-0 kubetrain.io/test-exit-code=0 >/dev/null || fail "finishing ok"
@@ -95,7 +78,7 @@ check "a job Pod Security refuses is Degraded" "${got%%|*}" Degraded
   || fail "Degraded's message does not say Pod Security refused the pod: ${got}"
 new_ns quota
 k create quota no-pods --hard=pods=0 >/dev/null || fail "creating the quota"
-job over
+kwok_job over
 wait_until "over is refused" refused_is over QuotaExceeded
 got="$(health_of over)"
 check "a job over its namespace's quota is Progressing" "${got%%|*}" Progressing

@@ -40,24 +40,6 @@ state_is() { [[ "$(jpath "$1" '{.status.state}')" == "$2" ]]; }
 field_is() { [[ "$(jpath "$1" "$2")" == "$3" ]]; }  # field_is OBJECT JSONPATH VALUE
 observed() { [[ "$(jpath "$1" '{.status.observedGeneration}')" == "$(jpath "$1" '{.metadata.generation}')" ]]; }
 restarted() { (( $(jpath "$1" '{.status.restarts}') >= 1 )); }
-job() {  # job NAME [RUN-POLICY]: one kwok worker
-  cat <<JOB | k apply -f - >/dev/null || fail "creating $1"
-apiVersion: kubetrain.io/v1alpha1
-kind: TrainingJob
-metadata: {name: $1}
-spec:
-  runPolicy: {${2:-}}
-  replicaSpecs:
-    Worker:
-      replicas: 1
-      restartPolicy: OnFailure
-      template:
-        spec:
-          nodeSelector: {type: kwok}
-          tolerations: [{key: kwok.x-k8s.io/node, operator: Exists, effect: NoSchedule}]
-          containers: [{name: trainer, image: kubetrain-trainer}]
-JOB
-}
 # The Flux Kustomization shipped with the docs (deploy/flux/kustomization.yaml).
 flux_ks="${root}/deploy/flux/kustomization.yaml"
 # expect DESCRIPTION OBJECT STATUS [MESSAGE-PREFIX]: kstatus's verdict on OBJECT, and
@@ -86,11 +68,11 @@ operator_kubeconfig "${work}/operator-kubeconfig" || exit 1
 start_operator
 
 new_ns jobs
-job ok "backoffLimit: 0"
-job bad "backoffLimit: 0"
-job paused "suspend: true"
-job running
-job restarting "backoffLimit: 5"
+kwok_job ok "backoffLimit: 0" OnFailure
+kwok_job bad "backoffLimit: 0" OnFailure
+kwok_job paused "suspend: true" OnFailure
+kwok_job running "" OnFailure
+kwok_job restarting "backoffLimit: 5" OnFailure
 wait_until "ok runs" state_is tj/ok Running
 wait_until "bad runs" state_is tj/bad Running
 wait_until "running runs" state_is tj/running Running
@@ -126,7 +108,7 @@ expect "a job that restarted is InProgress" tj/restarting InProgress
 # until someone acts), as in the Argo CD health check.
 new_ns quota
 k create quota no-pods --hard=pods=0 >/dev/null || fail "creating the quota"
-job over
+kwok_job over "" OnFailure
 wait_until "over is refused" field_is tj/over '{.status.conditions[?(@.type=="CreateRefused")].reason}' QuotaExceeded
 expect "a job over its namespace's quota is InProgress" tj/over InProgress "cannot create pod over-worker-0"
 new_ns forbidden
@@ -143,7 +125,7 @@ k patch tj ok --type merge -p '{"spec":{"runPolicy":{"ttlSecondsAfterFinished":3
   || fail "editing ok"
 expect "a spec edit the operator has not observed is InProgress" tj/ok InProgress "TrainingJob generation is"
 # A job or sweep the operator has not seen: observedGeneration is 0 by the CRD's default.
-job unseen
+kwok_job unseen "" OnFailure
 cat <<SWEEP | k apply -f - >/dev/null || fail "creating sweep unseen"
 apiVersion: kubetrain.io/v1alpha1
 kind: TrainingSweep

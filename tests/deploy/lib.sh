@@ -1,6 +1,27 @@
 # Objects the deploy tests (argocd_health_test.sh, kstatus_test.sh) both drive the
 # operator with, created in the test's namespace ($ns, tests/tools/testlib.sh's k).
 
+# kwok_job NAME [RUN-POLICY] [RESTART-POLICY]: a job of one kwok worker
+# (restartPolicy Never unless given); the kwok stages end it by its annotations.
+kwok_job() {
+  cat <<JOB | k apply -f - >/dev/null || fail "creating $1"
+apiVersion: kubetrain.io/v1alpha1
+kind: TrainingJob
+metadata: {name: $1}
+spec:
+  runPolicy: {${2:-}}
+  replicaSpecs:
+    Worker:
+      replicas: 1
+      restartPolicy: ${3:-Never}
+      template:
+        spec:
+          nodeSelector: {type: kwok}
+          tolerations: [{key: kwok.x-k8s.io/node, operator: Exists, effect: NoSchedule}]
+          containers: [{name: trainer, image: kubetrain-trainer}]
+JOB
+}
+
 # privileged_job: a TrainingJob whose worker asks for a privileged container (a
 # namespace enforcing Pod Security `restricted` refuses its pod).
 privileged_job() {
