@@ -4,7 +4,7 @@
 # operator wrote on the real control plane, in each phase: running, restarting,
 # suspended, waiting for quota -> InProgress; succeeded -> Current; failed,
 # refused by Pod Security -> Failed; a spec edit not yet observed ->
-# InProgress. The same verdicts from Flux's CEL evaluator with the healthCheckExprs
+# InProgress. The STATE column of kubectl get in each phase. The same verdicts from Flux's CEL evaluator with the healthCheckExprs
 # of deploy/flux/kustomization.yaml. tests/tools/kstatus-check is built from
 # cli-utils' and Flux's Go modules.
 # Usage: kstatus_test.sh OPERATOR_BINARY (KUBECONFIG: the test cluster).
@@ -40,6 +40,24 @@ state_is() { [[ "$(jpath "$1" '{.status.state}')" == "$2" ]]; }
 field_is() { [[ "$(jpath "$1" "$2")" == "$3" ]]; }  # field_is OBJECT JSONPATH VALUE
 observed() { [[ "$(jpath "$1" '{.status.observedGeneration}')" == "$(jpath "$1" '{.metadata.generation}')" ]]; }
 restarted() { (( $(jpath "$1" '{.status.restarts}') >= 1 )); }
+# The STATE column of `kubectl get` shows the state the conditions say (the first
+# True of Succeeded, Failed, Suspended, Restarting, Running, else Created), whatever
+# order the conditions are listed in: a column reading the last condition
+# (kubeflow/trainer #3666's conditions[-1]) shows a stale one. stale_last counts the
+# objects whose last condition is not their state, so the check is not vacuous.
+stale_last=0
+state_column_is_true() {  # state_column_is_true OBJECT
+  local json want col last
+  json="$(k get "$1" -o json)"
+  want="$(jq -r '[.status.conditions[]? | select(.status == "True") | .type] as $t
+    | ([("Succeeded", "Failed", "Suspended", "Restarting", "Running") | select(. as $s | $t | index($s))][0]) // "Created"' \
+    <<<"${json}")"
+  # By the header's offset: empty cells (a sweep's BEST) shift the fields.
+  col="$(k get "$1" | awk 'NR == 1 { c = index($0, " STATE ") + 1 } NR == 2 { split(substr($0, c), f, " "); print f[1] }')"
+  check "kubectl get $1: STATE is the true condition" "${col}" "${want}"
+  last="$(jq -r '.status.conditions[-1].type' <<<"${json}")"
+  [[ "${last}" == "${want}" ]] || stale_last=$((stale_last + 1))
+}
 # The Flux Kustomization shipped with the docs (deploy/flux/kustomization.yaml).
 flux_ks="${root}/deploy/flux/kustomization.yaml"
 # expect DESCRIPTION OBJECT STATUS [MESSAGE-PREFIX]: kstatus's verdict on OBJECT, and
@@ -100,10 +118,12 @@ check "Stalled says why it failed" \
   "$(jpath tj/bad '{.status.conditions[?(@.type=="Stalled")].reason}')" \
   "$(jpath tj/bad '{.status.conditions[?(@.type=="Failed")].reason}')"
 expect "a suspended job is InProgress" tj/paused InProgress
+for j in ok bad paused running; do state_column_is_true "tj/${j}"; done
 # A restarting job: kwok recreates nothing by itself, so catch it either restarting or
 # running again; both are InProgress, never Failed.
 wait_until "restarting counts a restart" restarted tj/restarting
 expect "a job that restarted is InProgress" tj/restarting InProgress
+state_column_is_true tj/restarting
 # Waiting for quota is InProgress, refused by Pod Security is Failed (nothing changes
 # until someone acts), as in the Argo CD health check.
 new_ns quota
@@ -162,4 +182,7 @@ check "its observedGeneration is its generation" \
   "$(jpath tsw/hang '{.status.observedGeneration}')" "$(jpath tsw/hang '{.metadata.generation}')"
 expect "a succeeded sweep is Current" tsw/win Current
 expect "a failed sweep is Failed" tsw/lose Failed "all 2 trials finished"
+for sw in hang win lose; do state_column_is_true "tsw/${sw}"; done
+((stale_last > 0)) || fail "every object's last condition was its state: the STATE checks prove nothing"
+echo "  (${stale_last} objects whose last condition is not their state)"
 ((failures == 0))
