@@ -16,7 +16,7 @@ trap 'kubectl delete namespace "${ns}" kt-users --wait=false >/dev/null 2>&1' EX
 
 for f in "${root}"/crds/*.kubetrain.io.yaml; do
   check "the chart ships $(basename "${f}") as crds/ has it" \
-    "$(cmp -s "${f}" "${chart}/crds/$(basename "${f}")"; echo $?)" 0
+    "$(cmp -s "${f}" "${chart}/files/$(basename "${f}")"; echo $?)" 0
 done
 check "helm lint" "$(helm lint "${chart}" >/dev/null 2>&1; echo $?)" 0
 check "two replicas without leader election are refused" \

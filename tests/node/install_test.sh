@@ -57,7 +57,8 @@ helm_ns="kubetrain-helm"
 kubectl create namespace "${helm_ns}" >/dev/null 2>&1
 kubectl label namespace "${helm_ns}" --overwrite pod-security.kubernetes.io/enforce=restricted >/dev/null
 helm_args=(--set "image.repository=${repo}" --set "image.tag=${KUBETRAIN_OPERATOR_IMAGE##*:}")
-helm install kt "${chart}" -n "${helm_ns}" "${helm_args[@]}" --wait --timeout "${T}s" >/dev/null
+# The kustomize install applied crds/: the release adopts them (README.md of the chart).
+helm install kt "${chart}" -n "${helm_ns}" "${helm_args[@]}" --take-ownership --wait --timeout "${T}s" >/dev/null
 check "helm install --wait returns" "$?" 0
 check "both Helm replicas Ready" "$(ready_pods "${helm_ns}" kt-kubetrain)" 2
 sh_job helm-first "Worker=1" 'exit 0'
