@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The examples on a cluster (examples/kustomization.yaml): the commands that
+# The examples on a cluster (examples/Kustomization): the commands that
 # docs/user-guide.md ("Examples on a cluster") shows retarget every trainer
 # container at another registry and tag (`kustomize edit set image`, the kustomize
 # CLI built by tests/cluster/build-kustomize; `kubectl kustomize`), and the
