@@ -122,8 +122,10 @@ PY
 trainingsweeps.kubetrain.io keep True"
 
 # helm upgrade from chart 0.1.0 changes the CRD. The 0.1.0 chart installs its CRDs from
-# crds/ (here, where they exist already, Helm skips them: they are made what 0.1.0
-# installed first) and never upgrades them.
+# crds/ (here, where they exist already, Helm skips them) and never upgrades them. What
+# the upgrade changes is the printer columns (STATE's description): the live CRDs get
+# 0.1.0's columns first. Only the columns: other tests share these CRDs while this
+# one runs, and an older schema would prune the fields they write.
 git -C "${root}" archive "${previous}" deploy/helm/kubetrain crds | tar -x -C "${work}" ||
   { fail "the 0.1.0 chart from git (${previous})"; exit 1; }
 check "the previous chart is 0.1.0" "$(awk '/^version:/ {print $2}' "${work}/deploy/helm/kubetrain/Chart.yaml")" 0.1.0
@@ -131,9 +133,18 @@ state_description() {
   kubectl get crd trainingjobs.kubetrain.io \
     -o jsonpath='{.spec.versions[0].additionalPrinterColumns[?(@.name=="State")].description}'
 }
-kubectl apply -f "${work}/crds/trainingjobs.kubetrain.io.yaml" -f "${work}/crds/trainingsweeps.kubetrain.io.yaml" >/dev/null ||
-  fail "applying 0.1.0's CRDs"
-check "0.1.0's CRD: the State column has no description" "$(state_description)" ""
+kubectl apply -k "${root}/crds" >/dev/null || fail "applying crds/"
+"${root}/tests/tools/wait-crds" crd/trainingjobs.kubetrain.io crd/trainingsweeps.kubetrain.io >/dev/null
+for plural in trainingjobs trainingsweeps; do
+  kubectl patch crd "${plural}.kubetrain.io" --type json -p "$(python3 -c '
+import json, sys, yaml
+crd = yaml.safe_load(open(sys.argv[1]))
+print(json.dumps([{"op": "replace", "path": "/spec/versions/0/additionalPrinterColumns",
+                   "value": crd["spec"]["versions"][0]["additionalPrinterColumns"]}]))' \
+    "${work}/crds/${plural}.kubetrain.io.yaml")" >/dev/null || fail "giving ${plural} 0.1.0's printer columns"
+done
+check "0.1.0's printer columns: STATE has no description" \
+  "$(kubectl get crd trainingjobs.kubetrain.io -o jsonpath='{.spec.versions[0].additionalPrinterColumns[0].name}')/$(state_description)" "State/"
 new_ns upgrade
 up_ns="${ns}"
 up_args=(-n "${up_ns}" --set replicaCount=0)  # no pods: the image is not pulled here
