@@ -5,10 +5,9 @@
 //   kubetrain render -f job.yaml     the Pods, Services, Secret and NetworkPolicy the operator
 //                                    would create
 //   kubetrain validate -f job.yaml   the CRD's rules, with field paths and file lines
+//   kubetrain get|wait|logs|suspend|resume JOB    a job or sweep on a cluster (cluster.h)
 //
-// Exit codes: 0 success (job Succeeded, file valid); 1 job Failed or file
-// invalid; 2 bad usage or input that cannot be read or run; 128+n interrupted
-// by signal n (130 for Ctrl-C).
+// Exit codes: one table for every subcommand, exit_codes.h.
 #include <sodium.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -25,6 +24,8 @@
 #include "operator/api/sweep.h"
 #include "operator/api/validation.h"
 #include "operator/api/yaml.h"
+#include "operator/cli/cluster.h"
+#include "operator/cli/exit_codes.h"
 #include "operator/local/process.h"
 #include "operator/local/runner.h"
 #include "operator/local/yaml_out.h"
@@ -37,8 +38,11 @@ namespace {
 
 using nlohmann::json;
 
-constexpr int kExitFailed = 1;
-constexpr int kExitUsage = 2;
+// The exit code of a LoadJobs error: a file that cannot be read is a usage
+// error, one that is not YAML an invalid input.
+int LoadExit(const Status& s) {
+  return s.code() == StatusCode::kInvalidArgument ? kExitInvalid : kExitUsage;
+}
 
 // One TrainingJob document of a file, checked.
 struct JobDocument {
@@ -122,7 +126,8 @@ StatusOr<std::vector<JobDocument>> LoadJobs(const std::string& file,
                                             const std::string& namespace_override = "",
                                             std::vector<std::string>* warnings = nullptr,
                                             std::vector<SweepDocument>* sweeps = nullptr,
-                                            local::LocalObjects* objects = nullptr) {
+                                            local::LocalObjects* objects = nullptr,
+                                            std::vector<std::string>* skipped = nullptr) {
   std::string text;
   if (file == "-") {
     std::stringstream ss;
@@ -131,7 +136,9 @@ StatusOr<std::vector<JobDocument>> LoadJobs(const std::string& file,
   } else {
     std::error_code ec;
     if (!std::filesystem::exists(file, ec)) return NotFound(file + ": no such file");
-    if (std::filesystem::is_directory(file, ec)) return InvalidArgument(file + ": is a directory");
+    if (std::filesystem::is_directory(file, ec)) {
+      return Status(StatusCode::kFailedPrecondition, file + ": is a directory");
+    }
     std::ifstream in(file, std::ios::binary);
     if (!in) return NotFound(file + ": cannot be read");
     text.assign(std::istreambuf_iterator<char>(in), {});
@@ -142,6 +149,13 @@ StatusOr<std::vector<JobDocument>> LoadJobs(const std::string& file,
   std::vector<JobDocument> jobs;
   for (const auto& doc : *docs) {
     const size_t before = errors.size();
+    // `validate` reads whole directories: another kind is noted and skipped.
+    if (const std::string kind = api::KindOf(doc.value);
+        skipped != nullptr && !kind.empty() && kind != api::kSweepKind && kind != "TrainingJob") {
+      skipped->push_back(file + ":" + std::to_string(doc.line) + ": skipped: " + kind +
+                         " (not a TrainingJob or TrainingSweep)");
+      continue;
+    }
     if (api::KindOf(doc.value) == api::kSweepKind) {
       if (sweeps == nullptr) {
         errors.push_back(file + ":" + std::to_string(doc.line) +
@@ -270,14 +284,14 @@ int RunSweep(const RunFlags& f, api::TrainingSweep sweep) {
     // As for a suspended job: nothing may start, and nothing local would resume it.
     std::cout << "the sweep is suspended (spec.suspend): nothing to run\n"
               << "result: TrainingSweep " << sweep.metadata.name << " Suspended\n";
-    return 1;
+    return kExitFailed;
   }
   sweep::LocalSweepOptions opt;
   std::error_code ec;
   opt.self_path = std::filesystem::read_symlink("/proc/self/exe", ec).string();
   if (ec) {
     std::cerr << "error: cannot find this binary: " << ec.message() << "\n";
-    return kExitUsage;
+    return kExitError;
   }
   const std::string trainer = FindTrainer(f.trainer);
   if (!trainer.empty()) opt.run_args = {"--trainer", trainer};
@@ -294,7 +308,7 @@ int RunSweep(const RunFlags& f, api::TrainingSweep sweep) {
   auto result = sweep::RunSweepLocally(std::move(sweep), opt);
   if (!result.ok()) {
     std::cerr << "error: " << result.status().message() << "\n";
-    return kExitUsage;
+    return kExitError;
   }
   const bool succeeded = result->status.IsTrue(api::ConditionType::kSucceeded);
   if (f.work_dir.empty() && succeeded) {
@@ -333,10 +347,10 @@ int Run(const RunFlags& f) {
   auto jobs = LoadJobs(f.file, errors, "", nullptr, &sweeps, &objects);
   if (!jobs.ok()) {
     std::cerr << "error: " << jobs.status().message() << "\n";
-    return kExitUsage;
+    return LoadExit(jobs.status());
   }
   for (const auto& e : errors) std::cerr << "error: " << e << "\n";
-  if (!errors.empty()) return kExitUsage;
+  if (!errors.empty()) return kExitInvalid;
   if (sweeps.size() == 1 && jobs->empty()) return RunSweep(f, std::move(sweeps.front().sweep));
   if (jobs->size() != 1 || !sweeps.empty()) {
     std::cerr << "error: " << f.file
@@ -365,8 +379,9 @@ int Run(const RunFlags& f) {
     std::filesystem::remove_all(opt.work_dir, ec);
   }
   if (!result.ok()) {
+    // Found before any process started: a port in use, a program that is not there.
     std::cerr << "error: " << result.status().message() << "\n";
-    return kExitUsage;
+    return kExitError;
   }
   // The summary: the status as the operator would write it, then the metrics.
   json status = {{"status", api::StatusToJson(result->status)}};
@@ -403,24 +418,76 @@ int Run(const RunFlags& f) {
   return result->status.IsTrue(api::ConditionType::kSucceeded) ? 0 : kExitFailed;
 }
 
-int Validate(const std::string& file) {
-  std::vector<std::string> errors, warnings;
-  std::vector<SweepDocument> sweeps;
-  auto jobs = LoadJobs(file, errors, "", &warnings, &sweeps);
-  if (!jobs.ok()) {
-    std::cerr << "error: " << jobs.status().message() << "\n";
-    return kExitUsage;
+// The files `validate` reads for one -f: the file, or every *.yaml, *.yml and
+// *.json in a directory (below it too with `recursive`), sorted.
+StatusOr<std::vector<std::string>> FilesOf(const std::string& path, bool recursive) {
+  std::error_code ec;
+  if (path == "-" || !std::filesystem::is_directory(path, ec))
+    return std::vector<std::string>{path};
+  std::vector<std::string> files;
+  auto add = [&](const std::filesystem::directory_entry& e) {
+    const std::string ext = e.path().extension().string();
+    if (e.is_regular_file() && (ext == ".yaml" || ext == ".yml" || ext == ".json")) {
+      files.push_back(e.path().string());
+    }
+  };
+  if (recursive) {
+    for (auto it = std::filesystem::recursive_directory_iterator(path, ec);
+         !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+      add(*it);
+    }
+  } else {
+    for (auto it = std::filesystem::directory_iterator(path, ec);
+         !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+      add(*it);
+    }
   }
-  for (const auto& e : errors) std::cerr << e << "\n";
-  for (const auto& w : warnings) std::cerr << w << "\n";
-  for (const auto& j : *jobs) {
-    std::cout << file << ":" << j.line << ": TrainingJob " << j.job.metadata.name << " is valid\n";
+  if (ec) return NotFound(path + ": " + ec.message());
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+// Checks every document of every file: other kinds are skipped with a note.
+// Exit: kExitOk if all are valid, kExitInvalid if any is not, kExitUsage if a
+// file cannot be read (the others are still checked; usage wins).
+int Validate(const std::vector<std::string>& paths, bool recursive) {
+  int code = kExitOk;
+  size_t checked = 0;
+  for (const std::string& path : paths) {
+    auto files = FilesOf(path, recursive);
+    if (!files.ok()) {
+      std::cerr << "error: " << files.status().message() << "\n";
+      code = kExitUsage;
+      continue;
+    }
+    if (files->empty()) std::cout << path << ": no .yaml, .yml or .json files\n";
+    for (const std::string& file : *files) {
+      std::vector<std::string> errors, warnings, skipped;
+      std::vector<SweepDocument> sweeps;
+      auto jobs = LoadJobs(file, errors, "", &warnings, &sweeps, nullptr, &skipped);
+      if (!jobs.ok()) {
+        std::cerr << "error: " << jobs.status().message() << "\n";
+        const int c = LoadExit(jobs.status());
+        if (code != kExitUsage) code = c;
+        continue;
+      }
+      for (const auto& e : errors) std::cerr << e << "\n";
+      for (const auto& w : warnings) std::cerr << w << "\n";
+      for (const auto& n : skipped) std::cout << n << "\n";
+      for (const auto& j : *jobs) {
+        std::cout << file << ":" << j.line << ": TrainingJob " << j.job.metadata.name
+                  << " is valid\n";
+      }
+      for (const auto& d : sweeps) {
+        std::cout << file << ":" << d.line << ": TrainingSweep " << d.sweep.metadata.name
+                  << " is valid\n";
+      }
+      checked += jobs->size() + sweeps.size();
+      if (!errors.empty() && code != kExitUsage) code = kExitInvalid;
+    }
   }
-  for (const auto& d : sweeps) {
-    std::cout << file << ":" << d.line << ": TrainingSweep " << d.sweep.metadata.name
-              << " is valid\n";
-  }
-  return errors.empty() ? 0 : kExitFailed;
+  if (code == kExitOk && checked == 0) std::cout << "no TrainingJob or TrainingSweep found\n";
+  return code;
 }
 
 int Render(const std::string& file, const std::string& ns, bool show_secrets, bool network_policy) {
@@ -428,13 +495,13 @@ int Render(const std::string& file, const std::string& ns, bool show_secrets, bo
   auto jobs = LoadJobs(file, errors, ns);
   if (!jobs.ok()) {
     std::cerr << "error: " << jobs.status().message() << "\n";
-    return kExitUsage;
+    return LoadExit(jobs.status());
   }
   for (const auto& e : errors) std::cerr << "error: " << e << "\n";
-  if (!errors.empty()) return kExitFailed;
+  if (!errors.empty()) return kExitInvalid;
   if (sodium_init() < 0) {
     std::cerr << "error: libsodium initialisation failed\n";
-    return kExitUsage;
+    return kExitError;
   }
   bool first = true;
   for (const auto& doc : *jobs) {
@@ -509,9 +576,78 @@ int main(int argc, char** argv) {
                    "with --network-policy=false")
       ->capture_default_str();
 
+  std::vector<std::string> validate_files;
+  bool recursive = false;
   auto* validate_cmd = app.add_subcommand(
-      "validate", "Check job files against the CRD's rules (field path and line per error)");
-  validate_cmd->add_option("-f,--filename", file, "job file (YAML; - for stdin)")->required();
+      "validate",
+      "Check job and sweep files against the CRD's rules (field path and line per error); "
+      "other kinds are skipped with a note");
+  validate_cmd
+      ->add_option("-f,--filename", validate_files,
+                   "file or directory (its *.yaml, *.yml, *.json); repeat for more; - for stdin")
+      ->required();
+  validate_cmd->add_flag("-R,--recursive", recursive, "read directories below -f directories too");
+
+  // The cluster subcommands share kubectl's connection flags.
+  ClusterFlags cluster;
+  std::string request_timeout = "30s";
+  auto add_cluster_flags = [&](CLI::App* cmd) {
+    cmd->add_option("--kubeconfig", cluster.kubeconfig,
+                    "kubeconfig file (default: $KUBECONFIG, in-cluster, ~/.kube/config)");
+    cmd->add_option("--context", cluster.context, "kubeconfig context (default: current)");
+    cmd->add_option("-n,--namespace", cluster.ns, "namespace (default: the context's)");
+    cmd->add_option("--request-timeout", request_timeout,
+                    "bound on each request (not on a watch or a follow)")
+        ->capture_default_str();
+  };
+  std::string name, output;
+  bool all_namespaces = false;
+  auto* get_cmd = app.add_subcommand(
+      "get", "List TrainingJobs and TrainingSweeps (or one) with the CRDs' printer columns");
+  get_cmd->add_option("name", name, "a job or sweep (default: all)");
+  get_cmd->add_option("-o,--output", output, "wide, name or json")
+      ->check(CLI::IsMember({"wide", "name", "json"}));
+  get_cmd->add_flag("-A,--all-namespaces", all_namespaces, "every namespace");
+  add_cluster_flags(get_cmd);
+
+  std::string wait_timeout = "0";
+  auto* wait_cmd = app.add_subcommand(
+      "wait",
+      "Wait until a job or sweep finishes: exit 0 if it Succeeded, 1 with its reason if "
+      "it Failed, 5 on --timeout");
+  wait_cmd->add_option("name", name, "the job or sweep")->required();
+  wait_cmd
+      ->add_option("--timeout", wait_timeout, "give up after this long (90s, 10m, 2h; 0: never)")
+      ->capture_default_str();
+  add_cluster_flags(wait_cmd);
+
+  LogsFlags logs;
+  auto* logs_cmd = app.add_subcommand(
+      "logs",
+      "Print every replica's log, prefixed with its replica; saved tails for replicas "
+      "whose pods are gone");
+  logs_cmd->add_option("name", logs.name, "the job");
+  logs_cmd->add_flag("-f,--follow", logs.follow, "stream the logs of running pods");
+  logs_cmd->add_option("--tail", logs.tail, "lines per replica (default: all)");
+  logs_cmd->add_option("--limit-bytes", logs.limit_bytes, "bytes per replica")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
+  logs_cmd->add_option("-c,--container", logs.container, "container (default: each pod's first)");
+  logs_cmd->add_option("--output", logs.output,
+                       "the trainer's --output (local or s3://) holding logs/, when the job "
+                       "no longer says (deleted)");
+  logs_cmd->add_option("--dir", logs.dir,
+                       "no cluster: print the saved logs under DIR/logs/ (a local run's "
+                       "--output; local or s3://)");
+  add_cluster_flags(logs_cmd);
+
+  auto* suspend_cmd =
+      app.add_subcommand("suspend", "Suspend a job or sweep: its pods are removed, its state kept");
+  suspend_cmd->add_option("name", name, "the job or sweep")->required();
+  add_cluster_flags(suspend_cmd);
+  auto* resume_cmd = app.add_subcommand("resume", "Resume a suspended job or sweep");
+  resume_cmd->add_option("name", name, "the job or sweep")->required();
+  add_cluster_flags(resume_cmd);
 
   try {
     app.parse(argc, argv);
@@ -521,7 +657,32 @@ int main(int argc, char** argv) {
   }
   if (*run_cmd) return Run(run);
   if (*render_cmd) return Render(file, ns, show_secrets, network_policy);
-  if (*validate_cmd) return Validate(file);
+  if (*validate_cmd) return Validate(validate_files, recursive);
+  auto timeout = ParseDuration(request_timeout);
+  if (!timeout.ok() || timeout->count() <= 0) {
+    std::cerr << "error: --request-timeout: "
+              << (timeout.ok() ? "must be positive" : timeout.status().message()) << "\n";
+    return kExitUsage;
+  }
+  cluster.request_timeout = *timeout;
+  if (*get_cmd) return GetCommand(cluster, name, output, all_namespaces);
+  if (*wait_cmd) {
+    auto limit = ParseDuration(wait_timeout);
+    if (!limit.ok()) {
+      std::cerr << "error: --timeout: " << limit.status().message() << "\n";
+      return kExitUsage;
+    }
+    return WaitCommand(cluster, name, *limit);
+  }
+  if (*logs_cmd) {
+    if (logs.name.empty() == logs.dir.empty()) {
+      std::cerr << "error: logs takes a job name or --dir, one of the two\n";
+      return kExitUsage;
+    }
+    return LogsCommand(cluster, logs);
+  }
+  if (*suspend_cmd) return SuspendCommand(cluster, name, true);
+  if (*resume_cmd) return SuspendCommand(cluster, name, false);
   std::cout << app.help();
   return 0;
 }

@@ -542,6 +542,14 @@ StatusOr<HttpResponse> Client::Do(std::string_view method, const std::string& pa
                      static_cast<long>(impl_->config().request_timeout.count()));
 }
 
+Status Client::Stream(const std::string& path, const std::function<bool(std::string_view)>& on_data,
+                      std::stop_token stop, std::chrono::milliseconds timeout) {
+  Impl::DataFn fn = on_data;
+  auto resp = impl_->Send("GET", path, "", "", &fn, stop, static_cast<long>(timeout.count()));
+  if (resp.ok() && stop.stop_requested()) return Status::Ok();
+  return CheckOk(resp, "GET " + path);
+}
+
 StatusOr<json> Client::Get(const ResourceRef& r, std::string_view ns, std::string_view name) {
   std::string path = ResourcePath(r, ns, name);
   return Decode(Do("GET", path), "GET " + path);

@@ -13,6 +13,7 @@
 //   Timeout -> kDeadlineExceeded.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -182,6 +183,17 @@ class Client {
   // one JSON object per line, delivered as soon as its line is complete.
   [[nodiscard]] Status Watch(const ResourceRef& r, std::string_view ns, const ListOptions& opts,
                              const WatchHandler& handler, std::stop_token stop = {});
+
+  // GET `path` ("/api/v1/namespaces/ns/pods/p/log?follow=true") and hand the
+  // body to `on_data` as it arrives, chunk by chunk (not split on lines).
+  // Returns OK when the server ends the body, `stop` is requested or
+  // `on_data` returns false; a non-2xx answer as the API error (see above).
+  // A 429 is retried; nothing else is once the request was sent. `timeout`
+  // bounds the whole exchange (zero: no bound, for a follow that lasts).
+  [[nodiscard]] Status Stream(const std::string& path,
+                              const std::function<bool(std::string_view)>& on_data,
+                              std::stop_token stop = {},
+                              std::chrono::milliseconds timeout = std::chrono::milliseconds(0));
 
   // Raw request against `path` ("/api/v1/..."), with rate limiting and
   // retries, no error mapping. For the verbs above, prefer them.

@@ -357,15 +357,15 @@ bad_input)
 
   printf 'apiVersion: kubetrain.io/v1alpha1\nkind: [TrainingJob\n' >"$KT_TEST_DIR/broken.yaml"
   run_job "$KT_TEST_DIR/broken.yaml"
-  [[ $rc -eq 2 ]] || fail "invalid YAML: exit code $rc, want 2"
+  [[ $rc -eq 3 ]] || fail "invalid YAML: exit code $rc, want 3"
   expect_err 'broken.yaml'
 
   run_job "$jobs/invalid.yaml"
-  [[ $rc -eq 2 ]] || fail "invalid job: exit code $rc, want 2"
+  [[ $rc -eq 3 ]] || fail "invalid job: exit code $rc, want 3"
   expect_err 'invalid.yaml:24: spec.replicaSpecs.Master'
 
   run_job "$jobs/no-such-command.yaml"
-  [[ $rc -eq 2 ]] || fail "missing command: exit code $rc, want 2"
+  [[ $rc -eq 6 ]] || fail "missing command: exit code $rc, want 6"
   expect_err 'kt-no-such-command.*not found'
   [[ $(started_pids | wc -l) -eq 0 ]] || fail "a process was started for a job that cannot run"
 
@@ -382,7 +382,7 @@ PY
   run_job "$jobs/exit2.yaml" --base-port "$port"
   kill "$holder"
   wait "$holder" 2>/dev/null
-  [[ $rc -eq 2 ]] || fail "port in use: exit code $rc, want 2"
+  [[ $rc -eq 6 ]] || fail "port in use: exit code $rc, want 6"
   expect_err "port $port on 127.0.0.1 is in use"
   [[ $(started_pids | wc -l) -eq 0 ]] || fail "a process was started although a port is taken"
   ;;
@@ -415,7 +415,7 @@ validate)
   done
   "$KUBETRAIN" validate -f "$jobs/invalid.yaml" >"$KT_TEST_DIR/out" 2>"$KT_TEST_DIR/err"
   rc=$?
-  [[ $rc -eq 1 ]] || fail "exit code $rc, want 1"
+  [[ $rc -eq 3 ]] || fail "exit code $rc, want 3"
   expect_out 'invalid.yaml:1: TrainingJob ok-job is valid'
   expect_err 'invalid.yaml:24: spec.replicaSpecs.Master'
   expect_err 'invalid.yaml:35: spec.replicaSpecs(: spec.replicaSpecs)?.Chief.replicas'
@@ -423,7 +423,7 @@ validate)
   expect_err 'invalid.yaml:59: spec.runPolicy.backofLimit: unknown field'
   # Standard input, same verdict.
   "$KUBETRAIN" validate -f - <"$jobs/invalid.yaml" >"$KT_TEST_DIR/out" 2>"$KT_TEST_DIR/err"
-  [[ $? -eq 1 ]] || fail "stdin: want exit code 1"
+  [[ $? -eq 3 ]] || fail "stdin: want exit code 3"
   expect_err '^-:59: spec.runPolicy.backofLimit'
   # A template that sets a contract variable is valid, with a warning naming it.
   "$KUBETRAIN" validate -f "$jobs/env-overridden.yaml" >"$KT_TEST_DIR/out" 2>"$KT_TEST_DIR/err"
@@ -452,6 +452,68 @@ validate)
   "$KUBETRAIN" validate -f "$here/../../examples/wide-deep-ps.yaml" >"$KT_TEST_DIR/out" \
     2>"$KT_TEST_DIR/err" || fail "wide-deep-ps.yaml: not valid"
   ! grep -q warning "$KT_TEST_DIR/err" || fail "a warning for a template without contract variables"
+  # Several files and directories; other kinds are skipped with a note.
+  mkdir -p "$KT_TEST_DIR/dir/sub"
+  cp "$jobs/one-worker.yaml" "$KT_TEST_DIR/dir/"
+  cp "$jobs/sweep-one-worker.yaml" "$KT_TEST_DIR/dir/sub/"
+  printf 'apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n' \
+    >"$KT_TEST_DIR/dir/other.yml"
+  echo 'not yaml' >"$KT_TEST_DIR/dir/README.txt"
+  "$KUBETRAIN" validate -f "$KT_TEST_DIR/dir" -f "$here/../../examples/mlp.yaml" >"$KT_TEST_DIR/out" 2>"$KT_TEST_DIR/err"
+  rc=$?
+  [[ $rc -eq 0 ]] || fail "a directory and a file: exit code $rc, want 0"
+  expect_out 'dir/one-worker.yaml:[0-9]+: TrainingJob .* is valid'
+  expect_out 'other.yml:1: skipped: Deployment \(not a TrainingJob or TrainingSweep\)'
+  expect_out 'other.yml:5: skipped: ConfigMap'
+  expect_out 'mlp.yaml:[0-9]+: TrainingJob mlp is valid'
+  ! grep -q 'sweep-one-worker' "$KT_TEST_DIR/out" || fail "read below the directory without -R"
+  "$KUBETRAIN" validate -R -f "$KT_TEST_DIR/dir" -f "$jobs/invalid.yaml" >"$KT_TEST_DIR/out" 2>"$KT_TEST_DIR/err"
+  rc=$?
+  [[ $rc -eq 3 ]] || fail "-R with an invalid file: exit code $rc, want 3"
+  expect_out 'sub/sweep-one-worker.yaml:[0-9]+: TrainingSweep .* is valid'
+  "$KUBETRAIN" validate -f "$KT_TEST_DIR/absent.yaml" -f "$jobs/invalid.yaml" >"$KT_TEST_DIR/out" 2>"$KT_TEST_DIR/err"
+  rc=$?
+  [[ $rc -eq 2 ]] || fail "a missing file among others: exit code $rc, want 2"
+  expect_out 'TrainingJob ok-job is valid'
+  ;;
+exit_codes)
+  # The shared table (docs/user-guide.md#exit-codes) where no cluster is needed.
+  expect_rc() {
+    local want=$1
+    shift
+    "$KUBETRAIN" "$@" >"$KT_TEST_DIR/out" 2>"$KT_TEST_DIR/err"
+    rc=$?
+    [[ $rc -eq $want ]] || fail "kubetrain $*: exit code $rc, want $want"
+  }
+  expect_rc 2 no-such-subcommand
+  expect_rc 2 wait
+  expect_rc 2 wait j --timeout 10x
+  expect_err 'not a duration'
+  expect_rc 2 get --request-timeout 0
+  expect_rc 2 logs
+  expect_rc 2 logs j --dir /x
+  expect_rc 2 render -f "$KT_TEST_DIR/absent.yaml"
+  expect_rc 3 render -f "$jobs/invalid.yaml"
+  expect_rc 6 get --kubeconfig "$KT_TEST_DIR/absent-kubeconfig"
+  expect_rc 6 wait j --kubeconfig "$KT_TEST_DIR/absent-kubeconfig"
+  # An apiserver that is not there: error, not "not found", and bounded in time.
+  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  printf 'apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: "https://127.0.0.1:%s"}}]\nusers: [{name: u, user: {token: t}}]\ncontexts: [{name: c, context: {cluster: c, user: u, namespace: team}}]\ncurrent-context: c\n' \
+    "$port" >"$KT_TEST_DIR/kubeconfig"
+  start=$SECONDS
+  expect_rc 6 suspend j --kubeconfig "$KT_TEST_DIR/kubeconfig" --request-timeout 2s
+  ((SECONDS - start < 60)) || fail "an unreachable apiserver held suspend for $((SECONDS - start)) s"
+  expect_err "127.0.0.1:$port"
+  # logs --dir: a local run's saved tails, prefixed, in role order.
+  expect_rc 4 logs --dir "$KT_TEST_DIR/no-run"
+  expect_err 'no saved logs under'
+  mkdir -p "$KT_TEST_DIR/run/logs"
+  printf 'w0 first\nw0 last' >"$KT_TEST_DIR/run/logs/worker-0.log"
+  printf 'p1 line\n' >"$KT_TEST_DIR/run/logs/ps-1.log"
+  printf 'w10 line\n' >"$KT_TEST_DIR/run/logs/worker-10.log"
+  expect_rc 0 logs --dir "$KT_TEST_DIR/run"
+  printf 'ps-1      | p1 line\nworker-0  | w0 first\nworker-0  | w0 last\nworker-10 | w10 line\n' >"$KT_TEST_DIR/want"
+  diff "$KT_TEST_DIR/want" "$KT_TEST_DIR/out" >&2 || fail "logs --dir output differs"
   ;;
 render)
   "$KUBETRAIN" render -f "$here/../../examples/wide-deep-ps.yaml" -n team-a >"$KT_TEST_DIR/out" \

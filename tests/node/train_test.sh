@@ -11,6 +11,23 @@ restricted_ns train
 
 args='args: [--model=wide_deep, "--layers=64,32", --data-dir=/tmp/data, --generate-data=50000, --steps=300, --batch-size=256, --threads=1]'
 trainer_job wide-deep "${args}"
+# The kubetrain CLI on a real node: `logs -f` follows every replica until its
+# container ends, `wait` returns 0 on success.
+if [[ -n "${KUBETRAIN:-}" ]]; then
+  wait_until "the 4 pods to run" bash -c "[[ \$(kubectl -n ${ns} get pods -l kubetrain.io/job-name=wide-deep --field-selector=status.phase=Running -o name | wc -l) == 4 ]]"
+  "${KUBETRAIN}" logs wide-deep -f -n "${ns}" >"${TMPDIR:-/tmp}/kt-logs-$$.out" 2>&1 &
+  logs_pid=$!
+  "${KUBETRAIN}" wait wide-deep --timeout 600s -n "${ns}"
+  check "kubetrain wait: exit code" "$?" 0
+  wait "${logs_pid}"
+  check "kubetrain logs -f ends with the job: exit code" "$?" 0
+  for r in ps-0 worker-0 worker-1; do
+    check "kubetrain logs -f shows ${r}" "$(grep -c "^${r} *| " "${TMPDIR:-/tmp}/kt-logs-$$.out" | awk '{print ($1 > 0)}')" 1
+  done
+  rm -f "${TMPDIR:-/tmp}/kt-logs-$$.out"
+  "${KUBETRAIN}" logs wide-deep --tail 1 -n "${ns}" >/dev/null
+  check "kubetrain logs of the finished job: exit code" "$?" 0
+fi
 WAIT_SECONDS=600 wait_state wide-deep Succeeded
 check "the job succeeded" "$(job_state wide-deep)" Succeeded
 # cleanPodPolicy Running: a PS still running at success is deleted; one that
