@@ -472,6 +472,8 @@ int LogsCommand(const ClusterFlags& flags, const LogsFlags& f) {
                 << "\n";
       return;
     }
+    std::cerr << "note: " << r << ": " << why << "; its saved log " << output << "/logs/" << r
+              << ".log follows\n";
     LinePrefixer p(r, width);
     out.Write(p.Add(*tail));
     out.Write(p.Flush());

@@ -157,7 +157,8 @@ SWEEP
   check "every replica, prefixed, in role order" "$(cat "${work}/out")" \
     $'ps-0     | ps says hi\nworker-0 | worker step 1\nworker-0 | worker done'
   echo "  logs took $((SECONDS - start)) s"
-  has err 'ps-0: its pod is gone|ps-0'
+  has err "^note: ps-0: its pod is gone; its saved log ${work}/out-cj/logs/ps-0.log follows"
+  has err "^note: worker-0: the apiserver cannot read the log of pod cj-worker-0 .*; its saved log"
   # Once the job is deleted, --output still finds them.
   k delete tj cj --wait=false >/dev/null
   wait_until "cj deleted" bash -c "! kubectl -n ${ns} get tj cj >/dev/null 2>&1"
