@@ -5,6 +5,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -133,6 +134,10 @@ int GetCommand(const ClusterFlags& flags, const std::string& name, const std::st
   if (jobs.empty() && sweeps.empty()) {
     std::cerr << (all_namespaces ? std::string("No resources found\n")
                                  : "No resources found in " + ns + " namespace.\n");
+    return kExitOk;
+  }
+  if (output == "json" && !name.empty()) {
+    std::cout << DumpSafe(jobs.empty() ? sweeps.front() : jobs.front(), 2) << "\n";
     return kExitOk;
   }
   if (output == "json") {
@@ -377,7 +382,8 @@ std::string LogPath(const std::string& ns, const std::string& pod, const std::st
   std::string q = "?container=" + container;
   if (f.follow) q += "&follow=true";
   if (f.tail >= 0) q += "&tailLines=" + std::to_string(f.tail);
-  if (f.limit_bytes > 0) q += "&limitBytes=" + std::to_string(f.limit_bytes);
+  const int64_t limit = f.limit_bytes > 0 ? f.limit_bytes : f.follow ? 0 : kDefaultLogLimitBytes;
+  if (limit > 0) q += "&limitBytes=" + std::to_string(limit);
   return kube::ResourcePath(kube::kPods, ns, pod, "log") + q;
 }
 
@@ -493,7 +499,9 @@ int LogsCommand(const ClusterFlags& flags, const LogsFlags& f) {
     const std::string pod_name = pod["metadata"].value("name", "");
     LinePrefixer p(r, width);
     int64_t received = 0;
-    const int64_t cap = f.limit_bytes > 0 ? f.limit_bytes : int64_t{10} << 20;
+    const int64_t cap = f.limit_bytes > 0 ? f.limit_bytes
+                        : f.follow        ? std::numeric_limits<int64_t>::max()
+                                          : kDefaultLogLimitBytes;
     Status s = client.Stream(
         LogPath(ns, pod_name, container, f),
         [&](std::string_view chunk) {

@@ -39,14 +39,18 @@ int WaitCommand(const ClusterFlags& flags, const std::string& name,
 // (TrainingJob) or spec.suspend (TrainingSweep).
 int SuspendCommand(const ClusterFlags& flags, const std::string& name, bool suspend);
 
+inline constexpr int64_t kDefaultLogLimitBytes = int64_t{10} << 20;
+
 struct LogsFlags {
   std::string name;    // the job; "" with `dir`
   std::string dir;     // print the saved tails under <dir>/logs/ (a local run's --output)
   std::string output;  // the trainer's --output, when the job no longer says
   bool follow = false;
-  int64_t tail = -1;                        // lines per replica; -1: all
-  int64_t limit_bytes = int64_t{10} << 20;  // per replica
-  std::string container;                    // "" = each pod's first container
+  int64_t tail = -1;  // lines per replica; -1: all
+  // Bytes per replica; 0: kDefaultLogLimitBytes without `follow`, no limit with it
+  // (a follow holds one line at a time, kMaxLineBytes at most).
+  int64_t limit_bytes = 0;
+  std::string container;  // "" = each pod's first container
 };
 
 // `kubetrain logs NAME`: every replica's log, each line prefixed with its

@@ -629,8 +629,9 @@ int main(int argc, char** argv) {
   logs_cmd->add_option("name", logs.name, "the job");
   logs_cmd->add_flag("-f,--follow", logs.follow, "stream the logs of running pods");
   logs_cmd->add_option("--tail", logs.tail, "lines per replica (default: all)");
-  logs_cmd->add_option("--limit-bytes", logs.limit_bytes, "bytes per replica")
-      ->capture_default_str()
+  logs_cmd
+      ->add_option("--limit-bytes", logs.limit_bytes,
+                   "bytes per replica (default: 10 MiB without -f, no limit with it)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
   logs_cmd->add_option("-c,--container", logs.container, "container (default: each pod's first)");
   logs_cmd->add_option("--output", logs.output,
