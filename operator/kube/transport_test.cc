@@ -371,3 +371,64 @@ TEST_F(TransportTest, WatchStopsPromptlyWhenStopIsRequested) {
 
 }  // namespace
 }  // namespace kubetrain::kube
+
+namespace kubetrain::kube {
+namespace {
+
+// Client::Stream (pod logs): the body is handed over as it arrives; a false
+// from the callback ends the stream (no further calls); an error is mapped.
+TEST_F(TransportTest, StreamDeliversTheBodyAndStopsWhenAsked) {
+  server_.Get("/api/v1/namespaces/ns/pods/p/log", [&](const httplib::Request&, auto& res) {
+    res.set_chunked_content_provider("text/plain", [&](size_t, httplib::DataSink& sink) {
+      for (int i = 1; i <= 200; ++i) {
+        const std::string line = "line " + std::to_string(i) + std::string(1000, '.') + "\n";
+        if (!sink.write(line.data(), line.size())) return false;
+      }
+      sink.done();
+      return true;
+    });
+  });
+  std::string got;
+  int calls = 0;
+  Status s = NewClient()->Stream("/api/v1/namespaces/ns/pods/p/log?follow=true",
+                                 [&](std::string_view chunk) {
+                                   got.append(chunk);
+                                   ++calls;
+                                   return true;
+                                 });
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(got.size(), 200u * 1000u + 9u * 7u + 90u * 8u + 101u * 9u);
+  EXPECT_GT(calls, 1) << "handed over in pieces, not as one body";
+
+  calls = 0;
+  got.clear();
+  s = NewClient()->Stream("/api/v1/namespaces/ns/pods/p/log", [&](std::string_view chunk) {
+    got.append(chunk);
+    ++calls;
+    return false;  // enough
+  });
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(got.rfind("line 1.", 0), 0u);
+  EXPECT_LT(got.size(), 200u * 1000u);
+}
+
+TEST_F(TransportTest, StreamMapsAnApiError) {
+  server_.Get("/api/v1/namespaces/ns/pods/p/log", [&](const httplib::Request&, auto& res) {
+    res.status = 400;
+    res.set_content(
+        R"({"kind":"Status","reason":"BadRequest","message":"container \"t\" is waiting to start"})",
+        "application/json");
+  });
+  bool called = false;
+  Status s = NewClient()->Stream("/api/v1/namespaces/ns/pods/p/log", [&](std::string_view) {
+    called = true;
+    return true;
+  });
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("waiting to start"), std::string::npos) << s.message();
+  EXPECT_FALSE(called);
+}
+
+}  // namespace
+}  // namespace kubetrain::kube
