@@ -47,7 +47,7 @@ std::vector<std::string> ReplicasOfJob(const json& job) {
   return out;
 }
 
-std::string OutputOfJob(const json& job) {
+std::string OutputOfJob(const json& job, json* pod_spec_out, json* container_out) {
   const json* specs = ReplicaSpecs(job);
   if (specs == nullptr) return "";
   for (std::string_view role : {"Chief", "Worker", "PS", "Evaluator"}) {
@@ -64,10 +64,17 @@ std::string OutputOfJob(const json& job) {
         if (!args[i].is_string()) continue;
         const std::string a = args[i].get<std::string>();
         constexpr std::string_view kFlag = "--output";
-        if (a.rfind(std::string(kFlag) + "=", 0) == 0) return a.substr(kFlag.size() + 1);
-        if (a == kFlag && i + 1 < args.size() && args[i + 1].is_string()) {
-          return args[i + 1].get<std::string>();
+        std::string found;
+        if (a.rfind(std::string(kFlag) + "=", 0) == 0) {
+          found = a.substr(kFlag.size() + 1);
+        } else if (a == kFlag && i + 1 < args.size() && args[i + 1].is_string()) {
+          found = args[i + 1].get<std::string>();
+        } else {
+          continue;
         }
+        if (pod_spec_out != nullptr) *pod_spec_out = pod_spec;
+        if (container_out != nullptr) *container_out = c;
+        return found;
       }
     }
   }

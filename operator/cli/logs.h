@@ -38,8 +38,10 @@ std::vector<std::string> ReplicasOfJob(const nlohmann::json& job);
 
 // The trainer's --output of a TrainingJob (served JSON or parsed from a file):
 // the first `--output=X` or `--output X` in the args of any replica's
-// containers, chief and worker first. "" when none sets it.
-std::string OutputOfJob(const nlohmann::json& job);
+// containers, chief and worker first. "" when none sets it. With `pod_spec`
+// and `container`, also the pod spec and container that set it.
+std::string OutputOfJob(const nlohmann::json& job, nlohmann::json* pod_spec = nullptr,
+                        nlohmann::json* container = nullptr);
 
 // The saved tails under `<output>/logs/`: replica ("worker-0") -> text, cut to
 // the last kMaxSavedLogBytes. A directory or prefix that does not exist has

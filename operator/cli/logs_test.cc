@@ -48,6 +48,10 @@ TEST(LogsTest, OutputOfJobReadsTheTrainersFlag) {
   EXPECT_EQ(OutputOfJob(JobWithArgs({"--output=/w"}, {"--output=/ps"})), "/w");
   EXPECT_EQ(OutputOfJob(JobWithArgs({"--output-format=x", "--output"})), "");
   EXPECT_EQ(OutputOfJob(json::object()), "");
+  json spec, container;
+  EXPECT_EQ(OutputOfJob(JobWithArgs({"--output=/w"}), &spec, &container), "/w");
+  EXPECT_EQ(container["args"], json({"--output=/w"}));
+  EXPECT_TRUE(spec.contains("containers"));
 }
 
 TEST(LogsTest, LinePrefixerJoinsChunksIntoPrefixedLines) {

@@ -26,6 +26,8 @@
 #include "operator/api/yaml.h"
 #include "operator/cli/cluster.h"
 #include "operator/cli/exit_codes.h"
+#include "operator/cli/logs.h"
+#include "operator/local/pod_command.h"
 #include "operator/local/process.h"
 #include "operator/local/runner.h"
 #include "operator/local/yaml_out.h"
@@ -490,6 +492,37 @@ int Validate(const std::vector<std::string>& paths, bool recursive) {
   return code;
 }
 
+// The trainer --output of the (first) TrainingJob in a job file, for `logs --file`.
+// NotFound when the job sets none; InvalidArgument for a file without a job.
+StatusOr<std::string> OutputOfJobFile(const std::string& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) return InvalidArgument(file + ": cannot be read");
+  const std::string text(std::istreambuf_iterator<char>(in), {});
+  auto docs = api::ParseYamlDocuments(text);
+  if (!docs.ok()) return InvalidArgument(file + ": " + docs.status().message());
+  for (const auto& doc : *docs) {
+    if (api::KindOf(doc.value) != "TrainingJob") continue;
+    json pod_spec, container;
+    std::string output = OutputOfJob(doc.value, &pod_spec, &container);
+    if (output.empty()) {
+      return NotFound(file + ": the job's trainer sets no --output, so no logs were saved");
+    }
+    // A hostPath volume is that path here too, as `kubetrain run` maps it.
+    std::vector<local::LocalMount> mounts;
+    for (const json& m : container.value("volumeMounts", json::array())) {
+      if (!m.is_object()) continue;
+      for (const json& v : pod_spec.value("volumes", json::array())) {
+        if (v.is_object() && v.value("name", "") == m.value("name", "") && v.contains("hostPath") &&
+            v["hostPath"].is_object()) {
+          mounts.push_back({m.value("mountPath", ""), v["hostPath"].value("path", "")});
+        }
+      }
+    }
+    return local::MapPaths(output, mounts);
+  }
+  return InvalidArgument(file + ": no TrainingJob");
+}
+
 int Render(const std::string& file, const std::string& ns, bool show_secrets, bool network_policy) {
   std::vector<std::string> errors;
   auto jobs = LoadJobs(file, errors, ns);
@@ -637,6 +670,10 @@ int main(int argc, char** argv) {
   logs_cmd->add_option("--output", logs.output,
                        "the trainer's --output (local or s3://) holding logs/, when the job "
                        "no longer says (deleted)");
+  std::string logs_file;
+  logs_cmd->add_option("--file", logs_file,
+                       "no cluster: the job file of a local run (`kubetrain run -f FILE`); print "
+                       "the saved logs under its trainer --output");
   logs_cmd->add_option("--dir", logs.dir,
                        "no cluster: print the saved logs under DIR/logs/ (a local run's "
                        "--output; local or s3://)");
@@ -676,9 +713,17 @@ int main(int argc, char** argv) {
     return WaitCommand(cluster, name, *limit);
   }
   if (*logs_cmd) {
-    if (logs.name.empty() == logs.dir.empty()) {
-      std::cerr << "error: logs takes a job name or --dir, one of the two\n";
+    if (int(!logs.name.empty()) + int(!logs.dir.empty()) + int(!logs_file.empty()) != 1) {
+      std::cerr << "error: logs takes one of a job name, --file or --dir\n";
       return kExitUsage;
+    }
+    if (!logs_file.empty()) {
+      auto dir = OutputOfJobFile(logs_file);
+      if (!dir.ok()) {
+        std::cerr << "error: " << dir.status().message() << "\n";
+        return dir.status().code() == kubetrain::StatusCode::kNotFound ? kExitNotFound : kExitUsage;
+      }
+      logs.dir = *dir;
     }
     return LogsCommand(cluster, logs);
   }

@@ -514,6 +514,19 @@ exit_codes)
   expect_rc 0 logs --dir "$KT_TEST_DIR/run"
   printf 'ps-1      | p1 line\nworker-0  | w0 first\nworker-0  | w0 last\nworker-10 | w10 line\n' >"$KT_TEST_DIR/want"
   diff "$KT_TEST_DIR/want" "$KT_TEST_DIR/out" >&2 || fail "logs --dir output differs"
+  # logs --file: the job file of a local run names its --output, here in a
+  # hostPath volume (/out -> the host path, as `kubetrain run` maps it).
+  sed "s|path: /tmp/kubetrain-cli-one-worker,|path: $KT_TEST_DIR/host,|; s|--output=/out/result|--output=/out/run|" \
+    "$jobs/one-worker.yaml" >"$KT_TEST_DIR/job.yaml"
+  grep -q -- "path: $KT_TEST_DIR/host," "$KT_TEST_DIR/job.yaml" || fail "the hostPath did not change"
+  mkdir -p "$KT_TEST_DIR/host" && mv "$KT_TEST_DIR/run" "$KT_TEST_DIR/host/run"
+  expect_rc 0 logs --file "$KT_TEST_DIR/job.yaml"
+  diff "$KT_TEST_DIR/want" "$KT_TEST_DIR/out" >&2 || fail "logs --file output differs"
+  sed 's|, --output=/out/result]|]|' "$jobs/one-worker.yaml" >"$KT_TEST_DIR/no-output.yaml"
+  ! grep -q -- '--output=' "$KT_TEST_DIR/no-output.yaml" || fail "the job still sets --output"
+  expect_rc 4 logs --file "$KT_TEST_DIR/no-output.yaml"
+  expect_err 'sets no --output'
+  expect_rc 2 logs --file "$KT_TEST_DIR/absent.yaml"
   ;;
 render)
   "$KUBETRAIN" render -f "$here/../../examples/wide-deep-ps.yaml" -n team-a >"$KT_TEST_DIR/out" \
