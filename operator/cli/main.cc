@@ -5,6 +5,9 @@
 //   kubetrain render -f job.yaml     the Pods, Services, Secret and NetworkPolicy the operator
 //                                    would create
 //   kubetrain validate -f job.yaml   the CRD's rules, with field paths and file lines
+//   kubetrain convert -f tfjob.yaml  Kubeflow TFJobs as TrainingJobs (convert.h)
+//
+// validate, render and run also take kubeflow.org/v1 TFJobs, converted first.
 //
 // Exit codes: 0 success (job Succeeded, file valid); 1 job Failed or file
 // invalid; 2 bad usage or input that cannot be read or run; 128+n interrupted
@@ -23,8 +26,10 @@
 #include "kubetrain/version.h"
 #include "operator/api/json.h"
 #include "operator/api/sweep.h"
+#include "operator/api/tfjob.h"
 #include "operator/api/validation.h"
 #include "operator/api/yaml.h"
+#include "operator/cli/convert.h"
 #include "operator/local/process.h"
 #include "operator/local/runner.h"
 #include "operator/local/yaml_out.h"
@@ -44,6 +49,7 @@ constexpr int kExitUsage = 2;
 struct JobDocument {
   api::TrainingJob job;
   int line = 1;
+  std::string_view kind = api::kKind;  // api::kTFJobKind: converted from a TFJob
 };
 
 // One TrainingSweep document of a file, checked.
@@ -176,14 +182,32 @@ StatusOr<std::vector<JobDocument>> LoadJobs(const std::string& file,
       if (!s.ok()) errors.push_back(file + ":" + std::to_string(doc.line) + ": " + s.message());
       continue;
     }
-    auto job = api::ParseTrainingJob(doc.value);
+    // A TFJob is checked as the TrainingJob it converts to; messages name its own fields.
+    std::optional<api::TFJobConversion> tfjob;
+    if (api::IsTFJob(doc.value)) {
+      auto c = api::ConvertTFJob(doc.value);
+      if (!c.ok()) {
+        errors.push_back(Locate(file, doc, c.status().message()));
+        continue;
+      }
+      tfjob = std::move(*c);
+      for (const auto& n : tfjob->notes) {
+        if (warnings == nullptr) break;
+        warnings->push_back(file + ":" + std::to_string(doc.LineOf(n.path)) + ": note: " + n.path +
+                            ": " + n.message);
+      }
+    }
+    auto located = [&](const std::string& msg) {
+      return Locate(file, doc, tfjob ? api::ToTFJobMessage(*tfjob, msg) : msg);
+    };
+    auto job = api::ParseTrainingJob(tfjob ? tfjob->job : doc.value);
     if (!job.ok()) {
-      errors.push_back(Locate(file, doc, job.status().message()));
+      errors.push_back(located(job.status().message()));
       continue;
     }
     if (!namespace_override.empty()) job->metadata.namespace_ = namespace_override;
     for (const auto& e : api::Validate(*job)) {
-      errors.push_back(Locate(file, doc, e.path + ": " + e.message));
+      errors.push_back(located(e.path + ": " + e.message));
     }
     if (errors.size() == before) {
       // Template problems the CRD lets through fail the job at once (InvalidSpec).
@@ -192,19 +216,24 @@ StatusOr<std::vector<JobDocument>> LoadJobs(const std::string& file,
       auto plan = controller::PlanJob(*job, {}, input);
       if (const auto* failed = plan.status.Find(api::ConditionType::kFailed);
           failed && failed->status && failed->reason == "InvalidSpec") {
-        errors.push_back(Locate(file, doc, failed->message));
+        errors.push_back(located(failed->message));
       }
       // The planner is the one place that knows the contract variables; its
       // EnvOverridden event is what the operator will record for this job.
       for (const auto& event : plan.events) {
         if (warnings == nullptr || event.reason != "EnvOverridden") continue;
-        const std::string path = event.message.substr(0, event.message.find(' '));
+        const std::string message =
+            tfjob ? api::ToTFJobMessage(*tfjob, event.message) : event.message;
+        const std::string path = message.substr(0, message.find(' '));
         warnings->push_back(file + ":" + std::to_string(doc.LineOf(path)) +
-                            ": warning: " + event.message);
+                            ": warning: " + message);
       }
-      AddTrainerWarnings(file, doc, job->spec, "spec", warnings);
+      // A TFJob runs TensorFlow images, not kubetrain-trainer.
+      if (!tfjob) AddTrainerWarnings(file, doc, job->spec, "spec", warnings);
     }
-    if (errors.size() == before) jobs.push_back({std::move(*job), doc.line});
+    if (errors.size() == before) {
+      jobs.push_back({std::move(*job), doc.line, tfjob ? api::kTFJobKind : api::kKind});
+    }
   }
   return jobs;
 }
@@ -414,7 +443,9 @@ int Validate(const std::string& file) {
   for (const auto& e : errors) std::cerr << e << "\n";
   for (const auto& w : warnings) std::cerr << w << "\n";
   for (const auto& j : *jobs) {
-    std::cout << file << ":" << j.line << ": TrainingJob " << j.job.metadata.name << " is valid\n";
+    std::cout << file << ":" << j.line << ": " << j.kind << " " << j.job.metadata.name
+              << (j.kind == api::kKind ? " is valid\n"
+                                       : " is valid (as the TrainingJob it converts to)\n");
   }
   for (const auto& d : sweeps) {
     std::cout << file << ":" << d.line << ": TrainingSweep " << d.sweep.metadata.name
@@ -513,6 +544,17 @@ int main(int argc, char** argv) {
       "validate", "Check job files against the CRD's rules (field path and line per error)");
   validate_cmd->add_option("-f,--filename", file, "job file (YAML; - for stdin)")->required();
 
+  ConvertFlags convert;
+  auto* convert_cmd = app.add_subcommand(
+      "convert",
+      "Print Kubeflow TFJobs (kubeflow.org/v1) as TrainingJobs, with comments where something "
+      "has no equivalent; other documents unchanged");
+  convert_cmd
+      ->add_option("-f,--filename", convert.paths,
+                   "files or directories of manifests (YAML or JSON; - for stdin)")
+      ->required();
+  convert_cmd->add_flag("-R,--recursive", convert.recursive, "descend into subdirectories");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -522,6 +564,7 @@ int main(int argc, char** argv) {
   if (*run_cmd) return Run(run);
   if (*render_cmd) return Render(file, ns, show_secrets, network_policy);
   if (*validate_cmd) return Validate(file);
+  if (*convert_cmd) return ConvertCommand(convert, std::cout, std::cerr);
   std::cout << app.help();
   return 0;
 }

@@ -1,0 +1,139 @@
+#include "operator/cli/convert.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "common/utf8.h"
+#include "operator/api/json.h"
+#include "operator/api/tfjob.h"
+#include "operator/api/yaml.h"
+#include "operator/local/yaml_out.h"
+
+namespace kubetrain::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+bool IsManifest(const fs::path& p) {
+  const std::string ext = p.extension().string();
+  return ext == ".yaml" || ext == ".yml" || ext == ".json";
+}
+
+// The files `path` names: itself, or a directory's manifests (sorted, so the
+// output is stable), descending when `recursive`.
+std::vector<std::string> Expand(const std::string& path, bool recursive, std::ostream& err,
+                                bool& failed) {
+  std::vector<std::string> files;
+  std::error_code ec;
+  if (path == "-" || !fs::is_directory(path, ec)) {
+    files.push_back(path);
+    return files;
+  }
+  auto add = [&](const fs::directory_entry& e) {
+    if (e.is_regular_file(ec) && IsManifest(e.path())) files.push_back(e.path().string());
+  };
+  if (recursive) {
+    for (fs::recursive_directory_iterator it(path, ec), end; !ec && it != end; it.increment(ec)) {
+      add(*it);
+    }
+  } else {
+    for (fs::directory_iterator it(path, ec), end; !ec && it != end; it.increment(ec)) add(*it);
+  }
+  if (ec) {
+    err << "error: " << path << ": " << ec.message() << "\n";
+    failed = true;
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+bool ReadText(const std::string& file, std::string& text, std::ostream& err) {
+  if (file == "-") {
+    std::stringstream ss;
+    ss << std::cin.rdbuf();
+    text = ss.str();
+    return true;
+  }
+  std::ifstream in(file, std::ios::binary);
+  if (!in) {
+    err << "error: " << file << ": cannot be read\n";
+    return false;
+  }
+  in.seekg(0, std::ios::end);
+  if (in.tellg() > static_cast<std::streamoff>(api::kMaxYamlBytes)) {
+    err << "error: " << file << ": larger than " << api::kMaxYamlBytes << " bytes\n";
+    return false;
+  }
+  in.seekg(0);
+  text.assign(std::istreambuf_iterator<char>(in), {});
+  return true;
+}
+
+// "# " before every line of `text`, made safe for a terminal (a name or a
+// managedBy value from the file is quoted in it).
+std::string Comment(const std::string& text) {
+  std::string out = "# ";
+  for (char c : CleanText(text, 4096)) {
+    out += c;
+    if (c == '\n') out += "# ";
+  }
+  return out + "\n";
+}
+
+}  // namespace
+
+int ConvertCommand(const ConvertFlags& flags, std::ostream& out, std::ostream& err) {
+  bool unreadable = false, failed = false, first = true;
+  for (const std::string& path : flags.paths) {
+    for (const std::string& file : Expand(path, flags.recursive, err, unreadable)) {
+      std::string text;
+      if (!ReadText(file, text, err)) {
+        unreadable = true;
+        continue;
+      }
+      auto docs = api::ParseYamlDocuments(text);
+      if (!docs.ok()) {
+        err << "error: " << file << ": " << docs.status().message() << "\n";
+        unreadable = true;
+        continue;
+      }
+      for (const api::YamlDocument& doc : *docs) {
+        const std::string where = file + ":" + std::to_string(doc.line);
+        std::string header;
+        const nlohmann::json* value = &doc.value;
+        api::TFJobConversion conversion;
+        if (api::IsTFJob(doc.value)) {
+          auto c = api::ConvertTFJob(doc.value);
+          if (!c.ok()) {
+            const std::string msg = c.status().message();
+            const std::string field = msg.substr(0, msg.find(": "));
+            err << file << ":" << doc.LineOf(field) << ": " << msg << "\n";
+            failed = true;
+            continue;
+          }
+          conversion = std::move(*c);
+          value = &conversion.job;
+          const nlohmann::json& meta = conversion.job["metadata"];
+          std::string name = api::StringField(meta, "name");
+          if (name.empty()) name = api::StringField(meta, "generateName") + "*";
+          header = Comment("converted from TFJob " + name + " (" + where + ")");
+          for (const api::TFJobNote& n : conversion.notes) {
+            header += Comment(n.path + " (line " + std::to_string(doc.LineOf(n.path)) +
+                              "): " + n.message);
+          }
+        }
+        if (!first) out << "---\n";
+        first = false;
+        out << header << local::ToYaml(*value);
+      }
+    }
+  }
+  out.flush();
+  if (unreadable) return 2;
+  return failed ? 1 : 0;
+}
+
+}  // namespace kubetrain::cli
