@@ -294,6 +294,7 @@ StatusOr<TFJobConversion> ConvertTFJob(const json& tf) {
                    "is the same replica type as " + out.role_keys[key] + " (v1 folds their case)");
     }
     out.role_keys[key] = tf_key;
+    out.v1_types[key] = role->tf_key;
     if (role->tf_key == "Master") {
       out.notes.push_back({path,
                            "Master becomes Chief: pods and Services <job>-chief-<i>, "
@@ -322,6 +323,7 @@ StatusOr<TFJobConversion> ConvertTFJob(const json& tf) {
 
   bool dynamic = false;
   KT_RETURN_IF_ERROR(ReadBool(*spec, "spec", "enableDynamicWorker", dynamic));
+  out.enable_dynamic_worker = dynamic;
   if (dynamic) {
     out.notes.push_back(
         {"spec.enableDynamicWorker",

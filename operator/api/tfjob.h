@@ -60,8 +60,12 @@ struct TFJobConversion {
   std::vector<TFJobNote> notes;
   // runPolicy.managedBy, if set.
   std::optional<std::string> managed_by;
+  bool enable_dynamic_worker = false;
   // TrainingJob role key -> the TFJob's key as written ("Chief" -> "master").
   std::map<std::string, std::string> role_keys;
+  // TrainingJob role key -> v1's type for it, as v1 canonicalises the key
+  // ("Chief" -> "Master" for a "master" key).
+  std::map<std::string, std::string> v1_types;
 };
 
 StatusOr<TFJobConversion> ConvertTFJob(const nlohmann::json& tfjob);
