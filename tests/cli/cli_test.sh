@@ -549,8 +549,12 @@ render_dry_run)
     echo "$f: $n objects accepted by the apiserver"
   done
   # What `convert` prints is accepted by the apiserver (the TrainingJob CRD's rules).
+  "$bin/kubectl" apply -k "$here/../../crds" >/dev/null || fail "the CRDs were rejected"
+  PATH="$bin:$PATH" "$here/../tools/wait-crds" crd/trainingjobs.kubetrain.io >/dev/null || fail "the CRD is not established"
   for f in "$here"/../../operator/api/testdata/tfjob/*.yaml "$jobs/tfjob-tiny.yaml"; do
-    "$KUBETRAIN" convert -f "$f" >"$KT_TEST_DIR/out" 2>"$KT_TEST_DIR/err" || fail "convert $f failed"
+    # In the default namespace (the test cluster has no other).
+    "$KUBETRAIN" convert -f "$f" >"$KT_TEST_DIR/converted" 2>"$KT_TEST_DIR/err" || fail "convert $f failed"
+    sed '/^  namespace: /d' "$KT_TEST_DIR/converted" >"$KT_TEST_DIR/out"
     "$bin/kubectl" apply --dry-run=server -n default -f "$KT_TEST_DIR/out" >"$KT_TEST_DIR/err" 2>&1 ||
       fail "kubectl apply --dry-run=server rejected the conversion of $f"
     grep -q 'trainingjob.kubetrain.io/.* created (server dry run)' "$KT_TEST_DIR/err" ||
