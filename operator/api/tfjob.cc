@@ -227,11 +227,9 @@ Status ConvertRunPolicy(const json& spec, TFJobConversion& out, json& run_policy
     }
     if (managed_by) {
       out.managed_by = *managed_by;
-      out.notes.push_back(
-          {Join(path, "managedBy"),
-           "no equivalent (\"" + *managed_by +
-               "\"): every TrainingJob is kubetrain's operator's; a TFJob kept as a TFJob "
-               "with managedBy: kubetrain.io/operator is taken by --tfjob=managed"});
+      out.notes.push_back({Join(path, "managedBy"),
+                           "no equivalent (\"" + *managed_by +
+                               "\"): every TrainingJob is reconciled by kubetrain's operator"});
     }
   }
   if (clean.empty()) {
