@@ -551,7 +551,14 @@ render_dry_run)
   # What `convert` prints is accepted by the apiserver (the TrainingJob CRD's rules).
   "$bin/kubectl" apply -k "$here/../../crds" >/dev/null || fail "the CRDs were rejected"
   PATH="$bin:$PATH" "$here/../tools/wait-crds" crd/trainingjobs.kubetrain.io >/dev/null || fail "the CRD is not established"
-  for f in "$here"/../../operator/api/testdata/tfjob/*.yaml "$jobs/tfjob-tiny.yaml"; do
+  # training-operator v1.9.3's own TFJob examples too, from its Go module (crd.tfjob fetches it).
+  peer=()
+  peer_dir="$(go env GOMODCACHE 2>/dev/null)/github.com/kubeflow/training-operator@v1.9.3/examples"
+  if [[ -d $peer_dir ]]; then
+    while IFS= read -r f; do peer+=("$f"); done < <(grep -rlE '^kind: "?TFJob"?' "$peer_dir" | sort)
+  fi
+  echo "${#peer[@]} TFJob examples of training-operator v1.9.3 found"
+  for f in "$here"/../../operator/api/testdata/tfjob/*.yaml "$jobs/tfjob-tiny.yaml" "${peer[@]}"; do
     # In the default namespace (the test cluster has no other).
     "$KUBETRAIN" convert -f "$f" >"$KT_TEST_DIR/converted" 2>"$KT_TEST_DIR/err" || fail "convert $f failed"
     sed '/^  namespace: /d' "$KT_TEST_DIR/converted" >"$KT_TEST_DIR/out"
@@ -559,6 +566,9 @@ render_dry_run)
       fail "kubectl apply --dry-run=server rejected the conversion of $f"
     grep -q 'trainingjob.kubetrain.io/.* created (server dry run)' "$KT_TEST_DIR/err" ||
       fail "$f: no TrainingJob accepted"
+    "$KUBETRAIN" validate -f "$KT_TEST_DIR/out" >"$KT_TEST_DIR/err" 2>&1 ||
+      fail "kubetrain validate rejected the conversion of $f"
+    echo "$f: converted, valid, accepted by the apiserver"
   done
   ;;
 *)
