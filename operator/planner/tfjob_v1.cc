@@ -216,6 +216,92 @@ std::optional<std::string> TfConfig(const Shape& shape, std::string_view type, i
   return out + "},\"task\":" + Task(type, index) + ",\"environment\":\"cloud\"}";
 }
 
+namespace {
+
+// The index of the "tensorflow" container, else 0 (v1's getDefaultContainerIndex).
+size_t TensorflowIndex(const json& containers) {
+  for (size_t i = 0; i < containers.size(); ++i) {
+    if (containers[i].is_object() && containers[i].value("name", json()) == "tensorflow") return i;
+  }
+  return 0;
+}
+
+json LabelsJson(const std::map<std::string, std::string>& labels) {
+  json out = json::object();
+  for (const auto& [k, v] : labels) out[k] = v;
+  return out;
+}
+
+}  // namespace
+
+json Pod(const Shape& shape, std::string_view type, int32_t index, const json& pod_template,
+         std::string_view restart_policy, std::string_view custom_cluster_domain) {
+  json pod = pod_template.is_object() ? pod_template : json::object();
+  json& meta = pod["metadata"];
+  if (!meta.is_object()) meta = json::object();
+  meta["name"] = ChildName(shape.name, type, index);
+  if (!meta["labels"].is_object()) meta["labels"] = json::object();
+  for (const auto& [k, v] : Labels(shape, type, index, true)) meta["labels"][k] = v;
+  json& spec = pod["spec"];
+  if (!spec.is_object()) spec = json::object();
+  spec["restartPolicy"] = restart_policy == "ExitCode" ? "Never" : std::string(restart_policy);
+  json* containers = spec.contains("containers") ? &spec["containers"] : nullptr;
+  if (containers != nullptr && containers->is_array() && !containers->empty()) {
+    json& main = (*containers)[TensorflowIndex(*containers)];
+    if (main.is_object()) {
+      // Defaulting: the tfjob-port, unless the container names one.
+      if (!main["ports"].is_array()) main["ports"] = json::array();
+      bool has_port = false;
+      for (const json& p : main["ports"]) {
+        has_port = has_port || (p.is_object() && p.value("name", json()) == "tfjob-port");
+      }
+      if (!has_port) main["ports"].push_back({{"name", "tfjob-port"}, {"containerPort", 2222}});
+      // SetClusterSpec: appended to the container named "tensorflow" only.
+      if (main.value("name", json()) == "tensorflow") {
+        if (auto tf_config = TfConfig(shape, type, index, custom_cluster_domain)) {
+          if (!main["env"].is_array()) main["env"] = json::array();
+          main["env"].push_back({{"name", "TF_CONFIG"}, {"value", *tf_config}});
+        }
+      }
+    }
+  }
+  return json{{"apiVersion", "v1"},
+              {"kind", "Pod"},
+              {"metadata", std::move(meta)},
+              {"spec", std::move(spec)}};
+}
+
+json Service(const Shape& shape, std::string_view type, int32_t index, const json& pod_template) {
+  const json labels = LabelsJson(Labels(shape, type, index, false));
+  std::map<std::string, json> by_name;  // v1 reads them into a map[string]int32
+  const json* spec =
+      pod_template.is_object() && pod_template.contains("spec") ? &pod_template["spec"] : nullptr;
+  if (spec != nullptr && spec->is_object() && spec->contains("containers") &&
+      (*spec)["containers"].is_array()) {
+    for (const json& c : (*spec)["containers"]) {
+      if (!c.is_object() || c.value("name", json()) != "tensorflow") continue;
+      if (!c.contains("ports") || !c["ports"].is_array()) break;
+      for (const json& p : c["ports"]) {
+        if (!p.is_object()) continue;
+        const json n = p.contains("name") ? p["name"] : json();
+        const std::string name = n.is_string() ? n.get<std::string>() : std::string();
+        by_name[name] = p.value("containerPort", json());
+      }
+      break;
+    }
+  }
+  json ports = json::array();
+  for (const auto& [name, port] : by_name) {
+    json sp = {{"port", port}};
+    if (!name.empty()) sp["name"] = name;
+    ports.push_back(std::move(sp));
+  }
+  return json{{"apiVersion", "v1"},
+              {"kind", "Service"},
+              {"metadata", {{"name", ChildName(shape.name, type, index)}, {"labels", labels}}},
+              {"spec", {{"clusterIP", "None"}, {"selector", labels}, {"ports", std::move(ports)}}}};
+}
+
 json Status(const api::TrainingJobStatus& status, const Shape& shape,
             const std::map<api::ReplicaType, std::string>& type_of) {
   const bool suspended = status.IsTrue(api::ConditionType::kSuspended);

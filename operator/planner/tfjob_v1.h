@@ -83,6 +83,23 @@ bool IsDistributed(const Shape& shape);
 std::optional<std::string> TfConfig(const Shape& shape, std::string_view type, int32_t index,
                                     std::string_view custom_cluster_domain);
 
+// The Pod v1 creates for a replica, without ownerReferences (the executor's):
+// `pod_template` (the TFJob's, as written) with v1's defaulting (a port
+// tfjob-port 2222 on the "tensorflow" container, else the first, unless it has
+// one of that name), its name, v1's labels over the template's, TF_CONFIG
+// appended to the "tensorflow" container's env (distributed jobs only) and the
+// pod restartPolicy from the replica's (ExitCode: Never). Never throws; a
+// template without containers gets no port or TF_CONFIG.
+nlohmann::json Pod(const Shape& shape, std::string_view type, int32_t index,
+                   const nlohmann::json& pod_template, std::string_view restart_policy,
+                   std::string_view custom_cluster_domain);
+// The headless Service v1 creates for a replica, without ownerReferences: its
+// name, labels (no job-role), clusterIP None, the selector, and a port per
+// port of the "tensorflow" container (name and number, sorted by name;
+// `pod_template` already defaulted as by Pod(), else its ports as written).
+nlohmann::json Service(const Shape& shape, std::string_view type, int32_t index,
+                       const nlohmann::json& pod_template);
+
 // v1's JobStatus for a TFJob, from the status kubetrain's planner computed for
 // the TrainingJob it converts to: conditions Created, Running, Restarting,
 // Suspended, Succeeded, Failed with v1's reasons and rules (others, such as

@@ -107,6 +107,67 @@ spec:
   EXPECT_EQ(s.replicas, (std::vector<Replica>{{"Master", 1, 3333}, {"Worker", 3, 3333}}));
 }
 
+TEST(TFJobV1Test, PodIsTheTemplateWithV1sNameLabelsPortTfConfigAndRestartPolicy) {
+  const Shape s = Job("team", {{"PS", 1, 2222}, {"Worker", 2, 2222}});
+  const json tmpl = {
+      {"metadata", {{"labels", {{"app", "mnist"}, {"training.kubeflow.org/job-name", "spoofed"}}}}},
+      {"spec",
+       {{"restartPolicy", "Always"},
+        {"containers",
+         {{{"name", "sidecar"}, {"image", "s"}},
+          {{"name", "tensorflow"},
+           {"image", "tf"},
+           {"env", {{{"name", "A"}, {"value", "1"}}}}}}}}}};
+  const json pod = Pod(s, "Worker", 1, tmpl, "OnFailure", "");
+  EXPECT_EQ(pod["metadata"]["name"], "test-tfjob-worker-1");
+  EXPECT_EQ(pod["metadata"]["labels"],
+            (json{{"app", "mnist"},
+                  {"training.kubeflow.org/operator-name", "tfjob-controller"},
+                  {"training.kubeflow.org/job-name", "test-tfjob"},
+                  {"training.kubeflow.org/replica-type", "worker"},
+                  {"training.kubeflow.org/replica-index", "1"}}));
+  EXPECT_EQ(pod["spec"]["restartPolicy"], "OnFailure");  // the replica's, not the template's
+  const json& tf = pod["spec"]["containers"][1];
+  EXPECT_EQ(tf["ports"], (json::array({{{"name", "tfjob-port"}, {"containerPort", 2222}}})));
+  ASSERT_EQ(tf["env"].size(), 2u);
+  EXPECT_EQ(tf["env"][0]["name"], "A");
+  EXPECT_EQ(tf["env"][1]["name"], "TF_CONFIG");
+  EXPECT_EQ(tf["env"][1]["value"], *TfConfig(s, "Worker", 1, ""));
+  EXPECT_FALSE(pod["spec"]["containers"][0].contains("env"));
+  // ExitCode is not a pod policy: Never.
+  EXPECT_EQ(Pod(s, "PS", 0, tmpl, "ExitCode", "")["spec"]["restartPolicy"], "Never");
+  // Worker 0 of a job without a chief is the master.
+  EXPECT_EQ(Pod(s, "Worker", 0, tmpl, "Never",
+                "")["metadata"]["labels"]["training.kubeflow.org/job-role"],
+            "master");
+  // One replica in all: no TF_CONFIG.
+  const json single = Pod(Job("team", {{"Worker", 1, 2222}}), "Worker", 0, tmpl, "Never", "");
+  EXPECT_EQ(single["spec"]["containers"][1]["env"].size(), 1u);
+}
+
+TEST(TFJobV1Test, ServiceIsHeadlessWithTheTensorflowContainersPorts) {
+  const Shape s = Job("team", {{"PS", 1, 2222}, {"Worker", 2, 2222}});
+  const json tmpl = {{"spec",
+                      {{"containers",
+                        {{{"name", "tensorflow"},
+                          {"image", "tf"},
+                          {"ports",
+                           {{{"name", "tfjob-port"}, {"containerPort", 2222}},
+                            {{"name", "debug"}, {"containerPort", 6006}}}}}}}}}};
+  const json svc = Service(s, "PS", 0, tmpl);
+  EXPECT_EQ(svc["metadata"]["name"], "test-tfjob-ps-0");
+  EXPECT_EQ(svc["spec"]["clusterIP"], "None");
+  EXPECT_EQ(svc["spec"]["selector"], svc["metadata"]["labels"]);
+  EXPECT_FALSE(svc["metadata"]["labels"].contains("training.kubeflow.org/job-role"));
+  EXPECT_EQ(svc["spec"]["ports"], (json::array({{{"name", "debug"}, {"port", 6006}},
+                                                {{"name", "tfjob-port"}, {"port", 2222}}})));
+  // Built from what Pod() defaulted: the tfjob-port is there.
+  const json pod = Pod(s, "Worker", 0, json{{"spec", {{"containers", {{{"name", "tensorflow"}}}}}}},
+                       "Never", "");
+  EXPECT_EQ(Service(s, "Worker", 0, pod)["spec"]["ports"],
+            (json::array({{{"name", "tfjob-port"}, {"port", 2222}}})));
+}
+
 api::Condition Cond(api::ConditionType t, bool status, int64_t at, std::string reason = "",
                     std::string message = "") {
   return api::Condition{t, status, std::move(reason), std::move(message),
