@@ -100,34 +100,52 @@ int ConvertCommand(const ConvertFlags& flags, std::ostream& out, std::ostream& e
         unreadable = true;
         continue;
       }
-      for (const api::YamlDocument& doc : *docs) {
-        const std::string where = file + ":" + std::to_string(doc.line);
+      // One object: `prefix` is where it is in its document ("items[2]." in a List).
+      auto emit = [&](const nlohmann::json& object, const api::YamlDocument& doc,
+                      const std::string& prefix) {
+        auto line_of = [&](const std::string& field) {
+          return std::to_string(doc.LineOf(prefix + field));
+        };
         std::string header;
-        const nlohmann::json* value = &doc.value;
+        const nlohmann::json* value = &object;
         api::TFJobConversion conversion;
-        if (api::IsTFJob(doc.value)) {
-          auto c = api::ConvertTFJob(doc.value);
+        if (api::IsTFJob(object)) {
+          auto c = api::ConvertTFJob(object);
           if (!c.ok()) {
             const std::string msg = c.status().message();
-            const std::string field = msg.substr(0, msg.find(": "));
-            err << file << ":" << doc.LineOf(field) << ": " << msg << "\n";
+            err << file << ":" << line_of(msg.substr(0, msg.find(": "))) << ": " << prefix << msg
+                << "\n";
             failed = true;
-            continue;
+            return;
           }
           conversion = std::move(*c);
           value = &conversion.job;
           const nlohmann::json& meta = conversion.job["metadata"];
           std::string name = api::StringField(meta, "name");
           if (name.empty()) name = api::StringField(meta, "generateName") + "*";
-          header = Comment("converted from TFJob " + name + " (" + where + ")");
+          const int at =
+              prefix.empty() ? doc.line : doc.LineOf(prefix.substr(0, prefix.size() - 1));
+          header = Comment("converted from TFJob " + name + " (" + file + ":" + std::to_string(at) +
+                           ")");
           for (const api::TFJobNote& n : conversion.notes) {
-            header += Comment(n.path + " (line " + std::to_string(doc.LineOf(n.path)) +
-                              "): " + n.message);
+            header += Comment(n.path + " (line " + line_of(n.path) + "): " + n.message);
           }
         }
         if (!first) out << "---\n";
         first = false;
         out << header << local::ToYaml(*value);
+      };
+      for (const api::YamlDocument& doc : *docs) {
+        // `kubectl get tfjobs -o yaml` prints a v1 List: each item is a document.
+        const nlohmann::json& v = doc.value;
+        if (v.is_object() && api::StringField(v, "kind") == "List" && v.contains("items") &&
+            v["items"].is_array()) {
+          for (size_t i = 0; i < v["items"].size(); ++i) {
+            emit(v["items"][i], doc, "items[" + std::to_string(i) + "].");
+          }
+          continue;
+        }
+        emit(v, doc, "");
       }
     }
   }

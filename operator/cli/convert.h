@@ -5,7 +5,8 @@
 // as its TrainingJob, headed by comments naming its source and every note
 // (something without an equivalent, or a changed default); any other document
 // (a ConfigMap, a TrainingJob) unchanged, so a GitOps directory converts
-// whole. Errors go to `err`, "<file>:<line>: <path>: <what>", and the document
+// whole; a List (`kubectl get tfjobs -o yaml`) is one document per item.
+// Errors go to `err`, "<file>:<line>: <path>: <what>", and the document
 // is left out.
 #pragma once
 

@@ -512,6 +512,12 @@ convert)
   [[ $rc -eq 1 ]] || fail "bad TFJob: exit code $rc, want 1"
   expect_err 'tfjob-bad.yaml:21: spec.tfReplicaSpecs.Worker.template.spec.containers: must have at least one container with name tensorflow'
   expect_out '^  name: good$'
+  # A List (kubectl get -o yaml): an item each, server fields dropped, errors at the item's line.
+  "$KUBETRAIN" convert -f "$jobs/tfjob-list.yaml" >"$KT_TEST_DIR/out" 2>"$KT_TEST_DIR/err"
+  [[ $? -eq 1 ]] || fail "List with a bad item: want exit code 1"
+  expect_out '^# converted from TFJob a \(.*tfjob-list.yaml:5\)$'
+  ! grep -qE 'uid|resourceVersion|^status' "$KT_TEST_DIR/out" || fail "server fields kept"
+  expect_err 'tfjob-list.yaml:18: items\[1\].spec.tfReplicaSpecs.Worker.template.spec.containers: must have'
   "$KUBETRAIN" convert -f "$KT_TEST_DIR/no-such-file.yaml" >"$KT_TEST_DIR/out" 2>"$KT_TEST_DIR/err"
   [[ $? -eq 2 ]] || fail "an unreadable file: want exit code 2"
   # validate takes TFJobs: rules of the TrainingJob, paths and lines of the TFJob.
