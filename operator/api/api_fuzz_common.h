@@ -3,7 +3,7 @@
 // validate, plan (a job) or build its first trial (a sweep), and serialize the
 // result back. Invariants checked with abort(): what ParseTrainingJob /
 // ParseTrainingSweep accepted serializes to JSON that parses again to the same
-// value.
+// value; what ConvertTFJob accepted parses as a TrainingJob.
 #pragma once
 
 #include <chrono>
@@ -12,8 +12,10 @@
 
 #include "operator/api/json.h"
 #include "operator/api/sweep.h"
+#include "operator/api/tfjob.h"
 #include "operator/api/validation.h"
 #include "operator/planner/planner.h"
+#include "operator/planner/tfjob_v1.h"
 #include "operator/sweep/planner.h"
 
 namespace kubetrain::api::fuzz {
@@ -24,6 +26,21 @@ inline void CheckOrDie(bool ok) {
 
 // Mirrors operator/cli/main.cc LoadJobs for one document.
 inline void ExerciseDocument(const nlohmann::json& value) {
+  if (IsTFJob(value)) {
+    StatusOr<TFJobConversion> c = ConvertTFJob(value);
+    if (!c.ok()) return;
+    StatusOr<TrainingJob> job = ParseTrainingJob(c->job);
+    CheckOrDie(job.ok());
+    (void)ToTFJobMessage(*c, "spec.replicaSpecs.Chief.replicas: x");
+    if (!Validate(*job).empty()) return;  // bounds the replicas TfConfig lists
+    const controller::tfjob_v1::Shape shape = controller::tfjob_v1::ShapeOf(*c, *job);
+    for (const auto& r : shape.replicas) {
+      (void)controller::tfjob_v1::TfConfig(shape, r.type, 0, "example.org");
+      (void)controller::tfjob_v1::Labels(shape, r.type, 0, true);
+    }
+    ExerciseDocument(c->job);
+    return;
+  }
   if (KindOf(value) == kSweepKind) {
     StatusOr<TrainingSweep> sweep = ParseTrainingSweep(value);
     if (!sweep.ok()) return;

@@ -6,6 +6,9 @@
 //                                    would create
 //   kubetrain validate -f job.yaml   the CRD's rules, with field paths and file lines
 //   kubetrain get|wait|logs|suspend|resume JOB    a job or sweep on a cluster (cluster.h)
+//   kubetrain convert -f tfjob.yaml  Kubeflow TFJobs as TrainingJobs (convert.h)
+//
+// validate, render and run also take kubeflow.org/v1 TFJobs, converted first.
 //
 // Exit codes: one table for every subcommand, exit_codes.h.
 #include <sodium.h>
@@ -22,11 +25,14 @@
 #include "kubetrain/version.h"
 #include "operator/api/json.h"
 #include "operator/api/sweep.h"
+#include "operator/api/tfjob.h"
 #include "operator/api/validation.h"
 #include "operator/api/yaml.h"
 #include "operator/cli/cluster.h"
+#include "operator/cli/convert.h"
 #include "operator/cli/exit_codes.h"
 #include "operator/cli/logs.h"
+#include "operator/cli/manifest_files.h"
 #include "operator/local/pod_command.h"
 #include "operator/local/process.h"
 #include "operator/local/runner.h"
@@ -50,6 +56,7 @@ int LoadExit(const Status& s) {
 struct JobDocument {
   api::TrainingJob job;
   int line = 1;
+  std::string_view kind = api::kKind;  // api::kTFJobKind: converted from a TFJob
 };
 
 // One TrainingSweep document of a file, checked.
@@ -153,9 +160,10 @@ StatusOr<std::vector<JobDocument>> LoadJobs(const std::string& file,
     const size_t before = errors.size();
     // `validate` reads whole directories: another kind is noted and skipped.
     if (const std::string kind = api::KindOf(doc.value);
-        skipped != nullptr && !kind.empty() && kind != api::kSweepKind && kind != "TrainingJob") {
+        skipped != nullptr && !kind.empty() && kind != api::kSweepKind && kind != "TrainingJob" &&
+        !api::IsTFJob(doc.value)) {
       skipped->push_back(file + ":" + std::to_string(doc.line) + ": skipped: " + kind +
-                         " (not a TrainingJob or TrainingSweep)");
+                         " (not a TrainingJob, TrainingSweep or kubeflow.org/v1 TFJob)");
       continue;
     }
     if (api::KindOf(doc.value) == api::kSweepKind) {
@@ -192,14 +200,32 @@ StatusOr<std::vector<JobDocument>> LoadJobs(const std::string& file,
       if (!s.ok()) errors.push_back(file + ":" + std::to_string(doc.line) + ": " + s.message());
       continue;
     }
-    auto job = api::ParseTrainingJob(doc.value);
+    // A TFJob is checked as the TrainingJob it converts to; messages name its own fields.
+    std::optional<api::TFJobConversion> tfjob;
+    if (api::IsTFJob(doc.value)) {
+      auto c = api::ConvertTFJob(doc.value);
+      if (!c.ok()) {
+        errors.push_back(Locate(file, doc, c.status().message()));
+        continue;
+      }
+      tfjob = std::move(*c);
+      for (const auto& n : tfjob->notes) {
+        if (warnings == nullptr) break;
+        warnings->push_back(file + ":" + std::to_string(doc.LineOf(n.path)) + ": note: " + n.path +
+                            ": " + n.message);
+      }
+    }
+    auto located = [&](const std::string& msg) {
+      return Locate(file, doc, tfjob ? api::ToTFJobMessage(*tfjob, msg) : msg);
+    };
+    auto job = api::ParseTrainingJob(tfjob ? tfjob->job : doc.value);
     if (!job.ok()) {
-      errors.push_back(Locate(file, doc, job.status().message()));
+      errors.push_back(located(job.status().message()));
       continue;
     }
     if (!namespace_override.empty()) job->metadata.namespace_ = namespace_override;
     for (const auto& e : api::Validate(*job)) {
-      errors.push_back(Locate(file, doc, e.path + ": " + e.message));
+      errors.push_back(located(e.path + ": " + e.message));
     }
     if (errors.size() == before) {
       // Template problems the CRD lets through fail the job at once (InvalidSpec).
@@ -208,19 +234,24 @@ StatusOr<std::vector<JobDocument>> LoadJobs(const std::string& file,
       auto plan = controller::PlanJob(*job, {}, input);
       if (const auto* failed = plan.status.Find(api::ConditionType::kFailed);
           failed && failed->status && failed->reason == "InvalidSpec") {
-        errors.push_back(Locate(file, doc, failed->message));
+        errors.push_back(located(failed->message));
       }
       // The planner is the one place that knows the contract variables; its
       // EnvOverridden event is what the operator will record for this job.
       for (const auto& event : plan.events) {
         if (warnings == nullptr || event.reason != "EnvOverridden") continue;
-        const std::string path = event.message.substr(0, event.message.find(' '));
+        const std::string message =
+            tfjob ? api::ToTFJobMessage(*tfjob, event.message) : event.message;
+        const std::string path = message.substr(0, message.find(' '));
         warnings->push_back(file + ":" + std::to_string(doc.LineOf(path)) +
-                            ": warning: " + event.message);
+                            ": warning: " + message);
       }
-      AddTrainerWarnings(file, doc, job->spec, "spec", warnings);
+      // A TFJob runs TensorFlow images, not kubetrain-trainer.
+      if (!tfjob) AddTrainerWarnings(file, doc, job->spec, "spec", warnings);
     }
-    if (errors.size() == before) jobs.push_back({std::move(*job), doc.line});
+    if (errors.size() == before) {
+      jobs.push_back({std::move(*job), doc.line, tfjob ? api::kTFJobKind : api::kKind});
+    }
   }
   return jobs;
 }
@@ -420,35 +451,6 @@ int Run(const RunFlags& f) {
   return result->status.IsTrue(api::ConditionType::kSucceeded) ? 0 : kExitFailed;
 }
 
-// The files `validate` reads for one -f: the file, or every *.yaml, *.yml and
-// *.json in a directory (below it too with `recursive`), sorted.
-StatusOr<std::vector<std::string>> FilesOf(const std::string& path, bool recursive) {
-  std::error_code ec;
-  if (path == "-" || !std::filesystem::is_directory(path, ec))
-    return std::vector<std::string>{path};
-  std::vector<std::string> files;
-  auto add = [&](const std::filesystem::directory_entry& e) {
-    const std::string ext = e.path().extension().string();
-    if (e.is_regular_file() && (ext == ".yaml" || ext == ".yml" || ext == ".json")) {
-      files.push_back(e.path().string());
-    }
-  };
-  if (recursive) {
-    for (auto it = std::filesystem::recursive_directory_iterator(path, ec);
-         !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
-      add(*it);
-    }
-  } else {
-    for (auto it = std::filesystem::directory_iterator(path, ec);
-         !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
-      add(*it);
-    }
-  }
-  if (ec) return NotFound(path + ": " + ec.message());
-  std::sort(files.begin(), files.end());
-  return files;
-}
-
 // Checks every document of every file: other kinds are skipped with a note.
 // Exit: kExitOk if all are valid, kExitInvalid if any is not, kExitUsage if a
 // file cannot be read (the others are still checked; usage wins).
@@ -456,7 +458,7 @@ int Validate(const std::vector<std::string>& paths, bool recursive) {
   int code = kExitOk;
   size_t checked = 0;
   for (const std::string& path : paths) {
-    auto files = FilesOf(path, recursive);
+    auto files = ManifestFiles(path, recursive);
     if (!files.ok()) {
       std::cerr << "error: " << files.status().message() << "\n";
       code = kExitUsage;
@@ -477,8 +479,9 @@ int Validate(const std::vector<std::string>& paths, bool recursive) {
       for (const auto& w : warnings) std::cerr << w << "\n";
       for (const auto& n : skipped) std::cout << n << "\n";
       for (const auto& j : *jobs) {
-        std::cout << file << ":" << j.line << ": TrainingJob " << j.job.metadata.name
-                  << " is valid\n";
+        std::cout << file << ":" << j.line << ": " << j.kind << " " << j.job.metadata.name
+                  << (j.kind == api::kKind ? " is valid\n"
+                                           : " is valid (as the TrainingJob it converts to)\n");
       }
       for (const auto& d : sweeps) {
         std::cout << file << ":" << d.line << ": TrainingSweep " << d.sweep.metadata.name
@@ -687,6 +690,17 @@ int main(int argc, char** argv) {
   resume_cmd->add_option("name", name, "the job or sweep")->required();
   add_cluster_flags(resume_cmd);
 
+  ConvertFlags convert;
+  auto* convert_cmd = app.add_subcommand(
+      "convert",
+      "Print Kubeflow TFJobs (kubeflow.org/v1) as TrainingJobs, with comments where something "
+      "has no equivalent; other documents unchanged");
+  convert_cmd
+      ->add_option("-f,--filename", convert.paths,
+                   "files or directories of manifests (YAML or JSON; - for stdin)")
+      ->required();
+  convert_cmd->add_flag("-R,--recursive", convert.recursive, "descend into subdirectories");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -696,6 +710,7 @@ int main(int argc, char** argv) {
   if (*run_cmd) return Run(run);
   if (*render_cmd) return Render(file, ns, show_secrets, network_policy);
   if (*validate_cmd) return Validate(validate_files, recursive);
+  if (*convert_cmd) return ConvertCommand(convert, std::cout, std::cerr);
   auto timeout = ParseDuration(request_timeout);
   if (!timeout.ok() || timeout->count() <= 0) {
     std::cerr << "error: --request-timeout: "

@@ -463,7 +463,7 @@ validate)
   rc=$?
   [[ $rc -eq 0 ]] || fail "a directory and a file: exit code $rc, want 0"
   expect_out 'dir/one-worker.yaml:[0-9]+: TrainingJob .* is valid'
-  expect_out 'other.yml:1: skipped: Deployment \(not a TrainingJob or TrainingSweep\)'
+  expect_out 'other.yml:1: skipped: Deployment \(not a TrainingJob, TrainingSweep or kubeflow.org/v1 TFJob\)'
   expect_out 'other.yml:5: skipped: ConfigMap'
   expect_out 'mlp.yaml:[0-9]+: TrainingJob mlp is valid'
   ! grep -q 'sweep-one-worker' "$KT_TEST_DIR/out" || fail "read below the directory without -R"
@@ -550,6 +550,71 @@ render)
     >"$KT_TEST_DIR/out" 2>"$KT_TEST_DIR/err" || fail "render --network-policy=false failed"
   ! grep -q '^kind: NetworkPolicy$' "$KT_TEST_DIR/out" || fail "a NetworkPolicy with --network-policy=false"
   ;;
+convert)
+  # TFJob files, directories and multi-document streams -> TrainingJobs that validate.
+  td=$here/../../operator/api/testdata/tfjob
+  "$KUBETRAIN" convert -f "$td" >"$KT_TEST_DIR/out" 2>"$KT_TEST_DIR/err" || fail "convert of a directory"
+  [[ $(grep -c '^kind: TrainingJob$' "$KT_TEST_DIR/out") -eq 3 ]] || fail "want 3 TrainingJobs"
+  ! grep -q 'TFJob$' "$KT_TEST_DIR/out" || fail "a TFJob left in the output"
+  expect_out '^# converted from TFJob legacy \(.*master-custom-port.yaml:4\)$'
+  expect_out '^# spec.runPolicy.managedBy \(line 13\): no equivalent'
+  expect_out '^# spec.tfReplicaSpecs.master \(line 22\): Master becomes Chief'
+  expect_out '^  port: 3333$'
+  cp "$KT_TEST_DIR/out" "$KT_TEST_DIR/converted.yaml"
+  "$KUBETRAIN" validate -f "$KT_TEST_DIR/converted.yaml" >"$KT_TEST_DIR/out" 2>"$KT_TEST_DIR/err" ||
+    fail "the converted TrainingJobs do not validate"
+  [[ $(grep -c 'TrainingJob .* is valid' "$KT_TEST_DIR/out") -eq 3 ]] || fail "want 3 valid TrainingJobs"
+  # Converting a TrainingJob changes nothing; a stream keeps other documents.
+  "$KUBETRAIN" convert -f - <"$KT_TEST_DIR/converted.yaml" >"$KT_TEST_DIR/again.yaml" 2>"$KT_TEST_DIR/err" ||
+    fail "convert of TrainingJobs"
+  diff <(grep -v '^#' "$KT_TEST_DIR/converted.yaml") "$KT_TEST_DIR/again.yaml" >&2 ||
+    fail "converting the converted output changed it"
+  "$KUBETRAIN" convert -f - <"$jobs/tfjob-tiny.yaml" >"$KT_TEST_DIR/out" 2>"$KT_TEST_DIR/err" ||
+    fail "convert of stdin"
+  expect_out '^kind: TrainingJob$'
+  expect_out '^kind: ConfigMap$'
+  expect_out '^  note: unchanged$'
+  # -R descends; without it a subdirectory is not read.
+  mkdir -p "$KT_TEST_DIR/tree/sub"
+  cp "$jobs/tfjob-tiny.yaml" "$KT_TEST_DIR/tree/sub/"
+  "$KUBETRAIN" convert -f "$KT_TEST_DIR/tree" >"$KT_TEST_DIR/out" 2>"$KT_TEST_DIR/err" || fail "convert of an empty dir"
+  ! grep -q TrainingJob "$KT_TEST_DIR/out" || fail "a subdirectory read without -R"
+  "$KUBETRAIN" convert -R -f "$KT_TEST_DIR/tree" >"$KT_TEST_DIR/out" 2>"$KT_TEST_DIR/err" || fail "convert -R"
+  expect_out '^  name: tfjob-tiny$'
+  # A bad document: its file:line and field on stderr, exit 3 (invalid), the others printed.
+  "$KUBETRAIN" convert -f "$jobs/tfjob-bad.yaml" >"$KT_TEST_DIR/out" 2>"$KT_TEST_DIR/err"
+  rc=$?
+  [[ $rc -eq 3 ]] || fail "bad TFJob: exit code $rc, want 3"
+  expect_err 'tfjob-bad.yaml:21: spec.tfReplicaSpecs.Worker.template.spec.containers: must have at least one container with name tensorflow'
+  expect_out '^  name: good$'
+  # A List (kubectl get -o yaml): an item each, server fields dropped, errors at the item's line.
+  "$KUBETRAIN" convert -f "$jobs/tfjob-list.yaml" >"$KT_TEST_DIR/out" 2>"$KT_TEST_DIR/err"
+  [[ $? -eq 3 ]] || fail "List with a bad item: want exit code 3"
+  expect_out '^# converted from TFJob a \(.*tfjob-list.yaml:5\)$'
+  ! grep -qE 'uid|resourceVersion|^status' "$KT_TEST_DIR/out" || fail "server fields kept"
+  expect_err 'tfjob-list.yaml:18: items\[1\].spec.tfReplicaSpecs.Worker.template.spec.containers: must have'
+  "$KUBETRAIN" convert -f "$KT_TEST_DIR/no-such-file.yaml" >"$KT_TEST_DIR/out" 2>"$KT_TEST_DIR/err"
+  [[ $? -eq 2 ]] || fail "an unreadable file: want exit code 2"
+  # validate takes TFJobs: rules of the TrainingJob, paths and lines of the TFJob.
+  "$KUBETRAIN" validate -f "$jobs/tfjob-bad.yaml" >"$KT_TEST_DIR/out" 2>"$KT_TEST_DIR/err"
+  [[ $? -eq 3 ]] || fail "validate of bad TFJobs: want exit code 3"
+  expect_out 'tfjob-bad.yaml:1: TFJob good is valid'
+  expect_err 'tfjob-bad.yaml:21: spec.tfReplicaSpecs.Worker.template.spec.containers: must have'
+  expect_err 'tfjob-bad.yaml:35: spec.tfReplicaSpecs: spec.tfReplicaSpecs.Master.replicas must be 0 or 1'
+  expect_err 'tfjob-bad.yaml:[0-9]+: note: spec.runPolicy.cleanPodPolicy: unset'
+  # render takes TFJobs.
+  "$KUBETRAIN" render -f "$jobs/tfjob-tiny.yaml" -n team-a >"$KT_TEST_DIR/out" 2>"$KT_TEST_DIR/err" ||
+    fail "render of a TFJob"
+  [[ $(grep -c '^kind: Pod$' "$KT_TEST_DIR/out") -eq 2 ]] || fail "want 2 Pods"
+  expect_out '^  name: tfjob-tiny-ps-0$'
+  expect_out '^    name: tensorflow$'
+  ;;
+tfjob_run)
+  # `run` takes a TFJob: its replicas run as local processes, to Succeeded.
+  run_job "$jobs/tfjob-tiny.yaml"
+  [[ $rc -eq 0 ]] || fail "exit code $rc, want 0"
+  expect_out '^result: Succeeded'
+  ;;
 render_dry_run)
   : "${KUBECONFIG:?needs the test cluster}"
   bin=$("$here/../cluster/build") || fail "cannot find the cluster binaries"
@@ -563,6 +628,28 @@ render_dry_run)
     want=$(grep -c '^kind: ' "$KT_TEST_DIR/out")
     [[ $n -eq $want ]] || fail "$f: $n of $want objects accepted"
     echo "$f: $n objects accepted by the apiserver"
+  done
+  # What `convert` prints is accepted by the apiserver (the TrainingJob CRD's rules).
+  "$bin/kubectl" apply -k "$here/../../crds" >/dev/null || fail "the CRDs were rejected"
+  PATH="$bin:$PATH" "$here/../tools/wait-crds" crd/trainingjobs.kubetrain.io >/dev/null || fail "the CRD is not established"
+  # training-operator v1.9.3's own TFJob examples too, from its Go module (crd.tfjob fetches it).
+  peer=()
+  peer_dir="$(go env GOMODCACHE 2>/dev/null)/github.com/kubeflow/training-operator@v1.9.3/examples"
+  if [[ -d $peer_dir ]]; then
+    while IFS= read -r f; do peer+=("$f"); done < <(grep -rlE '^kind: "?TFJob"?' "$peer_dir" | sort)
+  fi
+  echo "${#peer[@]} TFJob examples of training-operator v1.9.3 found"
+  for f in "$here"/../../operator/api/testdata/tfjob/*.yaml "$jobs/tfjob-tiny.yaml" "${peer[@]}"; do
+    # In the default namespace (the test cluster has no other).
+    "$KUBETRAIN" convert -f "$f" >"$KT_TEST_DIR/converted" 2>"$KT_TEST_DIR/err" || fail "convert $f failed"
+    sed '/^  namespace: /d' "$KT_TEST_DIR/converted" >"$KT_TEST_DIR/out"
+    "$bin/kubectl" apply --dry-run=server -n default -f "$KT_TEST_DIR/out" >"$KT_TEST_DIR/err" 2>&1 ||
+      fail "kubectl apply --dry-run=server rejected the conversion of $f"
+    grep -q 'trainingjob.kubetrain.io/.* created (server dry run)' "$KT_TEST_DIR/err" ||
+      fail "$f: no TrainingJob accepted"
+    "$KUBETRAIN" validate -f "$KT_TEST_DIR/out" >"$KT_TEST_DIR/err" 2>&1 ||
+      fail "kubetrain validate rejected the conversion of $f"
+    echo "$f: converted, valid, accepted by the apiserver"
   done
   ;;
 *)

@@ -1,0 +1,16 @@
+// The files one `-f PATH` names for `validate` and `convert`: PATH itself (a
+// file, or "-" for stdin), or a directory's manifests (*.yaml, *.yml, *.json),
+// sorted so output is stable, descending into subdirectories when `recursive`.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace kubetrain::cli {
+
+// NotFound when a directory cannot be listed (the message names it).
+StatusOr<std::vector<std::string>> ManifestFiles(const std::string& path, bool recursive);
+
+}  // namespace kubetrain::cli
