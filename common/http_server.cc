@@ -247,7 +247,7 @@ class HttpServer::Loop {
       for (int i = 0; i < n && !stop_.load(); ++i) {
         void* tag = events[i].data.ptr;
         if (tag == &wake_tag_) {
-          if (stop_.load()) return;
+          if (stop_.load()) break;
           uint64_t count = 0;
           [[maybe_unused]] const ssize_t r = ::read(wake_fd_, &count, sizeof count);
           DeliverAnswers();
@@ -260,6 +260,9 @@ class HttpServer::Loop {
       graveyard_.clear();
       Expire();
     }
+    // Answers given before the stop still go out (best effort: what fits the socket
+    // buffer now), so a drained server's last responses are not lost.
+    DeliverAnswers();
   }
 
  private:

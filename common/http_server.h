@@ -43,10 +43,12 @@
 //   their HttpResponder; the connection waits for it under the same deadline
 //   (503 if it does not come in time) and is neither read from nor evicted
 //   meanwhile. A response for a connection already closed is dropped.
-// - Stop() returns promptly at any moment, also before or while the loop
-//   thread starts (an eventfd wakes the loop; the flag is set before the
-//   thread exists); the destructor calls Stop(). Handlers must be quick: they
-//   run on the loop thread and delay every other connection while they run.
+// - Stop() returns promptly at any moment, after writing (as far as the socket
+//   buffers take them at once) the answers responders gave before it, also
+//   before or while the loop thread starts (an eventfd wakes the loop; the
+//   flag is set before the thread exists); the destructor calls Stop().
+//   Handlers must be quick: they run on the loop thread and delay every other
+//   connection while they run.
 //
 // Thread safety: Handle() before Start() only. Start() once. Stop() and stats()
 // from any thread, any number of times.
