@@ -117,7 +117,9 @@ int main(int argc, char** argv) {
   if (threads <= 0) threads = DefaultThreadCount();
   o.batcher.max_batch = max_batch;
   o.batcher.max_wait = std::chrono::microseconds(static_cast<int64_t>(max_wait_ms * 1000));
-  o.batcher.max_queue = std::max<int64_t>(4 * int64_t{max_batch}, max_request_examples);
+  // Examples waiting for a batch, at most: a few requests of each client (some 260 bytes
+  // each for Wide & Deep), then 503 (the client retries).
+  o.batcher.max_queue = std::max<int64_t>(16 * int64_t{max_batch}, 4 * int64_t{max_request_examples});
   o.batcher.compute_threads = threads;
   o.max_request_examples = max_request_examples;
   o.http.max_body_bytes = max_body_bytes;
