@@ -53,7 +53,7 @@ int main(int argc, char** argv) {
   }
   std::string model_dir, checkpoint_dir, host, precision = "fp32";
   int port = 8080, threads = 0, max_batch = 256, max_request_examples = 1024;
-  double max_wait_ms = 1.0, poll_s = 30.0, request_timeout_s = 10.0;
+  double max_wait_ms = 0.0, poll_s = 30.0, request_timeout_s = 10.0;
   size_t max_body_bytes = 4 << 20;
   int max_connections = 256, max_connections_per_client = 64;
   serve::ServerOptions o;
