@@ -119,7 +119,8 @@ int main(int argc, char** argv) {
   o.batcher.max_wait = std::chrono::microseconds(static_cast<int64_t>(max_wait_ms * 1000));
   // Examples waiting for a batch, at most: a few requests of each client (some 260 bytes
   // each for Wide & Deep), then 503 (the client retries).
-  o.batcher.max_queue = std::max<int64_t>(16 * int64_t{max_batch}, 4 * int64_t{max_request_examples});
+  o.batcher.max_queue =
+      std::max<int64_t>(16 * int64_t{max_batch}, 4 * int64_t{max_request_examples});
   o.batcher.compute_threads = threads;
   o.max_request_examples = max_request_examples;
   o.http.max_body_bytes = max_body_bytes;
