@@ -14,6 +14,7 @@
 #include <cstring>
 #include <list>
 #include <map>
+#include <unordered_map>
 
 namespace kubetrain {
 namespace {
@@ -48,6 +49,10 @@ std::string_view Reason(int status) {
       return "Not Implemented";
     case 503:
       return "Service Unavailable";
+    case 504:
+      return "Gateway Timeout";
+    case 422:
+      return "Unprocessable Content";
     case 505:
       return "HTTP Version Not Supported";
     default:
@@ -55,12 +60,12 @@ std::string_view Reason(int status) {
   }
 }
 
-std::string Serialize(const HttpResponse& r, bool head) {
+std::string Serialize(const HttpResponse& r, bool head, bool allow_post = false) {
   std::string out = "HTTP/1.1 " + std::to_string(r.status) + " ";
   out.append(Reason(r.status));
   out += "\r\nContent-Type: " + r.content_type;
   out += "\r\nContent-Length: " + std::to_string(r.body.size());
-  if (r.status == 405) out += "\r\nAllow: GET, HEAD";
+  if (r.status == 405) out += allow_post ? "\r\nAllow: GET, HEAD, POST" : "\r\nAllow: GET, HEAD";
   out += "\r\nConnection: close\r\n\r\n";
   if (!head) out += r.body;
   return out;
@@ -174,16 +179,31 @@ int LocalPort(int fd) {
 
 }  // namespace
 
+// Where responders leave answers for the loop: shared with every responder, so one
+// that outlives the loop finds it closed instead of a dangling loop.
+struct HttpMailbox {
+  std::mutex mu;
+  bool closed = false;                                  // guarded by mu
+  std::vector<std::pair<uint64_t, HttpResponse>> done;  // guarded by mu
+  int wake_fd = -1;                                     // constant while open
+  std::thread::id loop_thread;                          // constant while open
+};
+
 // The event loop: owns the listening socket, the epoll and wake-up fds and
 // every connection. All members but stop_ and wake_fd_ are touched by the
 // loop thread only (and by the destructor, after the thread ended).
 class HttpServer::Loop {
  public:
-  Loop(const HttpLimits& limits, const std::map<std::string, HttpHandler, std::less<>>& handlers,
-       Counters& counters, int listen_fd)
+  Loop(const HttpLimits& limits,
+       const std::map<std::string, AsyncHttpHandler, std::less<>>& handlers, Counters& counters,
+       int listen_fd)
       : limits_(limits), handlers_(handlers), counters_(counters), listen_fd_(listen_fd) {}
 
   ~Loop() {
+    {
+      std::lock_guard lock(mailbox_->mu);
+      mailbox_->closed = true;
+    }
     for (Conn& c : conns_) ::close(c.fd);
     if (epoll_fd_ >= 0) ::close(epoll_fd_);
     if (wake_fd_ >= 0) ::close(wake_fd_);
@@ -195,6 +215,7 @@ class HttpServer::Loop {
     wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (epoll_fd_ < 0 || wake_fd_ < 0)
       return Internal(std::string("epoll: ") + std::strerror(errno));
+    mailbox_->wake_fd = wake_fd_;
     epoll_event ev{};
     ev.events = EPOLLIN;
     ev.data.ptr = &wake_tag_;
@@ -215,22 +236,33 @@ class HttpServer::Loop {
   }
 
   void Run() {
+    {
+      std::lock_guard lock(mailbox_->mu);
+      mailbox_->loop_thread = std::this_thread::get_id();
+    }
     std::array<epoll_event, 64> events;
     while (!stop_.load()) {
       const int n = ::epoll_wait(epoll_fd_, events.data(), events.size(), WaitMs());
       if (n < 0 && errno != EINTR) break;
       for (int i = 0; i < n && !stop_.load(); ++i) {
         void* tag = events[i].data.ptr;
-        if (tag == &wake_tag_) return;
-        if (tag == &listen_tag_) {
+        if (tag == &wake_tag_) {
+          if (stop_.load()) break;
+          uint64_t count = 0;
+          [[maybe_unused]] const ssize_t r = ::read(wake_fd_, &count, sizeof count);
+          DeliverAnswers();
+        } else if (tag == &listen_tag_) {
           AcceptAll();
         } else {
-          OnEvent(*static_cast<std::list<Conn>::iterator*>(tag));
+          OnEvent(*static_cast<std::list<Conn>::iterator*>(tag), events[i].events);
         }
       }
       graveyard_.clear();
       Expire();
     }
+    // Answers given before the stop still go out (best effort: what fits the socket
+    // buffer now), so a drained server's last responses are not lost.
+    DeliverAnswers();
   }
 
  private:
@@ -238,10 +270,16 @@ class HttpServer::Loop {
     int fd = -1;
     PeerKey peer{};
     Clock::time_point deadline;
-    std::string in;  // the request so far, at most max_header_bytes
+    std::string in;  // the request so far, at most max_header_bytes (+ its body)
     std::string out;
     size_t written = 0;
     bool responding = false;
+    uint64_t id = 0;        // names it to responders
+    bool pending = false;   // an asynchronous handler has the request
+    size_t header_len = 0;  // > 0 once the header block parsed, waiting for the body
+    size_t body_len = 0;    // its Content-Length
+    HttpRequest request;    // parsed while the body arrives
+    bool head_only = false;
     std::list<Conn>::iterator self;  // what epoll's data.ptr points at
   };
   using ConnIt = std::list<Conn>::iterator;
@@ -284,6 +322,7 @@ class HttpServer::Loop {
       Conn& c = conns_.back();
       c.fd = fd;
       c.peer = peer;
+      c.id = ++next_id_;
       c.deadline = Clock::now() + limits_.request_deadline;
       c.self = std::prev(conns_.end());
       epoll_event ev{};
@@ -304,7 +343,7 @@ class HttpServer::Loop {
     ConnIt victim = conns_.end();
     int victim_count = 0;
     for (auto it = conns_.begin(); it != conns_.end(); ++it) {
-      if (it->responding) continue;
+      if (it->responding || it->pending) continue;
       const auto p = per_client_.find(it->peer);
       const int count = p == per_client_.end() ? 0 : p->second;
       if (victim == conns_.end() || count > victim_count) {  // oldest first: ties keep it
@@ -322,6 +361,7 @@ class HttpServer::Loop {
   // name it: its node moves to graveyard_ (list iterators survive a splice),
   // OnEvent skips it (fd -1), and Run frees it after the batch.
   void Evict(ConnIt it) {
+    if (it->pending) pending_.erase(it->id);
     ::close(it->fd);
     it->fd = -1;
     if (auto p = per_client_.find(it->peer); p != per_client_.end() && --p->second <= 0)
@@ -335,8 +375,12 @@ class HttpServer::Loop {
     ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, listen_fd_, nullptr);
   }
 
-  void OnEvent(ConnIt it) {
+  void OnEvent(ConnIt it, uint32_t events) {
     if (it->fd < 0) return;  // evicted earlier in this batch
+    if (it->pending) {       // only hang-ups and errors are reported now
+      if (events & (EPOLLHUP | EPOLLERR)) Close(it);
+      return;
+    }
     if (it->responding) {
       Write(it);
       return;
@@ -348,7 +392,9 @@ class HttpServer::Loop {
     Conn& c = *it;
     char buf[kReadChunk];
     for (;;) {
-      const size_t room = limits_.max_header_bytes - c.in.size();
+      if (c.header_len > 0 && c.in.size() >= c.header_len + c.body_len) return Dispatch(it);
+      const size_t limit = c.header_len > 0 ? c.header_len + c.body_len : limits_.max_header_bytes;
+      const size_t room = limit - c.in.size();
       if (room == 0) {
         counters_.header_too_large.fetch_add(1, std::memory_order_relaxed);
         Respond(it, Error(431), false);
@@ -367,26 +413,36 @@ class HttpServer::Loop {
       c.in.append(buf, static_cast<size_t>(n));
       if (c.in.size() > counters_.max_buffered_bytes.load(std::memory_order_relaxed))
         counters_.max_buffered_bytes.store(c.in.size(), std::memory_order_relaxed);
+      if (c.header_len > 0) continue;  // reading the body
       if (const size_t end = HeaderEnd(c.in, from); end != std::string::npos) {
-        Handle(it, std::string_view(c.in).substr(0, end));
-        return;
+        if (!Parse(it, std::string_view(c.in).substr(0, end))) return;  // answered
+        c.header_len = end;
+        if (c.in.size() >= end + c.body_len) return Dispatch(it);
+        if (expect_continue_) {
+          static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+          [[maybe_unused]] const ssize_t w =
+              ::send(c.fd, kContinue.data(), kContinue.size(), MSG_NOSIGNAL);
+        }
       }
     }
   }
 
-  // Parses the header block `head` (request line, header lines, blank line).
-  void Handle(ConnIt it, std::string_view head) {
+  // Parses the header block `head` (request line, header lines, blank line)
+  // into it->request, body_len and head_only; false when it answered already.
+  bool Parse(ConnIt it, std::string_view head) {
     auto bad = [&](int status) {
       counters_.bad_request.fetch_add(1, std::memory_order_relaxed);
       Respond(it, Error(status), false);
+      return false;
     };
+    expect_continue_ = false;
     const size_t eol = head.find('\n');
     const std::string_view line = Trim(head.substr(0, eol));
     const size_t sp1 = line.find(' ');
     const size_t sp2 = sp1 == std::string_view::npos ? sp1 : line.find(' ', sp1 + 1);
     if (sp2 == std::string_view::npos || line.find(' ', sp2 + 1) != std::string_view::npos)
       return bad(400);
-    HttpRequest req;
+    HttpRequest& req = it->request;
     req.method = line.substr(0, sp1);
     const std::string_view target = line.substr(sp1 + 1, sp2 - sp1 - 1);
     const std::string_view version = line.substr(sp2 + 1);
@@ -394,7 +450,9 @@ class HttpServer::Loop {
       return bad(version.substr(0, 5) == "HTTP/" ? 505 : 400);
     if (target.empty() || target.front() != '/') return bad(400);
     const bool head_only = req.method == "HEAD";
-    if (req.method != "GET" && !head_only) return bad(405);
+    const bool post = req.method == "POST" && limits_.max_body_bytes > 0;
+    if (req.method != "GET" && !head_only && !post) return bad(405);
+    it->head_only = head_only;
     for (std::string_view rest = head.substr(eol + 1); !rest.empty();) {
       const size_t e = rest.find('\n');
       const std::string_view h = rest.substr(0, e);
@@ -406,27 +464,73 @@ class HttpServer::Loop {
       if (IEquals(name, "content-length")) {
         if (value.empty() || value.find_first_not_of("0123456789") != std::string_view::npos)
           return bad(400);
-        if (value.find_first_not_of('0') != std::string_view::npos) return bad(413);
+        const size_t digits = value.find_first_not_of('0');
+        if (digits == std::string_view::npos) continue;
+        const std::string_view significant = value.substr(digits);
+        const std::string max = std::to_string(limits_.max_body_bytes);
+        if (significant.size() > max.size() ||
+            (significant.size() == max.size() && significant > max))
+          return bad(413);
+        it->body_len = std::stoull(std::string(significant));
       }
+      if (IEquals(name, "expect")) expect_continue_ = IEquals(value, "100-continue");
     }
     const size_t q = target.find('?');
     req.path = target.substr(0, q);
     if (q != std::string_view::npos) req.query = target.substr(q + 1);
-    const auto h = handlers_.find(req.path);
-    if (h == handlers_.end()) return Respond(it, Error(404), head_only);
-    HttpResponse res;
+    return true;
+  }
+
+  // Hands the complete request of `it` to its handler.
+  void Dispatch(ConnIt it) {
+    Conn& c = *it;
+    const auto h = handlers_.find(c.request.path);
+    if (h == handlers_.end()) return Respond(it, Error(404), c.head_only);
+    c.request.body = c.in.substr(c.header_len, c.body_len);
+    c.in = std::string();
+    c.pending = true;
+    pending_.emplace(c.id, it);
+    epoll_event ev{};  // no more reads: hang-ups and errors only
+    ev.data.ptr = &c.self;
+    ::epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, c.fd, &ev);
+    HttpResponder respond = [box = mailbox_, id = c.id](HttpResponse r) {
+      std::lock_guard lock(box->mu);
+      if (box->closed) return;
+      box->done.emplace_back(id, std::move(r));
+      if (std::this_thread::get_id() == box->loop_thread) return;  // delivered after the handler
+      const uint64_t one = 1;
+      [[maybe_unused]] const ssize_t n = ::write(box->wake_fd, &one, sizeof one);
+    };
     try {
-      res = h->second(req);
+      h->second(std::move(c.request), respond);
     } catch (...) {
-      res = Error(500);
+      respond(Error(500));
     }
-    Respond(it, res, head_only);
+    DeliverAnswers();
+  }
+
+  // Writes every answer responders left in the mailbox to its connection, if
+  // that is still open.
+  void DeliverAnswers() {
+    std::vector<std::pair<uint64_t, HttpResponse>> done;
+    {
+      std::lock_guard lock(mailbox_->mu);
+      done.swap(mailbox_->done);
+    }
+    for (auto& [id, res] : done) {
+      const auto p = pending_.find(id);
+      if (p == pending_.end()) continue;  // closed meanwhile, or answered twice
+      const ConnIt it = p->second;
+      pending_.erase(p);
+      it->pending = false;
+      Respond(it, res, it->head_only);
+    }
   }
 
   void Respond(ConnIt it, const HttpResponse& res, bool head_only) {
     Conn& c = *it;
     c.responding = true;
-    c.out = Serialize(res, head_only);
+    c.out = Serialize(res, head_only, limits_.max_body_bytes > 0);
     c.in = std::string();
     epoll_event ev{};
     ev.events = EPOLLOUT;
@@ -460,7 +564,8 @@ class HttpServer::Loop {
       Conn& c = conns_.front();
       counters_.timed_out.fetch_add(1, std::memory_order_relaxed);
       if (!c.responding) {
-        const std::string late = Serialize(Error(408), false);
+        // Still sending its request: 408; still being computed: 503.
+        const std::string late = Serialize(Error(c.pending ? 503 : 408), false);
         [[maybe_unused]] const ssize_t n = ::send(c.fd, late.data(), late.size(), MSG_NOSIGNAL);
       }
       Close(conns_.begin());
@@ -475,6 +580,7 @@ class HttpServer::Loop {
   }
 
   void Close(ConnIt it) {
+    if (it->pending) pending_.erase(it->id);
     ::close(it->fd);  // also leaves the epoll set
     if (auto p = per_client_.find(it->peer); p != per_client_.end() && --p->second <= 0)
       per_client_.erase(p);
@@ -489,8 +595,12 @@ class HttpServer::Loop {
   }
 
   const HttpLimits& limits_;
-  const std::map<std::string, HttpHandler, std::less<>>& handlers_;
+  const std::map<std::string, AsyncHttpHandler, std::less<>>& handlers_;
   Counters& counters_;
+  const std::shared_ptr<HttpMailbox> mailbox_ = std::make_shared<HttpMailbox>();
+  std::unordered_map<uint64_t, ConnIt> pending_;  // connections awaiting their responder
+  uint64_t next_id_ = 0;
+  bool expect_continue_ = false;  // of the header block Parse read last
   const int listen_fd_;
   int epoll_fd_ = -1;
   int wake_fd_ = -1;
@@ -529,6 +639,13 @@ HttpServer::~HttpServer() {
 }
 
 void HttpServer::Handle(std::string path, HttpHandler handler) {
+  handlers_[std::move(path)] = [handler = std::move(handler)](HttpRequest req,
+                                                              HttpResponder respond) {
+    respond(handler(req));
+  };
+}
+
+void HttpServer::HandleAsync(std::string path, AsyncHttpHandler handler) {
   handlers_[std::move(path)] = std::move(handler);
 }
 

@@ -34,11 +34,21 @@
 //   storming it evicts its own connections, not a lone prober's); when all are
 //   being answered, the new one gets 503.
 // - GET and HEAD only (else 405); a request body (Content-Length > 0) -> 413,
-//   Transfer-Encoding -> 501: the endpoints take no input.
-// - Stop() returns promptly at any moment, also before or while the loop
-//   thread starts (an eventfd wakes the loop; the flag is set before the
-//   thread exists); the destructor calls Stop(). Handlers must be quick: they
-//   run on the loop thread and delay every other connection while they run.
+//   Transfer-Encoding -> 501: the endpoints take no input. A server with
+//   max_body_bytes > 0 (kubetrain-serve's) also takes POST with a
+//   Content-Length body of at most that many bytes (more -> 413 before any of
+//   it is read); it then buffers at most max_header_bytes + max_body_bytes per
+//   connection. `Expect: 100-continue` is answered with 100 Continue.
+// - Asynchronous handlers (HandleAsync) answer later from any thread through
+//   their HttpResponder; the connection waits for it under the same deadline
+//   (503 if it does not come in time) and is neither read from nor evicted
+//   meanwhile. A response for a connection already closed is dropped.
+// - Stop() returns promptly at any moment, after writing (as far as the socket
+//   buffers take them at once) the answers responders gave before it, also
+//   before or while the loop thread starts (an eventfd wakes the loop; the
+//   flag is set before the thread exists); the destructor calls Stop().
+//   Handlers must be quick: they run on the loop thread and delay every other
+//   connection while they run.
 //
 // Thread safety: Handle() before Start() only. Start() once. Stop() and stats()
 // from any thread, any number of times.
@@ -67,12 +77,15 @@ struct HttpLimits {
   std::chrono::milliseconds request_deadline{5000};
   int max_connections = 64;
   int max_connections_per_client = 8;
+  // 0: no request bodies (POST -> 405). Else the largest POST body taken.
+  size_t max_body_bytes = 0;
 };
 
 struct HttpRequest {
-  std::string method;  // GET or HEAD
+  std::string method;  // GET, HEAD or (max_body_bytes > 0) POST
   std::string path;    // the target up to '?'
   std::string query;   // after '?', without it
+  std::string body;    // POST only
 };
 
 struct HttpResponse {
@@ -82,6 +95,12 @@ struct HttpResponse {
 };
 
 using HttpHandler = std::function<HttpResponse(const HttpRequest&)>;
+// Answers one request, once, from any thread (also after the server stopped:
+// then nothing happens). Cheap to copy.
+using HttpResponder = std::function<void(HttpResponse)>;
+// Runs on the loop thread like HttpHandler, but may return before answering:
+// it hands `respond` to whatever computes the response.
+using AsyncHttpHandler = std::function<void(HttpRequest, HttpResponder respond)>;
 
 // Counters since Start(), for callers to export as metrics.
 struct HttpServerStats {
@@ -111,6 +130,8 @@ class HttpServer {
 
   // Serves `path` (exact match; other paths 404). Before Start() only.
   void Handle(std::string path, HttpHandler handler);
+  // Serves `path` with a handler that may answer later. Before Start() only.
+  void HandleAsync(std::string path, AsyncHttpHandler handler);
 
   // Binds `host`:`port` and starts the loop thread. An empty host, "::" or "*"
   // binds every address: IPv6 dual-stack, else IPv4 0.0.0.0. Port 0 binds any
@@ -133,7 +154,7 @@ class HttpServer {
 
   // Constant after construction / Start().
   const HttpLimits limits_;
-  std::map<std::string, HttpHandler, std::less<>> handlers_;
+  std::map<std::string, AsyncHttpHandler, std::less<>> handlers_;
   Counters counters_;
 
   std::mutex mu_;  // Start and Stop

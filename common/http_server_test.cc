@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <future>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -345,6 +346,78 @@ TEST(HttpServerTest, BindErrorsComeBackFromStart) {
   auto p4 = v4.Start("127.0.0.1", 0);
   ASSERT_TRUE(p4.ok()) << p4.status().ToString();
   EXPECT_EQ(http_test::Get(*p4, "/", 2s)->status, 404);
+}
+
+TEST(HttpServerTest, PostBodiesUpToTheLimitReachTheHandlerAndLargerOnesGet413) {
+  HttpLimits limits;
+  limits.max_body_bytes = 100;
+  HttpServer server(limits);
+  server.Handle("/echo", [](const HttpRequest& r) { return Text(r.method + ":" + r.body); });
+  auto port = server.Start("127.0.0.1", 0);
+  ASSERT_TRUE(port.ok()) << port.status().ToString();
+
+  auto echo = http_test::Get(*port, "/echo", 2s, "POST", "", "hello body");
+  ASSERT_TRUE(echo.has_value());
+  EXPECT_EQ(echo->status, 200);
+  EXPECT_EQ(echo->body, "POST:hello body");
+  const std::string full(100, 'x');
+  EXPECT_EQ(http_test::Get(*port, "/echo", 2s, "POST", "", full)->body, "POST:" + full);
+  auto continued =
+      http_test::Get(*port, "/echo", 2s, "POST", "Expect: 100-continue\r\n", "after continue");
+  ASSERT_TRUE(continued.has_value());
+  // The body came with the header: no interim 100 is due.
+  EXPECT_EQ(continued->status, 200);
+  EXPECT_EQ(continued->body, "POST:after continue");
+  // Refused from the header alone: the server never buffers the body.
+  EXPECT_EQ(http_test::Get(*port, "/echo", 2s, "POST", "Content-Length: 101\r\n")->status, 413);
+  EXPECT_EQ(
+      http_test::Get(*port, "/echo", 2s, "POST", "Content-Length: 99999999999999999999999999\r\n")
+          ->status,
+      413);
+  EXPECT_LE(server.stats().max_buffered_bytes, limits.max_header_bytes + limits.max_body_bytes);
+  auto put = http_test::Get(*port, "/echo", 2s, "PUT");
+  ASSERT_TRUE(put.has_value());
+  EXPECT_EQ(put->status, 405);
+  EXPECT_NE(put->head.find("Allow: GET, HEAD, POST\r\n"), std::string::npos) << put->head;
+}
+
+TEST(HttpServerTest, AsyncHandlersAnswerFromOtherThreadsAndLateAnswersAreDropped) {
+  HttpLimits limits;
+  limits.request_deadline = 500ms;
+  HttpServer server(limits);
+  std::mutex mu;
+  std::vector<HttpResponder> held;  // answered by the test, from its own thread
+  server.HandleAsync("/later", [&](HttpRequest, HttpResponder respond) {
+    std::lock_guard lock(mu);
+    held.push_back(std::move(respond));
+  });
+  server.Handle("/now", [](const HttpRequest&) { return Text("now"); });
+  auto port = server.Start("127.0.0.1", 0);
+  ASSERT_TRUE(port.ok()) << port.status().ToString();
+  auto waiting_count = [&] {
+    std::lock_guard lock(mu);
+    return held.size();
+  };
+
+  auto answered =
+      std::async(std::launch::async, [&] { return http_test::Get(*port, "/later", 3s); });
+  ASSERT_TRUE(PollUntil([&] { return waiting_count() == 1; }, 2s));
+  // A pending request does not hold up the others.
+  EXPECT_EQ(http_test::Get(*port, "/now", 2s)->body, "now");
+  std::thread([&] { held[0](Text("computed")); }).join();
+  auto got = answered.get();
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(got->body, "computed");
+
+  // Not answered within the deadline: 503, and the late answer goes nowhere.
+  auto late = http_test::Get(*port, "/later", 3s);
+  ASSERT_TRUE(late.has_value());
+  EXPECT_EQ(late->status, 503);
+  ASSERT_EQ(waiting_count(), 2u);
+  held[1](Text("too late"));
+  EXPECT_EQ(http_test::Get(*port, "/now", 2s)->body, "now");
+  server.Stop();
+  held[1](Text("after stop"));  // a no-op, not a crash
 }
 
 }  // namespace

@@ -127,16 +127,20 @@ struct Response {
 };
 
 // GET (or another method) `target` from 127.0.0.1:port with a total deadline;
-// nullopt on a connection error or when no full response came in time.
+// nullopt on a connection error or when no full response came in time. A
+// non-empty `body` goes with its Content-Length.
 inline std::optional<Response> Get(int port, const std::string& target,
                                    std::chrono::milliseconds timeout,
                                    const std::string& method = "GET",
-                                   const std::string& extra_headers = "") {
+                                   const std::string& extra_headers = "",
+                                   const std::string& body = "") {
   const auto deadline = Clock::now() + timeout;
   const int fd = Connect(port);
   if (fd < 0) return std::nullopt;
-  const std::string req =
-      method + " " + target + " HTTP/1.1\r\nHost: 127.0.0.1\r\n" + extra_headers + "\r\n";
+  const std::string length =
+      body.empty() ? "" : "Content-Length: " + std::to_string(body.size()) + "\r\n";
+  const std::string req = method + " " + target + " HTTP/1.1\r\nHost: 127.0.0.1\r\n" + length +
+                          extra_headers + "\r\n" + body;
   size_t off = 0;
   std::string in;
   bool eof = false;

@@ -202,6 +202,67 @@ const float* TrainedModel::Row(uint64_t id) const {
   return rows.data() + static_cast<size_t>(it - ids.begin()) * spec.SparseRowDim();
 }
 
+static const char* OptimizerName(OptimizerKind k) {
+  switch (k) {
+    case OptimizerKind::kSgd:
+      return "sgd";
+    case OptimizerKind::kAdagrad:
+      return "adagrad";
+    case OptimizerKind::kAdam:
+      return "adam";
+  }
+  return "?";
+}
+
+StatusOr<int64_t> NewestCommittedStep(const std::string& root) {
+  KT_ASSIGN_OR_RETURN(auto names, storage::ListObjects(root));
+  std::optional<int64_t> newest;
+  for (const std::string& name : names) {
+    if (name.rfind("ckpt-", 0) != 0) continue;
+    const size_t slash = name.find('/');
+    if (slash == std::string::npos || name.substr(slash + 1) != "MANIFEST") continue;
+    try {
+      const int64_t step = std::stoll(name.substr(5, slash - 5));
+      if (!newest || step > *newest) newest = step;
+    } catch (const std::exception&) {
+      continue;  // not one of ours
+    }
+  }
+  if (!newest) return NotFound("no committed checkpoint in " + root);
+  return *newest;
+}
+
+StatusOr<ModelDescription> ParseModelDescription(const nlohmann::json& j) {
+  ModelDescription d;
+  try {
+    d.spec.kind = j.at("model").get<std::string>();
+    const auto layers = j.at("layers").get<std::vector<int>>();
+    if (layers.size() < 2) return InvalidArgument("model.json: \"layers\" needs in and out sizes");
+    for (int n : layers) {
+      if (n <= 0 || n > (1 << 24)) return InvalidArgument("model.json: a layer size out of range");
+    }
+    d.spec.hidden.assign(layers.begin() + 1, layers.end() - 1);
+    if (d.spec.kind == "wide_deep") {
+      d.spec.embedding_dim = j.at("embedding_dim").get<int>();
+      if (d.spec.embedding_dim <= 0 || d.spec.embedding_dim > 4096)
+        return InvalidArgument("model.json: embedding_dim out of range");
+      if (layers.front() != kNumDense + kNumCat * d.spec.embedding_dim || layers.back() != 1)
+        return InvalidArgument("model.json: layers do not fit Wide & Deep");
+    } else if (d.spec.kind == "mlp") {
+      d.spec.num_features = layers.front();
+      d.spec.num_classes = layers.back();
+    } else {
+      return InvalidArgument("model.json: unknown model \"" + d.spec.kind + "\"");
+    }
+    if (j.contains("optimizer")) {
+      KT_ASSIGN_OR_RETURN(d.optimizer, ParseOptimizerKind(j.at("optimizer").get<std::string>()));
+    }
+  } catch (const nlohmann::json::exception& e) {
+    return InvalidArgument(std::string("model.json: ") + e.what());
+  }
+  return d;
+}
+
 StatusOr<TrainedModel> ReadTrainedModel(const ModelSpec& spec, const OptimizerConfig& optimizer,
                                         const std::string& root) {
   if (spec.kind != "wide_deep" && spec.kind != "mlp") {
@@ -213,6 +274,7 @@ StatusOr<TrainedModel> ReadTrainedModel(const ModelSpec& spec, const OptimizerCo
   TrainedModel m;
   m.spec = spec;
   m.step = found->step;
+  m.optimizer = optimizer.kind;
   m.dense.assign(spec.NumDenseParams(), 0.f);
   const int dim = spec.SparseRowDim();
   std::vector<std::pair<uint64_t, size_t>> order;  // id -> position in `rows` as read
@@ -272,6 +334,7 @@ nlohmann::json DescribeInputs(const TrainedModel& m) {
             {"producer", std::string("kubetrain-trainer ") + kVersion},
             {"model", m.spec.kind},
             {"step", m.step},
+            {"optimizer", OptimizerName(m.optimizer)},
             {"layers", m.spec.LayerSizes()}};
   if (m.spec.kind == "wide_deep") {
     j["opsets"]["ai.onnx.ml"] = kOnnxMlOpset;

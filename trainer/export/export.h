@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <iosfwd>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -55,6 +56,9 @@ struct ModelSpec {
 struct TrainedModel {
   ModelSpec spec;
   int64_t step = 0;
+  // What it was trained with (the checkpoint's shard layout depends on it); model.json
+  // records it so that a server can read the checkpoint without the training flags.
+  OptimizerKind optimizer = OptimizerKind::kAdagrad;
   // The dense layers' parameters, layer by layer: weights [out x in] row-major, then
   // bias [out] (the trainer's layout, trainer/model/layers.h).
   std::vector<float> dense;
@@ -73,6 +77,21 @@ struct TrainedModel {
 // checkpoint; InvalidArgument when the checkpoint does not fit `spec`; I/O errors.
 StatusOr<TrainedModel> ReadTrainedModel(const ModelSpec& spec, const OptimizerConfig& optimizer,
                                         const std::string& root);
+
+// The step of the newest committed checkpoint (a ckpt-<step>/MANIFEST) under `root`, from
+// one listing and no reads: a cheap "is there something newer" for a poller, which then
+// reads it with ReadTrainedModel (which skips a corrupt one). NotFound when there is none.
+StatusOr<int64_t> NewestCommittedStep(const std::string& root);
+
+// The architecture and optimizer that model.json (DescribeInputs) records. Errors:
+// InvalidArgument for a description this trainer cannot read the checkpoint of (a
+// model.json from before "optimizer" was recorded names none: then `*optimizer` is unset
+// and the caller may try each kind).
+struct ModelDescription {
+  ModelSpec spec;
+  std::optional<OptimizerKind> optimizer;
+};
+StatusOr<ModelDescription> ParseModelDescription(const nlohmann::json& model_json);
 
 inline constexpr int64_t kOnnxIrVersion = 8;  // ONNX 1.10+
 inline constexpr int64_t kOnnxOpset = 17;     // ai.onnx (ONNX 1.12+, onnxruntime 1.12+)

@@ -1,0 +1,145 @@
+#include "trainer/serve/batcher.h"
+
+#include <gtest/gtest.h>
+
+#include <future>
+#include <mutex>
+
+namespace kubetrain::trainer::serve {
+namespace {
+
+using namespace std::chrono_literals;
+
+// A batch of n one-feature examples with values first, first + 1, ...
+Batch Examples(int n, float first) {
+  Batch b;
+  b.size = n;
+  b.num_dense = 1;
+  for (int i = 0; i < n; ++i) b.dense.push_back(first + static_cast<float>(i));
+  b.label.assign(n, 0.f);
+  return b;
+}
+
+// A model that doubles its input and records the batch sizes it saw.
+struct Recorder {
+  std::mutex mu;
+  std::vector<int> sizes;
+  Batcher::RunFn Fn() {
+    return [this](const Batch& b, std::vector<float>* out) {
+      {
+        std::lock_guard lock(mu);
+        sizes.push_back(b.size);
+      }
+      out->clear();
+      for (float v : b.dense) out->push_back(2 * v);
+      return Status::Ok();
+    };
+  }
+  std::vector<int> Sizes() {
+    std::lock_guard lock(mu);
+    return sizes;
+  }
+};
+
+using Result = std::promise<StatusOr<std::vector<float>>>;
+
+TEST(Batcher, ConcurrentRequestsRunAsOneBatchAsSoonAsItIsFull) {
+  Recorder rec;
+  BatcherOptions o;
+  o.max_batch = 4;
+  o.max_wait = 60s;  // a full batch must not wait for this
+  Batcher batcher(o, rec.Fn());
+  std::vector<Result> results(4);
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_TRUE(batcher
+                    .Submit(Examples(1, static_cast<float>(10 * i)),
+                            [&results, i](StatusOr<std::vector<float>> r) {
+                              results[i].set_value(std::move(r));
+                            })
+                    .ok());
+  }
+  for (int i = 0; i < 4; ++i) {
+    auto f = results[i].get_future();
+    ASSERT_EQ(f.wait_for(30s), std::future_status::ready);
+    auto r = f.get();
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(*r, std::vector<float>({20.f * i}));  // each gets its own row back
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 30s);
+  EXPECT_EQ(rec.Sizes(), std::vector<int>({4}));
+  EXPECT_EQ(batcher.stats().batches, 1u);
+}
+
+TEST(Batcher, ALoneRequestRunsAfterMaxWait) {
+  Recorder rec;
+  BatcherOptions o;
+  o.max_batch = 8;
+  o.max_wait = 50ms;
+  Batcher batcher(o, rec.Fn());
+  Result result;
+  const auto start = std::chrono::steady_clock::now();
+  ASSERT_TRUE(batcher.Submit(Examples(3, 1), [&](auto r) { result.set_value(std::move(r)); }).ok());
+  auto f = result.get_future();
+  ASSERT_EQ(f.wait_for(30s), std::future_status::ready);
+  EXPECT_GE(std::chrono::steady_clock::now() - start, 50ms);
+  EXPECT_EQ(*f.get(), std::vector<float>({2, 4, 6}));
+  EXPECT_EQ(rec.Sizes(), std::vector<int>({3}));
+}
+
+TEST(Batcher, ARequestLargerThanABatchRunsInChunksInOrder) {
+  Recorder rec;
+  BatcherOptions o;
+  o.max_batch = 4;
+  o.max_wait = 0ms;
+  o.max_queue = 100;
+  Batcher batcher(o, rec.Fn());
+  Result result;
+  ASSERT_TRUE(
+      batcher.Submit(Examples(10, 0), [&](auto r) { result.set_value(std::move(r)); }).ok());
+  auto f = result.get_future();
+  ASSERT_EQ(f.wait_for(30s), std::future_status::ready);
+  auto r = f.get();
+  ASSERT_TRUE(r.ok());
+  ASSERT_EQ(r->size(), 10u);
+  for (int i = 0; i < 10; ++i) EXPECT_EQ((*r)[i], 2.f * i);
+  EXPECT_EQ(rec.Sizes(), std::vector<int>({4, 4, 2}));
+}
+
+TEST(Batcher, StopAnswersEveryQueuedRequestAndThenRefuses) {
+  Recorder rec;
+  BatcherOptions o;
+  o.max_batch = 2;
+  o.max_wait = 60s;  // only Stop can make these run before the test times out
+  std::atomic<int> answered = 0;
+  {
+    Batcher batcher(o, rec.Fn());
+    ASSERT_TRUE(batcher.Submit(Examples(1, 1), [&](auto r) { answered += r.ok(); }).ok());
+    const auto start = std::chrono::steady_clock::now();
+    batcher.Stop();
+    EXPECT_LT(std::chrono::steady_clock::now() - start, 30s);
+    EXPECT_EQ(answered.load(), 1);
+    EXPECT_EQ(batcher.Submit(Examples(1, 1), [&](auto) { answered += 100; }).code(),
+              StatusCode::kUnavailable);
+  }
+  EXPECT_EQ(answered.load(), 1);
+}
+
+TEST(Batcher, AFullQueueRefusesAndABatchErrorReachesEachRequest) {
+  BatcherOptions o;
+  o.max_batch = 2;
+  o.max_wait = 60s;
+  o.max_queue = 1;
+  Batcher batcher(o, [](const Batch&, std::vector<float>*) { return Internal("oneDNN: boom"); });
+  Result first;
+  ASSERT_TRUE(batcher.Submit(Examples(1, 1), [&](auto r) { first.set_value(std::move(r)); }).ok());
+  EXPECT_EQ(batcher.Submit(Examples(1, 1), [](auto) {}).code(), StatusCode::kUnavailable);
+  batcher.Stop();
+  auto r = first.get_future().get();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(), "oneDNN: boom");
+  EXPECT_EQ(batcher.stats().refused, 1u);
+}
+
+}  // namespace
+}  // namespace kubetrain::trainer::serve

@@ -1,0 +1,124 @@
+#include "trainer/serve/predictor.h"
+
+#include <algorithm>
+
+#include "trainer/storage/files.h"
+
+namespace kubetrain::trainer::serve {
+
+StatusOr<std::unique_ptr<Predictor>> Predictor::Load(const PredictorOptions& o) {
+  if (o.max_batch < 1) return InvalidArgument("max batch size must be at least 1");
+  const std::string json_path = storage::JoinPath(o.model_dir, "model.json");
+  KT_ASSIGN_OR_RETURN(const std::string text, storage::ReadObject(json_path));
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    return InvalidArgument(json_path + ": " + e.what());
+  }
+  KT_ASSIGN_OR_RETURN(const ModelDescription d, ParseModelDescription(j));
+  auto p = std::unique_ptr<Predictor>(new Predictor());
+  p->root_ = o.checkpoint_dir.empty() ? storage::JoinPath(o.model_dir, "model") : o.checkpoint_dir;
+  p->max_batch_ = o.max_batch;
+  // A model.json from before "optimizer" was recorded: the shard layout tells (a wrong
+  // optimizer's state slots do not fit the shard, and ReadTrainedModel says so).
+  std::vector<OptimizerKind> kinds;
+  if (d.optimizer) {
+    kinds = {*d.optimizer};
+  } else {
+    kinds = {OptimizerKind::kAdagrad, OptimizerKind::kAdam, OptimizerKind::kSgd};
+  }
+  Status last;
+  bool loaded = false;
+  for (const OptimizerKind k : kinds) {
+    OptimizerConfig opt;
+    opt.kind = k;
+    auto m = ReadTrainedModel(d.spec, opt, p->root_);
+    if (m.ok()) {
+      p->model_ = std::move(*m);
+      loaded = true;
+      break;
+    }
+    last = m.status();
+    if (last.code() != StatusCode::kInvalidArgument) break;  // I/O, NotFound: not the optimizer
+  }
+  if (!loaded) return last;
+
+  TensorLayout& l = p->layout_;
+  l.wide_deep = d.spec.kind == "wide_deep";
+  if (l.wide_deep) {
+    l.num_dense = kCriteoDense;
+    l.num_cat = kCriteoCat;
+    l.num_outputs = 1;
+    l.output_name = "probability";
+  } else {
+    l.num_features = d.spec.num_features;
+    l.num_outputs = d.spec.num_classes;
+    l.output_name = "probabilities";
+  }
+  // One oneDNN model per power-of-two batch size up to max_batch (and max_batch itself),
+  // all computing from the loaded dense parameters in place.
+  for (int size = 1;; size = std::min(size * 2, o.max_batch)) {
+    std::unique_ptr<Model> model;
+    if (l.wide_deep) {
+      WideDeepConfig c;
+      c.batch_size = size;
+      c.embedding_dim = d.spec.embedding_dim;
+      c.hidden = d.spec.hidden;
+      c.precision = o.precision;
+      KT_ASSIGN_OR_RETURN(model, CreateWideDeep(c));
+    } else {
+      MlpClassifierConfig c;
+      c.batch_size = size;
+      c.num_features = d.spec.num_features;
+      c.num_classes = d.spec.num_classes;
+      c.hidden = d.spec.hidden;
+      c.precision = o.precision;
+      KT_ASSIGN_OR_RETURN(model, CreateMlpClassifier(c));
+    }
+    if (model->NumDenseParams() != p->model_.dense.size())
+      return InvalidArgument("the checkpoint does not fit model.json's architecture");
+    model->UseDenseParams(p->model_.dense.data());
+    p->by_size_.emplace(size, std::move(model));
+    if (size == o.max_batch) break;
+  }
+  return p;
+}
+
+Status Predictor::Run(const Batch& b, std::vector<float>* probs) {
+  if (b.size < 1 || b.size > max_batch_)
+    return InvalidArgument("batch of " + std::to_string(b.size) + " examples");
+  Model& model = *by_size_.lower_bound(b.size)->second;
+  const int size = model.batch_size(), nd = b.num_dense, nc = b.num_cat;
+  const Batch* in = &b;
+  if (size != b.size) {
+    padded_.size = size;
+    padded_.num_dense = nd;
+    padded_.num_cat = nc;
+    padded_.dense.assign(b.dense.begin(), b.dense.end());
+    padded_.cat.assign(b.cat.begin(), b.cat.end());
+    padded_.label.assign(size, 0.f);
+    for (int s = b.size; s < size; ++s) {
+      padded_.dense.insert(padded_.dense.end(), b.dense.begin(), b.dense.begin() + nd);
+      padded_.cat.insert(padded_.cat.end(), b.cat.begin(), b.cat.begin() + nc);
+    }
+    in = &padded_;
+  }
+  const int dim = model.SparseRowDim();
+  if (dim > 0) {
+    lookup_.Assign(*in);
+    rows_.assign(lookup_.ids.size() * dim, 0.f);  // unknown ids: the zero row
+    for (size_t i = 0; i < lookup_.ids.size(); ++i) {
+      if (const float* r = model_.Row(lookup_.ids[i])) std::copy_n(r, dim, rows_.data() + i * dim);
+    }
+  } else {
+    lookup_ = SparseLookup();
+    rows_.clear();
+  }
+  out_.resize(static_cast<size_t>(size) * model.num_outputs());
+  KT_RETURN_IF_ERROR(model.Predict(*in, lookup_, rows_.data(), out_.data()));
+  probs->assign(out_.begin(), out_.begin() + static_cast<size_t>(b.size) * model.num_outputs());
+  return Status::Ok();
+}
+
+}  // namespace kubetrain::trainer::serve

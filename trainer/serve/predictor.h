@@ -1,0 +1,68 @@
+// A trained model loaded for serving: the committed checkpoint a job wrote (read by the
+// exporter's ReadTrainedModel, the code behind `kubetrain-trainer --export/--predict`) and
+// the trainer's own oneDNN forward pass (Model::Predict), so a served probability is the
+// one `--predict` prints.
+//
+// Layout of `model_dir` (a job's --output, local or s3://): model.json (architecture,
+// optimizer, inputs) and model/ (the checkpoint root). `checkpoint_dir` overrides model/.
+//
+// Batches of any size up to max_batch run on a model built for the next power of two
+// (padded with copies of the first example, which are not returned): oneDNN primitives
+// are built once per size at Load, never per request. Unknown ids get the zero row, as in
+// --predict and the ONNX export.
+//
+// Thread safety: Load from any thread; Run from one thread at a time (the batcher's).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "trainer/export/export.h"
+#include "trainer/model/layers.h"
+#include "trainer/model/model.h"
+#include "trainer/serve/protocol.h"
+
+namespace kubetrain::trainer::serve {
+
+struct PredictorOptions {
+  std::string model_dir;
+  std::string checkpoint_dir;  // empty: <model_dir>/model
+  Precision precision = Precision::kFp32;
+  int max_batch = 256;
+};
+
+class Predictor {
+ public:
+  // Errors: NotFound when there is no model.json or no committed checkpoint yet;
+  // InvalidArgument when they do not fit together; I/O errors as they come.
+  static StatusOr<std::unique_ptr<Predictor>> Load(const PredictorOptions& options);
+
+  const TensorLayout& layout() const { return layout_; }
+  int64_t step() const { return model_.step; }
+  std::string_view kind() const { return model_.spec.kind; }
+  int max_batch() const { return max_batch_; }
+  const std::string& checkpoint_root() const { return root_; }
+
+  // `examples.size` (1..max_batch) rows -> probs (size x layout().num_outputs).
+  Status Run(const Batch& examples, std::vector<float>* probs);
+
+ private:
+  Predictor() = default;
+
+  // Constant after Load.
+  TrainedModel model_;
+  TensorLayout layout_;
+  std::string root_;
+  int max_batch_ = 0;
+  std::map<int, std::unique_ptr<Model>> by_size_;  // batch size -> oneDNN model
+  // Scratch of Run.
+  Batch padded_;
+  SparseLookup lookup_;
+  std::vector<float> rows_, out_;
+};
+
+}  // namespace kubetrain::trainer::serve

@@ -1,0 +1,70 @@
+// The request and response formats of kubetrain-serve: KServe's Open Inference Protocol
+// v2 (REST), TensorFlow Serving's REST predict API, and raw Criteo lines, all turned into
+// one Batch of examples exactly as the trainer's own readers make them (so a served
+// prediction equals `kubetrain-trainer --predict`'s for the same example).
+//
+// Tensors (model.json's "inputs"; shapes are [batch, n], row-major):
+//   Wide & Deep  dense        FP32  [n, 13]  I1..I13 already transformed (model.json)
+//                cat_ids      INT64 [n, 26]  C1..C26 already hashed (model.json's recipe)
+//           or   criteo_line  BYTES [n]      raw lines (label first, or without the label);
+//                                            the server applies the transform and hashing
+//   MLP          features     FP32  [n, F]
+// Output: "probability" FP32 [n, 1] (Wide & Deep), "probabilities" FP32 [n, classes].
+//
+// Guarantees: every error is InvalidArgument with a message naming what was wrong (the
+// tensor, its shape, dtype or the JSON position); nothing here throws. Bodies nested more
+// than kMaxJsonDepth deep are refused before they are parsed.
+// Thread safety: pure functions.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+#include "trainer/model/batch.h"
+
+namespace kubetrain::trainer::serve {
+
+inline constexpr int kMaxJsonDepth = 16;
+
+// What the served model takes and gives (from model.json).
+struct TensorLayout {
+  bool wide_deep = true;
+  int num_dense = 13;    // Wide & Deep
+  int num_cat = 26;      // Wide & Deep
+  int num_features = 0;  // MLP
+  int num_outputs = 1;
+  std::string output_name = "probability";
+};
+
+enum class RequestForm { kV2, kTfInstances, kTfInputs };
+
+struct ParsedRequest {
+  RequestForm form = RequestForm::kV2;
+  std::string id;  // v2 "id", echoed back
+  Batch examples;  // examples.size rows; labels unused
+};
+
+// POST /v2/models/{name}/infer. At most `max_examples` rows.
+StatusOr<ParsedRequest> ParseV2Infer(std::string_view body, const TensorLayout& layout,
+                                     int max_examples);
+// POST /v1/models/{name}:predict ("instances" or "inputs"). At most `max_examples` rows.
+StatusOr<ParsedRequest> ParseTfPredict(std::string_view body, const TensorLayout& layout,
+                                       int max_examples);
+
+// The response body for `request` with probs (examples.size x layout.num_outputs).
+std::string RenderV2(const ParsedRequest& request, const TensorLayout& layout,
+                     std::string_view model_name, std::string_view version,
+                     const std::vector<float>& probs);
+std::string RenderTf(const ParsedRequest& request, const TensorLayout& layout,
+                     const std::vector<float>& probs);
+
+// GET /v2/models/{name}: name, versions, platform, inputs and outputs.
+std::string RenderV2Metadata(const TensorLayout& layout, std::string_view model_name,
+                             std::string_view version);
+// An error body: {"error": message} (both protocols use this shape).
+std::string RenderError(std::string_view message);
+
+}  // namespace kubetrain::trainer::serve

@@ -1,0 +1,164 @@
+#include "trainer/serve/server.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "common/http_test_client.h"
+#include "trainer/storage/files.h"
+#include "trainer/worker/params.h"
+
+namespace kubetrain::trainer::serve {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using nlohmann::json;
+
+// A job's --output for a small MLP (3 features, 2 classes) at `step`: the checkpoint in
+// model/ (its initial parameters from `seed`) and model.json, as the trainer writes them.
+// Returns the trainer's own model for comparison.
+std::unique_ptr<Model> WriteMlpOutput(const std::string& dir, int64_t step, uint64_t seed,
+                                      bool record_optimizer = true) {
+  MlpClassifierConfig c;
+  c.batch_size = 2;
+  c.num_features = 3;
+  c.num_classes = 2;
+  c.hidden = {4};
+  auto model = CreateMlpClassifier(c);
+  EXPECT_TRUE(model.ok());
+  OptimizerConfig opt;
+  opt.kind = OptimizerKind::kAdam;
+  LocalParams params(**model, seed, opt);
+  EXPECT_TRUE(params.SaveCheckpoint(storage::JoinPath(dir, "model"), step).ok());
+  ModelSpec spec;
+  spec.kind = "mlp";
+  spec.num_features = 3;
+  spec.num_classes = 2;
+  spec.hidden = {4};
+  auto m = ReadTrainedModel(spec, opt, storage::JoinPath(dir, "model"));
+  EXPECT_TRUE(m.ok()) << m.status().ToString();
+  json j = DescribeInputs(*m);
+  if (!record_optimizer) j.erase("optimizer");
+  EXPECT_TRUE(storage::WriteObject(storage::JoinPath(dir, "model.json"), j.dump()).ok());
+  (*model)->dense_params() = m->dense;
+  return std::move(*model);
+}
+
+std::string TempDir() {
+  static int n = 0;
+  const fs::path p = fs::temp_directory_path() /
+                     ("kt_serve_test_" + std::to_string(::getpid()) + "_" + std::to_string(n++));
+  fs::remove_all(p);
+  fs::create_directories(p);
+  return p.string();
+}
+
+std::optional<http_test::Response> Post(int port, const std::string& path,
+                                        const std::string& body) {
+  return http_test::Get(port, path, 10s, "POST", "Content-Type: application/json\r\n", body);
+}
+
+TEST(ModelServer, ServesTheTrainersPredictionsOverV2AndTfAndRefusesBadRequests) {
+  const std::string dir = TempDir();
+  auto model = WriteMlpOutput(dir, 5, 11, /*record_optimizer=*/false);
+  PredictorOptions po;
+  po.model_dir = dir;
+  po.max_batch = 4;
+  auto p = Predictor::Load(po);  // finds the optimizer from the shard layout
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ((*p)->step(), 5);
+
+  ServerOptions o;
+  o.model_name = "m";
+  o.batcher.max_batch = 4;
+  o.http.max_body_bytes = 4096;
+  o.max_request_examples = 8;
+  ModelServer server(o);
+  auto port = server.Start("127.0.0.1", 0);
+  ASSERT_TRUE(port.ok()) << port.status().ToString();
+  EXPECT_EQ(http_test::Get(*port, "/v2/health/live", 5s)->status, 200);
+  EXPECT_EQ(http_test::Get(*port, "/v2/health/ready", 5s)->status, 503);  // no model yet
+  EXPECT_EQ(Post(*port, "/v2/models/m/infer", "{}")->status, 503);
+  server.SetPredictor(std::move(*p));
+  EXPECT_EQ(http_test::Get(*port, "/v2/health/ready", 5s)->status, 200);
+  EXPECT_EQ(http_test::Get(*port, "/v2/models/m/ready", 5s)->status, 200);
+  auto meta = http_test::Get(*port, "/v2/models/m", 5s);
+  ASSERT_EQ(meta->status, 200);
+  EXPECT_EQ(json::parse(meta->body)["versions"], json({"5"}));
+  EXPECT_EQ(json::parse(meta->body)["inputs"][0]["shape"], json({-1, 3}));
+
+  // The trainer's forward pass on the same two examples.
+  Batch b;
+  b.size = 2;
+  b.num_dense = 3;
+  b.dense = {0.5f, -1.f, 2.f, 3.f, 0.25f, -0.75f};
+  b.label = {0, 0};
+  std::vector<float> expect(4);
+  ASSERT_TRUE(model->Predict(b, SparseLookup(), nullptr, expect.data()).ok());
+
+  auto v2 = Post(*port, "/v2/models/m/infer",
+                 R"({"inputs":[{"name":"features","datatype":"FP32","shape":[2,3],)"
+                 R"("data":[0.5,-1,2,3,0.25,-0.75]}]})");
+  ASSERT_TRUE(v2.has_value());
+  ASSERT_EQ(v2->status, 200) << v2->body;
+  EXPECT_EQ(json::parse(v2->body)["outputs"][0]["data"].get<std::vector<float>>(), expect);
+  auto tf = Post(*port, "/v1/models/m:predict", R"({"instances":[[0.5,-1,2],[3,0.25,-0.75]]})");
+  ASSERT_EQ(tf->status, 200) << tf->body;
+  const json rows = json::parse(tf->body)["predictions"];
+  EXPECT_EQ(rows[1].get<std::vector<float>>(),
+            std::vector<float>(expect.begin() + 2, expect.end()));
+  EXPECT_EQ(http_test::Get(*port, "/v1/models/m", 5s)->status, 200);
+
+  // Bad requests: 4xx with a JSON message; another model's name: 404; huge body: 413.
+  auto bad = Post(*port, "/v2/models/m/infer",
+                  R"({"inputs":[{"name":"features","datatype":"INT64",)"
+                  R"("shape":[1,3],"data":[1,2,3]}]})");
+  EXPECT_EQ(bad->status, 400);
+  EXPECT_NE(json::parse(bad->body)["error"].get<std::string>().find("expected FP32"),
+            std::string::npos);
+  EXPECT_EQ(Post(*port, "/v2/models/m/infer", "{\"inputs\": [")->status, 400);
+  EXPECT_EQ(Post(*port, "/v1/models/m:predict", R"({"instances":[[1,2]]})")->status, 400);
+  EXPECT_EQ(Post(*port, "/v2/models/other/infer", "{}")->status, 404);
+  EXPECT_EQ(Post(*port, "/v2/models/m/infer", std::string(5000, ' '))->status, 413);
+  EXPECT_EQ(http_test::Get(*port, "/v2/models/m/infer", 5s)->status, 400);  // no body
+  // More examples than a request may carry, in one request: 400; up to it, answered in
+  // chunks of the batch size.
+  json many = json::array();
+  for (int i = 0; i < 9; ++i) many.push_back({1, 2, 3});
+  EXPECT_EQ(Post(*port, "/v1/models/m:predict", json{{"instances", many}}.dump())->status, 400);
+  many.erase(many.begin());
+  auto eight = Post(*port, "/v1/models/m:predict", json{{"instances", many}}.dump());
+  ASSERT_EQ(eight->status, 200) << eight->body;
+  EXPECT_EQ(json::parse(eight->body)["predictions"].size(), 8u);
+
+  // A hot reload: the next requests see the new model.
+  const std::string newer = TempDir();
+  auto model2 = WriteMlpOutput(newer, 9, 12);
+  po.model_dir = newer;
+  auto p2 = Predictor::Load(po);
+  ASSERT_TRUE(p2.ok()) << p2.status().ToString();
+  server.SetPredictor(std::move(*p2));
+  EXPECT_EQ(json::parse(http_test::Get(*port, "/v2/models/m", 5s)->body)["versions"], json({"9"}));
+  ASSERT_TRUE(model2->Predict(b, SparseLookup(), nullptr, expect.data()).ok());
+  v2 = Post(*port, "/v2/models/m/infer",
+            R"({"inputs":[{"name":"features","datatype":"FP32","shape":[2,3],)"
+            R"("data":[0.5,-1,2,3,0.25,-0.75]}]})");
+  EXPECT_EQ(json::parse(v2->body)["outputs"][0]["data"].get<std::vector<float>>(), expect);
+
+  const std::string metrics = http_test::Get(*port, "/metrics", 5s)->body;
+  EXPECT_NE(metrics.find("kubetrain_serve_requests_total{protocol=\"v2\",code=\"200\"} 2"),
+            std::string::npos)
+      << metrics;
+  EXPECT_NE(metrics.find("kubetrain_serve_model_step 9"), std::string::npos);
+
+  // Draining: not ready, inference refused.
+  server.Drain();
+  fs::remove_all(dir);
+  fs::remove_all(newer);
+}
+
+}  // namespace
+}  // namespace kubetrain::trainer::serve
