@@ -23,6 +23,12 @@ using Clock = std::chrono::steady_clock;
 using PeerKey = std::array<uint8_t, 16>;  // IPv6 address; IPv4 as ::ffff:a.b.c.d
 
 constexpr size_t kReadChunk = 16 * 1024;
+// What a client answered before its request was read may still send and have
+// dropped: the body it declared, up to kMaxDrainBody, plus kDrainSlack (a
+// header cut short, bytes in flight). Dropping costs no memory; the request's
+// deadline bounds the time.
+constexpr size_t kDrainSlack = 64 * 1024;
+constexpr size_t kMaxDrainBody = 16 * 1024 * 1024;
 // How long accepting pauses when the process is out of file descriptors
 // (level-triggered epoll would otherwise spin on the pending connection).
 constexpr auto kAcceptPause = std::chrono::milliseconds(100);
@@ -280,6 +286,14 @@ class HttpServer::Loop {
     size_t body_len = 0;    // its Content-Length
     HttpRequest request;    // parsed while the body arrives
     bool head_only = false;
+    bool read_all = false;  // the whole request was read (it was dispatched)
+    // Answered before the whole request was read (a 413 from the header, a 431):
+    // after the answer the write side is shut and what the client still sends is
+    // read and dropped, up to drain_left bytes or the deadline, so that a client
+    // busy sending its body gets to read the answer instead of a reset (a
+    // "lingering close", as nginx and Apache do it).
+    bool draining = false;
+    size_t drain_left = 0;
     std::list<Conn>::iterator self;  // what epoll's data.ptr points at
   };
   using ConnIt = std::list<Conn>::iterator;
@@ -343,7 +357,7 @@ class HttpServer::Loop {
     ConnIt victim = conns_.end();
     int victim_count = 0;
     for (auto it = conns_.begin(); it != conns_.end(); ++it) {
-      if (it->responding || it->pending) continue;
+      if ((it->responding && !it->draining) || it->pending) continue;
       const auto p = per_client_.find(it->peer);
       const int count = p == per_client_.end() ? 0 : p->second;
       if (victim == conns_.end() || count > victim_count) {  // oldest first: ties keep it
@@ -381,11 +395,30 @@ class HttpServer::Loop {
       if (events & (EPOLLHUP | EPOLLERR)) Close(it);
       return;
     }
+    if (it->draining) {
+      Drain(it, events);
+      return;
+    }
     if (it->responding) {
       Write(it);
       return;
     }
     Read(it);
+  }
+
+  // Reads and drops what a client answered early still sends; closes at its
+  // end, at an error, or once drain_left bytes were dropped.
+  void Drain(ConnIt it, uint32_t events) {
+    Conn& c = *it;
+    char buf[kReadChunk];
+    for (;;) {
+      const ssize_t n = ::recv(c.fd, buf, std::min(sizeof buf, c.drain_left), 0);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && errno == EAGAIN && !(events & (EPOLLHUP | EPOLLERR))) return;
+      if (n <= 0 || static_cast<size_t>(n) >= c.drain_left) break;
+      c.drain_left -= static_cast<size_t>(n);
+    }
+    Close(it);
   }
 
   void Read(ConnIt it) {
@@ -469,8 +502,14 @@ class HttpServer::Loop {
         const std::string_view significant = value.substr(digits);
         const std::string max = std::to_string(limits_.max_body_bytes);
         if (significant.size() > max.size() ||
-            (significant.size() == max.size() && significant > max))
+            (significant.size() == max.size() && significant > max)) {
+          // Too large: answered now, and what follows is dropped (up to a cap).
+          it->body_len =
+              significant.size() > 9
+                  ? kMaxDrainBody
+                  : std::min<size_t>(std::stoull(std::string(significant)), kMaxDrainBody);
           return bad(413);
+        }
         it->body_len = std::stoull(std::string(significant));
       }
       if (IEquals(name, "expect")) expect_continue_ = IEquals(value, "100-continue");
@@ -484,6 +523,7 @@ class HttpServer::Loop {
   // Hands the complete request of `it` to its handler.
   void Dispatch(ConnIt it) {
     Conn& c = *it;
+    c.read_all = true;
     const auto h = handlers_.find(c.request.path);
     if (h == handlers_.end()) return Respond(it, Error(404), c.head_only);
     c.request.body = c.in.substr(c.header_len, c.body_len);
@@ -553,7 +593,16 @@ class HttpServer::Loop {
     }
     counters_.served.fetch_add(1, std::memory_order_relaxed);
     ::shutdown(c.fd, SHUT_WR);
-    Close(it);
+    if (c.read_all) {
+      Close(it);
+      return;
+    }
+    c.draining = true;
+    c.drain_left = kDrainSlack + c.body_len;
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLRDHUP;
+    ev.data.ptr = &c.self;
+    ::epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, c.fd, &ev);
   }
 
   // Closes every connection whose deadline passed: those still sending their

@@ -39,6 +39,12 @@
 //   Content-Length body of at most that many bytes (more -> 413 before any of
 //   it is read); it then buffers at most max_header_bytes + max_body_bytes per
 //   connection. `Expect: 100-continue` is answered with 100 Continue.
+// - A request answered before it was read whole (a 413 or 431 from the
+//   header) gets a lingering close: the write side is shut after the answer
+//   and what the client still sends is read and dropped (its declared body up
+//   to 16 MiB, plus 64 KiB; never buffered; within the deadline), so a client
+//   busy sending its body reads the answer instead of a reset. Such a
+//   connection can be evicted at the cap.
 // - Asynchronous handlers (HandleAsync) answer later from any thread through
 //   their HttpResponder; the connection waits for it under the same deadline
 //   (503 if it does not come in time) and is neither read from nor evicted

@@ -1,7 +1,10 @@
 #include "common/http_server.h"
 
 #include <gtest/gtest.h>
+#include <poll.h>
+#include <sys/socket.h>
 
+#include <cstring>
 #include <future>
 #include <mutex>
 #include <thread>
@@ -379,6 +382,59 @@ TEST(HttpServerTest, PostBodiesUpToTheLimitReachTheHandlerAndLargerOnesGet413) {
   ASSERT_TRUE(put.has_value());
   EXPECT_EQ(put->status, 405);
   EXPECT_NE(put->head.find("Allow: GET, HEAD, POST\r\n"), std::string::npos) << put->head;
+}
+
+// A client that sends its body while the server answers 413 from the header
+// (as curl, Python's http.client and tritonclient do) must get to read the
+// 413: the server drops the body it still sends instead of closing into it,
+// which would reset the connection and fail the client's send.
+TEST(HttpServerTest, AClientStillSendingItsBodyReadsThe413) {
+  HttpLimits limits;
+  limits.max_body_bytes = 1024;
+  HttpServer server(limits);
+  server.Handle("/echo", [](const HttpRequest& r) { return Text(r.body); });
+  auto port = server.Start("127.0.0.1", 0);
+  ASSERT_TRUE(port.ok()) << port.status().ToString();
+  const int fd = http_test::Connect(*port);
+  ASSERT_GE(fd, 0);
+  const size_t body_bytes = 256 * 1024;
+  const std::string head =
+      "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(body_bytes) +
+      "\r\n\r\n";
+  ASSERT_EQ(::send(fd, head.data(), head.size(), MSG_NOSIGNAL), static_cast<ssize_t>(head.size()));
+  // The answer comes from the header alone; only then does the body follow.
+  pollfd p{fd, POLLIN, 0};
+  ASSERT_EQ(::poll(&p, 1, 5000), 1) << "no answer to the header";
+  const std::string chunk(4096, 'x');
+  size_t sent = 0;
+  const auto deadline = Clock::now() + 5s;
+  while (sent < body_bytes && Clock::now() < deadline) {
+    const ssize_t n = ::send(fd, chunk.data(), chunk.size(), MSG_NOSIGNAL);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+      pollfd w{fd, POLLOUT, 0};
+      ::poll(&w, 1, 100);
+      continue;
+    }
+    ASSERT_GT(n, 0) << "the body's send failed after " << sent
+                    << " bytes: " << std::strerror(errno);
+    sent += static_cast<size_t>(n);
+  }
+  EXPECT_EQ(sent, body_bytes);
+  ::shutdown(fd, SHUT_WR);
+  std::string got;
+  char buf[4096];
+  while (Clock::now() < deadline) {
+    pollfd r{fd, POLLIN, 0};
+    if (::poll(&r, 1, 100) <= 0) continue;
+    const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) break;
+    got.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  EXPECT_EQ(got.rfind("HTTP/1.1 413", 0), 0u) << got;
+  // Dropped, not buffered; and the server still answers.
+  EXPECT_LE(server.stats().max_buffered_bytes, limits.max_header_bytes + limits.max_body_bytes);
+  EXPECT_EQ(http_test::Get(*port, "/echo", 2s, "POST", "", "ok")->body, "ok");
 }
 
 TEST(HttpServerTest, AsyncHandlersAnswerFromOtherThreadsAndLateAnswersAreDropped) {
