@@ -37,6 +37,9 @@ class TrainingSummaries {
     std::function<Clock::time_point()> now;  // default steady_clock
   };
   TrainingSummaries(std::unique_ptr<EventWriter> writer, Options options);
+  ~TrainingSummaries() { Flush(); }  // what is pending, at exit
+  TrainingSummaries(const TrainingSummaries&) = delete;
+  TrainingSummaries& operator=(const TrainingSummaries&) = delete;
 
   // One training step's loss over `examples` examples.
   void Step(int64_t step, float loss, int examples);
