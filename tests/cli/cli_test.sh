@@ -88,6 +88,7 @@ wide_deep)
   run_job "$jobs/wide-deep-small.yaml"
   [[ $rc -eq 0 ]] || fail "exit code $rc, want 0"
   expect_out '^result: Succeeded'
+  ! grep -q '^run directory kept' "$KT_TEST_DIR/out" || fail "a successful run kept its directory"
   expect_out 'state: Succeeded'
   # status.progress as in a cluster: read from worker 0's metrics endpoint (the
   # runner gives it a free --metrics-port, the other trainers none), announced
@@ -252,8 +253,13 @@ sweep_one_worker)
 no_ps_workers)
   # Two workers and no PS: the trainer refuses the shape at once with a
   # permanent exit code and says why in its termination message.
-  run_job "$jobs/no-ps-two-workers.yaml"
+  # The run directory of the failed run is kept and named (issue 32); TMPDIR puts it
+  # under this test's directory, which the cleanup removes.
+  TMPDIR=$KT_TEST_DIR run_job "$jobs/no-ps-two-workers.yaml"
   [[ $rc -eq 1 ]] || fail "exit code $rc, want 1"
+  expect_out "^run directory kept \\(termination messages, replica volumes\\): $KT_TEST_DIR/kubetrain-"
+  kept=$(sed -nE 's/^run directory kept \(termination messages, replica volumes\): //p' "$KT_TEST_DIR/out")
+  [[ -f $kept/worker-0.termination-log ]] || fail "no worker-0.termination-log in the kept $kept"
   expect_out 'worker-[01] exited with code 1'
   expect_out '^result: Failed'
   expect_out 'reason: ReplicaFailed'
