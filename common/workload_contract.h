@@ -8,6 +8,7 @@
 #pragma once
 
 #include <array>
+#include <string>
 #include <string_view>
 
 namespace kubetrain::contract {
@@ -65,6 +66,23 @@ inline constexpr int kExitStoppedAfterCheckpoint = 143;
 // saved, or that its progress is lost); the operator shows it in the PodDisrupted event
 // and status.replicaStatuses[role].lastDisruption.message. Otherwise the final metrics.
 inline constexpr std::string_view kTerminationStopped = "stopped";
+
+// --- What a replica leaves in the job's --output (a directory or s3:// prefix) for after its
+// pod is gone. The last 1 MiB of its own log, written when it exits (success, failure,
+// SIGTERM; not on SIGKILL or an OOM kill) as <output>/logs/<role>-<index>.log (`kubetrain
+// logs` reads these names); a trainer with no cluster (one process) is "local-0". Its
+// TensorBoard event files under <output>/tensorboard/<role>-<index>/ (--logdir replaces
+// <output>/tensorboard).
+inline constexpr std::string_view kLogsDir = "logs";
+inline constexpr std::string_view kTensorBoardDir = "tensorboard";
+inline constexpr std::string_view kLocalReplica = "local-0";
+inline std::string ReplicaName(std::string_view role, int index) {
+  return std::string(role) + "-" + std::to_string(index);
+}
+// "logs/<replica>.log", relative to --output.
+inline std::string LogTailPath(std::string_view replica) {
+  return std::string(kLogsDir) + "/" + std::string(replica) + ".log";
+}
 
 // --- Metrics: GET /metrics on this port (the trainer's --metrics-port default),
 // Prometheus text; the operator finds it by the container port's name.

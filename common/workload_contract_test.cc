@@ -48,5 +48,15 @@ TEST(WorkloadContractTest, ContractEnvListsEveryVariableOnce) {
   EXPECT_EQ(kEnvAuthKey, "KUBETRAIN_AUTH_KEY");
 }
 
+// The names `kubetrain logs` reads (issue 32): <output>/logs/<role>-<index>.log.
+TEST(WorkloadContractTest, LogTailIsLogsSlashRoleDashIndexDotLog) {
+  EXPECT_EQ(LogTailPath(ReplicaName(kRoleWorker, 0)), "logs/worker-0.log");
+  EXPECT_EQ(LogTailPath(ReplicaName(kRolePs, 1)), "logs/ps-1.log");
+  EXPECT_EQ(LogTailPath(ReplicaName(kRoleEvaluator, 0)), "logs/evaluator-0.log");
+  EXPECT_EQ(LogTailPath(ReplicaName(kRoleChief, 0)), "logs/chief-0.log");
+  EXPECT_EQ(LogTailPath(kLocalReplica), "logs/local-0.log");
+  EXPECT_EQ(kTensorBoardDir, "tensorboard");
+}
+
 }  // namespace
 }  // namespace kubetrain::contract

@@ -90,6 +90,17 @@ int main(int argc, char** argv) {
                  "many seconds (keep it below the pod's terminationGracePeriodSeconds)")
       ->check(CLI::Range(0.1, 86400.0))
       ->capture_default_str();
+  app.add_option("--logdir", f.logdir,
+                 "TensorBoard event files go to <logdir>/<replica>/ (a directory or "
+                 "s3://bucket/prefix/; default <--output>/tensorboard, none without --output)");
+  app.add_option("--summary-every", f.summary_every,
+                 "steps between TensorBoard points (loss, learning rate, samples/s, PS bytes)")
+      ->capture_default_str();
+  app.add_option("--summary-flush", f.summary_flush_s,
+                 "seconds between writes of the TensorBoard event file (S3: each write PUTs "
+                 "the whole file again); it is also written at exit and after each evaluation")
+      ->check(CLI::Range(0.0, 86400.0))
+      ->capture_default_str();
   app.add_option("--termination-log", f.termination_log, "where the final metrics JSON goes")
       ->capture_default_str();
   app.add_option("--target-auc", f.target_auc, "exit 3 if the final AUC is lower");

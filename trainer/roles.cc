@@ -24,6 +24,8 @@
 #include "trainer/metrics/metrics.h"
 #include "trainer/model/model.h"
 #include "trainer/net/transport.h"
+#include "trainer/observe/log_tail.h"
+#include "trainer/observe/summaries.h"
 #include "trainer/ps/checkpoint.h"
 #include "trainer/ps/server.h"
 #include "trainer/stop/stop.h"
@@ -200,9 +202,17 @@ StatusOr<std::unique_ptr<StripeReader>> OpenTrainingData(const Flags& f, int str
   return reader;
 }
 
-// The training loop's options from the flags; periodic checkpoints only when `checkpoints`.
-TrainOptions TrainOptionsFrom(const Flags& f, bool checkpoints) {
+using observe::TrainingSummaries;
+
+// The training loop's options from the flags; periodic checkpoints only when `checkpoints`;
+// TensorBoard points to `summaries` (may be null).
+TrainOptions TrainOptionsFrom(const Flags& f, bool checkpoints, TrainingSummaries* summaries) {
   TrainOptions t;
+  if (summaries != nullptr) {
+    t.on_step = [summaries](int64_t step, float loss, int examples) {
+      summaries->Step(step, loss, examples);
+    };
+  }
   t.steps = f.steps;
   t.log_every = f.log_every;
   if (checkpoints) {
@@ -326,7 +336,7 @@ int RunModelTool(const Flags& f, Model& model) {
 
 // Evaluates (unless disabled), writes the metrics and checks the targets.
 int Finish(const Flags& f, Model& model, ParamClient& params, const TrainResult& r,
-           nlohmann::json metrics) {
+           nlohmann::json metrics, TrainingSummaries* summaries) {
   metrics["steps"] = r.last_step;
   metrics["train_loss"] = r.last_loss;
   metrics["samples_per_second"] = r.samples_per_s;
@@ -346,6 +356,11 @@ int Finish(const Flags& f, Model& model, ParamClient& params, const TrainResult&
     }
     metrics["eval"] = {
         {"examples", m->examples}, {"log_loss", m->log_loss}, {"accuracy", m->accuracy}};
+    if (summaries != nullptr) {
+      summaries->Evaluation(r.last_step,
+                            model.num_outputs() == 1 ? std::optional<double>(m->auc) : std::nullopt,
+                            m->log_loss, m->accuracy);
+    }
     if (model.num_outputs() == 1) {
       metrics["eval"]["auc"] = m->auc;
       spdlog::info("evaluation on {} examples: log loss {:.5f} AUC {:.5f} accuracy {:.5f}",
@@ -398,7 +413,7 @@ int Finish(const Flags& f, Model& model, ParamClient& params, const TrainResult&
 // checkpoints have one shard; the last one is marked FINAL, so an evaluator beside it
 // evaluates it as the end of training.
 int RunSingleProcess(const Flags& f, Model& model, const OptimizerConfig& opt,
-                     const std::string& task) {
+                     const std::string& task, TrainingSummaries* summaries) {
   LocalParams params(model, f.seed, opt);
   int64_t start = 0;
   std::optional<int64_t> restored;  // the committed checkpoint this run starts from
@@ -419,7 +434,8 @@ int RunSingleProcess(const Flags& f, Model& model, const OptimizerConfig& opt,
     spdlog::error("training data: {}", reader.status().ToString());
     return ExitCodeFor(reader.status());
   }
-  auto r = Train(model, **reader, params, TrainOptionsFrom(f, /*checkpoints=*/true), start);
+  auto r =
+      Train(model, **reader, params, TrainOptionsFrom(f, /*checkpoints=*/true, summaries), start);
   if (!r.ok()) {
     spdlog::error("training failed: {}", r.status().ToString());
     return ExitCodeFor(r.status());
@@ -435,7 +451,7 @@ int RunSingleProcess(const Flags& f, Model& model, const OptimizerConfig& opt,
     if (s.ok()) s = WriteFinalMarker(f.checkpoint_dir, r->last_step);
     if (!s.ok()) spdlog::warn("final checkpoint: {}", s.ToString());
   }
-  return Finish(f, model, params, *r, {{"task", task}});
+  return Finish(f, model, params, *r, {{"task", task}}, summaries);
 }
 
 int RunPs(const Flags& f, const ClusterInfo& cluster, Model& model, const OptimizerConfig& opt,
@@ -530,7 +546,8 @@ nlohmann::json PushesSent(const RemoteParams& params, int num_ps) {
   return out;
 }
 
-int RunWorker(const Flags& f, const ClusterInfo& cluster, Model& model, const AuthKey& key) {
+int RunWorker(const Flags& f, const ClusterInfo& cluster, Model& model, const AuthKey& key,
+              TrainingSummaries* summaries) {
   const int rank = cluster.TrainerRank(), trainers = cluster.NumTrainers();
   if (cluster.NumPs() == 0) {
     spdlog::error("the cluster has workers but no parameter servers");
@@ -579,7 +596,7 @@ int RunWorker(const Flags& f, const ClusterInfo& cluster, Model& model, const Au
   }
   // Only the coordinator checkpoints: it asks every PS to save its shard, at its periodic
   // steps and when a PS says it got SIGTERM.
-  TrainOptions to = TrainOptionsFrom(f, cluster.IsCoordinator());
+  TrainOptions to = TrainOptionsFrom(f, cluster.IsCoordinator(), summaries);
   if (cluster.IsCoordinator()) to.save_now = [&p = **params] { return p.TakeCheckpointRequest(); };
   auto r = Train(model, **reader, **params, to, start);
   if (!r.ok() && StopRequested()) {
@@ -673,7 +690,8 @@ int RunWorker(const Flags& f, const ClusterInfo& cluster, Model& model, const Au
   const int code = Finish(f, model, **params, *r,
                           {{"task", cluster.TaskName()},
                            {"pushes", PushesSent(**params, cluster.NumPs())},
-                           {"ps_bytes", ps_bytes}});
+                           {"ps_bytes", ps_bytes}},
+                          summaries);
   Status s = (*params)->ShutdownAll();
   if (!s.ok()) spdlog::warn("stopping parameter servers: {}", s.ToString());
   return code;
@@ -684,7 +702,7 @@ int RunWorker(const Flags& f, const ClusterInfo& cluster, Model& model, const Au
 // ckpt-<step>.json, final.json for the last), and exits 0 after the final checkpoint
 // (trainer/worker/evaluator.h). It talks to no parameter server.
 int RunEvaluator(const Flags& f, const ClusterInfo& cluster, Model& model,
-                 const OptimizerConfig& opt) {
+                 const OptimizerConfig& opt, TrainingSummaries* summaries) {
   if (f.checkpoint_dir.empty()) {
     spdlog::error(
         "the evaluator evaluates the checkpoints in --checkpoint-dir: give it the "
@@ -745,6 +763,10 @@ int RunEvaluator(const Flags& f, const ClusterInfo& cluster, Model& model,
     if (step != gauge_step) {
       TrainerMetrics::Global().CheckpointEvaluated(step, binary ? m.auc : 0, m.log_loss, m.accuracy,
                                                    last_rate);
+      if (summaries != nullptr) {
+        summaries->Evaluation(step, binary ? std::optional<double>(m.auc) : std::nullopt,
+                              m.log_loss, m.accuracy);
+      }
       gauge_step = step;
     }
     // ckpt-<step>.json for every checkpoint; the final one also as final.json.
@@ -846,9 +868,69 @@ class TeardownDeadline {
   int code_ = kExitPermanent;
 };
 
+// This replica's TensorBoard summaries, or null: no --logdir and no --output, or the event
+// file cannot be created (a warning: TensorBoard is not worth failing training for).
+std::unique_ptr<TrainingSummaries> OpenSummaries(const Flags& f, const std::string& replica,
+                                                 bool ps_mode) {
+  const std::string root = !f.logdir.empty() ? f.logdir
+                           : !f.output.empty()
+                               ? storage::JoinPath(f.output, contract::kTensorBoardDir)
+                               : "";
+  if (root.empty()) return nullptr;
+  observe::EventWriter::Options w;
+  w.dir = storage::JoinPath(root, replica);
+  w.flush_interval = std::chrono::milliseconds(static_cast<int64_t>(f.summary_flush_s * 1000));
+  auto writer = observe::EventWriter::Open(std::move(w));
+  if (!writer.ok()) {
+    spdlog::warn("no TensorBoard events: {}", writer.status().ToString());
+    return nullptr;
+  }
+  spdlog::info("TensorBoard events to {}", (*writer)->path());
+  TrainingSummaries::Options o;
+  o.every = f.summary_every;
+  o.learning_rate = f.lr;
+  if (ps_mode) {
+    o.ps_bytes = [] {
+      const TrainerMetrics& m = TrainerMetrics::Global();
+      return std::pair<uint64_t, uint64_t>{m.ps_sent_bytes(), m.ps_received_bytes()};
+    };
+  }
+  return std::make_unique<TrainingSummaries>(std::move(*writer), std::move(o));
+}
+
+// This process's name in the files it leaves behind (common/workload_contract.h).
+std::string ReplicaName() {
+  auto cluster = ClusterFromEnv([](const char* name) { return std::getenv(name); });
+  return cluster.ok() ? cluster->TaskName() : std::string(contract::kLocalReplica);
+}
+
+int RunRole(const Flags& flags);
+
 }  // namespace
 
+// Flow: the log tail's sink joins the default logger before anything logs; the role runs
+// to its outcome (its own teardown under the exit watchdog, which stays armed while the
+// tail is written, so a hung upload cannot keep the pod Running); then the tail goes to
+// <--output>/logs/<replica>.log. A SIGTERM that a role turns into an exit code passes
+// through here too; the exit watchdog's _exit after --stop-timeout, SIGKILL and the OOM
+// killer do not.
 int Run(const Flags& flags) {
+  auto tail = std::make_shared<observe::LogTail>();
+  spdlog::default_logger()->sinks().push_back(observe::MakeLogTailSink(tail));
+  const int code = RunRole(flags);
+  if (flags.output.empty() || !flags.predict.empty() || !flags.export_dir.empty()) return code;
+  const std::string path = storage::JoinPath(flags.output, contract::LogTailPath(ReplicaName()));
+  spdlog::info("exit code {}; the last {} KiB of this log go to {}", code,
+               observe::kLogTailBytes / 1024, path);
+  Status s = storage::WriteObject(path, tail->Contents(), storage::WriteMode::kReplace,
+                                  "text/plain; charset=utf-8");
+  if (!s.ok()) spdlog::warn("saving this log to {}: {}", path, s.ToString());
+  return code;
+}
+
+namespace {
+
+int RunRole(const Flags& flags) {
   auto cluster = ClusterFromEnv([](const char* name) { return std::getenv(name); });
   const bool distributed = cluster.ok();
   if (!cluster.ok() && cluster.status().code() != StatusCode::kNotFound) {
@@ -970,11 +1052,20 @@ int Run(const Flags& flags) {
     }
     return code;
   };
+  // TensorBoard: the training replicas and the evaluator (a PS has no curve of its own).
+  const std::string replica = distributed ? task : std::string(contract::kLocalReplica);
+  const std::unique_ptr<TrainingSummaries> summaries =
+      distributed && cluster->role == "ps"
+          ? nullptr
+          : OpenSummaries(f, replica, /*ps_mode=*/!in_process && cluster->role != "evaluator");
   // From here every return is the outcome; what runs after it is bounded (issue 35 item 2).
   TeardownDeadline deadline;
-  if (in_process) return deadline.Outcome(read_last_step(RunSingleProcess(f, **model, *opt, task)));
+  if (in_process) {
+    return deadline.Outcome(
+        read_last_step(RunSingleProcess(f, **model, *opt, task, summaries.get())));
+  }
   if (cluster->role == "evaluator")
-    return deadline.Outcome(RunEvaluator(f, *cluster, **model, *opt));
+    return deadline.Outcome(RunEvaluator(f, *cluster, **model, *opt, summaries.get()));
 
   const char* key_text = std::getenv(contract::kEnvAuthKey.data());
   if (key_text == nullptr || *key_text == '\0') {
@@ -987,7 +1078,8 @@ int Run(const Flags& flags) {
     return deadline.Outcome(kExitPermanent);
   }
   if (cluster->role == "ps") return deadline.Outcome(RunPs(f, *cluster, **model, *opt, *key));
-  return deadline.Outcome(read_last_step(RunWorker(f, *cluster, **model, *key)));
+  return deadline.Outcome(read_last_step(RunWorker(f, *cluster, **model, *key, summaries.get())));
 }
 
+}  // namespace
 }  // namespace kubetrain::trainer

@@ -22,6 +22,11 @@
 // SIGTERM (kubectl delete pod ps-0) so makes the running coordinator save at its current
 // step; when every pod got it at once (suspend, drain) the coordinator's own save serves all.
 // The evaluator and --predict/--export keep SIGTERM's default action.
+//
+// What outlives the process (common/workload_contract.h): every role keeps the last 1 MiB of
+// its log and writes it to <--output>/logs/<role>-<index>.log (one process: local-0.log)
+// when Run returns, whatever the outcome; training replicas and the evaluator write
+// TensorBoard event files (trainer/observe/summaries.h).
 #pragma once
 
 #include <cstdint>
@@ -88,6 +93,11 @@ struct Flags {
   // SIGTERM (trainer/stop/stop.h): the process exits within this many seconds (143). A PS
   // waits up to half of it for the coordinator's checkpoint request.
   double stop_timeout_s = 25;
+  // TensorBoard event files (trainer/observe/summaries.h): under <logdir>/<replica>/;
+  // empty: <output>/tensorboard, none without --output.
+  std::string logdir;
+  int summary_every = 10;       // steps between training points
+  double summary_flush_s = 10;  // seconds between writes (S3: PUTs) of the event file
 };
 
 // Runs this process's role to the end and returns its exit code.

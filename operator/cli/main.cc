@@ -407,13 +407,24 @@ int Run(const RunFlags& f) {
   opt.progress = tty;
   const std::string name = job.metadata.name;
   auto result = local::RunLocally(std::move(job), opt);
-  if (f.work_dir.empty()) {
+  // The run directory (each replica's termination message and volumes) is removed after a
+  // success; a failed run keeps it for a look (a --work-dir is always kept).
+  const bool succeeded =
+      result.ok() && !result->interrupted && result->status.IsTrue(api::ConditionType::kSucceeded);
+  const bool keep = !f.work_dir.empty() || !succeeded;
+  if (!keep) {
     std::error_code ec;
     std::filesystem::remove_all(opt.work_dir, ec);
   }
+  const auto say_kept = [&](std::ostream& out) {
+    if (!succeeded && std::filesystem::exists(opt.work_dir)) {
+      out << "run directory kept (termination messages, replica volumes): " << opt.work_dir << "\n";
+    }
+  };
   if (!result.ok()) {
     // Found before any process started: a port in use, a program that is not there.
     std::cerr << "error: " << result.status().message() << "\n";
+    say_kept(std::cerr);
     return kExitError;
   }
   // The summary: the status as the operator would write it, then the metrics.
@@ -438,6 +449,7 @@ int Run(const RunFlags& f) {
   if (result->interrupted) {
     std::cout << "result: interrupted by signal " << result->signal << " after " << secs
               << "s; every replica stopped\n";
+    say_kept(std::cout);
     return 128 + result->signal;
   }
   // The runner's own CPU time (children excluded): its overhead next to the job.
@@ -447,6 +459,7 @@ int Run(const RunFlags& f) {
                       (self.ru_utime.tv_usec + self.ru_stime.tv_usec) / 1000L;
   std::cout << "result: " << result->status.state << " in " << secs << "s (runner CPU " << cpu_ms
             << " ms)\n";
+  say_kept(std::cout);
   std::cout.flush();
   return result->status.IsTrue(api::ConditionType::kSucceeded) ? 0 : kExitFailed;
 }

@@ -37,9 +37,10 @@ fail() {
   exit 1
 }
 
-# run_job <file> [flags...]: runs kubetrain run; sets $rc.
+# run_job <file> [flags...]: runs kubetrain run; sets $rc. Its run directory goes under
+# $KT_TEST_DIR (TMPDIR), so the one a failed run keeps is removed with it.
 run_job() {
-  "$KUBETRAIN" run -f "$@" >"$KT_TEST_DIR/out" 2>"$KT_TEST_DIR/err"
+  TMPDIR=$KT_TEST_DIR "$KUBETRAIN" run -f "$@" >"$KT_TEST_DIR/out" 2>"$KT_TEST_DIR/err"
   rc=$?
 }
 
@@ -88,6 +89,7 @@ wide_deep)
   run_job "$jobs/wide-deep-small.yaml"
   [[ $rc -eq 0 ]] || fail "exit code $rc, want 0"
   expect_out '^result: Succeeded'
+  ! grep -q '^run directory kept' "$KT_TEST_DIR/out" || fail "a successful run kept its directory"
   expect_out 'state: Succeeded'
   # status.progress as in a cluster: read from worker 0's metrics endpoint (the
   # runner gives it a free --metrics-port, the other trainers none), announced
@@ -235,7 +237,8 @@ one_worker)
   done
   # --generate-data without --data-dir: a temporary directory, gone after the run.
   data=$(sed -nE 's/^worker-0 +\| .*generated [0-9]+ lines in (.*)\/train\.tsv .*/\1/p' "$KT_TEST_DIR/out")
-  [[ $data == /tmp/kubetrain-data-* ]] || fail "worker-0 generated its data in '$data', want /tmp/kubetrain-data-*"
+  [[ $data == "$KT_TEST_DIR"/kubetrain-data-* ]] ||
+    fail "worker-0 generated its data in '$data', want \$TMPDIR/kubetrain-data-* ($KT_TEST_DIR)"
   [[ ! -e $data ]] || fail "$data is still there after the run"
   expect_all_gone
   ;;
@@ -252,8 +255,12 @@ sweep_one_worker)
 no_ps_workers)
   # Two workers and no PS: the trainer refuses the shape at once with a
   # permanent exit code and says why in its termination message.
+  # The run directory of the failed run is kept and named (issue 32).
   run_job "$jobs/no-ps-two-workers.yaml"
   [[ $rc -eq 1 ]] || fail "exit code $rc, want 1"
+  expect_out "^run directory kept \\(termination messages, replica volumes\\): $KT_TEST_DIR/kubetrain-"
+  kept=$(sed -nE 's/^run directory kept \(termination messages, replica volumes\): //p' "$KT_TEST_DIR/out")
+  [[ -f $kept/worker-0.termination-log ]] || fail "no worker-0.termination-log in the kept $kept"
   expect_out 'worker-[01] exited with code 1'
   expect_out '^result: Failed'
   expect_out 'reason: ReplicaFailed'

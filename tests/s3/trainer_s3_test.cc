@@ -12,6 +12,8 @@
 #include "tests/tools/process.h"
 #include "tests/tools/trainer_run.h"
 #include "trainer/data/generator.h"
+#include "trainer/observe/tfevents.h"
+#include "trainer/storage/files.h"
 #include "trainer/storage/s3_client.h"
 
 namespace kubetrain::trainer {
@@ -144,6 +146,48 @@ TEST_F(TrainerS3Test, TwoPsTwoWorkersWithDataCheckpointsAndOutputInS3Finish) {
   EXPECT_EQ(nlohmann::json::parse(*described)["step"].get<int>(), 200);
   // Each worker streamed its own stripe of objects.
   EXPECT_EQ(nlohmann::json::parse(ReadFile(Path("worker-0.json")))["steps"].get<int>(), 200);
+  // Issue 32: every replica's log tail, and each worker's TensorBoard events, in S3.
+  for (const char* replica : {"worker-0", "worker-1", "ps-0", "ps-1"}) {
+    auto log = client_->Get(kBucket, Key("out/logs/" + std::string(replica) + ".log"));
+    ASSERT_TRUE(log.ok()) << replica << ": " << log.status().ToString();
+    EXPECT_NE(log->find("[" + std::string(replica) + "]"), std::string::npos) << *log;
+  }
+  auto events = storage::ListObjects(prefix_ + "out/tensorboard/worker-0/");
+  ASSERT_TRUE(events.ok()) << events.status().ToString();
+  ASSERT_EQ(events->size(), 1u);
+  EXPECT_EQ(events->front().rfind("events.out.tfevents.", 0), 0u) << events->front();
+  auto bytes = client_->Get(kBucket, Key("out/tensorboard/worker-0/" + events->front()));
+  ASSERT_TRUE(bytes.ok());
+  auto records = observe::ParseRecords(*bytes);
+  ASSERT_TRUE(records.ok()) << records.status().ToString();
+  std::vector<int64_t> loss_steps;
+  bool ps_bytes = false;
+  for (const std::string& r : *records) {
+    auto e = observe::DecodeEvent(r);
+    ASSERT_TRUE(e.ok());
+    for (const auto& [tag, value] : e->scalars) {
+      if (tag == "train/loss") loss_steps.push_back(e->step);
+      if (tag == "ps/sent_bytes") ps_bytes = value > 0;
+    }
+  }
+  EXPECT_EQ(loss_steps.size(), 20u);  // every 10 steps of 200
+  EXPECT_EQ(loss_steps.back(), 200);
+  EXPECT_TRUE(ps_bytes);
+}
+
+// A SIGTERM'd process saves its log tail to an S3 --output too.
+TEST_F(TrainerS3Test, SigtermSavesTheLogTailInS3) {
+  auto p = Start(Flags({"--steps", "1000000", "--log-every", "1", "--no-eval", "--output",
+                        prefix_ + "out/", "--termination-log", Path("p.json")}),
+                 {}, "p.log");
+  ASSERT_TRUE(PollUntil([&] { return p->Log().find("] step 20 ") != std::string::npos; },
+                        std::chrono::seconds(120)))
+      << p->Log();
+  p->Signal(SIGTERM);
+  ASSERT_EQ(p->Wait(std::chrono::seconds(60)), 143) << p->Log();
+  auto log = client_->Get(kBucket, Key("out/logs/local-0.log"));
+  ASSERT_TRUE(log.ok()) << log.status().ToString() << "\n" << p->Log();
+  EXPECT_NE(log->find("stopped by SIGTERM at step"), std::string::npos) << *log;
 }
 
 TEST_F(TrainerS3Test, KilledPsResumesFromTheCheckpointInS3) {

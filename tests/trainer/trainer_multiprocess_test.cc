@@ -1222,3 +1222,77 @@ TEST_F(SigtermTest, SingleProcessSavesTheStepReachedAndResumesThere) {
 
 }  // namespace
 }  // namespace kubetrain::trainer
+
+namespace kubetrain::trainer {
+namespace {
+
+// Issue 32 item 2: logs that outlive pods. Every replica writes the last 1 MiB of its log to
+// <--output>/logs/<role>-<index>.log when it exits: on success, on a failure, on SIGTERM.
+// The old trainer wrote no such file.
+class LogTailTest : public SigtermTest {
+ protected:
+  std::string SavedLog(const std::string& replica) {
+    return ReadFile(Path("out/logs/" + replica + ".log"));
+  }
+};
+
+TEST_F(LogTailTest, EveryReplicaSavesItsLogOnSuccess) {
+  const std::string cluster = ClusterConfig({FreePort()}, {FreePort()});
+  auto flags = [&](const std::string& name) {
+    return Flags({"--steps", "30", "--log-every", "10", "--output", Path("out"),
+                  "--termination-log", Path(name + ".json")});
+  };
+  Process ps(flags("ps"), Env(cluster, "ps-0"), Path("ps.log"));
+  Process w0(flags("w0"), Env(cluster, "worker-0"), Path("w0.log"));
+  ASSERT_EQ(w0.Wait(kRunTimeout), 0) << w0.Log();
+  ASSERT_EQ(ps.Wait(kRunTimeout), 0) << ps.Log();
+  const std::string worker = SavedLog("worker-0"), server = SavedLog("ps-0");
+  EXPECT_NE(worker.find("[worker-0] step 30 loss"), std::string::npos) << worker;
+  EXPECT_NE(worker.find("evaluation on"), std::string::npos) << worker;
+  EXPECT_NE(worker.find("exit code 0; the last 1024 KiB of this log go to"), std::string::npos)
+      << worker;
+  // The saved tail is what the process printed (every line, in order).
+  EXPECT_NE(w0.Log().find(worker.substr(0, worker.find('\n'))), std::string::npos);
+  EXPECT_NE(server.find("[ps-0] done:"), std::string::npos) << server;
+}
+
+TEST_F(LogTailTest, ACrashSavesTheLogWithTheError) {
+  // Good lines, then one that is not Criteo: with --max-bad-lines 0 training fails there.
+  const std::string data = Path("data");
+  fs::create_directories(data);
+  {
+    std::ifstream in(data_ + "/train.tsv");
+    std::ofstream out(data + "/train.tsv");
+    std::string line;
+    for (int i = 0; i < 2000 && std::getline(in, line); ++i) out << line << "\n";
+    out << "this is not a criteo line\n";
+  }
+  fs::copy_file(data_ + "/eval.tsv", data + "/eval.tsv");
+  Process p(Flags({"--data-dir", data, "--steps", "1000", "--max-bad-lines", "0", "--output",
+                   Path("out"), "--termination-log", Path("p.json")}),
+            {}, Path("p.log"));
+  const int code = p.Wait(kRunTimeout);
+  ASSERT_NE(code, 0) << p.Log();
+  ASSERT_NE(code, -1) << p.Log();
+  const std::string saved = SavedLog("local-0");
+  EXPECT_NE(saved.find("[error]"), std::string::npos) << saved;
+  EXPECT_NE(saved.find("training failed"), std::string::npos) << saved;
+  EXPECT_NE(saved.find("exit code " + std::to_string(code)), std::string::npos) << saved;
+}
+
+TEST_F(LogTailTest, SigtermSavesTheLog) {
+  Process p(Flags({"--steps", "1000000", "--log-every", "1", "--no-eval", "--output", Path("out"),
+                   "--termination-log", Path("p.json")}),
+            {}, Path("p.log"));
+  ASSERT_TRUE(PollUntil([&] { return LastLoggedStep(p.Log()) >= 20; }, std::chrono::seconds(120)))
+      << p.Log();
+  p.Signal(SIGTERM);
+  ExpectStoppedAfterSaving(p, "the single process");
+  const std::string saved = SavedLog("local-0");
+  EXPECT_NE(saved.find("stopped by SIGTERM at step"), std::string::npos) << saved;
+  EXPECT_NE(saved.find("exit code 143"), std::string::npos) << saved;
+  EXPECT_GE(LastLoggedStep(saved), 20) << saved;
+}
+
+}  // namespace
+}  // namespace kubetrain::trainer

@@ -30,6 +30,13 @@ void Writer::Float(int field, float v) {
   out_.append(bytes, 4);
 }
 
+void Writer::Double(int field, double v) {
+  Tag(field, WireType::kFixed64);
+  char bytes[8];
+  std::memcpy(bytes, &v, 8);
+  out_.append(bytes, 8);
+}
+
 void Writer::Bytes(int field, std::string_view data) {
   Tag(field, WireType::kLengthDelimited);
   RawVarint(data.size());

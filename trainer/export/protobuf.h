@@ -1,5 +1,6 @@
 // The protobuf wire format, as far as writing (and, for tests and sanity checks, reading)
-// an ONNX model needs: varints, 32-bit floats and length-delimited fields.
+// an ONNX model (and a TensorBoard event) needs: varints, 32- and 64-bit floats and
+// length-delimited fields.
 //
 // Why hand-written: ONNX files are protobuf messages, but the whole schema we emit is a
 // dozen messages; a generated library would add protoc, a vendored onnx.proto and
@@ -27,6 +28,7 @@ class Writer {
   // int32/int64/enum fields: negative values are sign-extended to 64 bits (10 bytes).
   void Int64(int field, int64_t v) { Varint(field, static_cast<uint64_t>(v)); }
   void Float(int field, float v);
+  void Double(int field, double v);
   // A string, bytes or an embedded message's serialization.
   void Bytes(int field, std::string_view data);
   void Message(int field, const Writer& m) { Bytes(field, m.data()); }

@@ -216,6 +216,7 @@ StatusOr<TrainResult> Train(Model& model, StripeReader& reader, ParamClient& par
     rate_samples += batch.size;
     ++rate_steps;
     live.SetStep(step, recent_sum / recent.size());
+    if (o.on_step) o.on_step(step, *loss, batch.size);
     if (const auto now = Clock::now(); now - rate_start >= kRateWindow) {
       const double dt = Seconds(now - rate_start);
       live.SetRates(rate_samples / dt, rate_steps / dt);

@@ -28,6 +28,8 @@ struct TrainOptions {
   // step is saved and training goes on. Null: never.
   std::function<bool()> stop;
   std::function<bool()> save_now;
+  // Called after every step with its loss and batch size (TensorBoard summaries). Null: none.
+  std::function<void(int64_t step, float loss, int examples)> on_step;
 };
 
 struct TrainResult {
