@@ -359,6 +359,21 @@ int Run(const RunFlags& f) {
   opt.color = f.color == "always" || (f.color == "auto" && tty && !getenv("NO_COLOR"));
   opt.progress = tty;
   const std::string name = job.metadata.name;
+  if (!f.status_file.empty()) {
+    // The status as it changes, for a sweep's early stopping (local_sweep.cc reads the
+    // progress of its running trials here): replaced whole by rename, so a reader never sees
+    // half a file.
+    opt.on_status = [path = f.status_file](const api::TrainingJobStatus& s) {
+      const std::string tmp = path + ".tmp";
+      {
+        std::ofstream out(tmp, std::ios::trunc);
+        out << api::StatusToJson(s).dump() << "\n";
+        if (!out) return;
+      }
+      std::error_code ec;
+      std::filesystem::rename(tmp, path, ec);
+    };
+  }
   auto result = local::RunLocally(std::move(job), opt);
   if (f.work_dir.empty()) {
     std::error_code ec;
@@ -371,9 +386,13 @@ int Run(const RunFlags& f) {
   // The summary: the status as the operator would write it, then the metrics.
   json status = {{"status", api::StatusToJson(result->status)}};
   if (!f.status_file.empty()) {
-    std::ofstream out(f.status_file);
+    const std::string tmp = f.status_file + ".tmp";
+    std::ofstream out(tmp, std::ios::trunc);
     out << status["status"].dump() << "\n";
-    if (!out) std::cerr << "error: cannot write " << f.status_file << "\n";
+    out.close();
+    std::error_code ec;
+    if (out) std::filesystem::rename(tmp, f.status_file, ec);
+    if (!out || ec) std::cerr << "error: cannot write " << f.status_file << "\n";
   }
   std::cout << "\n# TrainingJob " << name << ": final status (as the operator writes it)\n";
   if (f.output == "json") {
@@ -489,7 +508,8 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"yaml", "json"}))
       ->capture_default_str();
   run_cmd->add_option("--status-file", run.status_file,
-                      "also write the final status as JSON to this file");
+                      "also write the status as JSON to this file: rewritten (by rename) as it "
+                      "changes, the final status last");
   run_cmd->add_option("--color", run.color, "auto, always or never")
       ->check(CLI::IsMember({"auto", "always", "never"}))
       ->capture_default_str();

@@ -641,6 +641,7 @@ StatusOr<RunResult> Runner::Run() {
     if (plan.status_changed) {
       AnnounceStatus(job_.status, plan.status);
       job_.status = plan.status;
+      if (opt_.on_status) opt_.on_status(job_.status);
     }
     Apply(plan);
     if (job_.status.Finished() || interrupted_) break;

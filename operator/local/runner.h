@@ -20,6 +20,7 @@
 #include <chrono>
 #include <cstdio>
 #include <deque>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -42,6 +43,9 @@ struct RunOptions {
   std::FILE* out = stdout;
   // Secrets and ConfigMaps defined in the job file, for the pods' env/envFrom references.
   LocalObjects objects;
+  // Called from the runner's loop with every new status (progress readings included), the
+  // final one last. Unset: nothing is called.
+  std::function<void(const api::TrainingJobStatus&)> on_status;
 };
 
 struct RunResult {

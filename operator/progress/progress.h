@@ -23,6 +23,7 @@ struct TrainerSample {
   std::optional<double> samples_per_second;
   std::optional<double> steps_per_second;  // the trainer's own recent rate
   std::optional<double> loss;
+  bool loss_not_finite = false;  // served, but NaN or infinite (the training diverged)
 };
 
 // NotFound when the text has no kubetrain_trainer_step/total_steps (not a
