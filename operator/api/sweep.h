@@ -84,10 +84,11 @@ struct Parameter {
 };
 
 // spec.earlyStopping (Katib's earlyStopping, with its medianstop settings as fields): stop a
-// running trial whose training loss at step s is worse than the median of the succeeded
-// trials' losses at s, once s >= startStep and at least minTrialsRequired trials succeeded.
-// The loss (status.progress.loss of the trial, lower is better) is what a trial reports while
-// it runs; the objective is known only at its end.
+// running trial whose best training loss by step s is worse than the median of the succeeded
+// trials' running-average losses up to s, once s >= startStep and at least minTrialsRequired
+// succeeded trials have a reading by s (operator/sweep/median_stop.h). The loss (the trial's
+// status.progress.loss, lower is better) is what a trial reports while it runs; the objective
+// is known only at its end.
 struct EarlyStopping {
   EarlyStoppingAlgorithm algorithm = EarlyStoppingAlgorithm::kMedianStop;
   int32_t min_trials_required = 3;
@@ -130,8 +131,8 @@ struct CurvePoint {
 // The numbers that stopped a trial (phase EarlyStopped).
 struct EarlyStopRecord {
   int64_t step = 0;    // the trial's step when it was judged
-  double value = 0;    // its loss at that step
-  double median = 0;   // the succeeded trials' median loss at that step
+  double value = 0;    // its best loss by that step
+  double median = 0;   // the median of the succeeded trials' running averages up to it
   int32_t trials = 0;  // how many succeeded trials the median is over
   friend bool operator==(const EarlyStopRecord&, const EarlyStopRecord&) = default;
 };

@@ -13,27 +13,45 @@ std::optional<double> CurveValueAt(std::span<const api::CurvePoint> curve, int64
   return std::prev(after)->loss;
 }
 
+std::optional<double> RunningAverageAt(std::span<const api::CurvePoint> curve, int64_t step) {
+  double sum = 0;
+  int64_t n = 0;
+  for (const api::CurvePoint& p : curve) {
+    if (p.step > step) break;
+    sum += p.loss;
+    ++n;
+  }
+  if (n == 0) return std::nullopt;
+  return sum / static_cast<double>(n);
+}
+
 std::optional<api::EarlyStopRecord> MedianStop(
     const api::EarlyStopping& rule, api::Direction direction,
-    std::span<const std::span<const api::CurvePoint>> completed, int64_t step, double value) {
+    std::span<const std::span<const api::CurvePoint>> completed,
+    std::span<const api::CurvePoint> trial, int64_t step, double value) {
   if (step < rule.start_step) return std::nullopt;
-  std::vector<double> values;
-  values.reserve(completed.size());
+  std::vector<double> averages;
+  averages.reserve(completed.size());
   for (std::span<const api::CurvePoint> curve : completed) {
-    if (auto v = CurveValueAt(curve, step)) values.push_back(*v);
+    if (auto v = RunningAverageAt(curve, step)) averages.push_back(*v);
   }
-  if (values.empty() || values.size() < static_cast<size_t>(rule.min_trials_required)) {
+  if (averages.empty() || averages.size() < static_cast<size_t>(rule.min_trials_required)) {
     return std::nullopt;
   }
-  std::sort(values.begin(), values.end());
-  const size_t mid = values.size() / 2;
+  std::sort(averages.begin(), averages.end());
+  const size_t mid = averages.size() / 2;
   const double median =
-      values.size() % 2 == 1 ? values[mid] : values[mid - 1] / 2 + values[mid] / 2;
-  // Written so that a NaN value is worse.
-  const bool worse =
-      direction == api::Direction::kMaximize ? !(value >= median) : !(value <= median);
+      averages.size() % 2 == 1 ? averages[mid] : averages[mid - 1] / 2 + averages[mid] / 2;
+  const bool maximize = direction == api::Direction::kMaximize;
+  // Best of the trial's readings by `step`; written so that NaN is never best (and is worse).
+  double best = value;
+  for (const api::CurvePoint& p : trial) {
+    if (p.step > step) break;
+    if (maximize ? p.loss > best || best != best : p.loss < best || best != best) best = p.loss;
+  }
+  const bool worse = maximize ? !(best >= median) : !(best <= median);
   if (!worse) return std::nullopt;
-  return api::EarlyStopRecord{step, value, median, static_cast<int32_t>(values.size())};
+  return api::EarlyStopRecord{step, best, median, static_cast<int32_t>(averages.size())};
 }
 
 bool RecordCurvePoint(std::vector<api::CurvePoint>& curve, int64_t step, int64_t total_steps,

@@ -23,9 +23,9 @@ api::EarlyStopping Rule(int32_t min_trials, int64_t start_step) {
 
 std::optional<api::EarlyStopRecord> Judge(const api::EarlyStopping& rule, Direction d,
                                           const std::vector<Curve>& completed, int64_t step,
-                                          double value) {
+                                          double value, const Curve& trial = {}) {
   std::vector<std::span<const CurvePoint>> spans(completed.begin(), completed.end());
-  return MedianStop(rule, d, spans, step, value);
+  return MedianStop(rule, d, spans, trial, step, value);
 }
 
 TEST(CurveValueAt, TakesTheLastPointAtOrBeforeTheStep) {
@@ -37,14 +37,19 @@ TEST(CurveValueAt, TakesTheLastPointAtOrBeforeTheStep) {
   EXPECT_EQ(CurveValueAt(Curve{}, 9), std::nullopt);
 }
 
+TEST(RunningAverageAt, AveragesThePointsAtOrBeforeTheStep) {
+  const Curve c = {{10, 0.9}, {20, 0.7}, {40, 0.2}};
+  EXPECT_DOUBLE_EQ(*RunningAverageAt(c, 10), 0.9);
+  EXPECT_DOUBLE_EQ(*RunningAverageAt(c, 39), 0.8);
+  EXPECT_DOUBLE_EQ(*RunningAverageAt(c, 40), 0.6);
+  EXPECT_EQ(RunningAverageAt(c, 9), std::nullopt);
+}
+
 TEST(MedianStop, StopsALossWorseThanTheMedianOfCompletedTrials) {
   const std::vector<Curve> done = {{{10, 0.5}}, {{10, 0.6}}, {{10, 0.7}}};
   auto r = Judge(Rule(3, 10), Direction::kMinimize, done, 10, 2.0);
   ASSERT_TRUE(r.has_value());
-  EXPECT_EQ(r->step, 10);
-  EXPECT_EQ(r->value, 2.0);
-  EXPECT_EQ(r->median, 0.6);
-  EXPECT_EQ(r->trials, 3);
+  EXPECT_EQ(*r, (api::EarlyStopRecord{10, 2.0, 0.6, 3}));
   EXPECT_FALSE(Judge(Rule(3, 10), Direction::kMinimize, done, 10, 0.55).has_value());
 }
 
@@ -82,20 +87,29 @@ TEST(MedianStop, FollowsTheDirection) {
   // Minimize (a loss): higher is worse.
   EXPECT_FALSE(Judge(Rule(3, 1), Direction::kMinimize, done, 10, 0.6).has_value());
   EXPECT_TRUE(Judge(Rule(3, 1), Direction::kMinimize, done, 10, 0.9).has_value());
+  // The best value so far is judged: an earlier 0.85 keeps a maximizing trial now at 0.6.
+  EXPECT_FALSE(
+      Judge(Rule(3, 1), Direction::kMaximize, done, 10, 0.6, Curve{{5, 0.85}}).has_value());
+  EXPECT_FALSE(
+      Judge(Rule(3, 1), Direction::kMinimize, done, 10, 0.9, Curve{{5, 0.65}}).has_value());
 }
 
-TEST(MedianStop, ComparesWithEachTrialsValueAtOrNearestBeforeTheStep) {
-  // At step 25: 0.8 (from step 20), 0.4 (from 25) and 0.6 (from 10): median 0.6.
+TEST(MedianStop, ComparesTheBestSoFarWithRunningAveragesUpToTheStep) {
+  // Running averages at step 25: (1.0+0.8)/2 = 0.9, (0.9+0.4)/2 = 0.65, 0.6 (step 40 not yet):
+  // median 0.65. Their last values at 25 (0.8, 0.4, 0.6) would have had a median of 0.6.
   const std::vector<Curve> done = {
       {{10, 1.0}, {20, 0.8}, {30, 0.1}}, {{10, 0.9}, {25, 0.4}}, {{10, 0.6}, {40, 0.2}}};
   auto r = Judge(Rule(3, 1), Direction::kMinimize, done, 25, 0.7);
   ASSERT_TRUE(r.has_value());
-  EXPECT_EQ(r->median, 0.6);
-  // Their values at the end (0.1, 0.4, 0.2) would have stopped 0.5 too; at step 25 it is fine.
-  EXPECT_FALSE(Judge(Rule(3, 1), Direction::kMinimize, done, 25, 0.5).has_value());
+  EXPECT_DOUBLE_EQ(r->median, 0.65);
+  EXPECT_FALSE(Judge(Rule(3, 1), Direction::kMinimize, done, 25, 0.62).has_value());
+  // A noisy reading above the median with a best (0.5 at step 20) below it keeps the trial.
+  EXPECT_FALSE(Judge(Rule(3, 1), Direction::kMinimize, done, 25, 0.7, Curve{{10, 0.8}, {20, 0.5}}));
+  // Readings after the step are not the trial's best by then.
+  EXPECT_TRUE(Judge(Rule(3, 1), Direction::kMinimize, done, 25, 0.7, Curve{{30, 0.1}}));
 }
 
-TEST(MedianStop, ATrialWithNoValueYetAtTheStepIsNotCounted) {
+TEST(MedianStop, ATrialWithNoReadingYetAtTheStepIsNotCounted) {
   // The third completed trial was first read at step 50: it says nothing about step 20.
   const std::vector<Curve> done = {{{10, 0.5}}, {{10, 0.6}}, {{50, 0.1}}};
   EXPECT_FALSE(Judge(Rule(3, 1), Direction::kMinimize, done, 20, 9.0).has_value());
@@ -108,11 +122,12 @@ TEST(MedianStop, ATrialWithNoValueYetAtTheStepIsNotCounted) {
 
 TEST(MedianStop, ADivergedLossIsWorseThanAnyMedian) {
   const std::vector<Curve> done = {{{10, 0.5}}, {{10, 0.6}}, {{10, 0.7}}};
+  const double nan = std::numeric_limits<double>::quiet_NaN();
   EXPECT_TRUE(Judge(Rule(3, 1), Direction::kMinimize, done, 10, api::kLossNotFinite));
-  EXPECT_TRUE(
-      Judge(Rule(3, 1), Direction::kMinimize, done, 10, std::numeric_limits<double>::quiet_NaN()));
-  EXPECT_TRUE(
-      Judge(Rule(3, 1), Direction::kMaximize, done, 10, std::numeric_limits<double>::quiet_NaN()));
+  EXPECT_TRUE(Judge(Rule(3, 1), Direction::kMinimize, done, 10, nan));
+  EXPECT_TRUE(Judge(Rule(3, 1), Direction::kMaximize, done, 10, nan));
+  // A NaN reading does not hide a better earlier one, nor is it ever the best.
+  EXPECT_FALSE(Judge(Rule(3, 1), Direction::kMinimize, done, 10, nan, Curve{{5, 0.1}}));
 }
 
 TEST(RecordCurvePoint, KeepsTheFirstReadingOfEachTwentiethOfTheRun) {

@@ -395,9 +395,9 @@ SweepPlan PlanRowsAndTrials(const api::TrainingSweep& sweep,
     }
   }
 
-  // 1b. Early stopping (spec.earlyStopping): each running trial's latest reading against the
-  // succeeded trials' curves. A stopped trial's job is deleted, as for GoalReached: it frees
-  // its pods and quota at once, and its row keeps the numbers that decided.
+  // 1b. Early stopping (spec.earlyStopping, median_stop.h): each running trial's best loss so
+  // far against the succeeded trials' running averages. A stopped trial's job is deleted, as for
+  // GoalReached: it frees its pods and quota at once, and its row keeps the numbers that decided.
   if (spec.early_stopping && !sweep.status.Finished()) {
     std::vector<std::span<const api::CurvePoint>> completed;
     for (const api::TrialStatus& row : s.trials) {
@@ -410,15 +410,15 @@ SweepPlan PlanRowsAndTrials(const api::TrainingSweep& sweep,
         continue;
       }
       const api::Progress& p = *t->status.progress;
-      auto stop =
-          MedianStop(*spec.early_stopping, api::Direction::kMinimize, completed, p.step, *p.loss);
+      auto stop = MedianStop(*spec.early_stopping, api::Direction::kMinimize, completed, row.curve,
+                             p.step, *p.loss);
       if (!stop) continue;
       row.phase = api::TrialPhase::kEarlyStopped;
       row.reason = "EarlyStopped";
-      row.message = "training loss " + FormatNumber(stop->value, 6) + " at step " +
+      row.message = "best training loss " + FormatNumber(stop->value, 6) + " by step " +
                     std::to_string(stop->step) + " is worse than the median " +
                     FormatNumber(stop->median, 6) + " of " + std::to_string(stop->trials) +
-                    " succeeded trials at that step";
+                    " succeeded trials' running averages at that step";
       row.early_stop = *stop;
       plan.deletes.push_back(row.name);
       plan.events.push_back(

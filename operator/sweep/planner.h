@@ -33,7 +33,8 @@
 //    succeeded one Current, a failed one Failed.
 //  - Early stopping (spec.earlyStopping, median_stop.h): each running trial's row records its
 //    loss curve from status.progress (at most api::kMaxCurvePoints points); a trial whose
-//    latest loss is worse than the median of the succeeded trials' at its step is
+//    best loss so far is worse than the median of the succeeded trials' running averages
+//    up to its step is
 //    EarlyStopped (its row keeps the numbers: step, value, median, trials) and its
 //    TrainingJob deleted. EarlyStopped is final and not failed: it counts neither toward
 //    maxFailedTrials nor as a success, and such a trial is never the best (it has no

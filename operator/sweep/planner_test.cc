@@ -582,8 +582,8 @@ TEST(SweepEarlyStopTest, StopsARunningTrialWorseThanTheSucceededMedianAndRecords
   ASSERT_TRUE(row.early_stop);
   EXPECT_EQ(*row.early_stop, (api::EarlyStopRecord{30, 0.9, 0.5, 2}));
   EXPECT_EQ(row.message,
-            "training loss 0.9 at step 30 is worse than the median 0.5 of 2 succeeded trials at "
-            "that step");
+            "best training loss 0.9 by step 30 is worse than the median 0.5 of 2 succeeded "
+            "trials' running averages at that step");
   EXPECT_EQ(plan.status.trials[3].phase, TrialPhase::kRunning) << "a tie keeps the trial";
   EXPECT_EQ(plan.deletes, std::vector<std::string>{"s-2"});
   EXPECT_EQ(plan.status.early_stopped, 1);
