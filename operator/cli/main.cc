@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -262,6 +263,7 @@ struct RunFlags {
   std::string status_file;
   int base_port = 0;
   int grace = 10;
+  double progress_interval = 2;
 };
 
 // `kubetrain run` of a TrainingSweep: every trial is a child `kubetrain run`.
@@ -283,6 +285,11 @@ int RunSweep(const RunFlags& f, api::TrainingSweep sweep) {
   if (!trainer.empty()) opt.run_args = {"--trainer", trainer};
   opt.run_args.push_back("--grace-period");
   opt.run_args.push_back(std::to_string(f.grace));
+  if (sweep.spec.early_stopping) {
+    // The rule judges each reading: more of them, sooner.
+    opt.run_args.push_back("--progress-interval");
+    opt.run_args.push_back("0.5");
+  }
   opt.work_dir = !f.work_dir.empty()
                      ? f.work_dir
                      : (std::filesystem::temp_directory_path() /
@@ -355,6 +362,8 @@ int Run(const RunFlags& f) {
   opt.base_port = f.base_port;
   opt.objects = std::move(objects);
   opt.grace = std::chrono::seconds(f.grace);
+  opt.progress_interval =
+      std::chrono::milliseconds(static_cast<int64_t>(std::llround(f.progress_interval * 1000)));
   const bool tty = isatty(STDOUT_FILENO) != 0;
   opt.color = f.color == "always" || (f.color == "auto" && tty && !getenv("NO_COLOR"));
   opt.progress = tty;
@@ -504,6 +513,12 @@ int main(int argc, char** argv) {
   run_cmd->add_option("--grace-period", run.grace, "seconds between SIGTERM and SIGKILL")
       ->capture_default_str()
       ->check(CLI::Range(0, 3600));
+  run_cmd
+      ->add_option("--progress-interval", run.progress_interval,
+                   "seconds between changes of status.progress (a sweep with earlyStopping "
+                   "runs its trials with 0.5)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.1, 3600.0));
   run_cmd->add_option("-o,--output", run.output, "format of the final status")
       ->check(CLI::IsMember({"yaml", "json"}))
       ->capture_default_str();

@@ -113,9 +113,10 @@ std::optional<api::Progress> ProgressTracker::Observe(const TrainerSample& sampl
   }
   p.replica = std::string(replica);
   p.update_time = wall;
-  if (sample.loss) {
+  // Before its first step a trainer's loss gauge holds no loss (0): none is reported.
+  if (sample.step > 0 && sample.loss) {
     p.loss = *sample.loss;
-  } else if (sample.loss_not_finite) {
+  } else if (sample.step > 0 && sample.loss_not_finite) {
     p.loss = api::kLossNotFinite;
   }
   current_ = p;

@@ -46,7 +46,7 @@ class ProgressTracker {
     // when the step went back, the total or the replica changed (a restart:
     // written at once if no other restart was in this interval, else when
     // the interval has passed).
-    std::chrono::seconds min_publish_interval{30};
+    std::chrono::milliseconds min_publish_interval{std::chrono::seconds(30)};
   };
 
   ProgressTracker() : ProgressTracker(Options{}) {}

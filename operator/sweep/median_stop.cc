@@ -56,7 +56,7 @@ std::optional<api::EarlyStopRecord> MedianStop(
 
 bool RecordCurvePoint(std::vector<api::CurvePoint>& curve, int64_t step, int64_t total_steps,
                       double loss) {
-  if (curve.size() >= api::kMaxCurvePoints) return false;
+  if (curve.size() >= api::kMaxCurvePoints || step < 1) return false;
   if (!curve.empty() && step <= curve.back().step) return false;
   if (!curve.empty() && total_steps > 0) {
     const auto bucket = [&](int64_t s) {

@@ -41,7 +41,8 @@ std::optional<api::EarlyStopRecord> MedianStop(
 // Appends the reading (step, loss) to `curve` when it is the first in its 1/kMaxCurvePoints
 // of `total_steps` (every new step when total_steps is unknown), keeping `curve` in step order
 // and at most api::kMaxCurvePoints long; a step at or before the last point (a restart) is
-// not recorded. True when appended.
+// not recorded, nor step 0 (no training step yet: a trainer's loss gauge reads 0 then, which
+// would be the trial's best for ever). True when appended.
 bool RecordCurvePoint(std::vector<api::CurvePoint>& curve, int64_t step, int64_t total_steps,
                       double loss);
 

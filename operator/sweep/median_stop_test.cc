@@ -142,6 +142,13 @@ TEST(RecordCurvePoint, KeepsTheFirstReadingOfEachTwentiethOfTheRun) {
   for (size_t i = 1; i < c.size(); ++i) EXPECT_LT(c[i - 1].step, c[i].step);
 }
 
+TEST(RecordCurvePoint, StepZeroIsNotAReading) {
+  // A trial read before its first step (the gauge says 0) would keep a best loss of 0.
+  Curve c;
+  EXPECT_FALSE(RecordCurvePoint(c, 0, 1000, 0.0));
+  EXPECT_TRUE(c.empty());
+}
+
 TEST(RecordCurvePoint, WithoutATotalEveryNewStepUntilFull) {
   Curve c;
   for (int64_t s = 1; s <= 100; ++s) RecordCurvePoint(c, s, 0, 1.0);
