@@ -1,6 +1,8 @@
 #include "operator/sweep/median_stop.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 
 namespace kubetrain::sweep {
 
@@ -65,7 +67,10 @@ bool RecordCurvePoint(std::vector<api::CurvePoint>& curve, int64_t step, int64_t
     };
     if (bucket(step) == bucket(curve.back().step)) return false;
   }
-  curve.push_back({step, loss});
+  // 6 significant digits: the status stays small, and no comparison needs more.
+  char text[32];
+  std::snprintf(text, sizeof text, "%.6g", loss);
+  curve.push_back({step, std::strtod(text, nullptr)});
   return true;
 }
 

@@ -130,11 +130,12 @@ TEST(MedianStop, ADivergedLossIsWorseThanAnyMedian) {
   EXPECT_FALSE(Judge(Rule(3, 1), Direction::kMinimize, done, 10, nan, Curve{{5, 0.1}}));
 }
 
-TEST(RecordCurvePoint, KeepsTheFirstReadingOfEachTwentiethOfTheRun) {
+TEST(RecordCurvePoint, KeepsTheFirstReadingOfEachTenthOfTheRunTo6Digits) {
   Curve c;
   EXPECT_TRUE(RecordCurvePoint(c, 1, 1000, 0.9));
-  EXPECT_FALSE(RecordCurvePoint(c, 30, 1000, 0.8));  // same 50-step bucket as step 1
-  EXPECT_TRUE(RecordCurvePoint(c, 50, 1000, 0.7));
+  EXPECT_FALSE(RecordCurvePoint(c, 60, 1000, 0.8));  // same 100-step bucket as step 1
+  EXPECT_TRUE(RecordCurvePoint(c, 100, 1000, 0.123456789));
+  EXPECT_EQ(c.back().loss, 0.123457);
   EXPECT_FALSE(RecordCurvePoint(c, 40, 1000, 0.6));  // a restart went back: not recorded
   for (int64_t s = 51; s <= 5000; ++s) RecordCurvePoint(c, s, 1000, 0.5);
   EXPECT_LE(c.size(), api::kMaxCurvePoints);

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <set>
 #include <sstream>
 
@@ -479,6 +480,12 @@ TEST(SweepBoundTest, ThousandRunningRowsWithLongParametersFitFarBelowEtcdsLimit)
     row.reason = std::string(1 << 20, 'r');
     row.message = std::string(1 << 20, 'm');
     if (row.index >= 900) row.phase = TrialPhase::kFailed;
+    // Early stopping's curves at their longest: 19-digit steps, losses of 6 significant digits
+    // with a sign and a 3-digit exponent (RecordCurvePoint rounds every loss to 6 digits).
+    for (size_t i = 0; i < api::kMaxCurvePoints; ++i) {
+      row.curve.push_back({std::numeric_limits<int64_t>::max() - 10 + static_cast<int64_t>(i),
+                           -1.23457e-100});
+    }
   }
   BoundSweepStatus(plan.status, sweep.spec.objective);
   const size_t bytes = StatusBytes(plan.status);
