@@ -33,19 +33,21 @@ sweep() {
   run_pid=$!
   wait "${run_pid}" || { echo "the $1 sweep failed:" >&2; tail -20 "${out}" >&2; exit 1; }
   run_pid=""
-  local wall best stopped
+  local wall best table stopped at
   wall="$(sed -nE 's/^result: TrainingSweep .* Succeeded in ([0-9.]+)s .*/\1/p' "${out}")"
   best="$(sed -nE 's/^best: ([^ ]+) eval.auc=([0-9.]+).*/\1 \2/p' "${out}")"
-  stopped="$(tac "${out}" | sed -n '/^sweep early-stop: Succeeded/,/^TRIAL/p' | grep -c ' EarlyStopped ' || true)"
-  echo "${wall} ${best} ${stopped}"
+  table="$(tac "${out}" | sed -n '/^sweep early-stop: Succeeded/,/^TRIAL/p')"
+  stopped="$(grep -c ' EarlyStopped ' <<<"${table}" || true)"
+  at="$(sed -nE 's/.* EarlyStopped +stopped at step ([0-9]+):.*/\1/p' <<<"${table}" | sort -n | paste -sd, -)"
+  echo "${wall} ${best} ${stopped} ${at:--}"
 }
 
 on=() off=()
 for ((r = 0; r < runs; r++)); do
   off+=("$(sweep off "${r}")")
-  echo "run ${r} without early stopping: ${off[-1]} (wall s, best, auc, early stopped)" >&2
+  echo "run ${r} without early stopping: ${off[-1]} (wall s, best, auc, early stopped, at steps)" >&2
   on+=("$(sweep on "${r}")")
-  echo "run ${r} with early stopping:    ${on[-1]} (wall s, best, auc, early stopped)" >&2
+  echo "run ${r} with early stopping:    ${on[-1]} (wall s, best, auc, early stopped, at steps)" >&2
 done
 
 python3 - "${steps}" "$(printf '%s\n' "${off[@]}")" "$(printf '%s\n' "${on[@]}")" <<'PY'
@@ -61,6 +63,9 @@ print(f"sweep: 6 trials, grid over Adam lr (0.01 0.003 1 10 0.02 20), {steps} st
 print(f"without early stopping: median wall {med(off):.1f} s, best {', '.join(bests(off))}, each run: " + ", ".join(r[0] + " s" for r in off))
 print(f"with early stopping:    median wall {med(on):.1f} s, best {', '.join(bests(on))}, early stopped per run: " + ", ".join(r[3] for r in on) + ", each run: " + ", ".join(r[0] + " s" for r in on))
 same = bests(off) == bests(on)
+print(f"early-stopped trials stopped at steps (of {steps}), per run: " + "; ".join(r[4] for r in on))
+ratios = [float(a[0]) / float(b[0]) for a, b in zip(off, on)]
+print("speed-up of each adjacent pair (without / with): " + ", ".join(f"{x:.2f}x" for x in ratios))
 print(f"same best metric: {'yes' if same else 'NO'}")
 print(f"speed-up from early stopping (median wall time without / with): {med(off) / med(on):.2f}x")
 PY
