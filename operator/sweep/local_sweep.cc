@@ -82,7 +82,8 @@ std::optional<api::Progress> LiveProgress(const Child& c) {
   json j = json::parse(text.str(), nullptr, false);
   if (j.is_discarded()) return std::nullopt;
   auto s = api::ParseTrainingJobStatus(j);
-  if (!s.ok()) return std::nullopt;
+  // A finished trial is judged by its final status, once its runner exits.
+  if (!s.ok() || s->Finished()) return std::nullopt;
   return s->progress;
 }
 

@@ -410,6 +410,8 @@ SweepPlan PlanRowsAndTrials(const api::TrainingSweep& sweep,
         continue;
       }
       const api::Progress& p = *t->status.progress;
+      // At its last step a trial has paid for its run and its result is about to come.
+      if (p.total_steps > 0 && p.step >= p.total_steps) continue;
       auto stop = MedianStop(*spec.early_stopping, api::Direction::kMinimize, completed, row.curve,
                              p.step, *p.loss);
       if (!stop) continue;

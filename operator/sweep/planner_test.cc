@@ -483,8 +483,8 @@ TEST(SweepBoundTest, ThousandRunningRowsWithLongParametersFitFarBelowEtcdsLimit)
     // Early stopping's curves at their longest: 19-digit steps, losses of 6 significant digits
     // with a sign and a 3-digit exponent (RecordCurvePoint rounds every loss to 6 digits).
     for (size_t i = 0; i < api::kMaxCurvePoints; ++i) {
-      row.curve.push_back({std::numeric_limits<int64_t>::max() - 10 + static_cast<int64_t>(i),
-                           -1.23457e-100});
+      row.curve.push_back(
+          {std::numeric_limits<int64_t>::max() - 10 + static_cast<int64_t>(i), -1.23457e-100});
     }
   }
   BoundSweepStatus(plan.status, sweep.spec.objective);
@@ -647,6 +647,21 @@ TEST(SweepEarlyStopTest, NothingStopsBeforeMinTrialsRequiredSucceeded) {
                              kNow);
   EXPECT_EQ(plan.status.trials[2].phase, TrialPhase::kRunning);
   EXPECT_TRUE(plan.deletes.empty());
+}
+
+TEST(SweepEarlyStopTest, ATrialAtItsLastStepIsNotStopped) {
+  api::TrainingSweep sweep = EarlySweep(1, 1);
+  sweep.status = PlanSweep(sweep, {}, kNow).status;
+  sweep.status = PlanSweep(sweep, {Reading(Running(0), 20, 0.3), Running(1)}, kNow).status;
+  sweep.status =
+      PlanSweep(sweep, {Reading(Finished(0, true, Auc(0.7)), 100, 0.3), Running(1)}, kNow).status;
+  SweepPlan plan = PlanSweep(
+      sweep, {Reading(Finished(0, true, Auc(0.7)), 100, 0.3), Reading(Running(1), 100, 9.0)}, kNow);
+  EXPECT_EQ(plan.status.trials[1].phase, TrialPhase::kRunning);
+  EXPECT_TRUE(plan.deletes.empty());
+  plan = PlanSweep(
+      sweep, {Reading(Finished(0, true, Auc(0.7)), 100, 0.3), Reading(Running(1), 99, 9.0)}, kNow);
+  EXPECT_EQ(plan.status.trials[1].phase, TrialPhase::kEarlyStopped);
 }
 
 TEST(SweepEarlyStopTest, WithoutEarlyStoppingNoCurveAndNoStop) {
