@@ -6,15 +6,6 @@
 
 namespace kubetrain::sweep {
 
-std::optional<double> CurveValueAt(std::span<const api::CurvePoint> curve, int64_t step) {
-  // The first point after `step`; the one before it is the value at `step`.
-  const auto after =
-      std::upper_bound(curve.begin(), curve.end(), step,
-                       [](int64_t s, const api::CurvePoint& p) { return s < p.step; });
-  if (after == curve.begin()) return std::nullopt;
-  return std::prev(after)->loss;
-}
-
 std::optional<double> RunningAverageAt(std::span<const api::CurvePoint> curve, int64_t step) {
   double sum = 0;
   int64_t n = 0;

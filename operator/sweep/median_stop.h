@@ -10,7 +10,8 @@
 //
 // Why not the point values at s: a noisy curve is above the others' median half the time, and
 // comparing points stopped a good trial (Adam at lr 0.02 among 0.01 and 0.003) in one of three
-// runs of tests/cli sweep_early_stop; best-so-far against running averages never did.
+// runs of tests/cli sweep_early_stop; best-so-far against running averages did not in the 15
+// runs since.
 #pragma once
 
 #include <cstdint>
@@ -21,10 +22,6 @@
 #include "operator/api/sweep.h"
 
 namespace kubetrain::sweep {
-
-// The value of `curve` (in step order) at `step`: its last point at or before `step`;
-// nullopt when its first point is after `step` or it is empty.
-std::optional<double> CurveValueAt(std::span<const api::CurvePoint> curve, int64_t step);
 
 // The running average of `curve` up to `step`: the mean of its values at steps <= `step`;
 // nullopt when it has none.

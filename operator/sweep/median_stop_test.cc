@@ -28,15 +28,6 @@ std::optional<api::EarlyStopRecord> Judge(const api::EarlyStopping& rule, Direct
   return MedianStop(rule, d, spans, trial, step, value);
 }
 
-TEST(CurveValueAt, TakesTheLastPointAtOrBeforeTheStep) {
-  const Curve c = {{10, 0.9}, {20, 0.7}, {40, 0.5}};
-  EXPECT_EQ(CurveValueAt(c, 10), 0.9);
-  EXPECT_EQ(CurveValueAt(c, 39), 0.7);
-  EXPECT_EQ(CurveValueAt(c, 1000), 0.5);
-  EXPECT_EQ(CurveValueAt(c, 9), std::nullopt);
-  EXPECT_EQ(CurveValueAt(Curve{}, 9), std::nullopt);
-}
-
 TEST(RunningAverageAt, AveragesThePointsAtOrBeforeTheStep) {
   const Curve c = {{10, 0.9}, {20, 0.7}, {40, 0.2}};
   EXPECT_DOUBLE_EQ(*RunningAverageAt(c, 10), 0.9);
