@@ -326,6 +326,19 @@ sweep trials-zero "" '  maxTrials: 0
 ' | rejects "maxTrials 0" "should be greater than or equal to 1"
 sweep failed-neg "" '  maxFailedTrials: -1
 ' | rejects "maxFailedTrials -1" "should be greater than or equal to 0"
+# Issue 32 item 4: spec.earlyStopping, plain schema (no CEL: nothing to add to admission cost).
+esdefaulted="$(sweep esdefaults "" '  earlyStopping: {}
+' | k apply --dry-run=server -o json -f -)"
+check "earlyStopping defaults" "$(jq -c '.spec.earlyStopping' <<<"${esdefaulted}")" \
+  '{"algorithm":"medianStop","minTrialsRequired":3,"startStep":1}'
+sweep es-ok "" '  earlyStopping: {algorithm: medianStop, minTrialsRequired: 2, startStep: 100}
+' | accepts "a sweep with early stopping"
+sweep es-min-zero "" '  earlyStopping: {minTrialsRequired: 0}
+' | rejects "earlyStopping.minTrialsRequired 0" "should be greater than or equal to 1"
+sweep es-start-zero "" '  earlyStopping: {startStep: 0}
+' | rejects "earlyStopping.startStep 0" "should be greater than or equal to 1"
+sweep es-algorithm "" '  earlyStopping: {algorithm: hyperband}
+' | rejects "an unknown early stopping algorithm" "medianStop"
 sweep bad-metric | sed 's/metric: eval.auc/metric: "eval..auc"/' |
   rejects "metric path with an empty segment" "spec.objective.metric" \
   "spec.objective.metric: must be a dotted path"

@@ -261,6 +261,7 @@ Status ParseStatusInto(const json& j, TrainingJobStatus& s) {
     KT_RETURN_IF_ERROR(ReadInt(*p, ppath, "samplesPerSecond", progress.samples_per_second));
     KT_RETURN_IF_ERROR(ReadString(*p, ppath, "eta", progress.eta));
     KT_RETURN_IF_ERROR(ReadString(*p, ppath, "replica", progress.replica));
+    KT_RETURN_IF_ERROR(ReadNumber(*p, ppath, "loss", progress.loss));
     std::optional<Time> t;
     KT_RETURN_IF_ERROR(ReadTime(*p, ppath, "updateTime", t));
     progress.update_time = t.value_or(Time{});
@@ -429,6 +430,7 @@ json StatusToJson(const TrainingJobStatus& s) {
                {"updateTime", FormatTime(p.update_time)}};
     if (!p.eta.empty()) pj["eta"] = p.eta;
     if (!p.replica.empty()) pj["replica"] = p.replica;
+    if (p.loss) pj["loss"] = *p.loss;
     out["progress"] = std::move(pj);
   }
   return out;

@@ -32,10 +32,14 @@ std::string_view Name(Scale s) {
   return s == Scale::kLinear ? "linear" : "log";
 }
 
+std::string_view Name(EarlyStoppingAlgorithm) {
+  return "medianStop";
+}
+
 namespace {
 constexpr std::initializer_list<TrialPhase> kTrialPhases = {
-    TrialPhase::kPending, TrialPhase::kRunning, TrialPhase::kSucceeded, TrialPhase::kFailed,
-    TrialPhase::kStopped};
+    TrialPhase::kPending, TrialPhase::kRunning, TrialPhase::kSucceeded,
+    TrialPhase::kFailed,  TrialPhase::kStopped, TrialPhase::kEarlyStopped};
 }  // namespace
 
 std::string_view Name(TrialPhase p) {
@@ -50,6 +54,8 @@ std::string_view Name(TrialPhase p) {
       return "Failed";
     case TrialPhase::kStopped:
       return "Stopped";
+    case TrialPhase::kEarlyStopped:
+      return "EarlyStopped";
   }
   return "Pending";
 }
@@ -62,7 +68,8 @@ std::optional<TrialPhase> TrialPhaseFromName(std::string_view name) {
 }
 
 bool IsFinal(TrialPhase p) {
-  return p == TrialPhase::kSucceeded || p == TrialPhase::kFailed || p == TrialPhase::kStopped;
+  return p == TrialPhase::kSucceeded || p == TrialPhase::kFailed || p == TrialPhase::kStopped ||
+         p == TrialPhase::kEarlyStopped;
 }
 
 const Condition* TrainingSweepStatus::Find(ConditionType type) const {
@@ -133,9 +140,10 @@ std::string TemplatePath(std::string_view message) {
 Status ParseSpec(const json& j, TrainingSweepSpec& s) {
   const std::string path = "spec";
   KT_RETURN_IF_ERROR(ExpectObject(j, path));
-  KT_RETURN_IF_ERROR(RejectUnknown(j, path,
-                                   {"objective", "algorithm", "parallelism", "maxTrials",
-                                    "maxFailedTrials", "suspend", "parameters", "trialTemplate"}));
+  KT_RETURN_IF_ERROR(
+      RejectUnknown(j, path,
+                    {"objective", "algorithm", "parallelism", "maxTrials", "maxFailedTrials",
+                     "suspend", "parameters", "trialTemplate", "earlyStopping"}));
   const json* objective = Field(j, "objective");
   if (objective == nullptr) return Error("spec.objective", "required field is missing");
   KT_RETURN_IF_ERROR(ExpectObject(*objective, "spec.objective"));
@@ -163,6 +171,17 @@ Status ParseSpec(const json& j, TrainingSweepSpec& s) {
     s.max_failed_trials = v;
   }
   KT_RETURN_IF_ERROR(ReadBool(j, path, "suspend", s.suspend));
+  if (const json* e = Field(j, "earlyStopping")) {
+    const std::string epath = "spec.earlyStopping";
+    KT_RETURN_IF_ERROR(ExpectObject(*e, epath));
+    KT_RETURN_IF_ERROR(RejectUnknown(*e, epath, {"algorithm", "minTrialsRequired", "startStep"}));
+    EarlyStopping es;
+    KT_RETURN_IF_ERROR(
+        ReadEnum(*e, epath, "algorithm", {EarlyStoppingAlgorithm::kMedianStop}, es.algorithm));
+    KT_RETURN_IF_ERROR(ReadInt(*e, epath, "minTrialsRequired", es.min_trials_required));
+    KT_RETURN_IF_ERROR(ReadInt(*e, epath, "startStep", es.start_step));
+    s.early_stopping = es;
+  }
   const json* params = Field(j, "parameters");
   if (params == nullptr) return Error("spec.parameters", "required field is missing");
   if (!params->is_array()) return Error("spec.parameters", "must be an array");
@@ -213,11 +232,13 @@ StatusOr<TrainingSweepStatus> ParseTrainingSweepStatus(const json& j) {
   s.succeeded = j.value("succeeded", 0);
   s.failed = j.value("failed", 0);
   s.stopped = j.value("stopped", 0);
+  s.early_stopped = j.value("earlyStopped", 0);
   s.trial_progress = j.value("trialProgress", std::string());
   if (const json* o = Field(j, "omittedTrials"); o != nullptr && o->is_object()) {
     s.omitted.succeeded = o->value("succeeded", 0);
     s.omitted.failed = o->value("failed", 0);
     s.omitted.stopped = o->value("stopped", 0);
+    s.omitted.early_stopped = o->value("earlyStopped", 0);
   }
   if (const json* trials = Field(j, "trials"); trials != nullptr && trials->is_array()) {
     for (const json& t : *trials) {
@@ -233,6 +254,24 @@ StatusOr<TrainingSweepStatus> ParseTrainingSweepStatus(const json& j) {
       }
       row.reason = t.value("reason", std::string());
       row.message = t.value("message", std::string());
+      if (const json* c = Field(t, "curve"); c != nullptr && c->is_array()) {
+        for (const json& point : *c) {
+          if (row.curve.size() >= kMaxCurvePoints) break;
+          if (!point.is_array() || point.size() != 2 || !point[0].is_number_integer() ||
+              !point[1].is_number()) {
+            continue;
+          }
+          row.curve.push_back({point[0].get<int64_t>(), point[1].get<double>()});
+        }
+      }
+      if (const json* e = Field(t, "earlyStopped"); e != nullptr && e->is_object()) {
+        EarlyStopRecord r;
+        r.step = e->value("step", int64_t{0});
+        r.value = e->value("value", 0.0);
+        r.median = e->value("median", 0.0);
+        r.trials = e->value("trials", 0);
+        row.early_stop = r;
+      }
       s.trials.push_back(std::move(row));
     }
   }
@@ -299,11 +338,15 @@ json SweepStatusToJson(const TrainingSweepStatus& s) {
   out["succeeded"] = s.succeeded;
   out["failed"] = s.failed;
   out["stopped"] = s.stopped;
+  if (s.early_stopped != 0) out["earlyStopped"] = s.early_stopped;
   if (!s.trial_progress.empty()) out["trialProgress"] = s.trial_progress;
   if (s.omitted.Total() != 0) {
     out["omittedTrials"] = {{"succeeded", s.omitted.succeeded},
                             {"failed", s.omitted.failed},
                             {"stopped", s.omitted.stopped}};
+    if (s.omitted.early_stopped != 0) {
+      out["omittedTrials"]["earlyStopped"] = s.omitted.early_stopped;
+    }
   }
   if (!s.trials.empty()) {
     json rows = json::array();
@@ -315,6 +358,17 @@ json SweepStatusToJson(const TrainingSweepStatus& s) {
       if (t.value) row["value"] = *t.value;
       if (!t.reason.empty()) row["reason"] = t.reason;
       if (!t.message.empty()) row["message"] = t.message;
+      if (!t.curve.empty()) {
+        json curve = json::array();
+        for (const CurvePoint& p : t.curve) curve.push_back(json::array({p.step, p.loss}));
+        row["curve"] = std::move(curve);
+      }
+      if (t.early_stop) {
+        row["earlyStopped"] = {{"step", t.early_stop->step},
+                               {"value", t.early_stop->value},
+                               {"median", t.early_stop->median},
+                               {"trials", t.early_stop->trials}};
+      }
       rows.push_back(std::move(row));
     }
     out["trials"] = std::move(rows);
@@ -355,6 +409,11 @@ json ToJson(const TrainingSweep& sweep) {
                {"parameters", std::move(params)},
                {"trialTemplate", SpecToJson(s.trial_template)}};
   if (s.max_failed_trials) spec["maxFailedTrials"] = *s.max_failed_trials;
+  if (s.early_stopping) {
+    spec["earlyStopping"] = {{"algorithm", Name(s.early_stopping->algorithm)},
+                             {"minTrialsRequired", s.early_stopping->min_trials_required},
+                             {"startStep", s.early_stopping->start_step}};
+  }
   out["spec"] = std::move(spec);
   out.erase("status");
   json status = SweepStatusToJson(sweep.status);
@@ -471,6 +530,19 @@ std::vector<FieldError> ValidateSweep(const TrainingSweep& sweep) {
   }
   if (spec.max_failed_trials && *spec.max_failed_trials < 0) {
     errors.push_back({"spec.maxFailedTrials", "should be greater than or equal to 0"});
+  }
+  if (const auto& e = spec.early_stopping) {
+    if (e->min_trials_required < 1) {
+      errors.push_back(
+          {"spec.earlyStopping.minTrialsRequired", "should be greater than or equal to 1"});
+    }
+    if (e->min_trials_required > kMaxSweepTrials) {
+      errors.push_back({"spec.earlyStopping.minTrialsRequired",
+                        "should be less than or equal to " + std::to_string(kMaxSweepTrials)});
+    }
+    if (e->start_step < 1) {
+      errors.push_back({"spec.earlyStopping.startStep", "should be greater than or equal to 1"});
+    }
   }
 
   if (spec.parameters.empty()) {

@@ -48,11 +48,13 @@ enum class Direction { kMaximize, kMinimize };
 enum class SearchAlgorithm { kGrid, kRandom };
 enum class ParameterType { kDouble, kInt, kCategorical };
 enum class Scale { kLinear, kLog };
+enum class EarlyStoppingAlgorithm { kMedianStop };
 
 std::string_view Name(Direction d);
 std::string_view Name(SearchAlgorithm a);
 std::string_view Name(ParameterType t);
 std::string_view Name(Scale s);
+std::string_view Name(EarlyStoppingAlgorithm a);
 
 struct Objective {
   std::string metric;  // dotted path into the trial's status.metrics: "eval.auc"
@@ -81,6 +83,20 @@ struct Parameter {
   friend bool operator==(const Parameter&, const Parameter&) = default;
 };
 
+// spec.earlyStopping (Katib's earlyStopping, with its medianstop settings as fields): stop a
+// running trial whose best training loss by step s is worse than the median of the succeeded
+// trials' running-average losses up to s, once s >= startStep and at least minTrialsRequired
+// succeeded trials have a reading by s (operator/sweep/median_stop.h). The loss (the trial's
+// status.progress.loss, lower is better) is what a trial reports while it runs; the objective
+// is known only at its end.
+struct EarlyStopping {
+  EarlyStoppingAlgorithm algorithm = EarlyStoppingAlgorithm::kMedianStop;
+  int32_t min_trials_required = 3;
+  int64_t start_step = 1;
+
+  friend bool operator==(const EarlyStopping&, const EarlyStopping&) = default;
+};
+
 struct TrainingSweepSpec {
   Objective objective;
   AlgorithmSpec algorithm;
@@ -90,15 +106,38 @@ struct TrainingSweepSpec {
   bool suspend = false;
   std::vector<Parameter> parameters;
   TrainingJobSpec trial_template;
+  std::optional<EarlyStopping> early_stopping;  // unset: every trial runs to its end
 
   friend bool operator==(const TrainingSweepSpec&, const TrainingSweepSpec&) = default;
 };
 
-enum class TrialPhase { kPending, kRunning, kSucceeded, kFailed, kStopped };
+enum class TrialPhase { kPending, kRunning, kSucceeded, kFailed, kStopped, kEarlyStopped };
 std::string_view Name(TrialPhase p);
 std::optional<TrialPhase> TrialPhaseFromName(std::string_view name);
-// Succeeded, Failed or Stopped: the trial will not change again.
+// Succeeded, Failed, Stopped or EarlyStopped: the trial will not change again.
 bool IsFinal(TrialPhase p);
+
+// A row keeps at most this many (step, loss) points of its trial's curve: the first reading in
+// each 1/kMaxCurvePoints of its total steps.
+// Ten, with the loss to 6 significant digits: 1,000 running rows of curves add at most ~350 KB
+// to the status (SweepBoundTest).
+inline constexpr size_t kMaxCurvePoints = 10;
+
+struct CurvePoint {
+  int64_t step = 0;
+  double loss = 0;
+
+  friend bool operator==(const CurvePoint&, const CurvePoint&) = default;
+};
+
+// The numbers that stopped a trial (phase EarlyStopped).
+struct EarlyStopRecord {
+  int64_t step = 0;    // the trial's step when it was judged
+  double value = 0;    // its best loss by that step
+  double median = 0;   // the median of the succeeded trials' running averages up to it
+  int32_t trials = 0;  // how many succeeded trials the median is over
+  friend bool operator==(const EarlyStopRecord&, const EarlyStopRecord&) = default;
+};
 
 // One row per trial the sweep started, in index order.
 struct TrialStatus {
@@ -109,6 +148,10 @@ struct TrialStatus {
   std::optional<double> value;  // the objective, when the trial reported it
   std::string reason;           // why it failed or stopped
   std::string message;
+  // With spec.earlyStopping: the trial's loss curve, as read while it ran (bounded by
+  // kMaxCurvePoints), and what stopped it early.
+  std::vector<CurvePoint> curve;
+  std::optional<EarlyStopRecord> early_stop;
 
   friend bool operator==(const TrialStatus&, const TrialStatus&) = default;
 };
@@ -127,8 +170,9 @@ struct OmittedTrials {
   int32_t succeeded = 0;
   int32_t failed = 0;
   int32_t stopped = 0;
+  int32_t early_stopped = 0;
 
-  int32_t Total() const { return succeeded + failed + stopped; }
+  int32_t Total() const { return succeeded + failed + stopped + early_stopped; }
   friend bool operator==(const OmittedTrials&, const OmittedTrials&) = default;
 };
 
@@ -145,6 +189,7 @@ struct TrainingSweepStatus {
   int32_t succeeded = 0;
   int32_t failed = 0;
   int32_t stopped = 0;
+  int32_t early_stopped = 0;   // stopped by spec.earlyStopping (not failed)
   std::string trial_progress;  // "<finished>/<total>", for `kubectl get`
   std::optional<Time> start_time;
   std::optional<Time> completion_time;

@@ -65,11 +65,57 @@ TEST(SweepParseTest, RoundTripsThroughJson) {
   TrainingSweep s = Sweep();
   s.status.state = "Running";
   s.status.running = 1;
-  s.status.trials.push_back({"s-0", 0, {{"lr", "0.001"}}, TrialPhase::kSucceeded, 0.7, "", ""});
+  s.status.trials.push_back(
+      {"s-0", 0, {{"lr", "0.001"}}, TrialPhase::kSucceeded, 0.7, "", "", {}, std::nullopt});
   s.status.best_trial = BestTrial{"s-0", {{"lr", "0.001"}}, 0.7};
   auto back = ParseTrainingSweep(ToJson(s));
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_EQ(*back, s);
+  // With early stopping: the spec, a row's curve and what stopped a trial.
+  s.spec.early_stopping = EarlyStopping{EarlyStoppingAlgorithm::kMedianStop, 4, 50};
+  s.status.trials[0].curve = {{10, 0.9}, {60, 0.5}};
+  s.status.trials.push_back({"s-1",
+                             1,
+                             {{"lr", "3"}},
+                             TrialPhase::kEarlyStopped,
+                             std::nullopt,
+                             "EarlyStopped",
+                             "worse",
+                             {},
+                             EarlyStopRecord{60, 4.5, 0.5, 1}});
+  s.status.early_stopped = 1;
+  s.status.omitted.early_stopped = 2;
+  back = ParseTrainingSweep(ToJson(s));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(*back, s);
+  EXPECT_EQ(ToJson(s)["spec"]["earlyStopping"],
+            json::parse(R"({"algorithm":"medianStop","minTrialsRequired":4,"startStep":50})"));
+  EXPECT_EQ(ToJson(s)["status"]["trials"][0]["curve"], json::parse("[[10,0.9],[60,0.5]]"));
+}
+
+TEST(SweepParseTest, EarlyStoppingDefaultsAndRules) {
+  json j = SweepJson();
+  j["spec"]["earlyStopping"] = json::object();
+  auto s = ParseTrainingSweep(j);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  ASSERT_TRUE(s->spec.early_stopping);
+  EXPECT_EQ(*s->spec.early_stopping, EarlyStopping{});
+  EXPECT_EQ(s->spec.early_stopping->min_trials_required, 3);
+  EXPECT_EQ(s->spec.early_stopping->start_step, 1);
+  EXPECT_EQ(Errors(*s), "OK");
+  j["spec"]["earlyStopping"] = {{"algorithm", "hyperband"}};
+  EXPECT_EQ(ParseTrainingSweep(j).status().message(),
+            "spec.earlyStopping.algorithm: unsupported value \"hyperband\" (want one of "
+            "medianStop)");
+  j["spec"]["earlyStopping"] = {{"startstep", 3}};
+  EXPECT_EQ(ParseTrainingSweep(j).status().message(),
+            "spec.earlyStopping.startstep: unknown field");
+  j["spec"]["earlyStopping"] = {{"minTrialsRequired", 0}, {"startStep", 0}};
+  s = ParseTrainingSweep(j);
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(Errors(*s),
+            "spec.earlyStopping.minTrialsRequired: should be greater than or equal to 1; "
+            "spec.earlyStopping.startStep: should be greater than or equal to 1");
 }
 
 TEST(SweepParseTest, RejectsUnknownFieldsAndBadTemplatesWithTheirPath) {

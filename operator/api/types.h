@@ -262,6 +262,10 @@ struct ReplicaStatus {
 // How far the job is, as the coordinator (the chief, else worker 0) reports
 // it on its metrics endpoint (docs/api.md, "Metrics"). Written by the operator
 // when it changed meaningfully, not at every read.
+// status.progress.loss of a trainer whose loss is NaN or infinite (JSON has no such
+// numbers): the largest double, worse than any finite loss.
+inline constexpr double kLossNotFinite = 1.7976931348623157e308;
+
 struct Progress {
   int64_t step = 0;                // the replica's last completed step
   int64_t total_steps = 0;         // the step it stops at
@@ -270,6 +274,9 @@ struct Progress {
   std::string eta;                 // time left as of update_time ("1h2m", "4m10s"); empty: unknown
   std::string replica;             // whose metrics these are: "worker-0"
   Time update_time{};
+  // The replica's training loss at `step` (kubetrain_trainer_loss), what a sweep's early
+  // stopping compares; a loss that is not finite (diverged) is kLossNotFinite.
+  std::optional<double> loss;
 
   friend bool operator==(const Progress&, const Progress&) = default;
 };

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -309,6 +310,7 @@ struct RunFlags {
   std::string status_file;
   int base_port = 0;
   int grace = 10;
+  double progress_interval = 2;
 };
 
 // `kubetrain run` of a TrainingSweep: every trial is a child `kubetrain run`.
@@ -330,6 +332,11 @@ int RunSweep(const RunFlags& f, api::TrainingSweep sweep) {
   if (!trainer.empty()) opt.run_args = {"--trainer", trainer};
   opt.run_args.push_back("--grace-period");
   opt.run_args.push_back(std::to_string(f.grace));
+  if (sweep.spec.early_stopping) {
+    // The rule judges each reading: more of them, sooner.
+    opt.run_args.push_back("--progress-interval");
+    opt.run_args.push_back("0.5");
+  }
   opt.work_dir = !f.work_dir.empty()
                      ? f.work_dir
                      : (std::filesystem::temp_directory_path() /
@@ -402,10 +409,27 @@ int Run(const RunFlags& f) {
   opt.base_port = f.base_port;
   opt.objects = std::move(objects);
   opt.grace = std::chrono::seconds(f.grace);
+  opt.progress_interval =
+      std::chrono::milliseconds(static_cast<int64_t>(std::llround(f.progress_interval * 1000)));
   const bool tty = isatty(STDOUT_FILENO) != 0;
   opt.color = f.color == "always" || (f.color == "auto" && tty && !getenv("NO_COLOR"));
   opt.progress = tty;
   const std::string name = job.metadata.name;
+  if (!f.status_file.empty()) {
+    // The status as it changes, for a sweep's early stopping (local_sweep.cc reads the
+    // progress of its running trials here): replaced whole by rename, so a reader never sees
+    // half a file.
+    opt.on_status = [path = f.status_file](const api::TrainingJobStatus& s) {
+      const std::string tmp = path + ".tmp";
+      {
+        std::ofstream out(tmp, std::ios::trunc);
+        out << api::StatusToJson(s).dump() << "\n";
+        if (!out) return;
+      }
+      std::error_code ec;
+      std::filesystem::rename(tmp, path, ec);
+    };
+  }
   auto result = local::RunLocally(std::move(job), opt);
   // The run directory (each replica's termination message and volumes) is removed after a
   // success; a failed run keeps it for a look (a --work-dir is always kept).
@@ -430,9 +454,13 @@ int Run(const RunFlags& f) {
   // The summary: the status as the operator would write it, then the metrics.
   json status = {{"status", api::StatusToJson(result->status)}};
   if (!f.status_file.empty()) {
-    std::ofstream out(f.status_file);
+    const std::string tmp = f.status_file + ".tmp";
+    std::ofstream out(tmp, std::ios::trunc);
     out << status["status"].dump() << "\n";
-    if (!out) std::cerr << "error: cannot write " << f.status_file << "\n";
+    out.close();
+    std::error_code ec;
+    if (out) std::filesystem::rename(tmp, f.status_file, ec);
+    if (!out || ec) std::cerr << "error: cannot write " << f.status_file << "\n";
   }
   std::cout << "\n# TrainingJob " << name << ": final status (as the operator writes it)\n";
   if (f.output == "json") {
@@ -601,11 +629,18 @@ int main(int argc, char** argv) {
   run_cmd->add_option("--grace-period", run.grace, "seconds between SIGTERM and SIGKILL")
       ->capture_default_str()
       ->check(CLI::Range(0, 3600));
+  run_cmd
+      ->add_option("--progress-interval", run.progress_interval,
+                   "seconds between changes of status.progress (a sweep with earlyStopping "
+                   "runs its trials with 0.5)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.1, 3600.0));
   run_cmd->add_option("-o,--output", run.output, "format of the final status")
       ->check(CLI::IsMember({"yaml", "json"}))
       ->capture_default_str();
   run_cmd->add_option("--status-file", run.status_file,
-                      "also write the final status as JSON to this file");
+                      "also write the status as JSON to this file: rewritten (by rename) as it "
+                      "changes, the final status last");
   run_cmd->add_option("--color", run.color, "auto, always or never")
       ->check(CLI::IsMember({"auto", "always", "never"}))
       ->capture_default_str();

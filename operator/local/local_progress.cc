@@ -21,11 +21,10 @@ progress::ReaderOptions LocalReadOptions() {
 
 }  // namespace
 
-LocalProgress::LocalProgress()
+LocalProgress::LocalProgress(std::chrono::milliseconds publish_interval)
     : fetch_(progress::HttpFetcher(LocalReadOptions())),
-      // Locally a line per change is cheap; still not one per read.
-      tracker_(
-          progress::ProgressTracker::Options{.min_publish_interval = std::chrono::seconds(2)}) {}
+      // Locally a line per change is cheap; still not one per read (by default).
+      tracker_(progress::ProgressTracker::Options{.min_publish_interval = publish_interval}) {}
 
 StatusOr<int> LocalProgress::FreePort() {
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);

@@ -23,7 +23,9 @@ class LocalProgress {
   using Clock = std::chrono::steady_clock;
   static constexpr std::chrono::milliseconds kReadInterval{500};
 
-  LocalProgress();
+  // A new reading is published (becomes status.progress) at most every `publish_interval`.
+  explicit LocalProgress(std::chrono::milliseconds publish_interval = kDefaultPublishInterval);
+  static constexpr std::chrono::milliseconds kDefaultPublishInterval{2000};
 
   // A free TCP port on 127.0.0.1 (the kernel's choice).
   static StatusOr<int> FreePort();

@@ -86,7 +86,8 @@ class Runner {
   Runner(api::TrainingJob job, const RunOptions& options)
       : job_(std::move(job)),
         opt_(options),
-        console_(options.out, options.color, options.progress, [this] { return Progress(); }) {}
+        console_(options.out, options.color, options.progress, [this] { return Progress(); }),
+        progress_(options.progress_interval) {}
   ~Runner();
 
   StatusOr<RunResult> Run();
@@ -639,6 +640,8 @@ StatusOr<RunResult> Runner::Run() {
     }
     // Status first, then the deletes (planner.h: counted failures live in it).
     if (plan.status_changed) {
+      // The status file before the line announcing it (a sweep wakes on the line).
+      if (opt_.on_status) opt_.on_status(plan.status);
       AnnounceStatus(job_.status, plan.status);
       job_.status = plan.status;
     }

@@ -20,6 +20,7 @@
 #include <chrono>
 #include <cstdio>
 #include <deque>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -42,6 +43,12 @@ struct RunOptions {
   std::FILE* out = stdout;
   // Secrets and ConfigMaps defined in the job file, for the pods' env/envFrom references.
   LocalObjects objects;
+  // How often status.progress may change (LocalProgress); a sweep with early stopping asks
+  // for its trials' readings more often than a person does.
+  std::chrono::milliseconds progress_interval{std::chrono::seconds(2)};
+  // Called from the runner's loop with every new status (progress readings included), the
+  // final one last. Unset: nothing is called.
+  std::function<void(const api::TrainingJobStatus&)> on_status;
 };
 
 struct RunResult {

@@ -51,8 +51,13 @@ StatusOr<TrainerSample> TrainerSampleFromText(std::string_view text) {
   out.total_steps = *total;
   out.samples_per_second = AsRate(*samples, contract::metric::kSamplesPerSecond);
   out.steps_per_second = AsRate(*samples, contract::metric::kStepsPerSecond);
-  if (auto loss = FindValue(*samples, contract::metric::kLoss); loss && std::isfinite(*loss))
-    out.loss = loss;
+  if (auto loss = FindValue(*samples, contract::metric::kLoss); loss) {
+    if (std::isfinite(*loss)) {
+      out.loss = loss;
+    } else {
+      out.loss_not_finite = true;
+    }
+  }
   return out;
 }
 
@@ -108,6 +113,12 @@ std::optional<api::Progress> ProgressTracker::Observe(const TrainerSample& sampl
   }
   p.replica = std::string(replica);
   p.update_time = wall;
+  // Before its first step a trainer's loss gauge holds no loss (0): none is reported.
+  if (sample.step > 0 && sample.loss) {
+    p.loss = *sample.loss;
+  } else if (sample.step > 0 && sample.loss_not_finite) {
+    p.loss = api::kLossNotFinite;
+  }
   current_ = p;
 
   // Status writes per job are bounded whatever the trainer reports: besides

@@ -23,6 +23,7 @@ struct TrainerSample {
   std::optional<double> samples_per_second;
   std::optional<double> steps_per_second;  // the trainer's own recent rate
   std::optional<double> loss;
+  bool loss_not_finite = false;  // served, but NaN or infinite (the training diverged)
 };
 
 // NotFound when the text has no kubetrain_trainer_step/total_steps (not a
@@ -45,7 +46,7 @@ class ProgressTracker {
     // when the step went back, the total or the replica changed (a restart:
     // written at once if no other restart was in this interval, else when
     // the interval has passed).
-    std::chrono::seconds min_publish_interval{30};
+    std::chrono::milliseconds min_publish_interval{std::chrono::seconds(30)};
   };
 
   ProgressTracker() : ProgressTracker(Options{}) {}

@@ -197,3 +197,36 @@ TEST(ProgressTrackerTest, ZeroTotalIsZeroPercentAndStepsBeyondTheTotalAre100) {
 
 }  // namespace
 }  // namespace kubetrain::progress
+
+namespace kubetrain::progress {
+namespace {
+
+// Issue 32 item 4: the loss reaches status.progress.loss for a sweep's early stopping.
+TEST(ProgressTrackerTest, CarriesTheLossFromTheFirstStepAndMarksADivergedOne) {
+  auto text = [](const char* step, const char* loss) {
+    return std::string("kubetrain_trainer_step ") + step +
+           "\nkubetrain_trainer_total_steps 1000\nkubetrain_trainer_loss " + loss + "\n";
+  };
+  ProgressTracker t;
+  const api::Time wall{std::chrono::seconds(1'800'000'000)};
+  auto sample = TrainerSampleFromText(text("0", "0"));
+  ASSERT_TRUE(sample.ok());
+  // Step 0: the gauge holds no loss yet.
+  ASSERT_TRUE(t.Observe(*sample, "worker-0", ProgressTracker::SteadyTime{}, wall));
+  EXPECT_EQ(t.current()->loss, std::nullopt);
+  sample = TrainerSampleFromText(text("10", "0.69"));
+  ASSERT_TRUE(sample.ok());
+  t.Observe(*sample, "worker-0", ProgressTracker::SteadyTime{} + std::chrono::seconds(1), wall);
+  EXPECT_EQ(t.current()->loss, 0.69);
+  sample = TrainerSampleFromText(text("20", "NaN"));
+  ASSERT_TRUE(sample.ok()) << "a diverged loss still gives the step";
+  EXPECT_TRUE(sample->loss_not_finite);
+  t.Observe(*sample, "worker-0", ProgressTracker::SteadyTime{} + std::chrono::seconds(2), wall);
+  EXPECT_EQ(t.current()->loss, api::kLossNotFinite);
+  sample = TrainerSampleFromText(text("30", "+Inf"));
+  ASSERT_TRUE(sample.ok());
+  EXPECT_TRUE(sample->loss_not_finite);
+}
+
+}  // namespace
+}  // namespace kubetrain::progress

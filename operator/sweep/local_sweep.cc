@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 
 #include "operator/api/json.h"
@@ -71,6 +72,21 @@ api::TrainingJobStatus FinalStatus(const Child& c, int wait_status) {
   return s;
 }
 
+// The running trial's progress from the status file its runner rewrites as it changes; nullopt
+// when there is none yet (or the file is being replaced: the next read has it).
+std::optional<api::Progress> LiveProgress(const Child& c) {
+  std::ifstream in(c.status_file);
+  if (!in) return std::nullopt;
+  std::stringstream text;
+  text << in.rdbuf();
+  json j = json::parse(text.str(), nullptr, false);
+  if (j.is_discarded()) return std::nullopt;
+  auto s = api::ParseTrainingJobStatus(j);
+  // A finished trial is judged by its final status, once its runner exits.
+  if (!s.ok() || s->Finished()) return std::nullopt;
+  return s->progress;
+}
+
 }  // namespace
 
 std::string FormatTrialTable(const api::TrainingSweep& sweep) {
@@ -85,12 +101,17 @@ std::string FormatTrialTable(const api::TrainingSweep& sweep) {
     return text;
   };
   std::string out = pad("TRIAL", name_w) + "  " + pad("PARAMETERS", params_w) + "  " +
-                    pad("PHASE", 9) + "  " + sweep.spec.objective.metric + "\n";
+                    pad("PHASE", 12) + "  " + sweep.spec.objective.metric + "\n";
   for (const auto& row : s.trials) {
     std::string value = row.value ? Number(*row.value) : row.reason;
+    if (row.early_stop) {
+      value = "stopped at step " + std::to_string(row.early_stop->step) + ": loss " +
+              Number(row.early_stop->value) + " > median " + Number(row.early_stop->median) +
+              " of " + std::to_string(row.early_stop->trials);
+    }
     if (s.best_trial && s.best_trial->name == row.name) value += "  *best";
     out += pad(row.name, name_w) + "  " + pad(Params(row.parameters), params_w) + "  " +
-           pad(std::string(api::Name(row.phase)), 9) + "  " + value + "\n";
+           pad(std::string(api::Name(row.phase)), 12) + "  " + value + "\n";
   }
   if (s.omitted.Total() != 0) {
     // Appended piece by piece: GCC 12 at -O3 warns (-Wrestrict, a false
@@ -99,7 +120,7 @@ std::string FormatTrialTable(const api::TrainingSweep& sweep) {
     out += std::to_string(s.omitted.Total());
     out += " older trials not listed: " + std::to_string(s.omitted.succeeded) + " succeeded, " +
            std::to_string(s.omitted.failed) + " failed, " + std::to_string(s.omitted.stopped) +
-           " stopped)\n";
+           " stopped, " + std::to_string(s.omitted.early_stopped) + " early stopped)\n";
   }
   out += "sweep " + sweep.metadata.name + ": " + (s.state.empty() ? "Created" : s.state) + ", " +
          s.trial_progress + " trials finished";
@@ -160,6 +181,7 @@ StatusOr<LocalSweepResult> RunSweepLocally(api::TrainingSweep sweep,
       t.name = c.name;
       t.index = i;
       t.status.conditions.push_back({api::ConditionType::kRunning, true, "", "", Now()});
+      if (sweep.spec.early_stopping) t.status.progress = LiveProgress(c);
       observed.push_back(std::move(t));
     }
     SweepPlan plan = PlanSweep(sweep, observed, Now());

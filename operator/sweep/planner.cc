@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "operator/api/json.h"
+#include "operator/sweep/median_stop.h"
 
 namespace kubetrain::sweep {
 
@@ -377,6 +378,12 @@ SweepPlan PlanRowsAndTrials(const api::TrainingSweep& sweep,
     } else if (!t->deleting) {
       row.phase = api::TrialPhase::kRunning;
     }
+    // The loss curve, for the median stopping rule (a succeeded trial's last reading too).
+    if (spec.early_stopping && t != nullptr && t->status.progress && t->status.progress->loss &&
+        (row.phase == api::TrialPhase::kRunning || row.phase == api::TrialPhase::kSucceeded)) {
+      const api::Progress& p = *t->status.progress;
+      RecordCurvePoint(row.curve, p.step, p.total_steps, *p.loss);
+    }
     if (row.phase == before || !api::IsFinal(row.phase)) continue;
     if (row.phase == api::TrialPhase::kSucceeded) {
       plan.events.push_back({false, "TrialSucceeded",
@@ -388,12 +395,56 @@ SweepPlan PlanRowsAndTrials(const api::TrainingSweep& sweep,
     }
   }
 
+  // 1b. Early stopping (spec.earlyStopping, median_stop.h): each running trial's best loss so
+  // far against the succeeded trials' running averages. A stopped trial's job is deleted, as for
+  // GoalReached: it frees its pods and quota at once, and its row keeps the numbers that decided.
+  if (spec.early_stopping && !sweep.status.Finished()) {
+    std::vector<std::span<const api::CurvePoint>> completed;
+    for (const api::TrialStatus& row : s.trials) {
+      if (row.phase == api::TrialPhase::kSucceeded) completed.emplace_back(row.curve);
+    }
+    for (api::TrialStatus& row : s.trials) {
+      if (row.phase != api::TrialPhase::kRunning) continue;
+      const ObservedTrial* t = observed(row.index);
+      if (t == nullptr || t->deleting || !t->status.progress || !t->status.progress->loss) {
+        continue;
+      }
+      const api::Progress& p = *t->status.progress;
+      // At its last step a trial has paid for its run and its result is about to come.
+      if (p.total_steps > 0 && p.step >= p.total_steps) continue;
+      auto stop = MedianStop(*spec.early_stopping, api::Direction::kMinimize, completed, row.curve,
+                             p.step, *p.loss);
+      if (!stop) continue;
+      row.phase = api::TrialPhase::kEarlyStopped;
+      row.reason = "EarlyStopped";
+      row.message = "best training loss " + FormatNumber(stop->value, 6) + " by step " +
+                    std::to_string(stop->step) + " is worse than the median " +
+                    FormatNumber(stop->median, 6) + " of " + std::to_string(stop->trials) +
+                    " succeeded trials' running averages at that step";
+      row.early_stop = *stop;
+      plan.deletes.push_back(row.name);
+      plan.events.push_back(
+          {false, "TrialEarlyStopped",
+           "trial " + row.name + " (" + Describe(row.parameters) + ") stopped: " + row.message});
+    }
+    // Stopped before, and the cache does not show the deletion yet.
+    for (const api::TrialStatus& row : s.trials) {
+      if (row.phase != api::TrialPhase::kEarlyStopped) continue;
+      const ObservedTrial* t = observed(row.index);
+      if (t == nullptr || t->deleting || t->status.Finished()) continue;
+      if (std::find(plan.deletes.begin(), plan.deletes.end(), row.name) == plan.deletes.end()) {
+        plan.deletes.push_back(row.name);
+      }
+    }
+  }
+
   // 2. Counts and the best trial.
   auto count = [&] {
     s.running = 0;
     s.succeeded = s.omitted.succeeded;
     s.failed = s.omitted.failed;
     s.stopped = s.omitted.stopped;
+    s.early_stopped = s.omitted.early_stopped;
     for (const api::TrialStatus& row : s.trials) {
       switch (row.phase) {
         case api::TrialPhase::kPending:
@@ -409,10 +460,13 @@ SweepPlan PlanRowsAndTrials(const api::TrainingSweep& sweep,
         case api::TrialPhase::kStopped:
           ++s.stopped;
           break;
+        case api::TrialPhase::kEarlyStopped:
+          ++s.early_stopped;
+          break;
       }
     }
-    s.trial_progress =
-        std::to_string(s.succeeded + s.failed + s.stopped) + "/" + std::to_string(total);
+    s.trial_progress = std::to_string(s.succeeded + s.failed + s.stopped + s.early_stopped) + "/" +
+                       std::to_string(total);
   };
   count();
   s.best_trial.reset();
@@ -471,7 +525,7 @@ SweepPlan PlanRowsAndTrials(const api::TrainingSweep& sweep,
     plan.status_changed = s != sweep.status;
     return plan;
   }
-  const int32_t finished = s.succeeded + s.failed + s.stopped;
+  const int32_t finished = s.succeeded + s.failed + s.stopped + s.early_stopped;
   if (finished >= total && s.running == 0) {
     if (s.best_trial) {
       finish(true, "AllTrialsFinished",
@@ -608,6 +662,9 @@ void BoundSweepStatus(api::TrainingSweepStatus& status, const api::Objective& ob
       row.reason.clear();
       row.message.clear();
     }
+    // Only running and succeeded trials' curves are read again (the early stopping median).
+    if (api::IsFinal(row.phase) && row.phase != api::TrialPhase::kSucceeded) row.curve.clear();
+    if (row.curve.size() > api::kMaxCurvePoints) row.curve.resize(api::kMaxCurvePoints);
     row.reason = api::BoundText(row.reason, api::kMaxTrialReasonBytes);
     row.message = api::BoundText(row.message, api::kMaxTrialMessageBytes);
   }
@@ -657,6 +714,9 @@ void BoundSweepStatus(api::TrainingSweepStatus& status, const api::Objective& ob
         break;
       case api::TrialPhase::kFailed:
         ++status.omitted.failed;
+        break;
+      case api::TrialPhase::kEarlyStopped:
+        ++status.omitted.early_stopped;
         break;
       default:
         ++status.omitted.stopped;

@@ -31,6 +31,14 @@
 //  - kstatus's Ready, Reconciling and Stalled are set from the other conditions
 //    (api::SetSummaryConditions): a running or suspended sweep is InProgress, a
 //    succeeded one Current, a failed one Failed.
+//  - Early stopping (spec.earlyStopping, median_stop.h): each running trial's row records its
+//    loss curve from status.progress (at most api::kMaxCurvePoints points); a trial whose
+//    best loss so far is worse than the median of the succeeded trials' running averages
+//    up to its step is
+//    EarlyStopped (its row keeps the numbers: step, value, median, trials) and its
+//    TrainingJob deleted. EarlyStopped is final and not failed: it counts neither toward
+//    maxFailedTrials nor as a success, and such a trial is never the best (it has no
+//    objective value).
 //  - The template's runPolicy.ttlSecondsAfterFinished is the sweep's to apply:
 //    trials are created without it (the job controller would delete a trial
 //    before its result reached status.trials), and the sweep deletes a

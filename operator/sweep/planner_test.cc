@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <set>
 #include <sstream>
 
@@ -479,6 +480,12 @@ TEST(SweepBoundTest, ThousandRunningRowsWithLongParametersFitFarBelowEtcdsLimit)
     row.reason = std::string(1 << 20, 'r');
     row.message = std::string(1 << 20, 'm');
     if (row.index >= 900) row.phase = TrialPhase::kFailed;
+    // Early stopping's curves at their longest: 19-digit steps, losses of 6 significant digits
+    // with a sign and a 3-digit exponent (RecordCurvePoint rounds every loss to 6 digits).
+    for (size_t i = 0; i < api::kMaxCurvePoints; ++i) {
+      row.curve.push_back(
+          {std::numeric_limits<int64_t>::max() - 10 + static_cast<int64_t>(i), -1.23457e-100});
+    }
   }
   BoundSweepStatus(plan.status, sweep.spec.objective);
   const size_t bytes = StatusBytes(plan.status);
@@ -522,6 +529,148 @@ TEST(SweepBoundTest, BoundTextCutsAtAUtf8Boundary) {
   const std::string cut = api::BoundText("aaaa\xc3\xa9zzzz", 8);
   EXPECT_EQ(cut, "aaaa...");
   EXPECT_EQ(api::BoundText(cut, 8), cut);
+}
+
+}  // namespace
+}  // namespace kubetrain::sweep
+
+namespace kubetrain::sweep {
+namespace {
+
+// A trial reading `loss` at `step` of 100 (status.progress, as the progress reader writes it).
+ObservedTrial Reading(ObservedTrial t, int64_t step, double loss) {
+  api::Progress p;
+  p.step = step;
+  p.total_steps = 100;
+  p.percent = static_cast<int32_t>(step);
+  p.loss = loss;
+  t.status.progress = p;
+  return t;
+}
+
+api::TrainingSweep EarlySweep(int32_t min_trials, int64_t start_step) {
+  api::TrainingSweep sweep = Sweep("grid", 6);
+  sweep.spec.early_stopping = api::EarlyStopping{};
+  sweep.spec.early_stopping->min_trials_required = min_trials;
+  sweep.spec.early_stopping->start_step = start_step;
+  return sweep;
+}
+
+TEST(SweepEarlyStopTest, StopsARunningTrialWorseThanTheSucceededMedianAndRecordsWhy) {
+  api::TrainingSweep sweep = EarlySweep(2, 10);
+  sweep.status = PlanSweep(sweep, {}, kNow).status;  // six Pending rows
+  // Trials 0 and 1 run and record their curves (losses 0.6 and 0.4 at step 20), then succeed.
+  sweep.status = PlanSweep(sweep,
+                           {Reading(Running(0), 20, 0.6), Reading(Running(1), 20, 0.4),
+                            Reading(Running(2), 5, 9.0), Running(3), Running(4), Running(5)},
+                           kNow)
+                     .status;
+  EXPECT_EQ(sweep.status.trials[0].curve, (std::vector<api::CurvePoint>{{20, 0.6}}));
+  EXPECT_EQ(sweep.status.early_stopped, 0) << "no trial succeeded yet";
+  sweep.status = PlanSweep(sweep,
+                           {Reading(Finished(0, true, Auc(0.7)), 100, 0.3),
+                            Reading(Finished(1, true, Auc(0.8)), 100, 0.2),
+                            Reading(Running(2), 5, 9.0), Running(3), Running(4), Running(5)},
+                           kNow)
+                     .status;
+  EXPECT_EQ(sweep.status.early_stopped, 0) << "step 5 is before startStep 10";
+  EXPECT_EQ(sweep.status.trials[2].phase, TrialPhase::kRunning);
+
+  // Trial 2 at step 30: loss 0.9 against the median of 0.6 and 0.4 (0.5). Trial 3 ties it.
+  SweepPlan plan =
+      PlanSweep(sweep,
+                {Reading(Finished(0, true, Auc(0.7)), 100, 0.3),
+                 Reading(Finished(1, true, Auc(0.8)), 100, 0.2), Reading(Running(2), 30, 0.9),
+                 Reading(Running(3), 30, 0.5), Running(4), Running(5)},
+                kNow);
+  const api::TrialStatus& row = plan.status.trials[2];
+  EXPECT_EQ(row.phase, TrialPhase::kEarlyStopped);
+  EXPECT_EQ(row.reason, "EarlyStopped");
+  ASSERT_TRUE(row.early_stop);
+  EXPECT_EQ(*row.early_stop, (api::EarlyStopRecord{30, 0.9, 0.5, 2}));
+  EXPECT_EQ(row.message,
+            "best training loss 0.9 by step 30 is worse than the median 0.5 of 2 succeeded "
+            "trials' running averages at that step");
+  EXPECT_EQ(plan.status.trials[3].phase, TrialPhase::kRunning) << "a tie keeps the trial";
+  EXPECT_EQ(plan.deletes, std::vector<std::string>{"s-2"});
+  EXPECT_EQ(plan.status.early_stopped, 1);
+  EXPECT_EQ(plan.status.failed, 0) << "early stopped is not failed";
+  EXPECT_EQ(plan.status.trial_progress, "3/6");
+  EXPECT_EQ(plan.status.best_trial->name, "s-1");
+  bool event = false;
+  for (const SweepEvent& e : plan.events) event = event || e.reason == "TrialEarlyStopped";
+  EXPECT_TRUE(event);
+
+  // Round trip through JSON (the status the apiserver stores) keeps the numbers; the
+  // stopped row's curve is dropped (only running and succeeded curves are read again).
+  auto back = api::ParseTrainingSweepStatus(api::SweepStatusToJson(plan.status));
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(*back, plan.status);
+  EXPECT_TRUE(back->trials[2].curve.empty());
+  EXPECT_EQ(back->trials[1].curve.size(), 2u);
+
+  // The cache still shows trial 2 running: deleted again, its row unchanged.
+  sweep.status = plan.status;
+  SweepPlan again =
+      PlanSweep(sweep,
+                {Reading(Finished(0, true, Auc(0.7)), 100, 0.3),
+                 Reading(Finished(1, true, Auc(0.8)), 100, 0.2), Reading(Running(2), 40, 0.9),
+                 Reading(Running(3), 40, 0.5), Running(4), Running(5)},
+                kNow);
+  EXPECT_EQ(again.deletes, std::vector<std::string>{"s-2"});
+  EXPECT_EQ(again.status.trials[2].early_stop, row.early_stop);
+
+  // Every other trial finishes: the sweep succeeds with the early-stopped trial not failed.
+  sweep.status = again.status;
+  SweepPlan end = PlanSweep(
+      sweep,
+      {Finished(0, true, Auc(0.7)), Finished(1, true, Auc(0.8)), Finished(3, true, Auc(0.6)),
+       Finished(4, true, Auc(0.6)), Finished(5, true, Auc(0.6))},
+      kNow);
+  EXPECT_EQ(end.status.Find(ConditionType::kSucceeded)->reason, "AllTrialsFinished");
+  EXPECT_EQ(end.status.trial_progress, "6/6");
+  EXPECT_EQ(end.status.early_stopped, 1);
+}
+
+TEST(SweepEarlyStopTest, NothingStopsBeforeMinTrialsRequiredSucceeded) {
+  api::TrainingSweep sweep = EarlySweep(3, 1);
+  sweep.status = PlanSweep(sweep, {}, kNow).status;
+  sweep.status = PlanSweep(sweep,
+                           {Reading(Running(0), 20, 0.6), Reading(Running(1), 20, 0.4), Running(2),
+                            Running(3), Running(4), Running(5)},
+                           kNow)
+                     .status;
+  SweepPlan plan = PlanSweep(sweep,
+                             {Reading(Finished(0, true, Auc(0.7)), 100, 0.3),
+                              Reading(Finished(1, true, Auc(0.8)), 100, 0.2),
+                              Reading(Running(2), 30, 1e9), Running(3), Running(4), Running(5)},
+                             kNow);
+  EXPECT_EQ(plan.status.trials[2].phase, TrialPhase::kRunning);
+  EXPECT_TRUE(plan.deletes.empty());
+}
+
+TEST(SweepEarlyStopTest, ATrialAtItsLastStepIsNotStopped) {
+  api::TrainingSweep sweep = EarlySweep(1, 1);
+  sweep.status = PlanSweep(sweep, {}, kNow).status;
+  sweep.status = PlanSweep(sweep, {Reading(Running(0), 20, 0.3), Running(1)}, kNow).status;
+  sweep.status =
+      PlanSweep(sweep, {Reading(Finished(0, true, Auc(0.7)), 100, 0.3), Running(1)}, kNow).status;
+  SweepPlan plan = PlanSweep(
+      sweep, {Reading(Finished(0, true, Auc(0.7)), 100, 0.3), Reading(Running(1), 100, 9.0)}, kNow);
+  EXPECT_EQ(plan.status.trials[1].phase, TrialPhase::kRunning);
+  EXPECT_TRUE(plan.deletes.empty());
+  plan = PlanSweep(
+      sweep, {Reading(Finished(0, true, Auc(0.7)), 100, 0.3), Reading(Running(1), 99, 9.0)}, kNow);
+  EXPECT_EQ(plan.status.trials[1].phase, TrialPhase::kEarlyStopped);
+}
+
+TEST(SweepEarlyStopTest, WithoutEarlyStoppingNoCurveAndNoStop) {
+  api::TrainingSweep sweep = Sweep("grid", 6);
+  sweep.status = PlanSweep(sweep, {}, kNow).status;
+  SweepPlan plan = PlanSweep(
+      sweep, {Reading(Finished(0, true, Auc(0.7)), 100, 0.3), Reading(Running(1), 30, 1e9)}, kNow);
+  EXPECT_TRUE(plan.status.trials[0].curve.empty());
+  EXPECT_EQ(plan.status.trials[1].phase, TrialPhase::kRunning);
 }
 
 }  // namespace

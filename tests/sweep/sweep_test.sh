@@ -196,6 +196,68 @@ case_suspend_and_resume() {
   check "still one trial" "$(k get tj -o name | wc -l)" 1
 }
 
+# Issue 32 item 4: early stopping on the cluster. kwok pods serve no metrics, so the test
+# plays the job controller's progress reader: it writes each trial's status.progress (the
+# job controller keeps a progress it did not read itself). Trial 0 reads loss 0.3 at step 50
+# and succeeds; trial 1 then reads loss 5 at step 60 and is stopped: EarlyStopped with the
+# numbers, its TrainingJob deleted, not failed; trial 2 is started in its place.
+case_early_stopping_stops_the_worse_trial() {
+  new_ns early
+  cat <<SWEEP | k apply -f - >/dev/null
+apiVersion: kubetrain.io/v1alpha1
+kind: TrainingSweep
+metadata: {name: e}
+spec:
+  objective: {metric: eval.auc}
+  algorithm: {name: grid}
+  parallelism: 2
+  earlyStopping: {minTrialsRequired: 1, startStep: 10}
+  parameters:
+    - {name: x, type: categorical, values: ["1", "5", "3"]}
+  trialTemplate:
+    replicaSpecs:
+      Worker:
+        template:
+          metadata:
+            annotations: {"kubetrain.io/test-termination-message": "{\"eval\": {\"auc\": 0.\${params.x}}}"}
+          spec:
+            nodeSelector: {type: kwok}
+            tolerations: [{key: kwok.x-k8s.io/node, operator: Exists, effect: NoSchedule}]
+            containers: [{name: trainer, image: kubetrain-trainer}]
+SWEEP
+  check "the CRD defaults the algorithm" "$(jpath tsw/e '{.spec.earlyStopping.algorithm}')" medianStop
+  wait_until "two trial pods running" bash -c \
+    "[[ \$(kubectl -n ${ns} get pods --field-selector=status.phase=Running -o name | wc -l) == 2 ]]"
+  progress() {  # progress TRIAL STEP LOSS
+    k patch tj "$1" --subresource=status --type=merge -p "{\"status\": {\"progress\": {\"step\": $2,
+      \"totalSteps\": 100, \"percent\": $2, \"samplesPerSecond\": 100, \"replica\": \"worker-0\",
+      \"loss\": $3, \"updateTime\": \"$(date -u +%Y-%m-%dT%H:%M:%SZ)\"}}}" >/dev/null
+  }
+  progress e-0 50 0.3
+  wait_until "trial 0's loss in its row's curve" bash -c \
+    "[[ \$(kubectl -n ${ns} get tsw e -o jsonpath='{.status.trials[0].curve}') == '[[50,0.3]]' ]]"
+  progress e-1 5 9  # before startStep: kept running
+  k annotate pod e-0-worker-0 kubetrain.io/test-exit-code=0 >/dev/null
+  wait_until "trial 0 succeeded" bash -c \
+    "[[ \$(kubectl -n ${ns} get tsw e -o jsonpath='{.status.trials[0].phase}') == Succeeded ]]"
+  check "trial 1 still runs (its reading was before startStep)" "$(jpath tsw/e '{.status.trials[1].phase}')" Running
+  progress e-1 60 5
+  wait_until "trial 1 early stopped" bash -c \
+    "[[ \$(kubectl -n ${ns} get tsw e -o jsonpath='{.status.trials[1].phase}') == EarlyStopped ]]"
+  check "the numbers that decided" \
+    "$(jpath tsw/e '{.status.trials[1].earlyStopped.step} {.status.trials[1].earlyStopped.value} {.status.trials[1].earlyStopped.median} {.status.trials[1].earlyStopped.trials} {.status.trials[1].reason}')" \
+    "60 5 0.3 1 EarlyStopped"
+  check "counted as early stopped, not failed" "$(jpath tsw/e '{.status.earlyStopped} {.status.failed}')" "1 0"
+  wait_until "the stopped trial's job is deleted" bash -c "! kubectl -n ${ns} get tj e-1 >/dev/null 2>&1"
+  wait_until "a TrialEarlyStopped event" bash -c \
+    "kubectl -n ${ns} get events.events.k8s.io -o json | jq -e '[.items[] | select(.reason == \"TrialEarlyStopped\")] | length == 1'"
+  wait_until "trial 2 started in its place" bash -c "kubectl -n ${ns} get tj e-2"
+  k annotate pod e-2-worker-0 kubetrain.io/test-exit-code=0 >/dev/null 2>&1 ||
+    { wait_until "trial 2's pod" bash -c "kubectl -n ${ns} get pod e-2-worker-0"; k annotate pod e-2-worker-0 kubetrain.io/test-exit-code=0 >/dev/null; }
+  wait_sweep e Succeeded
+  check "the best is a trial that ran to its end" "$(jpath tsw/e '{.status.bestTrial.name} {.status.trialProgress}')" "e-2 3/3"
+}
+
 # examples/sweep.yaml as it is. Its pods ask for no kwok node, so they stay
 # unscheduled; the test plays the kubelet and writes each worker pod's status
 # (exit 0, the trainer's metrics with an AUC that grows with the trial index).
@@ -295,6 +357,6 @@ op_pid=$!
 cases=(case_grid_picks_the_best_and_counts_missing_metrics case_trial_ttl_keeps_every_result
   case_goal_stops_early
   case_goal_stops_running_trials case_deletion_takes_the_trials case_suspend_and_resume
-  case_example_as_it_is)
+  case_example_as_it_is case_early_stopping_stops_the_worse_trial)
 [[ $# -gt 1 ]] && cases=("${@:2}")
 run_cases "${cases[@]}"
