@@ -16,7 +16,7 @@
 namespace {
 
 using json = nlohmann::json;
-using Clock = std::chrono::steady_clock;
+using SteadyClock = std::chrono::steady_clock;
 
 double Percentile(std::vector<double> v, double p) {
   std::sort(v.begin(), v.end());
@@ -48,7 +48,7 @@ int main() {
   std::mutex mu;
   std::condition_variable cv;
   std::string last_seen;
-  Clock::time_point seen_at;
+  SteadyClock::time_point seen_at;
   runtime::Informer<runtime::GenericObject> inf(
       runtime::NewKubeListerWatcher(c, kube::kConfigMaps, ns, "bench=latency"),
       runtime::ToGenericObject);
@@ -56,7 +56,7 @@ int main() {
   h.on_update = [&](const auto&, const auto& o) {
     std::lock_guard lock(mu);
     last_seen = o->object["data"].value("seq", "");
-    seen_at = Clock::now();
+    seen_at = SteadyClock::now();
     cv.notify_all();
   };
   inf.AddHandlers(h);
@@ -74,7 +74,7 @@ int main() {
     std::vector<double> lat;
     for (int i = 0; i < kWrites; ++i) {
       std::string want = std::to_string(++seq);
-      auto start = Clock::now();
+      auto start = SteadyClock::now();
       auto r = c->Patch(kube::kConfigMaps, ns, "probe", kube::PatchType::kMerge,
                         {{"data", {{"seq", want}}}});
       if (!r.ok()) {

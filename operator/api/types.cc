@@ -7,6 +7,10 @@
 
 namespace kubetrain::api {
 
+Time Now(const Clock& clock) {
+  return std::chrono::floor<std::chrono::seconds>(clock.WallNow());
+}
+
 std::string FormatTime(Time t) {
   std::time_t secs = static_cast<std::time_t>(t.time_since_epoch().count());
   std::tm tm{};

@@ -18,6 +18,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/status.h"
 #include "common/workload_contract.h"
 
@@ -41,6 +42,8 @@ inline constexpr int64_t kMaxActiveDeadlineSeconds = 315'360'000;
 // Kubernetes timestamps have one-second resolution (metav1.Time).
 using Time = std::chrono::sys_seconds;
 
+// The clock's calendar time, to the second: every timestamp the operator writes.
+Time Now(const Clock& clock = RealClock());
 // "2026-11-21T13:45:21Z".
 std::string FormatTime(Time t);
 // Accepts RFC 3339 with 'Z' or a numeric offset, and optional fractional seconds

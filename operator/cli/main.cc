@@ -231,7 +231,7 @@ StatusOr<std::vector<JobDocument>> LoadJobs(const std::string& file,
     if (errors.size() == before) {
       // Template problems the CRD lets through fail the job at once (InvalidSpec).
       controller::PlanInput input;
-      input.now = std::chrono::floor<std::chrono::seconds>(std::chrono::system_clock::now());
+      input.now = api::Now();
       auto plan = controller::PlanJob(*job, {}, input);
       if (const auto* failed = plan.status.Find(api::ConditionType::kFailed);
           failed && failed->status && failed->reason == "InvalidSpec") {
@@ -583,7 +583,7 @@ int Render(const std::string& file, const std::string& ns, bool show_secrets, bo
   bool first = true;
   for (const auto& doc : *jobs) {
     controller::PlanInput input;
-    input.now = std::chrono::floor<std::chrono::seconds>(std::chrono::system_clock::now());
+    input.now = api::Now();
     randombytes_buf(input.auth_key.data(), input.auth_key.size());
     input.network_policy = network_policy;
     auto plan = controller::PlanJob(doc.job, {}, input);

@@ -30,7 +30,6 @@ namespace kubetrain::controller {
 namespace {
 
 using json = nlohmann::json;
-using Clock = std::chrono::system_clock;
 
 // A lost pod is never force-deleted before this long (or the lost-pod grace, if shorter)
 // past its deletionTimestamp: a live kubelet SIGKILLs at that moment and confirms within
@@ -59,10 +58,6 @@ const std::shared_ptr<const kube::FieldFilter>& CachedChildFields() {
   static const auto* const fields = new std::shared_ptr<const kube::FieldFilter>(
       std::make_shared<const kube::FieldFilter>(kube::FieldFilter{{"metadata", {}}}));
   return *fields;
-}
-
-api::Time Now() {
-  return std::chrono::floor<std::chrono::seconds>(Clock::now());
 }
 
 // What differs per child kind, in one table.
@@ -205,6 +200,8 @@ class JobController::Impl {
     runtime::RunController(stop, queue_, options_.workers,
                            [this](const std::string& key) { return TimedReconcile(key); });
   }
+
+  bool Idle() const { return queue_.Idle(); }
 
   bool Ready() const {
     for (const auto& [ns, c] : caches_) {
@@ -513,7 +510,7 @@ class JobController::Impl {
       ForgetJob(key);
       return runtime::ReconcileResult{};  // deleted; the garbage collector takes the children
     }
-    const api::Time now = Now();
+    const api::Time now = api::Now(*options_.clock);
     const std::string cached_rv = cached->meta.resource_version;
     auto parsed = api::ParseTrainingJob(cached->Object());
     if (!parsed.ok()) return FailUnparseable(key, *cached, parsed.status(), now);
@@ -983,7 +980,7 @@ class JobController::Impl {
   // Pending counts alone), else one; <= 0: write now.
   std::chrono::milliseconds FirstStatusWait(const std::string& key, bool state_defaulted) {
     if (options_.status_coalesce <= std::chrono::milliseconds(0)) return {};
-    const auto now = std::chrono::steady_clock::now();
+    const auto now = options_.clock->Now();
     std::lock_guard<std::mutex> lock(status_mu_);
     const auto since = first_deferred_.try_emplace(key, now).first->second;
     return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -992,7 +989,7 @@ class JobController::Impl {
 
   std::chrono::milliseconds StatusWriteWait(const std::string& key, bool pending_only) {
     if (options_.status_coalesce <= std::chrono::milliseconds(0)) return {};
-    const auto now = std::chrono::steady_clock::now();
+    const auto now = options_.clock->Now();
     std::lock_guard<std::mutex> lock(status_mu_);
     auto it = last_status_write_.find(key);
     if (it == last_status_write_.end()) return {};
@@ -1017,7 +1014,7 @@ class JobController::Impl {
     }
     {
       std::lock_guard<std::mutex> lock(status_mu_);
-      last_status_write_[key] = std::chrono::steady_clock::now();
+      last_status_write_[key] = options_.clock->Now();
       first_deferred_.erase(key);
     }
     const std::string to_rv =
@@ -1161,9 +1158,11 @@ class JobController::Impl {
   std::map<std::string, std::unique_ptr<Caches>> caches_;
 
   // Thread-safe, each with its own lock.
-  runtime::WorkQueue queue_{runtime::WorkQueueOptions{.name = "trainingjobs"}};
-  Expectations expectations_{options_.expectation_timeout};
-  Refusals refusals_{options_.refused_probe};
+  runtime::WorkQueue queue_{
+      runtime::WorkQueueOptions{.name = "trainingjobs", .clock = options_.clock}};
+  Expectations expectations_{options_.expectation_timeout,
+                             [clock = options_.clock] { return clock->WallNow(); }};
+  Refusals refusals_{options_.refused_probe, [clock = options_.clock] { return clock->Now(); }};
   std::unique_ptr<progress::ProgressReader> progress_;  // null when not reading progress
   std::unique_ptr<KueueIntegration> kueue_;             // null without options.kueue
   std::mutex lost_mu_;
@@ -1201,6 +1200,10 @@ void JobController::Run(std::stop_token stop) {
 
 bool JobController::Ready() const {
   return impl_->Ready();
+}
+
+bool JobController::Idle() const {
+  return impl_->Idle();
 }
 
 }  // namespace kubetrain::controller

@@ -29,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/status.h"
 #include "operator/api/resources.h"
 #include "operator/controller/job_client.h"
@@ -104,6 +105,10 @@ struct JobControllerOptions {
   // kueue.x-k8s.io/queue-name runs only while its Workload is admitted. Needs
   // the Workload CRD. Off: such a job runs at once, with a Warning event.
   bool kueue = false;
+  // What the controller's timers (requeues, retries, the status coalescing
+  // window, expectations, refusal probes) and timestamps read; must outlive
+  // the controller (tests: a FakeClock).
+  Clock* clock = &RealClock();
 };
 
 class JobController {
@@ -126,6 +131,10 @@ class JobController {
   void Run(std::stop_token stop);
   // True once every cache has synced.
   bool Ready() const;
+  // No reconcile queued, running, or due at the clock's time (tests on a
+  // FakeClock: with the caches caught up, nothing happens until the clock
+  // moves or the apiserver changes).
+  bool Idle() const;
 
   class Impl;
 

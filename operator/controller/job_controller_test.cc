@@ -247,6 +247,19 @@ class FakeApi final : public JobClient {
     events_.push_back({++rv_, r.resource, kube::WatchEventType::kDeleted, obj});
     cv_.notify_all();
   }
+  // Every watch has handed the controller every event so far (its handler
+  // returned, so the caches hold it and what the handlers queue is queued).
+  bool Delivered() {
+    std::lock_guard lock(mu_);
+    for (const auto& [watcher, rv] : delivered_) {
+      if (rv < rv_) return false;
+    }
+    return true;
+  }
+  int64_t rv() {
+    std::lock_guard lock(mu_);
+    return rv_;
+  }
   // The names of `resource` served (listed or watched) under label `selector`.
   std::set<std::string> Served(const std::string& resource, const std::string& selector) {
     std::lock_guard lock(mu_);
@@ -274,8 +287,13 @@ class FakeApi final : public JobClient {
           ns_(std::move(ns)),
           selector_(std::move(selector)),
           fields_(std::move(fields)) {}
+    ~Watcher() override {
+      std::lock_guard lock(api_->mu_);
+      api_->delivered_.erase(this);
+    }
     StatusOr<json> List() override {
       std::lock_guard lock(api_->mu_);
+      api_->delivered_[this] = api_->rv_;
       json items = json::array();
       for (const auto& [key, obj] : api_->objects_[resource_]) {
         if ((ns_.empty() || obj["metadata"].value("namespace", "") == ns_) && Selected(obj))
@@ -305,6 +323,8 @@ class FakeApi final : public JobClient {
           }
         }
         for (auto& e : batch) KT_RETURN_IF_ERROR(handler(std::move(e)));
+        std::lock_guard lock(api_->mu_);
+        api_->delivered_[this] = seen;
       }
     }
 
@@ -378,6 +398,7 @@ class FakeApi final : public JobClient {
   std::map<std::string, kube::DeleteOptions> delete_options_;  // guarded by mu_
   std::condition_variable_any cv_;
   int64_t rv_ = 0;                                              // guarded by mu_
+  std::map<const Watcher*, int64_t> delivered_;                 // guarded by mu_: rv handled
   std::map<std::string, std::map<std::string, json>> objects_;  // guarded by mu_
   std::deque<Event> events_;                                    // guarded by mu_
   std::vector<Failure> failures_;                               // guarded by mu_
@@ -507,6 +528,7 @@ class Running {
   double Registry(std::string_view name, std::string_view labels = "") const {
     return registry_.Get(name, labels);
   }
+  bool Idle() const { return controller_.Idle(); }
 
  private:
   std::unique_ptr<kube::Client> events_client_;
@@ -526,6 +548,58 @@ bool Eventually(F done) {
     std::this_thread::sleep_for(milliseconds(10));  // poll interval, not synchronisation
   }
   return done();
+}
+
+// The controller on a FakeClock: timers (retries, requeues, the coalescing
+// window) fire only when the test moves the clock, so "nothing more happens"
+// is asserted after the controller is done rather than after a sleep.
+JobControllerOptions OnClock(FakeClock* clock, JobControllerOptions o = Options()) {
+  o.clock = clock;
+  return o;
+}
+
+// After the seeded objects' creationTimestamp (2026-11-22T20:00:00Z), as the
+// real clock is.
+std::chrono::system_clock::time_point TestWallStart() {
+  return std::chrono::sys_days(std::chrono::year{2026} / 11 / 23);
+}
+
+// Waits (up to 20 s) until the controller has done everything it will do at
+// the clock's present time: every watch event handed to its caches, no
+// reconcile queued, running or due. Nothing more happens until the clock
+// moves or the apiserver changes (no other source queues work in these tests:
+// progress reads and Kueue are off).
+bool Settle(FakeApi& api, const Running& controller) {
+  return Eventually([&] {
+    const int64_t rv = api.rv();
+    return api.Delivered() && controller.Idle() && api.rv() == rv;
+  });
+}
+
+// Moves `clock` forward by `total` in `steps` and lets the controller settle
+// after each, so what a step makes due (a retry, a requeue) runs before the
+// next: `total` of the controller's time, in no real time.
+void AdvanceAndSettle(FakeClock& clock, FakeApi& api, const Running& controller,
+                      std::chrono::milliseconds total, int steps = 10) {
+  ASSERT_TRUE(Settle(api, controller));
+  for (int i = 0; i < steps; ++i) {
+    clock.Advance(i + 1 < steps ? total / steps : total - (steps - 1) * (total / steps));
+    ASSERT_TRUE(Settle(api, controller)) << "step " << i;
+  }
+}
+
+// Moves `clock` forward by `step` until `done` holds after the controller
+// settled (at most `max_steps` times): for a test on a FakeClock whose
+// progress needs retries.
+template <typename F>
+bool AdvanceUntil(FakeClock& clock, FakeApi& api, const Running& controller, F done,
+                  std::chrono::milliseconds step = milliseconds(100), int max_steps = 100) {
+  for (int i = 0; i <= max_steps; ++i) {
+    if (!Settle(api, controller)) return false;
+    if (done()) return true;
+    clock.Advance(step);
+  }
+  return false;
 }
 
 std::string Reason(const json& job, const std::string& type) {
@@ -602,7 +676,8 @@ TEST(JobControllerTest, AlreadyExistsCountsAsCreated) {
   api.Seed(kTrainingJobs, Job());
   // Every pod create answers 409 although the caches never show the pods.
   api.FailNext("create", "pods", Status(StatusCode::kAlreadyExists, "AlreadyExists (409)"), 2);
-  JobControllerOptions options = Options();
+  FakeClock clock(TestWallStart());
+  JobControllerOptions options = OnClock(&clock);
   options.status_coalesce = milliseconds(0);  // Created at once
   Running controller(&api, options);
   ASSERT_TRUE(Eventually(
@@ -610,7 +685,7 @@ TEST(JobControllerTest, AlreadyExistsCountsAsCreated) {
   ASSERT_TRUE(
       Eventually([&] { return Reason(*api.Get(kTrainingJobs, "ml", "tj"), "Created") != ""; }));
   // No error, no retry: the expectations treat the pods as there (Pending).
-  std::this_thread::sleep_for(milliseconds(300));  // lets a wrong retry happen; not synchronisation
+  AdvanceAndSettle(clock, api, controller, milliseconds(300));  // a wrong retry would be due
   EXPECT_EQ(controller.Registry("kubetrain_reconcile_errors_total"), 0);
   std::string log;
   for (const auto& c : api.calls()) {
@@ -626,13 +701,17 @@ TEST(JobControllerTest, RejectedPodFailsTheJobOnceWithInvalidSpec) {
   api.Seed(kTrainingJobs, Job());
   api.FailNext("create", "pods",
                Status(StatusCode::kInvalidArgument, "Invalid (422): spec.containers[0].image"));
-  Running controller(&api);
-  ASSERT_TRUE(Eventually(
-      [&] { return Reason(*api.Get(kTrainingJobs, "ml", "tj"), "Failed") == "InvalidSpec"; }));
+  FakeClock clock(TestWallStart());
+  Running controller(&api, OnClock(&clock));
+  // The failure is planned by the reconcile after the one whose create was
+  // rejected: a retry, on the clock.
+  ASSERT_TRUE(AdvanceUntil(clock, api, controller, [&] {
+    return Reason(*api.Get(kTrainingJobs, "ml", "tj"), "Failed") == "InvalidSpec";
+  }));
   const std::string message = Message(*api.Get(kTrainingJobs, "ml", "tj"), "Failed");
   EXPECT_NE(message.find("the apiserver rejected pod tj-worker-"), std::string::npos) << message;
   EXPECT_NE(message.find("spec.containers[0].image"), std::string::npos) << message;
-  std::this_thread::sleep_for(milliseconds(300));  // lets a wrong retry happen; not synchronisation
+  AdvanceAndSettle(clock, api, controller, milliseconds(300));  // a wrong retry would be due
   // Once: one rejected create, one job failed, and the finished job gets no new
   // pod. Its other pod may have been created beside the rejected one (creates
   // run concurrently); the failed job deletes it (cleanPodPolicy Running).
@@ -720,15 +799,16 @@ TEST(JobControllerGangTest, NoPodGroupApiFailsTheJobAndCreatesNoPod) {
   FakeApi api;
   api.Seed(kTrainingJobs, GangJob());
   api.FailNext("create", "podgroups", Status(StatusCode::kNotFound, "NotFound (404)"));
-  Running controller(&api);
-  ASSERT_TRUE(Eventually([&] {
+  FakeClock clock(TestWallStart());
+  Running controller(&api, OnClock(&clock));
+  ASSERT_TRUE(AdvanceUntil(clock, api, controller, [&] {
     return Reason(*api.Get(kTrainingJobs, "ml", "tj"), "Failed") == "GangSchedulingUnavailable";
   }));
   const std::string message = Message(*api.Get(kTrainingJobs, "ml", "tj"), "Failed");
   EXPECT_NE(message.find("PodGroup API (scheduling.x-k8s.io/v1alpha1 podgroups) is not installed"),
             std::string::npos)
       << message;
-  std::this_thread::sleep_for(milliseconds(300));  // lets a wrong retry happen; not synchronisation
+  AdvanceAndSettle(clock, api, controller, milliseconds(300));  // a wrong retry would be due
   EXPECT_EQ(Count(api.calls(), "create", "pods", StatusCode::kOk), 0u) << CallLog(api.calls());
   EXPECT_EQ(Count(api.calls(), "create", "podgroups", StatusCode::kNotFound), 1u);
 }
@@ -752,11 +832,17 @@ TEST(JobControllerGangTest, NoRightToCreatePodGroupsSaysWhichGrantIsMissing) {
 TEST(JobControllerTest, LiveCountChangesWaitForTheCoalesceWindowAndGoInOneWrite) {
   FakeApi api;
   api.Seed(kTrainingJobs, Job());
-  JobControllerOptions options = Options();
+  FakeClock clock(TestWallStart());
+  JobControllerOptions options = OnClock(&clock);
   options.status_coalesce = seconds(1);
   Running controller(&api, options);
   // Created waits a window for the pods (they stay Pending here), then goes
   // with their Pending counts in one write.
+  ASSERT_TRUE(
+      Eventually([&] { return Count(api.calls(), "create", "pods", StatusCode::kOk) == 2; }));
+  AdvanceAndSettle(clock, api, controller, milliseconds(999));
+  EXPECT_EQ(Count(api.calls(), "update_status", "trainingjobs", StatusCode::kOk), 0u);
+  clock.Advance(milliseconds(1));
   ASSERT_TRUE(Eventually([&] {
     const json job = *api.Get(kTrainingJobs, "ml", "tj");
     const json status = job.value("status", json::object());
@@ -764,7 +850,7 @@ TEST(JobControllerTest, LiveCountChangesWaitForTheCoalesceWindowAndGoInOneWrite)
         status.value("replicaStatuses", json::object()).value("Worker", json::object());
     return workers.value("active", 0) == 2;
   }));
-  std::this_thread::sleep_for(milliseconds(300));  // lets a wrong extra write happen
+  AdvanceAndSettle(clock, api, controller, milliseconds(300));  // a wrong extra write would be due
   const auto calls = api.calls();
   EXPECT_EQ(Count(calls, "update_status", "trainingjobs", StatusCode::kOk), 1u);
   EXPECT_EQ(Reason(*api.Get(kTrainingJobs, "ml", "tj"), "Created"), "TrainingJobCreated");
@@ -959,11 +1045,13 @@ TEST(JobControllerConcurrencyTest, AFailedConcurrentCreateIsRetriedAndNoPodIsMad
   FakeApi api;
   api.Seed(kTrainingJobs, JobOfWorkers(8));
   api.FailNext("create", "pods", Status(StatusCode::kUnavailable, "ServiceUnavailable (503)"), 2);
-  Running controller(&api);
-  ASSERT_TRUE(
-      Eventually([&] { return Count(api.calls(), "create", "pods", StatusCode::kOk) == 8; }));
+  FakeClock clock(TestWallStart());
+  Running controller(&api, OnClock(&clock));
+  ASSERT_TRUE(AdvanceUntil(clock, api, controller, [&] {
+    return Count(api.calls(), "create", "pods", StatusCode::kOk) == 8;
+  }));  // the retry after the 503s waits for its backoff on the clock
   EXPECT_GE(controller.Registry("kubetrain_reconcile_errors_total"), 1);
-  std::this_thread::sleep_for(milliseconds(300));  // lets a wrong extra create happen
+  AdvanceAndSettle(clock, api, controller, milliseconds(300));  // a wrong extra create would be due
   const auto calls = api.calls();
   EXPECT_EQ(Count(calls, "create", "pods", StatusCode::kUnavailable), 2u);
   EXPECT_EQ(Count(calls, "create", "pods", StatusCode::kOk), 8u);
@@ -1017,7 +1105,7 @@ JobControllerOptions Uncoalesced() {
 // Deletes tj-worker-1 and waits for its replacement (the `n`th pod created);
 // returns the creates made from the delete on. Secret creates are held until
 // a pod create comes (FakeApi::HoldSecretCreatesUntilAPodCreate).
-std::string ReplaceWorker1(FakeApi& api, size_t n) {
+std::string ReplaceWorker1(FakeClock& clock, FakeApi& api, const Running& controller, size_t n) {
   const size_t from = api.calls().size();
   api.HoldSecretCreatesUntilAPodCreate();
   EXPECT_TRUE(api.Delete(kube::kPods, "ml", "tj-worker-1", {}).ok());
@@ -1025,7 +1113,7 @@ std::string ReplaceWorker1(FakeApi& api, size_t n) {
       Eventually([&] { return Count(api.calls(), "create", "pods", StatusCode::kOk) == n; }));
   // The status saying 1 running went out before that create (same reconcile).
   BringUp(api);
-  std::this_thread::sleep_for(milliseconds(300));  // lets a wrong extra create happen
+  AdvanceAndSettle(clock, api, controller, milliseconds(300));  // a wrong extra create would be due
   return CreatesFrom(api.calls(), from);
 }
 
@@ -1036,13 +1124,14 @@ std::string ReplaceWorker1(FakeApi& api, size_t n) {
 TEST(JobControllerReplacementTest, GoesOutWithTheSecretAndWithoutAKnownPolicy) {
   FakeApi api;
   api.Seed(kTrainingJobs, Job());
-  Running controller(&api, Uncoalesced());
+  FakeClock clock(TestWallStart());
+  Running controller(&api, OnClock(&clock, Uncoalesced()));
   ASSERT_TRUE(
       Eventually([&] { return Count(api.calls(), "create", "pods", StatusCode::kOk) == 2; }));
   EXPECT_EQ(Count(api.calls(), "create", "networkpolicies", StatusCode::kOk), 1u);
   BringUp(api);
   for (size_t n : {3u, 4u}) {
-    EXPECT_EQ(ReplaceWorker1(api, n),
+    EXPECT_EQ(ReplaceWorker1(clock, api, controller, n),
               "pods/tj-worker-1 OK\n"
               "secrets/tj-auth-job-uid AlreadyExists\n");
   }
@@ -1061,12 +1150,13 @@ TEST(JobControllerReplacementTest, AfterARestartThePolicyIsSentOnceAlongsideTheP
         Eventually([&] { return Count(api.calls(), "create", "pods", StatusCode::kOk) == 2; }));
     BringUp(api);
   }
-  Running controller(&api, Uncoalesced());
-  EXPECT_EQ(ReplaceWorker1(api, 3),
+  FakeClock clock(TestWallStart());
+  Running controller(&api, OnClock(&clock, Uncoalesced()));
+  EXPECT_EQ(ReplaceWorker1(clock, api, controller, 3),
             "networkpolicies/tj-training-job-uid AlreadyExists\n"
             "pods/tj-worker-1 OK\n"
             "secrets/tj-auth-job-uid AlreadyExists\n");
-  EXPECT_EQ(ReplaceWorker1(api, 4),
+  EXPECT_EQ(ReplaceWorker1(clock, api, controller, 4),
             "pods/tj-worker-1 OK\n"
             "secrets/tj-auth-job-uid AlreadyExists\n");
   EXPECT_EQ(api.secret_holds_timed_out(), 0);
@@ -1094,14 +1184,15 @@ TEST(JobControllerReplacementTest, APodGoneBeforeTheCacheSawItIsReplacedAtOnce) 
 TEST(JobControllerReplacementTest, ADeletedPolicyComesBackWithTheNextPodOnceDue) {
   FakeApi api;
   api.Seed(kTrainingJobs, Job());
-  JobControllerOptions options = Uncoalesced();
+  FakeClock clock(TestWallStart());
+  JobControllerOptions options = OnClock(&clock, Uncoalesced());
   options.network_policy_recheck = seconds(0);
   Running controller(&api, options);
   ASSERT_TRUE(
       Eventually([&] { return Count(api.calls(), "create", "pods", StatusCode::kOk) == 2; }));
   BringUp(api);
   ASSERT_TRUE(api.Delete(kube::kNetworkPolicies, "ml", "tj-training-job-uid", {}).ok());
-  const std::string creates = ReplaceWorker1(api, 3);
+  const std::string creates = ReplaceWorker1(clock, api, controller, 3);
   EXPECT_NE(creates.find("networkpolicies/tj-training-job-uid OK\n"), std::string::npos) << creates;
   EXPECT_TRUE(api.Get(kube::kNetworkPolicies, "ml", "tj-training-job-uid").has_value());
 }
@@ -1117,18 +1208,19 @@ size_t StatusWrites(FakeApi& api) {
 TEST(JobControllerFirstStatusTest, CreatedGoesWithRunningWhenThePodsComeUpInTheWindow) {
   FakeApi api;
   api.Seed(kTrainingJobs, Job());
-  JobControllerOptions options = Options();
-  options.status_coalesce = seconds(60);  // longer than Eventually waits
+  FakeClock clock(TestWallStart());
+  JobControllerOptions options = OnClock(&clock);
+  options.status_coalesce = seconds(60);
   Running controller(&api, options);
   ASSERT_TRUE(
       Eventually([&] { return Count(api.calls(), "create", "pods", StatusCode::kOk) == 2; }));
-  std::this_thread::sleep_for(milliseconds(300));  // lets a wrong early write happen
+  AdvanceAndSettle(clock, api, controller, seconds(59));  // within the window: no write
   EXPECT_EQ(StatusWrites(api), 0u);
   MarkWorkersRunning(api);
   ASSERT_TRUE(Eventually([&] {
     return Reason(*api.Get(kTrainingJobs, "ml", "tj"), "Running") == "TrainingJobRunning";
   }));
-  std::this_thread::sleep_for(milliseconds(300));  // lets a wrong extra write happen
+  AdvanceAndSettle(clock, api, controller, milliseconds(300));  // a wrong extra write would be due
   EXPECT_EQ(StatusWrites(api), 1u);
   const json job = *api.Get(kTrainingJobs, "ml", "tj");
   EXPECT_EQ(Reason(job, "Created"), "TrainingJobCreated");
@@ -1144,18 +1236,19 @@ TEST(JobControllerFirstStatusTest, CreatedGoesWithRunningWhenThePodsComeUpInTheW
 TEST(JobControllerFirstStatusTest, ANewJobWritesItsServiceOnceItsPodsRun) {
   FakeApi api;
   api.Seed(kTrainingJobs, Job());
-  JobControllerOptions options = Options();
+  FakeClock clock(TestWallStart());
+  JobControllerOptions options = OnClock(&clock);
   options.status_coalesce = seconds(60);
   Running controller(&api, options);
   ASSERT_TRUE(
       Eventually([&] { return Count(api.calls(), "create", "pods", StatusCode::kOk) == 2; }));
-  std::this_thread::sleep_for(milliseconds(300));  // lets a wrong early create happen
+  AdvanceAndSettle(clock, api, controller, seconds(59));  // a wrong early create would be made
   EXPECT_EQ(Count(api.calls(), "create", "services", StatusCode::kOk), 0u);
   MarkWorkersRunning(api);
   ASSERT_TRUE(Eventually([&] {
     return Reason(*api.Get(kTrainingJobs, "ml", "tj"), "Running") == "TrainingJobRunning";
   }));
-  std::this_thread::sleep_for(milliseconds(300));  // lets a wrong extra write happen
+  AdvanceAndSettle(clock, api, controller, milliseconds(300));  // a wrong extra write would be due
   std::vector<std::string> writes;
   for (const FakeApi::Call& c : api.calls()) {
     if (c.verb == "create" && c.resource == "pods") {
@@ -1606,12 +1699,13 @@ TEST(JobControllerRefusedTest, AfterARestartARefusedJobProbesAtOnceAndClearsItsC
                       {"message", "cannot create pod tj-worker-0: exceeded quota: q"},
                       {"lastTransitionTime", "2026-11-22T20:00:00Z"}}}}};
   api.Seed(kTrainingJobs, job);
-  Running controller(&api, Options());  // default probes: the first is due at once
+  FakeClock clock(TestWallStart());
+  Running controller(&api, OnClock(&clock));  // default probes: the first is due at once
   ASSERT_TRUE(Eventually([&] { return api.All(kube::kPods).size() == 2; }));
   ASSERT_TRUE(Eventually([&] {
     return Condition(*api.Get(kTrainingJobs, "ml", "tj"), "CreateRefused").is_null();
   })) << api.Get(kTrainingJobs, "ml", "tj")->dump();
-  std::this_thread::sleep_for(milliseconds(500));  // lets a wrong loop of writes happen
+  AdvanceAndSettle(clock, api, controller, milliseconds(500));  // a wrong loop of writes would run
   EXPECT_LE(StatusWrites(api), 2u) << CallLog(api.calls());
   EXPECT_EQ(Reason(*api.Get(kTrainingJobs, "ml", "tj"), "Failed"), "");
 }

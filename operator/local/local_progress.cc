@@ -61,7 +61,7 @@ bool LocalProgress::Poll(Clock::time_point now) {
   if (!body.ok()) return false;  // not up yet, or gone: no progress from this read
   auto sample = progress::TrainerSampleFromText(*body);
   if (!sample.ok()) return false;
-  const api::Time wall = std::chrono::floor<std::chrono::seconds>(std::chrono::system_clock::now());
+  const api::Time wall = api::Now();
   return tracker_.Observe(*sample, replica_, now, wall).has_value();
 }
 

@@ -40,10 +40,6 @@ constexpr size_t kFallbackLines = 80;            // FallbackToLogsOnError: last 
 constexpr size_t kFallbackBytes = 2048;          // ...at most 2048 bytes
 constexpr size_t kMaxPartialLine = 64 * 1024;
 
-api::Time Now() {
-  return std::chrono::floor<std::chrono::seconds>(std::chrono::system_clock::now());
-}
-
 std::string Errno(const char* what) {
   return std::string(what) + ": " + std::strerror(errno);
 }
@@ -149,7 +145,7 @@ Status Runner::Setup() {
   if (job_.metadata.namespace_.empty()) job_.metadata.namespace_ = "default";
   if (job_.metadata.uid.empty()) job_.metadata.uid = "local";
   if (job_.metadata.generation == 0) job_.metadata.generation = 1;
-  if (!job_.metadata.creation_timestamp) job_.metadata.creation_timestamp = Now();
+  if (!job_.metadata.creation_timestamp) job_.metadata.creation_timestamp = api::Now();
   if (sodium_init() < 0) return Internal("libsodium initialisation failed");
   randombytes_buf(key_.data(), key_.size());
   KT_ASSIGN_OR_RETURN(cluster_, AllocateLocalCluster(job_, opt_.base_port));
@@ -276,7 +272,7 @@ void Runner::StartPod(const controller::ChildCreate& child) {
   pod.observed.role = role;
   pod.observed.index = child.ref.index;
   pod.observed.phase = PodPhase::kRunning;
-  pod.observed.creation_timestamp = Now();
+  pod.observed.creation_timestamp = api::Now();
   if (meta.contains("annotations") &&
       meta["annotations"].contains(std::string(controller::kSpecHashAnnotation))) {
     pod.observed.spec_hash =
@@ -379,7 +375,7 @@ void Runner::DeletePod(const std::string& name) {
     return;
   }
   if (pod.observed.deletion_timestamp) return;
-  pod.observed.deletion_timestamp = Now();
+  pod.observed.deletion_timestamp = api::Now();
   Say("stopping " + pod.short_name + " (SIGTERM to process group " + std::to_string(pod.pid) + ")");
   KillGroup(pod.pid, SIGTERM);
   pod.kill_at = SteadyClock::now() + pod.grace;
@@ -566,7 +562,7 @@ void Runner::StopAll() {
   bool any = false;
   for (auto& [name, pod] : pods_) {
     if (pod.pid > 0 && !pod.observed.deletion_timestamp) {
-      pod.observed.deletion_timestamp = Now();
+      pod.observed.deletion_timestamp = api::Now();
       KillGroup(pod.pid, SIGTERM);
       pod.kill_at = SteadyClock::now() + pod.grace;
     }
@@ -627,7 +623,7 @@ StatusOr<RunResult> Runner::Run() {
   input.cluster_override = cluster_;
   bool first = true;
   for (;;) {
-    input.now = Now();
+    input.now = api::Now();
     input.progress = progress_.published();
     controller::Plan plan = controller::PlanJob(job_, Observe(), input);
     if (first) {
@@ -681,7 +677,7 @@ StatusOr<RunResult> Runner::Run() {
     for (auto it = pods_.begin(); it != pods_.end();) {
       it = it->second.observed.deletion_timestamp ? pods_.erase(it) : std::next(it);
     }
-    input.now = Now();
+    input.now = api::Now();
     controller::Plan last = controller::PlanJob(job_, Observe(), input);
     if (last.status_changed) job_.status = last.status;
   }

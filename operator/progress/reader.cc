@@ -19,10 +19,6 @@ constexpr std::chrono::milliseconds kIdleWait{1000};
 
 std::once_flag g_curl_init;
 
-api::Time WallNow() {
-  return std::chrono::floor<std::chrono::seconds>(std::chrono::system_clock::now());
-}
-
 // One read in flight: its buffers and what the callbacks saw.
 struct Transfer {
   uint64_t id = 0;
@@ -371,7 +367,7 @@ void ProgressReader::Finish(const ScrapeScheduler::Due& due, const StatusOr<std:
     const bool current = scheduler_.Done(due, sample.ok(), now);
     if (sample.ok() && current) {
       auto [it, added] = trackers_.try_emplace(due.key, options_.tracker);
-      changed = it->second.Observe(*sample, due.target.replica, now, WallNow()).has_value();
+      changed = it->second.Observe(*sample, due.target.replica, now, api::Now()).has_value();
     }
   }
   if (!sample.ok()) {

@@ -44,7 +44,7 @@ EventRecorder::~EventRecorder() {
 void EventRecorder::Record(const ObjectReference& regarding, const std::string& type,
                            const std::string& reason, const std::string& action,
                            const std::string& note) {
-  const auto now = std::chrono::steady_clock::now();
+  const auto now = opts_.clock->Now();
   std::lock_guard lock(mu_);
   if (limits_.size() >= opts_.max_tracked_objects) PruneLimitsLocked(now);
   Limit& limit =
@@ -105,7 +105,7 @@ void EventRecorder::Loop(std::stop_token stop) {
       if (stop.stop_requested()) {
         // Events recorded just before shutdown are still worth sending, but
         // an unreachable apiserver must not hold the process up for long.
-        auto now = std::chrono::steady_clock::now();
+        auto now = opts_.clock->Now();
         if (!stopped_at) stopped_at = now;
         if (now - *stopped_at > opts_.shutdown_grace) {
           dropped_ += queue_.size();
@@ -134,7 +134,7 @@ void EventRecorder::Loop(std::stop_token stop) {
 }
 
 void EventRecorder::Send(const Pending& p) {
-  const auto now = std::chrono::steady_clock::now();
+  const auto now = opts_.clock->Now();
   const std::string key = p.regarding.uid + "|" + p.regarding.ns + "/" + p.regarding.name + "|" +
                           p.type + "|" + p.reason + "|" + p.action + "|" + p.note;
   const std::string ns = p.regarding.ns.empty() ? "default" : p.regarding.ns;

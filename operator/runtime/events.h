@@ -12,6 +12,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "common/clock.h"
 #include "operator/kube/client.h"
 #include "operator/kube/rate_limiter.h"
 
@@ -42,6 +43,9 @@ struct EventRecorderOptions {
   size_t max_tracked_objects = 4096;
   // How long the destructor keeps sending queued events before dropping them.
   std::chrono::milliseconds shutdown_grace{5000};
+  // What the rate limit, the aggregation window and the grace are measured
+  // on; must outlive the recorder (tests: a FakeClock).
+  Clock* clock = &RealClock();
 };
 
 // Contract: Record() never blocks on the network and never fails; events

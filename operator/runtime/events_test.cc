@@ -47,6 +47,36 @@ TEST(EventRecorderTest, PerObjectBurstIsEnforcedAtRecordTime) {
   EXPECT_EQ(rec.dropped(), 2u);  // a: 5 - 3; b is under its own limit
 }
 
+// The per-object bucket refills on the recorder's clock: one event per
+// 1 / per_object_qps once the burst is spent.
+TEST(EventRecorderTest, PerObjectBucketRefillsOnTheClock) {
+  FakeClock clock;
+  kube::Config cfg;
+  cfg.server = "http://127.0.0.1:1";
+  cfg.max_retries = 0;
+  auto client = kube::Client::Create(cfg);
+  ASSERT_TRUE(client.ok());
+  EventRecorderOptions opts;
+  opts.per_object_burst = 2;
+  opts.per_object_qps = 1.0 / 300;
+  opts.shutdown_grace = std::chrono::milliseconds(0);
+  opts.clock = &clock;
+  EventRecorder rec(client->get(), opts);
+  // A dropped event costs a token too, so each object is probed once.
+  ObjectReference a{"v1", "Pod", "ns", "a", "uid-a"}, b{"v1", "Pod", "ns", "b", "uid-b"};
+  for (int i = 0; i < 2; ++i) rec.Record(a, "Normal", "R", "A", "x");
+  for (int i = 0; i < 2; ++i) rec.Record(b, "Normal", "R", "A", "x");
+  EXPECT_EQ(rec.dropped(), 0u);  // both bursts spent
+  clock.Advance(std::chrono::seconds(299));
+  rec.Record(a, "Normal", "R", "A", "x");
+  EXPECT_EQ(rec.dropped(), 1u);  // not refilled yet
+  clock.Advance(std::chrono::seconds(1));
+  rec.Record(b, "Normal", "R", "A", "x");
+  EXPECT_EQ(rec.dropped(), 1u);  // 300 s: one token back
+  rec.Record(b, "Normal", "R", "A", "x");
+  EXPECT_EQ(rec.dropped(), 2u);  // and only one
+}
+
 // Accepts every Event POSTed to it and keeps the bodies.
 class FakeEventSink {
  public:
@@ -58,6 +88,13 @@ class FakeEventSink {
                    res.status = 201;
                    res.set_content(req.body, "application/json");
                  });
+    server_.Patch(R"(/apis/events.k8s.io/v1/namespaces/([^/]+)/events/([^/]+))",
+                  [this](const httplib::Request& req, httplib::Response& res) {
+                    std::lock_guard lock(mu_);
+                    patches_.push_back(req.body);
+                    res.status = 200;
+                    res.set_content("{}", "application/json");
+                  });
     port_ = server_.bind_to_any_port("127.0.0.1");
     thread_ = std::thread([this] { server_.listen_after_bind(); });
     while (!server_.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -71,6 +108,10 @@ class FakeEventSink {
     std::lock_guard lock(mu_);
     return bodies_;
   }
+  std::vector<std::string> patches() {
+    std::lock_guard lock(mu_);
+    return patches_;
+  }
 
  private:
   httplib::Server server_;
@@ -78,7 +119,37 @@ class FakeEventSink {
   std::thread thread_;
   std::mutex mu_;
   std::vector<std::string> bodies_;
+  std::vector<std::string> patches_;
 };
+
+// A repeat within the aggregation window counts into the Event's series (a
+// PATCH); one after it, on the recorder's clock, is a new Event.
+TEST(EventRecorderTest, ARepeatAfterTheAggregationWindowIsANewEvent) {
+  FakeClock clock;
+  FakeEventSink sink;
+  kube::Config cfg;
+  cfg.server = "http://127.0.0.1:" + std::to_string(sink.port());
+  cfg.max_retries = 0;
+  auto client = kube::Client::Create(cfg);
+  ASSERT_TRUE(client.ok());
+  EventRecorderOptions opts;
+  opts.clock = &clock;
+  opts.aggregation_window = std::chrono::seconds(360);
+  EventRecorder rec(client->get(), opts);
+  ObjectReference ref{"v1", "Pod", "ns", "p", "uid-p"};
+  rec.Record(ref, "Warning", "R", "A", "same");
+  rec.Flush();
+  clock.Advance(std::chrono::seconds(359));
+  rec.Record(ref, "Warning", "R", "A", "same");
+  rec.Flush();
+  EXPECT_EQ(sink.bodies().size(), 1u);
+  EXPECT_EQ(sink.patches().size(), 1u);
+  clock.Advance(std::chrono::seconds(360));
+  rec.Record(ref, "Warning", "R", "A", "same");
+  rec.Flush();
+  EXPECT_EQ(sink.bodies().size(), 2u);
+  EXPECT_EQ(sink.patches().size(), 1u);
+}
 
 // Issue 10, item 9: per-object token buckets of objects that are gone must
 // not pile up: 10,000 jobs created and deleted leave at most

@@ -9,8 +9,6 @@
 #include <random>
 #include <thread>
 
-#include "operator/runtime/shutdown.h"
-
 namespace kubetrain::runtime {
 namespace {
 
@@ -76,7 +74,7 @@ LeaderElector::Attempt LeaderElector::TryAcquireOrRenew(Status* error) {
 }
 
 LeaderElector::Attempt LeaderElector::TryAcquireOrRenewUnsafe(Status* error) {
-  const auto now = std::chrono::steady_clock::now();
+  const auto now = config_.clock->Now();
   const long duration_s = std::max<long>(
       1, std::chrono::duration_cast<std::chrono::seconds>(config_.lease_duration).count());
   auto current = client_->Get(kube::kLeases, config_.lease_namespace, config_.lease_name);
@@ -181,7 +179,7 @@ Status LeaderElector::Run(std::stop_token stop,
     if (a == Attempt::kError && err.code() != StatusCode::kConflict &&
         err.code() != StatusCode::kAlreadyExists)
       spdlog::warn("leader election: {}", err.ToString());
-    SleepFor(stop, config_.retry_period);
+    (void)config_.clock->SleepFor(config_.retry_period, stop);
   }
   {
     std::lock_guard lock(mu_);
@@ -206,7 +204,7 @@ Status LeaderElector::Run(std::stop_token stop,
   {
     std::lock_guard lock(mu_);
     lost_ = false;
-    last_renew_ = std::chrono::steady_clock::now();
+    last_renew_ = config_.clock->Now();
   }
   std::jthread worker([&] { on_started_leading(leading.get_token()); });
   // The renew deadline is enforced here, not after a renew call returns: a
@@ -215,12 +213,12 @@ Status LeaderElector::Run(std::stop_token stop,
     std::unique_lock lock(mu_);
     while (!done.stop_requested() && !lost_) {
       const auto deadline = last_renew_ + config_.renew_deadline;
-      if (std::chrono::steady_clock::now() >= deadline) {
+      if (config_.clock->Now() >= deadline) {
         spdlog::error("leader election: renew deadline passed; stopping every worker");
         lose();
         break;
       }
-      watchdog_cv.wait_until(lock, done, deadline, [] { return false; });
+      (void)config_.clock->WaitUntil(lock, watchdog_cv, done, deadline, [] { return false; });
     }
   });
 
@@ -228,14 +226,14 @@ Status LeaderElector::Run(std::stop_token stop,
   Status result;
   Status last_err;
   for (;;) {
-    SleepFor(wake.get_token(), config_.retry_period);
+    (void)config_.clock->SleepFor(config_.retry_period, wake.get_token());
     if (stop.stop_requested() || wake.stop_requested()) break;
     Status err;
     Attempt a = TryAcquireOrRenew(&err);
     std::lock_guard lock(mu_);
     if (lost_) break;
     if (a == Attempt::kAcquired) {
-      last_renew_ = std::chrono::steady_clock::now();
+      last_renew_ = config_.clock->Now();
       continue;
     }
     if (a == Attempt::kHeldByOther) {

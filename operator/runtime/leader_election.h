@@ -7,6 +7,7 @@
 #include <stop_token>
 #include <string>
 
+#include "common/clock.h"
 #include "common/status.h"
 #include "operator/kube/client.h"
 
@@ -25,6 +26,9 @@ struct LeaderElectionConfig {
   // stopped: fence writes here (kube::Config::may_write). Must not block or
   // call back into the elector.
   std::function<void()> on_lost;
+  // What the retry period, the renew deadline and the lease's expiry are
+  // measured on; must outlive the elector (tests: a FakeClock).
+  Clock* clock = &RealClock();
 };
 
 // The client configuration leader election must use: its own client (own

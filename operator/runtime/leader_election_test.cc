@@ -231,17 +231,28 @@ TEST_F(LeaderElectionTest, HungRenewalStopsLeadingAndFencesAtTheRenewDeadline) {
   EXPECT_EQ(result.code(), StatusCode::kUnavailable) << result.ToString();
 }
 
+// Another holder's lease (leaseDurationSeconds 1) is taken once it has gone
+// unchanged for 1 s on this elector's clock, not a retry earlier.
 TEST_F(LeaderElectionTest, WaitsForAnotherHoldersLeaseToExpire) {
   server_.SetHolder("other");
+  FakeClock clock;
+  le_.clock = &clock;
   LeaderElector elector(client_.get(), le_);
-  auto start = std::chrono::steady_clock::now();
   std::atomic<bool> started{false};
   std::stop_source stop;
   std::thread t(
       [&] { (void)elector.Run(stop.get_token(), [&](std::stop_token) { started = true; }); });
+  // Each retry (every 100 ms) reads the lease and waits again; the record
+  // never changes, so it expires 1000 ms after the first read.
+  for (int retry = 1; retry < 10; ++retry) {
+    ASSERT_TRUE(clock.AwaitWaiters(1, 10s)) << retry;
+    clock.Advance(100ms);
+  }
+  ASSERT_TRUE(clock.AwaitWaiters(1, 10s));  // the attempt at 900 ms is done
+  EXPECT_FALSE(started.load());
+  EXPECT_EQ(server_.Holder(), "other");
+  clock.Advance(100ms);
   ASSERT_TRUE(WaitUntil([&] { return started.load(); }));
-  // The record never changes, so it expires lease_duration after we first saw it.
-  EXPECT_GE(std::chrono::steady_clock::now() - start, 1000ms);
   EXPECT_EQ(server_.Holder(), "me");
   stop.request_stop();
   t.join();

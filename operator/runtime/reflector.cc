@@ -5,8 +5,6 @@
 #include <random>
 #include <thread>
 
-#include "operator/runtime/shutdown.h"
-
 namespace kubetrain::runtime {
 namespace {
 
@@ -182,7 +180,7 @@ void Reflector::Backoff(std::stop_token stop, std::chrono::milliseconds& delay) 
   static thread_local std::mt19937 rng(std::random_device{}());
   auto jittered = std::chrono::milliseconds(
       std::uniform_int_distribution<long>(delay.count() / 2 + 1, delay.count() + 1)(rng));
-  SleepFor(stop, jittered);
+  (void)opts_.clock->SleepFor(jittered, stop);
   delay = std::min(delay * 2, opts_.max_backoff);
 }
 
@@ -219,7 +217,7 @@ void Reflector::Run(std::stop_token stop) {
     }
     // kWatching: resume from the last resourceVersion we saw.
     state_ = State::kWatching;
-    auto started = std::chrono::steady_clock::now();
+    const auto started = opts_.clock->Now();
     Status s = lw_->Watch(
         last_resource_version(),
         [this](kube::WatchEvent&& ev) -> Status {
@@ -231,14 +229,12 @@ void Reflector::Run(std::stop_token stop) {
         },
         stop);
     if (stop.stop_requested()) break;
-    if (std::chrono::steady_clock::now() - started >= opts_.healthy_watch)
-      delay = opts_.initial_backoff;
+    if (opts_.clock->Now() - started >= opts_.healthy_watch) delay = opts_.initial_backoff;
     if (s.ok()) {
       // The server closed the watch on its timeout: re-watch at once. A watch
       // that ends cleanly at once, again and again, is a misbehaving server
       // or proxy; back off rather than spin.
-      if (std::chrono::steady_clock::now() - started < std::chrono::seconds(1))
-        Backoff(stop, delay);
+      if (opts_.clock->Now() - started < std::chrono::seconds(1)) Backoff(stop, delay);
       continue;
     }
     if (s.code() == StatusCode::kGone) {

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/status.h"
 #include "operator/kube/client.h"
 
@@ -68,6 +69,9 @@ struct ReflectorOptions {
   // A watch that ran at least this long resets the backoff.
   std::chrono::milliseconds healthy_watch{10'000};
   std::string name = "reflector";  // for logs
+  // What the backoff waits on and watch lifetimes are measured on; must
+  // outlive the reflector (tests: a FakeClock).
+  Clock* clock = &RealClock();
 };
 
 // Contract: Run() drives the state machine below on the calling thread until

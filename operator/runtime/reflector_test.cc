@@ -87,6 +87,11 @@ class ScriptedListerWatcher : public ListerWatcher {
     std::lock_guard lock(mu_);
     return list_calls_;
   }
+  // Waits (up to 10 s) until List() was called `n` times.
+  bool WaitListCalls(int n) {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, std::chrono::seconds(10), [&] { return list_calls_ >= n; });
+  }
 
  private:
   std::mutex mu_;
@@ -194,6 +199,33 @@ TEST_F(InformerTest, GoneRelistsAndEmitsTombstonesForObjectsThatVanished) {
   auto keys = informer_->store().Keys();
   std::sort(keys.begin(), keys.end());
   EXPECT_EQ(keys, (std::vector<std::string>{"ns/a", "ns/c"}));
+}
+
+// A failing list is retried after the backoff, which doubles: 800 ms, then
+// 1.6 s (each jittered down to half), measured on the reflector's clock.
+TEST(ReflectorBackoffTest, FailedListsAreRetriedAfterADoublingBackoff) {
+  FakeClock clock;
+  auto owned = std::make_unique<ScriptedListerWatcher>();
+  ScriptedListerWatcher* lw = owned.get();
+  ReflectorOptions o;
+  o.clock = &clock;  // initial_backoff 800 ms, max 30 s
+  Informer<GenericObject> informer(std::move(owned), ToGenericObject, o);
+  informer.Start();  // no scripted list: every List() fails
+  ASSERT_TRUE(lw->WaitListCalls(1));
+  ASSERT_TRUE(clock.AwaitWaiters(1, std::chrono::seconds(10)));  // in its backoff
+  clock.Advance(std::chrono::milliseconds(400));                 // below the least jitter (401 ms)
+  EXPECT_EQ(clock.Waiters(), 1);
+  EXPECT_EQ(lw->list_calls(), 1);
+  EXPECT_EQ(informer.reflector().state(), Reflector::State::kBackoff);
+  clock.Advance(std::chrono::milliseconds(401));  // 801 ms: past the most (801 ms)
+  ASSERT_TRUE(lw->WaitListCalls(2));
+  ASSERT_TRUE(clock.AwaitWaiters(1, std::chrono::seconds(10)));
+  clock.Advance(std::chrono::milliseconds(800));  // the second backoff is at least 801 ms
+  EXPECT_EQ(clock.Waiters(), 1);
+  EXPECT_EQ(lw->list_calls(), 2);
+  clock.Advance(std::chrono::milliseconds(801));  // and at most 1601 ms
+  ASSERT_TRUE(lw->WaitListCalls(3));
+  informer.Stop();
 }
 
 // Issue 10, item 10: a sync that never completes names the cause seen.

@@ -31,6 +31,7 @@ int ItemBackoff::NumRequeues(const std::string& key) const {
 
 WorkQueue::WorkQueue(WorkQueueOptions opts)
     : metric_labels_(opts.name.empty() ? "" : "name=\"" + opts.name + "\""),
+      clock_(opts.clock),
       backoff_(opts.base_delay, opts.max_delay),
       bucket_(opts.qps, opts.burst) {
   timer_ = std::jthread([this](std::stop_token st) { TimerLoop(st); });
@@ -68,7 +69,7 @@ void WorkQueue::AddAfter(const std::string& key, std::chrono::nanoseconds delay)
   if (delay.count() <= 0) return Add(key);
   std::lock_guard lock(mu_);
   if (shutting_down_) return;
-  const Clock::time_point at = Clock::now() + delay;
+  const Clock::TimePoint at = clock_->Now() + delay;
   if (auto w = waiting_.find(key); w != waiting_.end()) {
     if (w->second->first <= at) return;  // already due no later than asked
     delayed_.erase(w->second);
@@ -82,7 +83,7 @@ void WorkQueue::AddRateLimited(const std::string& key) {
   if (!metric_labels_.empty())
     DefaultMetrics().Add("kubetrain_workqueue_retries_total", metric_labels_);
   auto item = backoff_.When(key);
-  auto overall = bucket_.Reserve(Clock::now());
+  auto overall = bucket_.Reserve(clock_->Now());
   AddAfter(key, std::max(item, overall));
 }
 
@@ -160,10 +161,16 @@ size_t WorkQueue::DelayedLen() const {
   return delayed_.size();
 }
 
+bool WorkQueue::Idle() const {
+  std::lock_guard lock(mu_);
+  return queue_.empty() && processing_.empty() &&
+         (delayed_.empty() || delayed_.begin()->first > clock_->Now());
+}
+
 void WorkQueue::TimerLoop(std::stop_token stop) {
   std::unique_lock lock(mu_);
   while (!stop.stop_requested()) {
-    auto now = Clock::now();
+    auto now = clock_->Now();
     while (!delayed_.empty() && delayed_.begin()->first <= now) {
       std::string key = std::move(delayed_.begin()->second);
       delayed_.erase(delayed_.begin());
@@ -174,7 +181,7 @@ void WorkQueue::TimerLoop(std::stop_token stop) {
       timer_cv_.wait(lock, stop, [this] { return !delayed_.empty(); });
     } else {
       auto next = delayed_.begin()->first;
-      timer_cv_.wait_until(lock, stop, next, [this, next] {
+      (void)clock_->WaitUntil(lock, timer_cv_, stop, next, [this, next] {
         return !delayed_.empty() && delayed_.begin()->first < next;
       });
     }

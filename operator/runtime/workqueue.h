@@ -15,6 +15,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "common/clock.h"
 #include "common/status.h"
 #include "operator/kube/rate_limiter.h"
 
@@ -45,6 +46,8 @@ struct WorkQueueOptions {
   // When set, the queue reports kubetrain_workqueue_{adds,retries}_total and
   // kubetrain_workqueue_depth with label name="<name>" to DefaultMetrics().
   std::string name;
+  // What delays are measured on; must outlive the queue (tests: a FakeClock).
+  Clock* clock = &RealClock();
 };
 
 // Contract:
@@ -63,8 +66,6 @@ struct WorkQueueOptions {
 // All methods are thread-safe.
 class WorkQueue {
  public:
-  using Clock = std::chrono::steady_clock;
-
   explicit WorkQueue(WorkQueueOptions opts = {});
   ~WorkQueue();
   WorkQueue(const WorkQueue&) = delete;
@@ -92,6 +93,9 @@ class WorkQueue {
   size_t Len() const;
   // Keys waiting for their AddAfter/AddRateLimited delay.
   size_t DelayedLen() const;
+  // Nothing queued, in flight, or waiting with its delay over: the queue hands
+  // out nothing until an Add or the clock moves. For tests on a FakeClock.
+  bool Idle() const;
 
  private:
   void AddLocked(const std::string& key);
@@ -100,18 +104,19 @@ class WorkQueue {
   void ReportDepthLocked();
 
   const std::string metric_labels_;  // "" when metrics are off
+  Clock* const clock_;
   ItemBackoff backoff_;
   kube::TokenBucket bucket_;
 
   mutable std::mutex mu_;
   std::condition_variable cv_;  // queue_ changed or shutdown
   std::condition_variable_any timer_cv_;
-  std::deque<std::string> queue_;                          // guarded by mu_
-  std::unordered_set<std::string> dirty_;                  // guarded by mu_: needs processing
-  std::unordered_set<std::string> processing_;             // guarded by mu_
-  std::multimap<Clock::time_point, std::string> delayed_;  // guarded by mu_
+  std::deque<std::string> queue_;                         // guarded by mu_
+  std::unordered_set<std::string> dirty_;                 // guarded by mu_: needs processing
+  std::unordered_set<std::string> processing_;            // guarded by mu_
+  std::multimap<Clock::TimePoint, std::string> delayed_;  // guarded by mu_
   // Each waiting key's entry in delayed_, for the per-key dedupe.
-  std::unordered_map<std::string, std::multimap<Clock::time_point, std::string>::iterator>
+  std::unordered_map<std::string, std::multimap<Clock::TimePoint, std::string>::iterator>
       waiting_;                 // guarded by mu_
   bool shutting_down_ = false;  // guarded by mu_
   std::jthread timer_;

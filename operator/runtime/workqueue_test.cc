@@ -52,37 +52,67 @@ TEST(WorkQueueTest, ItemAddedWhileProcessingIsProcessedAgainAfterDone) {
   EXPECT_EQ(q.Len(), 0u);
 }
 
-TEST(WorkQueueTest, AddAfterDeliversNoEarlierThanTheDelay) {
-  WorkQueue q;
-  auto start = std::chrono::steady_clock::now();
+// Delays are measured on the queue's clock: a FakeClock delivers at the
+// deadline exactly, without the test waiting for it.
+WorkQueueOptions OnClock(Clock* clock) {
+  WorkQueueOptions o;
+  o.clock = clock;
+  return o;
+}
+
+TEST(WorkQueueTest, AddAfterDeliversAtTheDelayNotBefore) {
+  FakeClock clock;
+  WorkQueue q(OnClock(&clock));
   q.AddAfter("a", 50ms);
+  clock.Advance(49ms);
+  // Not due: the timer was not woken, so this is no race.
   EXPECT_EQ(q.Len(), 0u);
-  auto k = q.Get();  // blocks until the timer fires
-  ASSERT_TRUE(k.has_value());
-  EXPECT_GE(std::chrono::steady_clock::now() - start, 50ms);
+  EXPECT_EQ(q.DelayedLen(), 1u);
+  EXPECT_TRUE(q.Idle());
+  clock.Advance(1ms);
+  EXPECT_FALSE(q.Idle());    // due now, whether or not the timer has run
+  EXPECT_EQ(*q.Get(), "a");  // blocks until the timer moves it
+  EXPECT_EQ(q.DelayedLen(), 0u);
+}
+
+// The real clock still works (the default).
+TEST(WorkQueueTest, AddAfterOnTheRealClockDelivers) {
+  WorkQueue q;
+  const auto start = std::chrono::steady_clock::now();
+  q.AddAfter("a", 20ms);
+  EXPECT_EQ(*q.Get(), "a");
+  EXPECT_GE(std::chrono::steady_clock::now() - start, 20ms);
 }
 
 TEST(WorkQueueTest, EarlierAddAfterOvertakesALaterOne) {
-  WorkQueue q;
+  FakeClock clock;
+  WorkQueue q(OnClock(&clock));
   q.AddAfter("late", 10s);
   q.AddAfter("soon", 10ms);
+  clock.Advance(10ms);
   EXPECT_EQ(*q.Get(), "soon");
+  EXPECT_EQ(q.DelayedLen(), 1u);  // "late" still waits
+  q.Done("soon");
+  EXPECT_TRUE(q.Idle());
+  clock.Advance(10s);
+  EXPECT_EQ(*q.Get(), "late");
 }
 
 // A key waits at most once: a later AddAfter of a waiting key keeps the
 // earlier time, an earlier one moves it forward (client-go's delaying queue).
 TEST(WorkQueueTest, DelayedKeyIsKeptOnceAtItsEarliestTime) {
-  WorkQueue q;
+  FakeClock clock;
+  WorkQueue q(OnClock(&clock));
   q.AddAfter("a", 10s);
   q.AddAfter("a", 20s);
   EXPECT_EQ(q.DelayedLen(), 1u);
   q.AddAfter("a", 10ms);  // earlier: overtakes the 10 s entry
   EXPECT_EQ(q.DelayedLen(), 1u);
-  auto start = std::chrono::steady_clock::now();
+  clock.Advance(10ms);
   EXPECT_EQ(*q.Get(), "a");
-  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
   q.Done("a");
   EXPECT_EQ(q.DelayedLen(), 0u);
+  EXPECT_TRUE(q.Idle());
 }
 
 // Issue 10, item 9: 10,000 jobs created and deleted, each requeued by its
@@ -106,11 +136,22 @@ TEST(WorkQueueTest, TenThousandJobsRequeuedManyTimesHoldOneDelayedItemEach) {
 }
 
 TEST(WorkQueueTest, AddRateLimitedBacksOffPerItem) {
-  WorkQueue q;
-  q.AddRateLimited("a");
-  q.AddRateLimited("a");
+  FakeClock clock;
+  WorkQueue q(OnClock(&clock));
+  q.AddRateLimited("a");  // 5 ms
+  q.AddRateLimited("a");  // 10 ms: the earlier 5 ms entry stays
   EXPECT_EQ(q.NumRequeues("a"), 2);
+  clock.Advance(4ms);
+  EXPECT_TRUE(q.Idle());
+  clock.Advance(1ms);
   EXPECT_EQ(*q.Get(), "a");
+  q.Done("a");
+  q.AddRateLimited("a");  // third failure: 5 ms * 2^2
+  clock.Advance(19ms);
+  EXPECT_TRUE(q.Idle());
+  clock.Advance(1ms);
+  EXPECT_EQ(*q.Get(), "a");
+  q.Done("a");
   q.Forget("a");
   EXPECT_EQ(q.NumRequeues("a"), 0);
 }

@@ -34,10 +34,6 @@ struct Child {
   bool stopping = false;
 };
 
-api::Time Now() {
-  return std::chrono::floor<std::chrono::seconds>(std::chrono::system_clock::now());
-}
-
 std::string Params(const std::map<std::string, std::string>& params) {
   std::string out;
   for (const auto& [k, v] : params) out += (out.empty() ? "" : " ") + k + "=" + v;
@@ -68,7 +64,7 @@ api::TrainingJobStatus FinalStatus(const Child& c, int wait_status) {
                           "kubetrain run of the trial exited with code " +
                               std::to_string(local::ExitCodeFromWaitStatus(wait_status)) +
                               " without a final status (see " + c.name + ".log)",
-                          Now()});
+                          api::Now()});
   return s;
 }
 
@@ -180,11 +176,11 @@ StatusOr<LocalSweepResult> RunSweepLocally(api::TrainingSweep sweep,
       ObservedTrial t;
       t.name = c.name;
       t.index = i;
-      t.status.conditions.push_back({api::ConditionType::kRunning, true, "", "", Now()});
+      t.status.conditions.push_back({api::ConditionType::kRunning, true, "", "", api::Now()});
       if (sweep.spec.early_stopping) t.status.progress = LiveProgress(c);
       observed.push_back(std::move(t));
     }
-    SweepPlan plan = PlanSweep(sweep, observed, Now());
+    SweepPlan plan = PlanSweep(sweep, observed, api::Now());
     sweep.status = plan.status;
     for (const std::string& name : plan.deletes) {
       for (auto& [i, c] : running) {

@@ -48,10 +48,6 @@ StatusOr<CachedTrial> ToCachedTrial(const json& obj) {
   return out;
 }
 
-api::Time Now() {
-  return std::chrono::floor<std::chrono::seconds>(std::chrono::system_clock::now());
-}
-
 }  // namespace
 
 class SweepController::Impl {
@@ -200,7 +196,7 @@ class SweepController::Impl {
         }
       }
     }
-    const api::Time now = Now();
+    const api::Time now = api::Now();
     SweepPlan plan;
     if (!parse_error.empty()) {
       plan.status = sweep.status;
