@@ -13,7 +13,8 @@
 # puts it back at the end.
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-guide="${root}/docs/first-cluster.md"
+# KUBETRAIN_GUIDE: another copy of the page (to see the test fail on a broken block).
+guide="${KUBETRAIN_GUIDE:-${root}/docs/first-cluster.md}"
 marker='<!-- not run by node.guide'
 export REGISTRY=registry.example.com/ml TAG=guide-test
 
