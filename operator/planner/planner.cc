@@ -293,6 +293,22 @@ void Planner::Summarize() {
     status_.disruptions += r.disruptions;
   }
   if (input_.progress) status_.progress = input_.progress;
+  if (!status_.progress && status_.IsTrue(ConditionType::kSucceeded) && status_.metrics) {
+    // Succeeded before its coordinator's metrics were read once (a job shorter than
+    // the reading interval): the steps its final metrics report, every one done.
+    const auto steps = status_.metrics->find("steps");
+    if (steps != status_.metrics->end() && steps->is_number_integer() &&
+        steps->get<int64_t>() > 0) {
+      api::Progress p;
+      p.step = p.total_steps = steps->get<int64_t>();
+      const auto task = status_.metrics->find("task");
+      p.replica = task != status_.metrics->end() && task->is_string()
+                      ? task->get<std::string>()
+                      : std::string(api::Role(api::CoordinatorRole(job_.spec)).lower) + "-0";
+      p.update_time = input_.now;
+      status_.progress = std::move(p);
+    }
+  }
   if (status_.progress && status_.Finished()) {
     // Done: no time left. A success completed every step, whatever the last
     // reading (taken before the end) said.

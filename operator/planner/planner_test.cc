@@ -2612,5 +2612,30 @@ TEST(PlannerProgressTest, SuccessShowsEveryStepDoneAndFailureKeepsTheStepWithout
   }
 }
 
+// A job done before the operator read its coordinator's metrics once (a job shorter
+// than the 10 s reading interval; docs/first-cluster.md's example takes ~10 s on a
+// node): progress from the final metrics' steps, not absent.
+TEST(PlannerProgressTest, SuccessWithoutAReadingShowsTheStepsOfTheFinalMetrics) {
+  api::TrainingJob job = Job();
+  job.spec.replica_specs[ReplicaType::kWorker].restart_policy = RestartPolicy::kNever;
+  ObservedChildren observed;
+  observed.pods = {Pod(ReplicaType::kWorker, 0, PodPhase::kSucceeded, 0)};
+  observed.pods[0].message = R"({"task":"worker-0","steps":400,"eval":{"auc":0.75}})";
+  Plan plan = PlanJob(job, observed, Input());
+  ASSERT_TRUE(plan.status.IsTrue(ConditionType::kSucceeded));
+  ASSERT_TRUE(plan.status.progress);
+  EXPECT_EQ(plan.status.progress->step, 400);
+  EXPECT_EQ(plan.status.progress->total_steps, 400);
+  EXPECT_EQ(plan.status.progress->percent, 100);
+  EXPECT_EQ(plan.status.progress->eta, "");
+  EXPECT_EQ(plan.status.progress->replica, "worker-0");
+  // Kept as it is on the next pass (no status write).
+  job.status = plan.status;
+  EXPECT_FALSE(PlanJob(job, observed, Input(kNow + seconds(30))).status_changed);
+  // No steps in the message: still no progress (nothing to show).
+  observed.pods[0].message = R"({"eval":{"auc":0.75}})";
+  EXPECT_FALSE(PlanJob(Job(), observed, Input()).status.progress);
+}
+
 }  // namespace
 }  // namespace kubetrain::controller
