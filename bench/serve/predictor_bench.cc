@@ -15,6 +15,7 @@
 
 #include "trainer/model/model.h"
 #include "trainer/serve/predictor.h"
+#include "trainer/serve/protocol.h"
 
 namespace kt = kubetrain::trainer;
 
@@ -91,6 +92,31 @@ int main(int argc, char** argv) {
   std::sort(rates.begin(), rates.end());
   std::sort(p50s.begin(), p50s.end());
   std::sort(p99s.begin(), p99s.end());
+  // The HTTP side's own work for this batch: its v2 JSON body parsed, the response rendered.
+  nlohmann::json dense = nlohmann::json::array(), cat = nlohmann::json::array();
+  for (float v : b.dense) dense.push_back(v);
+  for (uint64_t v : b.cat) cat.push_back(static_cast<int64_t>(v));
+  const std::string body = nlohmann::json{
+      {"inputs",
+       {{{"name", "dense"}, {"datatype", "FP32"}, {"shape", {batch, b.num_dense}}, {"data", dense}},
+        {{"name", "cat_ids"},
+         {"datatype", "INT64"},
+         {"shape", {batch, b.num_cat}},
+         {"data", cat}}}}}.dump();
+  std::vector<double> parse_ms, render_ms;
+  for (int i = 0; i < 50; ++i) {
+    const auto a = std::chrono::steady_clock::now();
+    auto req = kt::serve::ParseV2Infer(body, (*p)->layout(), 1024);
+    const auto m = std::chrono::steady_clock::now();
+    const std::string out = kt::serve::RenderV2(*req, (*p)->layout(), "m", "1", probs);
+    const auto e = std::chrono::steady_clock::now();
+    parse_ms.push_back(std::chrono::duration<double, std::milli>(m - a).count());
+    render_ms.push_back(std::chrono::duration<double, std::milli>(e - m).count());
+  }
+  std::sort(parse_ms.begin(), parse_ms.end());
+  std::sort(render_ms.begin(), render_ms.end());
+  std::printf("v2 JSON of batch %d (%zu bytes): parse p50 %.3f ms, render p50 %.3f ms\n", batch,
+              body.size(), parse_ms[parse_ms.size() / 2], render_ms[render_ms.size() / 2]);
   std::printf(
       "%s primitives, batch %d, %d threads: %.0f examples/s, call p50 %.3f ms p99 %.3f ms (medians "
       "of %d), max |diff| vs --predict %.2g\n",
