@@ -130,23 +130,26 @@ PrecisionChoice ResolvePrecision(Precision wanted) {
   return c;
 }
 
-DenseLayer::DenseLayer(DnnlContext* ctx, int batch, int in, int out, bool relu, LayerTypes types)
+DenseLayer::DenseLayer(DnnlContext* ctx, int batch, int in, int out, bool relu, LayerTypes types,
+                       bool inference)
     : ctx_(ctx),
       batch_(batch),
       in_(in),
       out_(out),
       relu_(relu),
       types_(types),
+      inference_(inference),
       low_precision_(types.src != dt::f32),
       fused_relu_bwd_(relu && types.src == dt::f32 && types.dst == dt::f32) {}
 
 StatusOr<std::unique_ptr<DenseLayer>> DenseLayer::Create(DnnlContext* ctx, int batch, int in,
-                                                         int out, bool relu, LayerTypes types) {
+                                                         int out, bool relu, LayerTypes types,
+                                                         bool inference) {
   if (batch <= 0 || in <= 0 || out <= 0) {
     return InvalidArgument("dense layer sizes must be positive (batch " + std::to_string(batch) +
                            ", in " + std::to_string(in) + ", out " + std::to_string(out) + ")");
   }
-  std::unique_ptr<DenseLayer> layer(new DenseLayer(ctx, batch, in, out, relu, types));
+  std::unique_ptr<DenseLayer> layer(new DenseLayer(ctx, batch, in, out, relu, types, inference));
   try {
     layer->Build();
   } catch (const dnnl::error& e) {
@@ -182,6 +185,27 @@ void DenseLayer::Build() {
     dnnl::post_ops ops;
     ops.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
     fwd_attr.set_post_ops(ops);
+  }
+  if (inference_) {
+    // Forward only, with the weights in the layout (and type) the primitive asks for.
+    const dnnl::inner_product_forward::primitive_desc fwd_pd(
+        dnnl::inner_product_forward::desc(dnnl::prop_kind::forward_inference, src_md,
+                                          memory::desc({out_, in_}, types_.src, tag::any), b_md,
+                                          dst_md),
+        fwd_attr, eng);
+    fwd_ = dnnl::inner_product_forward(fwd_pd);
+    src_m_ = memory(src_md, eng, DNNL_MEMORY_NONE);
+    w_m_ = memory(w_md, eng, DNNL_MEMORY_NONE);
+    b_m_ = memory(b_md, eng, DNNL_MEMORY_NONE);
+    out_m_ = memory(dst_md, eng, out_buf_.data());
+    w_low_ = BufferFor(fwd_pd.weights_desc());
+    w_low_m_ = memory(fwd_pd.weights_desc(), eng, w_low_.data());
+    to_low_w_ = dnnl::reorder(w_m_, w_low_m_);
+    fwd_args_ = {{DNNL_ARG_SRC, src_m_},
+                 {DNNL_ARG_WEIGHTS, w_low_m_},
+                 {DNNL_ARG_BIAS, b_m_},
+                 {DNNL_ARG_DST, out_m_}};
+    return;
   }
   const dnnl::inner_product_forward::desc fwd_desc(dnnl::prop_kind::forward_training, src_md,
                                                    mul_w_md, b_md, dst_md);
@@ -251,6 +275,11 @@ void DenseLayer::Bind(float* params, float* grads) {
   const size_t nw = static_cast<size_t>(out_) * in_;
   w_m_.set_data_handle(params);
   b_m_.set_data_handle(params + nw);
+  if (inference_) {  // no gradients; the weights in the primitive's layout, once
+    to_low_w_.execute(ctx_->stream, w_m_, w_low_m_);
+    ctx_->stream.wait();
+    return;
+  }
   diff_w_m_.set_data_handle(grads);
   diff_b_m_.set_data_handle(grads + nw);
   diff_bias_ = grads + nw;
@@ -258,7 +287,7 @@ void DenseLayer::Bind(float* params, float* grads) {
 
 void DenseLayer::Forward(const void* src) {
   // The weights may have changed since the last step (a pull, an update): convert them.
-  if (low_precision_) to_low_w_.execute(ctx_->stream, w_m_, w_low_m_);
+  if (low_precision_ && !inference_) to_low_w_.execute(ctx_->stream, w_m_, w_low_m_);
   // oneDNN takes non-const handles; the forward pass only reads src.
   src_m_.set_data_handle(const_cast<void*>(src));
   fwd_.execute(ctx_->stream, fwd_args_);
@@ -301,7 +330,8 @@ void DenseLayer::Backward(const void* diff_dst, void* diff_src, bool diff_dst_sc
 }
 
 StatusOr<std::unique_ptr<Mlp>> Mlp::Create(DnnlContext* ctx, int batch,
-                                           const std::vector<int>& sizes, Precision precision) {
+                                           const std::vector<int>& sizes, Precision precision,
+                                           bool inference) {
   if (sizes.size() < 2) return InvalidArgument("an MLP needs an input and an output size");
   if (batch <= 0) return InvalidArgument("the batch size must be positive");
   auto mlp = std::make_unique<Mlp>();
@@ -314,8 +344,8 @@ StatusOr<std::unique_ptr<Mlp>> Mlp::Create(DnnlContext* ctx, int batch,
     // Between layers everything is in the low type; the output and the input's gradient
     // are FP32.
     LayerTypes types{low, last ? dt::f32 : low, i == 0 ? dt::f32 : low};
-    KT_ASSIGN_OR_RETURN(
-        auto layer, DenseLayer::Create(ctx, batch, sizes[i], sizes[i + 1], /*relu=*/!last, types));
+    KT_ASSIGN_OR_RETURN(auto layer, DenseLayer::Create(ctx, batch, sizes[i], sizes[i + 1],
+                                                       /*relu=*/!last, types, inference));
     mlp->num_params_ += layer->NumParams();
     if (!last) {
       mlp->diff_buf_.push_back(BufferFor(memory::desc({batch, sizes[i + 1]}, low, tag::nc)));

@@ -60,8 +60,14 @@ class DenseLayer {
  public:
   // in -> out, with ReLU after the affine map when `relu`. Errors: InvalidArgument for
   // non-positive sizes, Internal when oneDNN refuses the configuration.
+  //
+  // An `inference` layer has a forward pass only (forward_inference; Backward must not be
+  // called) and multiplies a copy of the weights in the layout oneDNN prefers for this
+  // shape (blocked), made once per Bind: the bound weights must not change after Bind
+  // (Bind again after they do).
   static StatusOr<std::unique_ptr<DenseLayer>> Create(DnnlContext* ctx, int batch, int in, int out,
-                                                      bool relu, LayerTypes types = {});
+                                                      bool relu, LayerTypes types = {},
+                                                      bool inference = false);
 
   int in() const { return in_; }
   int out() const { return out_; }
@@ -85,7 +91,8 @@ class DenseLayer {
   void Backward(const void* diff_dst, void* diff_src, bool diff_dst_scratch = false);
 
  private:
-  DenseLayer(DnnlContext* ctx, int batch, int in, int out, bool relu, LayerTypes types);
+  DenseLayer(DnnlContext* ctx, int batch, int in, int out, bool relu, LayerTypes types,
+             bool inference);
   void Build();
 
   // Constant after construction.
@@ -93,6 +100,7 @@ class DenseLayer {
   const int batch_, in_, out_;
   const bool relu_;
   const LayerTypes types_;
+  const bool inference_;      // forward only, weights reordered at Bind into w_low_
   const bool low_precision_;  // types_.src is not f32: weights are converted per Forward
   // An FP32 ReLU layer: Backward does ReLU's backward pass and the bias gradient in one pass
   // of its own (one pass over the gradient and one parallel section instead of two each).
@@ -103,7 +111,9 @@ class DenseLayer {
   std::vector<float> out_buf_, diff_pre_, w_low_;
   dnnl::memory src_m_, w_m_, b_m_, out_m_, diff_w_m_, diff_b_m_, diff_act_m_, diff_pre_m_,
       diff_src_m_, w_low_m_;
-  dnnl::reorder to_low_w_;           // FP32 weights -> w_low_, when low_precision_
+  // FP32 weights -> w_low_, when low_precision_ (per Forward) or inference_ (per Bind: the
+  // primitive's own layout and type).
+  dnnl::reorder to_low_w_;
   dnnl::inner_product_forward fwd_;  // with ReLU as a post-op when relu_
   dnnl::inner_product_backward_data bwd_data_;
   dnnl::inner_product_backward_weights bwd_weights_;
@@ -119,9 +129,11 @@ class DenseLayer {
 // MLP's input, output and input gradient stay FP32 (converted at the edges).
 class Mlp {
  public:
+  // `inference`: forward only, see DenseLayer::Create.
   static StatusOr<std::unique_ptr<Mlp>> Create(DnnlContext* ctx, int batch,
                                                const std::vector<int>& sizes,
-                                               Precision precision = Precision::kFp32);
+                                               Precision precision = Precision::kFp32,
+                                               bool inference = false);
   size_t NumParams() const { return num_params_; }
   void Bind(float* params, float* grads);
   const float* Forward(const float* src);

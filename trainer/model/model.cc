@@ -31,12 +31,14 @@ void AddTo(float* __restrict dst, const float* __restrict src, size_t n) {
 // resized to its parameter count and zeroed.
 StatusOr<std::unique_ptr<Mlp>> CreateBoundMlp(DnnlContext* ctx, int batch, int in,
                                               const std::vector<int>& hidden, int out,
-                                              Precision precision, std::vector<float>& params,
+                                              Precision precision, bool inference,
+                                              std::vector<float>& params,
                                               std::vector<float>& grads) {
   std::vector<int> sizes = {in};
   sizes.insert(sizes.end(), hidden.begin(), hidden.end());
   sizes.push_back(out);
-  KT_ASSIGN_OR_RETURN(std::unique_ptr<Mlp> mlp, Mlp::Create(ctx, batch, sizes, precision));
+  KT_ASSIGN_OR_RETURN(std::unique_ptr<Mlp> mlp,
+                      Mlp::Create(ctx, batch, sizes, precision, inference));
   params.assign(mlp->NumParams(), 0.f);
   grads.assign(mlp->NumParams(), 0.f);
   mlp->Bind(params.data(), grads.data());
@@ -49,7 +51,7 @@ class WideDeep : public Model {
 
   Status Build() {
     KT_ASSIGN_OR_RETURN(mlp_, CreateBoundMlp(&ctx_, c_.batch_size, InputWidth(), c_.hidden, 1,
-                                             c_.precision, params_, grads_));
+                                             c_.precision, c_.inference_only, params_, grads_));
     sizes_ = {InputWidth()};
     sizes_.insert(sizes_.end(), c_.hidden.begin(), c_.hidden.end());
     sizes_.push_back(1);
@@ -76,6 +78,7 @@ class WideDeep : public Model {
   StatusOr<float> TrainStep(const Batch& b, const SparseLookup& lookup, const float* rows,
                             float* row_grads) override {
     KT_RETURN_IF_ERROR(CheckBatch(b));
+    if (c_.inference_only) return FailedPrecondition("an inference-only model does not train");
     const int threads = std::min(ComputeThreads(), b.size);
     if (threads > 1 && !omp_in_parallel())
       return TrainStepInLanes(threads, b, lookup, rows, row_grads);
@@ -312,8 +315,9 @@ class MlpClassifier : public Model {
 
   Status Build() {
     if (c_.num_classes < 2) return InvalidArgument("an MLP classifier needs at least 2 classes");
-    KT_ASSIGN_OR_RETURN(mlp_, CreateBoundMlp(&ctx_, c_.batch_size, c_.num_features, c_.hidden,
-                                             c_.num_classes, c_.precision, params_, grads_));
+    KT_ASSIGN_OR_RETURN(
+        mlp_, CreateBoundMlp(&ctx_, c_.batch_size, c_.num_features, c_.hidden, c_.num_classes,
+                             c_.precision, c_.inference_only, params_, grads_));
     diff_logits_.resize(static_cast<size_t>(c_.batch_size) * c_.num_classes);
     return Status::Ok();
   }
@@ -330,6 +334,7 @@ class MlpClassifier : public Model {
 
   StatusOr<float> TrainStep(const Batch& b, const SparseLookup&, const float*, float*) override {
     KT_RETURN_IF_ERROR(CheckBatch(b));
+    if (c_.inference_only) return FailedPrecondition("an inference-only model does not train");
     try {
       const float* logits = mlp_->Forward(b.dense.data());
       const float loss =

@@ -72,6 +72,10 @@ struct WideDeepConfig {
   int embedding_dim = 16;
   std::vector<int> hidden = {1024, 512, 256};
   Precision precision = Precision::kFp32;  // of the MLP's inner products (see layers.h)
+  // Predict only (serving): forward_inference primitives on weights reordered once, at
+  // UseDenseParams, into oneDNN's preferred layout; TrainStep fails. Call UseDenseParams
+  // again after the parameters change.
+  bool inference_only = false;
 };
 
 // Wide & Deep for Criteo-format data.
@@ -89,6 +93,7 @@ struct MlpClassifierConfig {
   int num_classes = 2;
   std::vector<int> hidden = {64};
   Precision precision = Precision::kFp32;
+  bool inference_only = false;  // as WideDeepConfig's
 };
 
 // A plain MLP classifier over dense features with softmax cross-entropy.

@@ -415,5 +415,43 @@ TEST(ThreadsTest, CpuLimitFromCgroupV2AndV1) {
   fs::remove_all(root);
 }
 
+// Serving's models: forward_inference on weights reordered once (blocked) at
+// UseDenseParams give the training model's probabilities within 1e-6, at the batch sizes
+// the server builds (1 and a batch the blocked kernels split), and refuse to train.
+TEST(WideDeepTest, InferenceOnlyPredictsAsTheTrainingModelAndDoesNotTrain) {
+  for (const int batch : {1, 64}) {
+    WideDeepConfig c;
+    c.batch_size = batch;
+    c.embedding_dim = 16;
+    c.hidden = {96, 48};
+    auto train = CreateWideDeep(c);
+    c.inference_only = true;
+    auto infer = CreateWideDeep(c);
+    ASSERT_TRUE(train.ok() && infer.ok());
+    std::vector<float> params((*train)->NumDenseParams());
+    (*train)->InitDense(7, params.data());
+    (*train)->UseDenseParams(params.data());
+    (*infer)->UseDenseParams(params.data());
+    Batch b;
+    b.size = batch;
+    b.num_dense = c.num_dense;
+    b.num_cat = c.num_cat;
+    b.dense = RandomVector(static_cast<size_t>(b.size) * b.num_dense, 3);
+    uint64_t seed = 4;
+    for (int i = 0; i < b.size * b.num_cat; ++i) b.cat.push_back(SplitMix64(seed) % 400);
+    b.label.assign(batch, 0.f);
+    const SparseLookup lookup = SparseLookup::Build(b);
+    const std::vector<float> rows =
+        RandomVector(lookup.ids.size() * (*train)->SparseRowDim(), 8, 0.5f);
+    std::vector<float> want(batch), got(batch);
+    ASSERT_TRUE((*train)->Predict(b, lookup, rows.data(), want.data()).ok());
+    ASSERT_TRUE((*infer)->Predict(b, lookup, rows.data(), got.data()).ok());
+    for (int s = 0; s < batch; ++s) EXPECT_NEAR(got[s], want[s], 1e-6) << s;
+    std::vector<float> row_grads(rows.size());
+    EXPECT_EQ((*infer)->TrainStep(b, lookup, rows.data(), row_grads.data()).status().code(),
+              StatusCode::kFailedPrecondition);
+  }
+}
+
 }  // namespace
 }  // namespace kubetrain::trainer

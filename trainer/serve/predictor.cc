@@ -66,6 +66,7 @@ StatusOr<std::unique_ptr<Predictor>> Predictor::Load(const PredictorOptions& o) 
       c.embedding_dim = d.spec.embedding_dim;
       c.hidden = d.spec.hidden;
       c.precision = o.precision;
+      c.inference_only = o.inference_primitives;
       KT_ASSIGN_OR_RETURN(model, CreateWideDeep(c));
     } else {
       MlpClassifierConfig c;
@@ -74,6 +75,7 @@ StatusOr<std::unique_ptr<Predictor>> Predictor::Load(const PredictorOptions& o) 
       c.num_classes = d.spec.num_classes;
       c.hidden = d.spec.hidden;
       c.precision = o.precision;
+      c.inference_only = o.inference_primitives;
       KT_ASSIGN_OR_RETURN(model, CreateMlpClassifier(c));
     }
     if (model->NumDenseParams() != p->model_.dense.size())

@@ -33,6 +33,9 @@ struct PredictorOptions {
   std::string checkpoint_dir;  // empty: <model_dir>/model
   Precision precision = Precision::kFp32;
   int max_batch = 256;
+  // Inference-only models (forward_inference, weights pre-reordered to oneDNN's blocked
+  // layout at Load); false: the trainer's training models, for bench/serve/predictor_bench.
+  bool inference_primitives = true;
 };
 
 class Predictor {
