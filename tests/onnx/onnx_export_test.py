@@ -16,7 +16,6 @@ Every process is started here and stopped by its PID only; waits have deadlines.
 import json
 import math
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -26,25 +25,13 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
+from checks import check, failures, free_port  # noqa: E402
+
 TOL = 1e-5
 N_EXAMPLES = 1000
 DEADLINE_S = 600
 KEY = "0123456789abcdef" * 4
-
-failures = []
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what, flush=True)
-    if not cond:
-        failures.append(what)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 def run(args, log, env=None):
     """Runs the trainer to completion (deadline DEADLINE_S); returns its exit code."""

@@ -29,24 +29,12 @@ import time
 import numpy as np
 import tritonclient.http as httpclient
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
+from checks import check, failures, free_port  # noqa: E402
+
 TOL = 1e-6
 N_EXAMPLES = 1000
 DEADLINE_S = 300
-failures = []
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what, flush=True)
-    if not cond:
-        failures.append(what)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def clean_env():
     env = {k: v for k, v in os.environ.items()
            if k not in ("CLUSTER_CONFIG", "POD_NAME", "TF_CONFIG", "KUBETRAIN_AUTH_KEY")}

@@ -15,7 +15,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -24,24 +23,12 @@ import urllib.request
 
 from PIL import Image
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
+from checks import check, failures, free_port  # noqa: E402
+
 DEADLINE_S = 120
 TAGS = ["train/loss", "train/learning_rate", "train/samples_per_second", "eval/auc",
         "eval/log_loss", "eval/accuracy"]
-failures = []
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what, flush=True)
-    if not cond:
-        failures.append(what)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def chromium(tmp, args, height=1000):
     """Runs headless Chromium (its own process group) to completion; returns stdout."""
     cmd = ["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",

@@ -15,7 +15,6 @@ import glob
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import tempfile
@@ -23,24 +22,12 @@ import tempfile
 import numpy as np
 from tensorboard.backend.event_processing import event_accumulator as ea
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
+from checks import check, failures, free_port  # noqa: E402
+
 DEADLINE_S = 240
-failures = []
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what, flush=True)
-    if not cond:
-        failures.append(what)
-
-
 def f32(x):
     return float(np.float32(x))
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def start(args, log, env):
