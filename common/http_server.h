@@ -1,12 +1,12 @@
 // A small bounded HTTP/1.1 server for the endpoints any pod can reach: the
 // operator's /healthz, /readyz and /metrics and the trainer's /metrics.
 //
-// Why our own (issue 27 items 2 and 3): cpp-httplib 0.11.4 (Debian's) reads a
+// Why our own: cpp-httplib 0.11.4 (Debian's) reads a
 // header line without limit (one connection grew the operator 8 MB -> 442 MB
 // in 5 s), its read timeout is per receive (one byte every few seconds holds
 // a thread for minutes) and it serves on blocking threads, so a few slow
-// clients starve the rest; its stop() before the listen loop started is lost
-// (issue 35 item 2). Newer cpp-httplib caps line length (CPPHTTPLIB_MAX_LINE_
+// clients starve the rest; its stop() before the listen loop started is lost.
+// Newer cpp-httplib caps line length (CPPHTTPLIB_MAX_LINE_
 // LENGTH, 2025) but keeps blocking thread-per-connection and per-receive
 // timeouts, and is not packaged. libmicrohttpd (Debian) has per-connection
 // memory and connection limits but only an inactivity timeout, not a deadline

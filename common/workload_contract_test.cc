@@ -48,7 +48,7 @@ TEST(WorkloadContractTest, ContractEnvListsEveryVariableOnce) {
   EXPECT_EQ(kEnvAuthKey, "KUBETRAIN_AUTH_KEY");
 }
 
-// The names `kubetrain logs` reads (issue 32): <output>/logs/<role>-<index>.log.
+// The names `kubetrain logs` reads: <output>/logs/<role>-<index>.log.
 TEST(WorkloadContractTest, LogTailIsLogsSlashRoleDashIndexDotLog) {
   EXPECT_EQ(LogTailPath(ReplicaName(kRoleWorker, 0)), "logs/worker-0.log");
   EXPECT_EQ(LogTailPath(ReplicaName(kRolePs, 1)), "logs/ps-1.log");

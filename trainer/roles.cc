@@ -1058,7 +1058,7 @@ int RunRole(const Flags& flags) {
       distributed && cluster->role == "ps"
           ? nullptr
           : OpenSummaries(f, replica, /*ps_mode=*/!in_process && cluster->role != "evaluator");
-  // From here every return is the outcome; what runs after it is bounded (issue 35 item 2).
+  // From here every return is the outcome; what runs after it is bounded.
   TeardownDeadline deadline;
   if (in_process) {
     return deadline.Outcome(

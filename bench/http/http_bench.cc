@@ -1,4 +1,4 @@
-// The operator's endpoints under a hostile neighbour (issue 27 item 2): starts
+// The operator's endpoints under a hostile neighbour: starts
 // kubetrain-operator (its API server unreachable, so it only serves /metrics,
 // /healthz and /readyz while its caches retry), measures /healthz latency
 // (a new connection per probe, like the kubelet) and the process's RSS while

@@ -1,4 +1,4 @@
-// Memory per embedding row on a PS (issue 30): a ParamShard (EmbeddingStore behind it) given
+// Memory per embedding row on a PS: a ParamShard (EmbeddingStore behind it) given
 // R rows by pushes of 4096 distinct ids, Wide & Deep's rows (16 values + 16 Adagrad slots +
 // an update count), against the rows' payload (values + optimizer state: 128 bytes). Two
 // measures: the store's own count of the bytes it holds, and the growth of the process's

@@ -1,4 +1,4 @@
-// Synthetic data generation rate (issue 30): lines/s of --generate-profile criteo-kaggle
+// Synthetic data generation rate: lines/s of --generate-profile criteo-kaggle
 // (and of the small profile, for comparison) on one core, wall time of WriteSyntheticCriteo
 // including the write, the fsync and the ground-truth AUC; median of the repetitions. The
 // last line is the figure, with its units.

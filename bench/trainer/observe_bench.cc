@@ -1,4 +1,4 @@
-// What TensorBoard events and the log tail cost a training step (issue 32; goal: under 1% of
+// What TensorBoard events and the log tail cost a training step (goal: under 1% of
 // a step). Times, with a real event file in a local directory and the real spdlog sink:
 //   - TrainingSummaries::Step per step, at --summary-every 1 and 10 (the default), flushes
 //     (one write per 10 s) and the final flush included;

@@ -1,4 +1,4 @@
-// How one PS shard takes pushes from several clients at once (issue 30, item 6): T threads
+// How one PS shard takes pushes from several clients at once: T threads
 // (1, 2, 4, 8) each apply pushes straight to one ParamShard with ApplyPush (the ledger
 // check, the update and the record; no network, no compute between pushes), every push
 // `rows` embedding rows of a Wide & Deep batch (dim 16, Adagrad; ids drawn Zipf-like from a
@@ -58,7 +58,7 @@ std::vector<uint64_t> PushIds(size_t rows, size_t table, uint64_t seed) {
 }
 
 #ifdef KT_BENCH_OLD_SHARD
-// Built against the ParamShard before issue 30 (one mutex, no wait count) for comparison.
+// Built against the old ParamShard (one mutex, no wait count) for comparison.
 uint64_t LockWait(const ParamShard&) {
   return 0;
 }

@@ -149,7 +149,7 @@ class JobController::Impl {
       caches->services->AddHandlers(ChildHandlers<CachedChild>());
       if (options_.kueue) {
         // Only this operator's Workloads (kueue::kJobNameLabel), indexed by
-        // job name: the other job kinds' are never listed (issue 27).
+        // job name: the other job kinds' are never listed.
         caches->workloads = std::make_unique<runtime::Informer<runtime::GenericObject>>(
             client_->ListWatch(kWorkloads, ns, std::string(kueue::kOwnWorkloadsSelector), nullptr),
             runtime::ToGenericObject, runtime::ReflectorOptions{.name = "workloads"});

@@ -1333,7 +1333,7 @@ TEST(JobControllerFirstStatusTest, AJobReadingTheDefaultStateCreatedWaitsFourWin
   EXPECT_EQ(job["status"]["replicaStatuses"]["Worker"].value("active", 0), 2) << job.dump();
 }
 
-// --- Kueue (issue 27): the fake plays Kueue's part by writing Workload status.
+// --- Kueue: the fake plays Kueue's part by writing Workload status.
 
 JobControllerOptions KueueOptions() {
   JobControllerOptions o = Options();
@@ -1540,7 +1540,7 @@ TEST(JobControllerKueueTest, AJobKueueHeldReadsItsUncachedWorkloadBeforeRunning)
   EXPECT_TRUE(api.All(kube::kPods).empty()) << "the job ran without being admitted";
 }
 
-// ---- Refused creates (issue 28 item 1) --------------------------------------------
+// ---- Refused creates --------------------------------------------
 
 // Pod Security admission's answer to a privileged pod, with a terminal escape
 // an admission webhook could as well have put there.
@@ -1710,7 +1710,7 @@ TEST(JobControllerRefusedTest, AfterARestartARefusedJobProbesAtOnceAndClearsItsC
   EXPECT_EQ(Reason(*api.Get(kTrainingJobs, "ml", "tj"), "Failed"), "");
 }
 
-// ---- lost nodes and disruptions (issue 28) ------------------------------------
+// ---- lost nodes and disruptions ------------------------------------
 
 // A pod of the job being deleted `ago` before now (its deletionTimestamp),
 // on node-a, its uid given.
@@ -1857,7 +1857,7 @@ TEST(JobControllerDisruptionTest, APodThatVanishesWhileRunningIsADisruptionCount
   EXPECT_EQ(events.With("PodDisrupted").size(), 1u);
 }
 
-// Fails on the code before issue 28: the job failed with ReplicaFailed.
+// Fails on the code before disruptions were told from failures: the job failed with ReplicaFailed.
 TEST(JobControllerDisruptionTest, AnEvictedPodUnderNeverIsReplacedNotAFailure) {
   FakeApi api;
   SeedSecret(api);

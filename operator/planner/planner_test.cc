@@ -1289,7 +1289,7 @@ TEST(PlannerRestartTest, APodThatVanishedIsRecreatedWithoutCountingARestart) {
   EXPECT_EQ(plan.status.replica_statuses.at(ReplicaType::kWorker).restarts, 0);
 }
 
-// ---- disruptions (issue 28) ------------------------------------------------------
+// ---- disruptions ------------------------------------------------------
 
 // A pod the kubelet evicted for node pressure, as the apiserver serves it.
 ObservedPod Evicted(ReplicaType role, int32_t index) {

@@ -187,7 +187,7 @@ TEST(EventRecorderTest, TenThousandJobsKeepPerObjectBucketsBounded) {
 
 // A failed pod's termination message ends up in the note. A cut in the middle
 // of a multi-byte character made json::dump throw on the recorder thread,
-// which terminated the operator (issue 10, item 1).
+// which terminated the operator.
 TEST(EventRecorderTest, LongMultiByteAndInvalidUtf8NotesAreSentNotFatal) {
   FakeEventSink sink;
   kube::Config cfg;

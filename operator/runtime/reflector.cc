@@ -107,22 +107,6 @@ std::unique_ptr<ListerWatcher> NewKubeListerWatcher(
                                              page_size, std::move(fields));
 }
 
-const char* ReflectorStateName(Reflector::State s) {
-  switch (s) {
-    case Reflector::State::kEmpty:
-      return "Empty";
-    case Reflector::State::kListed:
-      return "Listed";
-    case Reflector::State::kWatching:
-      return "Watching";
-    case Reflector::State::kBackoff:
-      return "Backoff";
-    case Reflector::State::kStopped:
-      return "Stopped";
-  }
-  return "?";
-}
-
 Reflector::Reflector(std::unique_ptr<ListerWatcher> lw, ReflectorSink* sink, ReflectorOptions opts)
     : lw_(std::move(lw)), sink_(sink), opts_(std::move(opts)) {}
 

@@ -121,8 +121,6 @@ class Reflector {
   Status last_error_;  // guarded by mu_
 };
 
-const char* ReflectorStateName(Reflector::State s);
-
 // metadata.resourceVersion of a served object or list ("" when absent).
 std::string RvOf(const nlohmann::json& obj);
 // A List object's items, moved out of it.

@@ -310,4 +310,33 @@ if v is None: print("absent")
 elif isinstance(v, dict): print(v.get("total", sum(x for x in v.values() if isinstance(x, int))))
 else: print(v)' "$2"
 }
+# node_s3_up BUCKET: a real S3 server (versitygw, checking SigV4) on the node's bridge
+# address, where pods reach it like an endpoint outside the cluster; its s3.env sourced
+# (AWS_* for the host's requests and the pods' Secret), BUCKET created, and `s3` defined:
+#   s3 METHOD KEY [FILE]   a signed request to BUCKET's KEY (curl signs SigV4); prints the body.
+# Sets the EXIT trap to stop the server and clean the node's namespace up.
+node_s3_up() {
+  bucket="$1"
+  s3dir="${work}/s3"
+  s3_down() { [[ -f "${s3dir}/pid" ]] && "${root}/tests/s3/down" "${s3dir}" >/dev/null 2>&1; }
+  trap 's3_down; node_cleanup' EXIT
+  KUBETRAIN_S3_ADDR="${KT_NODE_GATEWAY}" "${root}/tests/s3/up" "${s3dir}" >/dev/null ||
+    { fail "tests/s3/up on ${KT_NODE_GATEWAY} failed"; return 1; }
+  # shellcheck source=/dev/null
+  source "${s3dir}/s3.env"
+  s3 PUT "" >/dev/null || { fail "cannot create bucket ${bucket}"; return 1; }
+}
+s3() {
+  local sha args=()
+  if [[ -n "${3:-}" ]]; then
+    sha="$(sha256sum "$3" | cut -d' ' -f1)"
+    args=(--data-binary "@$3" -H "Content-Type: application/octet-stream")
+  else
+    sha="$(printf '' | sha256sum | cut -d' ' -f1)"
+  fi
+  curl -sf -X "$1" -H "x-amz-content-sha256: ${sha}" "${args[@]}" \
+    --aws-sigv4 "aws:amz:${AWS_REGION}:s3" --user "${AWS_ACCESS_KEY_ID}:${AWS_SECRET_ACCESS_KEY}" \
+    "${AWS_ENDPOINT_URL_S3}/${bucket}$2"
+}
+
 stamp() { date -u +%H:%M:%S.%3N; }

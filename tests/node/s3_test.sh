@@ -9,30 +9,10 @@
 # the bucket; the AUC shows the model learnt the signal planted in the S3 data.
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-s3dir="${work}/s3"
-s3_down() { [[ -f "${s3dir}/pid" ]] && "${root}/tests/s3/down" "${s3dir}" >/dev/null 2>&1; }
-trap 's3_down; node_cleanup' EXIT
+trap node_cleanup EXIT
 ensure_operator || exit 1
 restricted_ns s3
-KUBETRAIN_S3_ADDR="${KT_NODE_GATEWAY}" "${root}/tests/s3/up" "${s3dir}" >/dev/null ||
-  { fail "tests/s3/up on ${KT_NODE_GATEWAY} failed"; exit 1; }
-# shellcheck source=/dev/null
-source "${s3dir}/s3.env"
-bucket=ktnode
-# s3 METHOD KEY [FILE]: a signed request (curl signs SigV4); prints the body.
-s3() {
-  local sha args=()
-  if [[ -n "${3:-}" ]]; then
-    sha="$(sha256sum "$3" | cut -d' ' -f1)"
-    args=(--data-binary "@$3" -H "Content-Type: application/octet-stream")
-  else
-    sha="$(printf '' | sha256sum | cut -d' ' -f1)"
-  fi
-  curl -sf -X "$1" -H "x-amz-content-sha256: ${sha}" "${args[@]}" \
-    --aws-sigv4 "aws:amz:${AWS_REGION}:s3" --user "${AWS_ACCESS_KEY_ID}:${AWS_SECRET_ACCESS_KEY}" \
-    "${AWS_ENDPOINT_URL_S3}/${bucket}$2"
-}
-s3 PUT "" >/dev/null || fail "cannot create bucket ${bucket}"
+node_s3_up ktnode || exit 1
 # Criteo-format data with a planted signal: the label follows C1 ("aa": 80% clicks,
 # "bb": 20%), so a model that really read these objects reaches an AUC near 0.8.
 python3 - "${work}" <<'PY'

@@ -287,7 +287,7 @@ TEST_F(TrainerProcessTest, SyncOnePsOneWorkerGivesTheSingleProcessLossCurve) {
   EXPECT_LT(a.back(), a.front());  // and it is a learning curve, not a flat line
 }
 
-// One Worker and no PS (issue 35: it exited 1, "workers but no parameter servers"): it
+// One Worker and no PS (it used to exit 1, "workers but no parameter servers"): it
 // trains in-process, step for step as the single process, needs no auth key, checkpoints
 // (one shard, the last marked FINAL) and reports its metrics as worker-0.
 TEST_F(TrainerProcessTest, OneWorkerWithoutPsTrainsAsTheSingleProcessDoes) {
@@ -758,7 +758,7 @@ TEST_F(TrainerProcessTest, KilledPsRestartsFromCheckpointAndJobFinishes) {
   EXPECT_TRUE(fs::exists(ckpt + "/ckpt-3000/MANIFEST"));
 }
 
-// The side-car evaluator (issue 15 part 1): it evaluates every checkpoint the coordinator
+// The side-car evaluator: it evaluates every checkpoint the coordinator
 // commits, keeps each one's metrics, and exits 0 only after the final one. It used to exit
 // 0 at once without evaluating anything.
 TEST_F(TrainerProcessTest, EvaluatorEvaluatesEveryCheckpointAndTheFinalOne) {

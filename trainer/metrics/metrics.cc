@@ -16,7 +16,7 @@ namespace names = kubetrain::contract::metric;
 // Served by parameter servers; not part of what the operator reads.
 constexpr std::string_view kPushesApplied = "kubetrain_trainer_ps_pushes_applied_total";
 constexpr std::string_view kPushesDuplicate = "kubetrain_trainer_ps_pushes_duplicate_total";
-// How connections to this endpoint ended (issue 27: rejected, cut off, timed out).
+// How connections to this endpoint ended (rejected, cut off, timed out).
 constexpr std::string_view kHttpConnections = "kubetrain_trainer_http_connections_total";
 
 void Family(std::string& out, std::string_view name, std::string_view type, std::string_view help,

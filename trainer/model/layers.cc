@@ -5,6 +5,7 @@
 #include <string>
 
 #include "trainer/model/parallel.h"
+#include "trainer/simd.h"
 
 namespace kubetrain::trainer {
 
@@ -18,12 +19,6 @@ namespace {
 std::vector<float> BufferFor(const memory::desc& md) {
   return std::vector<float>((md.get_size() + sizeof(float) - 1) / sizeof(float));
 }
-
-#if defined(__x86_64__) && defined(__GNUC__)
-#define KT_SIMD_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define KT_SIMD_CLONES
-#endif
 
 // ReLU's backward pass and the bias gradient in one pass over columns [begin, end) of a
 // [batch x n] gradient: diff_pre = diff_act * (out > 0 ? 1 : 0) and diff_bias = the column

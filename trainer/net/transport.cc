@@ -119,13 +119,6 @@ void Connection::Shutdown() {
   ::shutdown(fd_, SHUT_RDWR);
 }
 
-void Connection::SetReceiveTimeout(std::chrono::milliseconds timeout) {
-  timeval tv{};
-  tv.tv_sec = timeout.count() / 1000;
-  tv.tv_usec = (timeout.count() % 1000) * 1000;
-  ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-}
-
 Status Connection::SendRaw(const void* data, size_t n) {
   const char* p = static_cast<const char*>(data);
   while (n > 0) {

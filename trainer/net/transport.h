@@ -70,9 +70,6 @@ class Connection {
   // InvalidArgument (frame too large).
   Status Receive(uint8_t* type, std::string* payload);
 
-  // Bounds the time a Receive may block (0 = forever). Used during the handshake so an
-  // unauthenticated peer cannot hold a server thread.
-  void SetReceiveTimeout(std::chrono::milliseconds timeout);
   // Unblocks any thread in Send/Receive (used to stop a server).
   void Shutdown();
   const std::string& peer() const { return peer_; }

@@ -202,7 +202,7 @@ TEST(TransportTest, DialAndAcceptOverLoopback) {
 }
 
 // A peer whose node dies sends nothing more; without keepalive and TCP_USER_TIMEOUT the
-// other side's Receive blocked for ever (the lost-node hang of issue 28: workers waited
+// other side's Receive blocked for ever (the lost-node hang: workers waited
 // on a PS that was gone). Both ends of a connection carry the bound.
 TEST(TransportTest, BothEndsDetectADeadPeerWithinTheBound) {
   auto listener = Listener::Listen(0);

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "trainer/model/parallel.h"
+#include "trainer/simd.h"
 
 namespace kubetrain::trainer {
 
@@ -39,11 +40,6 @@ namespace {
 // in SIMD. Vector square root and division are correctly rounded like their scalar forms
 // and this file is built with -fno-math-errno (errno on sqrt of a negative was what kept
 // GCC scalar) and without FP contraction, so results are bit-identical to plain loops.
-#if defined(__x86_64__) && defined(__GNUC__)
-#define KT_SIMD_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define KT_SIMD_CLONES
-#endif
 
 KT_SIMD_CLONES void Sgd(float lr, float* __restrict w, const float* __restrict g, size_t n) {
   for (size_t i = 0; i < n; ++i) w[i] -= lr * g[i];

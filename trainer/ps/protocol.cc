@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "trainer/net/wire.h"
+#include "trainer/simd.h"
 
 namespace kubetrain::trainer {
 
@@ -22,11 +23,6 @@ namespace {
 
 // The conversions run over a million floats per step: compiled for AVX-512, AVX2 and
 // baseline x86-64, picked at load time (the loops have no branches, so GCC vectorises them).
-#if defined(__x86_64__) && defined(__GNUC__)
-#define KT_SIMD_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define KT_SIMD_CLONES
-#endif
 
 // FP32 -> BF16, rounding to nearest even; a NaN stays a (quiet) NaN, infinities stay.
 KT_SIMD_CLONES void ToBf16(const uint32_t* __restrict in, uint16_t* __restrict out, size_t n) {

@@ -504,7 +504,7 @@ PsServerOptions StoppableOptions(const std::string& root, const std::atomic<bool
   return o;
 }
 
-// SIGTERM to a PS (issue 28): it keeps serving, its push replies ask for a checkpoint, and
+// SIGTERM to a PS: it keeps serving, its push replies ask for a checkpoint, and
 // once it has saved its shard for the coordinator's request and the MANIFEST is there it
 // stops, saying so.
 TEST_F(PsServerTest, StoppingPsAsksForACheckpointAndStopsOnceItIsCommitted) {
