@@ -257,7 +257,7 @@ sweep_early_stop)
   # loss 4 to 80 against 0.3). With earlyStopping (medianStop, 2 trials, from step 100) they
   # are stopped once two good trials succeeded; the good ones run to the end and the best
   # is among them. One trial at a time, so the order (good ones first) is fixed.
-  sed 's/STEPS/3000/; s/parallelism: 2/parallelism: 1/' "$jobs/sweep-early-stop.yaml" >"$KT_TEST_DIR/sweep.yaml"
+  sed 's/STEPS/20000/; s/parallelism: 2/parallelism: 1/' "$jobs/sweep-early-stop.yaml" >"$KT_TEST_DIR/sweep.yaml"
   run_job "$KT_TEST_DIR/sweep.yaml" --work-dir "$KT_TEST_DIR/sweep"
   [[ $rc -eq 0 ]] || fail "exit code $rc, want 0"
   expect_out '^result: TrainingSweep early-stop Succeeded in .*AllTrialsFinished: 6 trials finished'
@@ -270,12 +270,12 @@ sweep_early_stop)
     [[ $row =~ EarlyStopped\ +stopped\ at\ step\ ([0-9]+):\ loss\ ([0-9.e+]+)\ \>\ median\ ([0-9.e+-]+)\ of\ ([0-9]+)$ ]] ||
       fail "trial $i (a diverging lr) was not early stopped: $row"
     step=${BASH_REMATCH[1]} trials=${BASH_REMATCH[4]}
-    ((step >= 100 && step < 3000)) || fail "trial $i stopped at step $step, want 100 <= step < 3000"
+    ((step >= 100 && step < 20000)) || fail "trial $i stopped at step $step, want 100 <= step < 20000"
     ((trials >= 2)) || fail "trial $i stopped on the median of $trials trials, want >= 2"
     python3 -c "import sys; v, m = float(sys.argv[1]), float(sys.argv[2]); sys.exit(0 if v > m else 1)" \
       "${BASH_REMATCH[2]}" "${BASH_REMATCH[3]}" || fail "trial $i: loss not above the median: $row"
     # Its runner was stopped (SIGTERM): it wrote no final metrics.
-    [[ $(jq -r '.progress.step' "$KT_TEST_DIR/sweep/early-stop-$i.status.json") -lt 3000 ]] ||
+    [[ $(jq -r '.progress.step' "$KT_TEST_DIR/sweep/early-stop-$i.status.json") -lt 20000 ]] ||
       fail "trial $i trained to its end"
   done
   best=$(sed -nE 's/^best: (early-stop-[0-9]) eval.auc=.*/\1/p' "$KT_TEST_DIR/out")

@@ -90,6 +90,10 @@ DEP
 k rollout status deployment/ctr --timeout=180s >/dev/null || fail "the kubetrain-serve Deployment did not become ready"
 ip="$(jpath service/ctr '{.spec.clusterIP}')"
 pod="$(k get pods -l app=ctr -o jsonpath='{.items[0].metadata.name}')"
+# A Ready pod is not yet a reachable Service: the proxy programs the ClusterIP's rules
+# after the endpoints change. Wait (with wait_until's deadline) until the Service answers.
+wait_until "the Service ${ip} to answer /v2/health/ready" \
+  curl -sf -o /dev/null --max-time 2 "http://${ip}/v2/health/ready"
 
 # auc: the AUC over eval.tsv through the Service (the trainer's Mann-Whitney with average
 # ranks for ties), in requests of 128 lines (the job's evaluation batch size).
