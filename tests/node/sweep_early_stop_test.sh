@@ -12,9 +12,9 @@
 # Sizing: the operator reads a job at most every 15 s and writes status.progress at most every
 # 30 s (docs/api.md), and a first read that finds the trainer not yet serving waits 30 s, so a
 # diverging trial may be judged only ~60 s into its run: each trial must run longer than that
-# or it would end Succeeded instead. SWEEP_STEPS (default 160000: ~65 s per trial with two at
-# once on an idle 2-CPU node, ~110 s under a parallel build) sets it; the whole sweep takes
-# about 2 to 3.5 minutes.
+# or it would end Succeeded instead. SWEEP_STEPS (default 160000) sets it. Measured on the
+# 2-CPU node: the good trials ran ~100 s (two at once), the diverging ones were stopped ~30 s in
+# (steps 40823 and 43003), the sweep took 135 s (the test 146 s); expect 2 to 3.5 minutes.
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 ensure_operator || exit 1
