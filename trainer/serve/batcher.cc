@@ -79,11 +79,16 @@ void Batcher::Work() {
 
 void Batcher::RunBatch(std::vector<Item>& items) {
   const auto start = Clock::now();
-  Batch batch;
+  Batch& batch = batch_;
   const Batch& first = items.front().examples;
   batch.num_dense = first.num_dense;
   batch.num_cat = first.num_cat;
-  std::vector<float> probs, chunk_probs;
+  batch.size = 0;
+  batch.dense.clear();
+  batch.cat.clear();
+  std::vector<float>& probs = probs_;
+  std::vector<float>& chunk_probs = chunk_probs_;
+  probs.clear();
   Status status;
   if (items.size() == 1 && first.size <= o_.max_batch) {
     status = run_(first, &probs);  // no copy

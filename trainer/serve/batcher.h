@@ -83,6 +83,10 @@ class Batcher {
   int64_t queued_examples_ = 0;  // guarded by mu_
   bool stopping_ = false;        // guarded by mu_
   BatcherStats stats_;           // guarded by mu_
+  // The worker thread's own buffers, kept across batches so a batch allocates
+  // nothing once they have grown to the largest batch seen.
+  Batch batch_;
+  std::vector<float> probs_, chunk_probs_;
   std::thread worker_;
 };
 
