@@ -1,0 +1,34 @@
+// libFuzzer target: a request body as any client of kubetrain-serve may send it (the
+// server is reachable from every pod and any Service user), through the KServe v2 and
+// TF Serving parsers for a Wide & Deep and an MLP layout, and, when it parses, back out
+// through the renderers. The first byte picks the parser and layout; the rest is the body.
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "trainer/serve/protocol.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace kubetrain::trainer::serve;
+  if (size < 1) return 0;
+  const uint8_t pick = data[0];
+  const std::string_view body(reinterpret_cast<const char*>(data) + 1, size - 1);
+  TensorLayout layout;
+  if (pick & 2) {
+    layout.wide_deep = false;
+    layout.num_features = 4;
+    layout.num_outputs = 3;
+    layout.output_name = "probabilities";
+  }
+  auto parsed = (pick & 1) ? ParseTfPredict(body, layout, 64) : ParseV2Infer(body, layout, 64);
+  if (!parsed.ok()) {
+    (void)RenderError(parsed.status().message());
+    return 0;
+  }
+  const std::vector<float> probs(
+      static_cast<size_t>(parsed->examples.size) * static_cast<size_t>(layout.num_outputs), 0.5f);
+  (void)RenderV2(*parsed, layout, "ctr", "1", probs);
+  (void)RenderTf(*parsed, layout, probs);
+  return 0;
+}
