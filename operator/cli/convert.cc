@@ -15,28 +15,6 @@
 namespace kubetrain::cli {
 namespace {
 
-bool ReadText(const std::string& file, std::string& text, std::ostream& err) {
-  if (file == "-") {
-    std::stringstream ss;
-    ss << std::cin.rdbuf();
-    text = ss.str();
-    return true;
-  }
-  std::ifstream in(file, std::ios::binary);
-  if (!in) {
-    err << "error: " << file << ": cannot be read\n";
-    return false;
-  }
-  in.seekg(0, std::ios::end);
-  if (in.tellg() > static_cast<std::streamoff>(api::kMaxYamlBytes)) {
-    err << "error: " << file << ": larger than " << api::kMaxYamlBytes << " bytes\n";
-    return false;
-  }
-  in.seekg(0);
-  text.assign(std::istreambuf_iterator<char>(in), {});
-  return true;
-}
-
 // "# " before every line of `text`, made safe for a terminal (a name or a
 // managedBy value from the file is quoted in it).
 std::string Comment(const std::string& text) {
@@ -60,11 +38,13 @@ int ConvertCommand(const ConvertFlags& flags, std::ostream& out, std::ostream& e
       continue;
     }
     for (const std::string& file : *files) {
-      std::string text;
-      if (!ReadText(file, text, err)) {
+      auto read = ReadManifest(file, api::kMaxYamlBytes);
+      if (!read.ok()) {
+        err << "error: " << read.status().message() << "\n";
         unreadable = true;
         continue;
       }
+      const std::string& text = *read;
       auto docs = api::ParseYamlDocuments(text);
       if (!docs.ok()) {
         err << "error: " << file << ": " << docs.status().message() << "\n";

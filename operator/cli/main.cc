@@ -138,21 +138,9 @@ StatusOr<std::vector<JobDocument>> LoadJobs(const std::string& file,
                                             std::vector<SweepDocument>* sweeps = nullptr,
                                             local::LocalObjects* objects = nullptr,
                                             std::vector<std::string>* skipped = nullptr) {
-  std::string text;
-  if (file == "-") {
-    std::stringstream ss;
-    ss << std::cin.rdbuf();
-    text = ss.str();
-  } else {
-    std::error_code ec;
-    if (!std::filesystem::exists(file, ec)) return NotFound(file + ": no such file");
-    if (std::filesystem::is_directory(file, ec)) {
-      return Status(StatusCode::kFailedPrecondition, file + ": is a directory");
-    }
-    std::ifstream in(file, std::ios::binary);
-    if (!in) return NotFound(file + ": cannot be read");
-    text.assign(std::istreambuf_iterator<char>(in), {});
-  }
+  auto read = ReadManifest(file);
+  if (!read.ok()) return read.status();
+  const std::string& text = *read;
   auto docs = api::ParseYamlDocuments(text);
   if (!docs.ok()) return InvalidArgument(file + ": " + docs.status().message());
   if (docs->empty()) return InvalidArgument(file + ": no YAML documents");
@@ -539,10 +527,9 @@ int Validate(const std::vector<std::string>& paths, bool recursive) {
 // The trainer --output of the (first) TrainingJob in a job file, for `logs --file`.
 // NotFound when the job sets none; InvalidArgument for a file without a job.
 StatusOr<std::string> OutputOfJobFile(const std::string& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) return InvalidArgument(file + ": cannot be read");
-  const std::string text(std::istreambuf_iterator<char>(in), {});
-  auto docs = api::ParseYamlDocuments(text);
+  auto text = ReadManifest(file);
+  if (!text.ok()) return InvalidArgument(text.status().message());
+  auto docs = api::ParseYamlDocuments(*text);
   if (!docs.ok()) return InvalidArgument(file + ": " + docs.status().message());
   for (const auto& doc : *docs) {
     if (api::KindOf(doc.value) != "TrainingJob") continue;

@@ -13,4 +13,9 @@ namespace kubetrain::cli {
 // NotFound when a directory cannot be listed (the message names it).
 StatusOr<std::vector<std::string>> ManifestFiles(const std::string& path, bool recursive);
 
+// The text of one manifest file ("-": standard input). NotFound for a missing or
+// unreadable file, FailedPrecondition for a directory, InvalidArgument for a file
+// larger than `max_bytes` (0: no limit). Messages start with the path.
+StatusOr<std::string> ReadManifest(const std::string& path, size_t max_bytes = 0);
+
 }  // namespace kubetrain::cli
