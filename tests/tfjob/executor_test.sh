@@ -11,7 +11,7 @@
 # mod download`: the Go module proxy only). Installs the TFJob CRD and removes
 # it at the end; refuses to run if the cluster already has one.
 # Usage: executor_test.sh OPERATOR_BINARY (KUBECONFIG: the test cluster).
-# Prints "tfjob: Succeeded N s after apply" (kwok pods; the figure for the note).
+# Prints "tfjob: Succeeded N s after apply" and the operator's API writes for the job.
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "${here}/../.." && pwd)"
@@ -53,8 +53,9 @@ kubectl apply --server-side -f "${peer_crd}" >/dev/null || { echo "FAIL: v1.9.3'
 "${root}/tests/tools/wait-crds" crd/trainingjobs.kubetrain.io crd/tfjobs.kubeflow.org >/dev/null
 new_ns run
 # The test's own credentials: the TFJob RBAC ships with the deploy packaging.
+metrics_port="$(free_port)"
 "${operator}" --kubeconfig "${KUBECONFIG}" --namespace "${ns}" --tfjob=all --status-coalesce 1 \
-  --metrics-addr "127.0.0.1:$(free_port)" --health-addr "127.0.0.1:$(free_port)" --workers 2 \
+  --metrics-addr "127.0.0.1:${metrics_port}" --health-addr "127.0.0.1:$(free_port)" --workers 2 \
   --progress-qps 0 >"${work}/operator.log" 2>&1 &
 op_pid=$!
 
@@ -107,6 +108,10 @@ wait_until "the PS pod removed after success" bash -c "! kubectl -n ${ns} get po
 echo "  kubectl get tfjob:"
 k get tfjob | sed 's/^/    /'
 
+# Every write the operator made: for this one job (the peer's got none).
+writes="$(curl -sf "http://127.0.0.1:${metrics_port}/metrics" | awk '/^kubetrain_api_requests_total\{/ &&
+  /verb="(create|update|update_status|patch|delete)"/ { n += $NF } END { printf "%d\n", n }')"
+echo "tfjob: ${writes} API writes for a 4-pod TFJob run to Succeeded (creates, status, state annotation, deletes)"
 check "the peer's TFJob: no pods" "$(k get pods -l training.kubeflow.org/job-name=peer -o name | wc -l)" 0
 check "the peer's TFJob: no status" "$(jpath tfjob/peer '{.status}')" ""
 ((failures == 0)) && echo "PASS" || { echo "${failures} failed checks"; exit 1; }
