@@ -664,8 +664,11 @@ class JobController::Impl {
   // one that does not convert fails once (FailUnconvertibleTFJob).
   Ending ReadTFJobSpec(Pass& p) {
     const json object = p.cached->Object();
-    if (!TakesTFJob(options_.tfjob, TFJobManagedBy(object))) {
-      ForgetJob(p.key);  // another controller's (or not --tfjob=managed's): never touched
+    // Another controller's (or not --tfjob=managed's), or one that finished
+    // before this operator took it (training-operator's, before a takeover):
+    // never touched, never run again.
+    if (!TakesTFJob(options_.tfjob, TFJobManagedBy(object)) || FinishedElsewhere(object)) {
+      ForgetJob(p.key);
       return runtime::ReconcileResult{};
     }
     auto view = ReadTFJob(object);
