@@ -6,7 +6,8 @@
 #   - status in v1's shape: Running, then Succeeded once the chief exits 0,
 #     and `kubectl get tfjob` (v1's State column, conditions[-1:]) says so;
 #   - the PS pod removed after success (cleanPodPolicy unset: kubetrain's Running);
-#   - a TFJob managed by training-operator (runPolicy.managedBy) is never touched.
+#   - a TFJob managed by training-operator (runPolicy.managedBy) is never touched;
+#   - before the CRD is installed, --tfjob=all logs that TFJobs are off and turns ready.
 # v1.9.3's CRD and example come from its Go module (the module cache, else `go
 # mod download`: the Go module proxy only). Installs the TFJob CRD and removes
 # it at the end; refuses to run if the cluster already has one.
@@ -48,6 +49,18 @@ cleanup() {
 trap cleanup EXIT
 
 kubectl apply -k "${root}/crds" >/dev/null || { echo "CRDs rejected"; exit 1; }
+
+# No TFJob CRD yet: --tfjob=all says so, runs TrainingJobs and turns ready
+# (no TFJob cache that could never sync), rather than crash-looping.
+health_port="$(free_port)"
+"${operator}" --kubeconfig "${KUBECONFIG}" --namespace default --tfjob=all \
+  --metrics-addr 127.0.0.1:0 --health-addr "127.0.0.1:${health_port}" --progress-qps 0 \
+  >"${work}/no-crd.log" 2>&1 &
+op_pid=$!
+wait_until "ready without the TFJob CRD" curl -sf "http://127.0.0.1:${health_port}/readyz"
+check "it says TFJobs are off" "$(grep -c 'tfjobs are not served.*TFJobs are off' "${work}/no-crd.log")" 1
+kill -TERM "${op_pid}"; wait "${op_pid}"; op_pid=""
+
 crd_installed=1
 kubectl apply --server-side -f "${peer_crd}" >/dev/null || { echo "FAIL: v1.9.3's CRD rejected"; exit 1; }
 "${root}/tests/tools/wait-crds" crd/trainingjobs.kubetrain.io crd/tfjobs.kubeflow.org >/dev/null
