@@ -42,7 +42,7 @@ crd_installed=""
 cleanup() {
   if [[ -n "${op_pid}" ]]; then kill -TERM "${op_pid}" 2>/dev/null; wait "${op_pid}" 2>/dev/null; fi
   delete_namespaces
-  if [[ -n "${crd_installed}" ]]; then kubectl delete crd tfjobs.kubeflow.org --wait=false >/dev/null 2>&1; fi
+  if [[ -n "${crd_installed}" ]]; then kubectl delete crd tfjobs.kubeflow.org --wait=true --timeout=120s >/dev/null 2>&1; fi
   if ((failures)); then echo "---- operator log (last 40 lines)"; tail -n 40 "${work}/operator.log"; fi
   rm -rf "${work}"
 }
