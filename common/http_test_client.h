@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -207,9 +208,11 @@ inline std::optional<Response> RoundTrip(int fd, const std::string& request,
       if (n > 0) in.append(buf, static_cast<size_t>(n));
     }
     if (end == std::string::npos && (end = in.find("\r\n\r\n")) != std::string::npos) {
-      const auto cl = in.find("Content-Length: ");
-      if (cl == std::string::npos || cl > end) return std::nullopt;
-      want = end + 4 + std::stoul(in.substr(cl + 16));
+      std::string head = in.substr(0, end + 2);  // header names are case-insensitive
+      for (char& ch : head) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+      const auto cl = head.find("\r\ncontent-length:");
+      if (cl == std::string::npos) return std::nullopt;
+      want = end + 4 + std::stoul(head.substr(cl + 17));
     }
     if (end != std::string::npos && in.size() >= want) {
       if (in.compare(0, 9, "HTTP/1.1 ") != 0) return std::nullopt;

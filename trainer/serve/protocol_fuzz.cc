@@ -29,8 +29,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const auto reference = ParseV2InferReference(body, layout, 64);
     if (reference.ok() != parsed.ok()) std::abort();
     if (parsed.ok()) {
-      const Batch& a = parsed->examples;
-      const Batch& b = reference->examples;
+      const kubetrain::trainer::Batch& a = parsed->examples;
+      const kubetrain::trainer::Batch& b = reference->examples;
       if (parsed->id != reference->id || a.size != b.size || a.cat != b.cat ||
           a.dense.size() != b.dense.size())
         std::abort();
