@@ -25,9 +25,10 @@
 // Guarantees (HttpLimits, all configurable):
 // - A request's header is at most max_header_bytes (8 KiB): more -> 431, close.
 //   The server never buffers more than that per connection.
-// - Every connection is closed at request_deadline (5 s) after accept, whether
-//   it is still sending its request or still being written to (slowloris and
-//   slow readers alike): 408 if its request was incomplete.
+// - Every connection is closed at request_deadline (5 s) after accept (on a
+//   kept-alive connection: after its request's first byte), whether it is
+//   still sending its request or still being written to (slowloris and slow
+//   readers alike): 408 if its request was incomplete.
 // - At most max_connections_per_client (8) open per peer address: over it, a
 //   new connection gets a best-effort 503 and is closed at once. At most
 //   max_connections (64) in total: at the cap a new connection closes the
