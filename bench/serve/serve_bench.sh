@@ -169,8 +169,9 @@ for _ in range(rounds):
         print(f"ort {threads} tput {batches * 256 / (time.perf_counter() - t0):.0f}")
 PY
 
+sed 's/^/figure: /' "${work}/figures" >&2  # the rounds, for the record
 "${kpython}" - "${work}" "${rounds}" "$(nproc)" \
-  "$("${kpython}" -c 'import onnxruntime, kserve; print(onnxruntime.__version__, kserve.__version__)')" <<'PY'
+  "$("${kpython}" -c 'from importlib.metadata import version as v; print(v("onnxruntime"), v("kserve"))')" <<'PY'
 import json, statistics, sys
 w, rounds, cores, versions = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4].split()
 fig = {}

@@ -335,9 +335,10 @@ Status TakeColumn(const json& v, const TensorLayout& l, int index, Columns* c) {
 //   returns for the same body, or nullopt, and the caller then runs the reference reader,
 //   which gives the answer and every error message. It gives up (nullopt) on anything
 //   unusual instead of handling it: a problem of any kind, strings with escapes or
-//   non-ASCII bytes, duplicate keys, "data" before "name", criteo_line, input
+//   non-ASCII bytes, duplicate keys, criteo_line, input
 //   "parameters", nesting deeper than kMaxJsonDepth, numbers from_chars calls out of
-//   range. So a bad request costs at most two parses, and the fuzz target checks that
+//   range. "data" before "name" is checked in passing and read at the end of its object.
+//   So a bad request costs at most three passes, and the fuzz target checks that
 //   both readers agree.
 // Assumptions: JSON per RFC 8259; numbers equal strtod's (from_chars is exact too), FP32
 //   values are rounded from the double like the reference does.
@@ -533,6 +534,7 @@ class V2Reader {
   bool Tensor(Columns* c) {
     if (!Eat('{')) return false;
     int index = -1;
+    const char* deferred = nullptr;  // "data" that came before "name"
     std::string_view name, datatype;
     std::vector<int64_t> dims;
     bool seen_name = false, seen_type = false, seen_shape = false, seen_data = false;
@@ -560,26 +562,18 @@ class V2Reader {
             } while (Eat(','));
             if (!Eat(']')) return false;
           }
-        } else if (key == "data") {
-          if (seen_data || !seen_name) return false;
+        } else if (key == "data" && !seen_name) {
+          // Before "name" (sorted keys, as nlohmann and many JSON writers put them): checked
+          // now, read once the name is known.
+          if (seen_data) return false;
           seen_data = true;
-          // The rows the shape promises, if it came first (bounded: more is refused later).
-          const int width = index == 0 ? DenseWidth(l_) : l_.num_cat;
-          const size_t expect =
-              dims.size() == 2 ? static_cast<size_t>(std::min<int64_t>(dims[0], max_examples_)) *
-                                     static_cast<size_t>(width)
-                               : 0;
-          if (index == 0) {
-            if (c->dense) return false;
-            c->dense.emplace().reserve(expect);
-            if (!Data(3, &*c->dense)) return false;
-            got = c->dense->size();
-          } else {
-            if (c->cat) return false;
-            c->cat.emplace().reserve(expect);
-            if (!Data(3, &*c->cat)) return false;
-            got = c->cat->size();
-          }
+          Ws();
+          deferred = p_;
+          if (!Skip(3)) return false;
+        } else if (key == "data") {
+          if (seen_data) return false;
+          seen_data = true;
+          if (!ReadData(index, dims, c, &got)) return false;
         } else if (key == "parameters") {
           return false;  // the reference reader refuses the binary extension by name
         } else if (!Skip(3)) {
@@ -589,11 +583,39 @@ class V2Reader {
       if (!Eat('}')) return false;
     }
     if (!seen_name || !seen_type || !seen_shape || !seen_data) return false;
+    if (deferred != nullptr) {
+      const char* resume = p_;
+      p_ = deferred;
+      if (!ReadData(index, dims, c, &got)) return false;
+      p_ = resume;
+    }
     const int width = index == 0 ? DenseWidth(l_) : l_.num_cat;
     if (datatype != (index == 0 ? "FP32" : "INT64")) return false;
     if (dims.size() != 2 || dims[1] != width) return false;
     if (got != static_cast<size_t>(dims[0]) * static_cast<size_t>(width)) return false;
     (index == 0 ? c->dense_rows : c->cat_rows) = dims[0];
+    return true;
+  }
+
+  // The "data" at p_ of input `index` into its column of `c`; `got` its values.
+  bool ReadData(int index, const std::vector<int64_t>& dims, Columns* c, size_t* got) {
+    // The rows the shape promises, if it came first (bounded: more is refused later).
+    const int width = index == 0 ? DenseWidth(l_) : l_.num_cat;
+    const size_t expect = dims.size() == 2
+                              ? static_cast<size_t>(std::min<int64_t>(dims[0], max_examples_)) *
+                                    static_cast<size_t>(width)
+                              : 0;
+    if (index == 0) {
+      if (c->dense) return false;
+      c->dense.emplace().reserve(expect);
+      if (!Data(3, &*c->dense)) return false;
+      *got = c->dense->size();
+    } else {
+      if (c->cat) return false;
+      c->cat.emplace().reserve(expect);
+      if (!Data(3, &*c->cat)) return false;
+      *got = c->cat->size();
+    }
     return true;
   }
 
