@@ -66,13 +66,14 @@ std::string_view Reason(int status) {
   }
 }
 
-std::string Serialize(const HttpResponse& r, bool head, bool allow_post = false) {
+std::string Serialize(const HttpResponse& r, bool head, bool allow_post = false,
+                      bool keep_alive = false) {
   std::string out = "HTTP/1.1 " + std::to_string(r.status) + " ";
   out.append(Reason(r.status));
   out += "\r\nContent-Type: " + r.content_type;
   out += "\r\nContent-Length: " + std::to_string(r.body.size());
   if (r.status == 405) out += allow_post ? "\r\nAllow: GET, HEAD, POST" : "\r\nAllow: GET, HEAD";
-  out += "\r\nConnection: close\r\n\r\n";
+  out += keep_alive ? "\r\nConnection: keep-alive\r\n\r\n" : "\r\nConnection: close\r\n\r\n";
   if (!head) out += r.body;
   return out;
 }
@@ -211,6 +212,7 @@ class HttpServer::Loop {
       mailbox_->closed = true;
     }
     for (Conn& c : conns_) ::close(c.fd);
+    for (Conn& c : idle_) ::close(c.fd);
     if (epoll_fd_ >= 0) ::close(epoll_fd_);
     if (wake_fd_ >= 0) ::close(wake_fd_);
     ::close(listen_fd_);
@@ -260,6 +262,7 @@ class HttpServer::Loop {
         } else if (tag == &listen_tag_) {
           AcceptAll();
         } else {
+          more_ready_ = i + 1 < n;
           OnEvent(*static_cast<std::list<Conn>::iterator*>(tag), events[i].events);
         }
       }
@@ -294,6 +297,12 @@ class HttpServer::Loop {
     // "lingering close", as nginx and Apache do it).
     bool draining = false;
     size_t drain_left = 0;
+    // Keep-alive: the request asked for it (HTTP/1.1 without "Connection: close", HTTP/1.0
+    // with "Connection: keep-alive"); the answer keeps it when the limits allow (keep).
+    bool wants_keep_alive = false;
+    bool keep = false;
+    int requests = 0;                // answered on this connection
+    bool idle = false;               // in idle_, waiting for its next request
     std::list<Conn>::iterator self;  // what epoll's data.ptr points at
   };
   using ConnIt = std::list<Conn>::iterator;
@@ -301,6 +310,7 @@ class HttpServer::Loop {
   int WaitMs() const {
     Clock::time_point next = Clock::time_point::max();
     if (!conns_.empty()) next = conns_.front().deadline;  // accept order is deadline order
+    if (!idle_.empty()) next = std::min(next, idle_.front().deadline);
     if (accept_paused_) next = std::min(next, accept_resume_);
     if (next == Clock::time_point::max()) return -1;
     const auto ms = std::chrono::ceil<std::chrono::milliseconds>(next - Clock::now()).count();
@@ -321,8 +331,17 @@ class HttpServer::Loop {
       }
       const PeerKey peer = KeyOf(addr);
       const auto known = per_client_.find(peer);
-      const bool client_full =
+      bool client_full =
           known != per_client_.end() && known->second >= limits_.max_connections_per_client;
+      if (client_full) {  // its own idle keep-alive connection makes room first
+        for (auto it = idle_.begin(); it != idle_.end(); ++it) {
+          if (it->peer != peer) continue;
+          counters_.evicted.fetch_add(1, std::memory_order_relaxed);
+          Evict(it);
+          client_full = false;
+          break;
+        }
+      }
       if (client_full || !MakeRoom()) {
         counters_.rejected_over_limit.fetch_add(1, std::memory_order_relaxed);
         const std::string busy = Serialize(Error(503), false);
@@ -352,8 +371,15 @@ class HttpServer::Loop {
   // a prober in and a storming client evicts its own connections before a lone
   // prober's. False when every connection is being answered already: the new
   // one is refused. One pass, no allocation, only when full.
+  // Idle keep-alive connections go first, the oldest idle one: keeping a connection open
+  // for a client's next request is a courtesy that never costs another client its turn.
   bool MakeRoom() {
-    if (static_cast<int>(conns_.size()) < limits_.max_connections) return true;
+    if (static_cast<int>(conns_.size() + idle_.size()) < limits_.max_connections) return true;
+    if (!idle_.empty()) {
+      counters_.evicted.fetch_add(1, std::memory_order_relaxed);
+      Evict(idle_.begin());
+      return true;
+    }
     ConnIt victim = conns_.end();
     int victim_count = 0;
     for (auto it = conns_.begin(); it != conns_.end(); ++it) {
@@ -380,7 +406,7 @@ class HttpServer::Loop {
     it->fd = -1;
     if (auto p = per_client_.find(it->peer); p != per_client_.end() && --p->second <= 0)
       per_client_.erase(p);
-    graveyard_.splice(graveyard_.end(), conns_, it);
+    graveyard_.splice(graveyard_.end(), it->idle ? idle_ : conns_, it);
   }
 
   void PauseAccept() {
@@ -391,7 +417,12 @@ class HttpServer::Loop {
 
   void OnEvent(ConnIt it, uint32_t events) {
     if (it->fd < 0) return;  // evicted earlier in this batch
-    if (it->pending) {       // only hang-ups and errors are reported now
+    if (it->idle) {          // its next request begins: the request deadline from now
+      it->idle = false;
+      it->deadline = Clock::now() + limits_.request_deadline;
+      conns_.splice(conns_.end(), idle_, it);
+    }
+    if (it->pending) {  // only hang-ups and errors are reported now
       if (events & (EPOLLHUP | EPOLLERR)) Close(it);
       return;
     }
@@ -486,6 +517,7 @@ class HttpServer::Loop {
     const bool post = req.method == "POST" && limits_.max_body_bytes > 0;
     if (req.method != "GET" && !head_only && !post) return bad(405);
     it->head_only = head_only;
+    bool close_token = false, keep_alive_token = false;
     for (std::string_view rest = head.substr(eol + 1); !rest.empty();) {
       const size_t e = rest.find('\n');
       const std::string_view h = rest.substr(0, e);
@@ -513,7 +545,17 @@ class HttpServer::Loop {
         it->body_len = std::stoull(std::string(significant));
       }
       if (IEquals(name, "expect")) expect_continue_ = IEquals(value, "100-continue");
+      if (IEquals(name, "connection")) {
+        for (std::string_view v = value; !v.empty();) {
+          const size_t comma = v.find(',');
+          const std::string_view token = Trim(v.substr(0, comma));
+          v = comma == std::string_view::npos ? std::string_view() : v.substr(comma + 1);
+          close_token = close_token || IEquals(token, "close");
+          keep_alive_token = keep_alive_token || IEquals(token, "keep-alive");
+        }
+      }
     }
+    it->wants_keep_alive = !close_token && (version == "HTTP/1.1" || keep_alive_token);
     const size_t q = target.find('?');
     req.path = target.substr(0, q);
     if (q != std::string_view::npos) req.query = target.substr(q + 1);
@@ -524,6 +566,9 @@ class HttpServer::Loop {
   void Dispatch(ConnIt it) {
     Conn& c = *it;
     c.read_all = true;
+    // Bytes after the request (a pipelining client): answered, then closed.
+    if (c.in.size() > c.header_len + c.body_len) c.wants_keep_alive = false;
+    c.request.more_ready = more_ready_;
     const auto h = handlers_.find(c.request.path);
     if (h == handlers_.end()) return Respond(it, Error(404), c.head_only);
     c.request.body = c.in.substr(c.header_len, c.body_len);
@@ -570,7 +615,9 @@ class HttpServer::Loop {
   void Respond(ConnIt it, const HttpResponse& res, bool head_only) {
     Conn& c = *it;
     c.responding = true;
-    c.out = Serialize(res, head_only, limits_.max_body_bytes > 0);
+    c.keep = c.read_all && c.wants_keep_alive && !stop_.load() &&
+             c.requests + 1 < limits_.max_requests_per_connection;
+    c.out = Serialize(res, head_only, limits_.max_body_bytes > 0, c.keep);
     c.in = std::string();
     epoll_event ev{};
     ev.events = EPOLLOUT;
@@ -592,6 +639,7 @@ class HttpServer::Loop {
       c.written += static_cast<size_t>(n);
     }
     counters_.served.fetch_add(1, std::memory_order_relaxed);
+    if (c.keep) return KeepAlive(it);
     ::shutdown(c.fd, SHUT_WR);
     if (c.read_all) {
       Close(it);
@@ -605,10 +653,31 @@ class HttpServer::Loop {
     ::epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, c.fd, &ev);
   }
 
+  // After a kept-alive answer: the connection waits in idle_ for its next request, at
+  // most keep_alive_idle; the next request's deadline starts with its first byte.
+  void KeepAlive(ConnIt it) {
+    Conn& c = *it;
+    ++c.requests;
+    c.in.clear();
+    c.out = std::string();
+    c.written = 0;
+    c.responding = c.keep = c.read_all = c.head_only = c.wants_keep_alive = false;
+    c.header_len = c.body_len = 0;
+    c.request = HttpRequest();
+    c.idle = true;
+    c.deadline = Clock::now() + limits_.keep_alive_idle;
+    idle_.splice(idle_.end(), conns_, it);
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLRDHUP;
+    ev.data.ptr = &c.self;
+    ::epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, c.fd, &ev);
+  }
+
   // Closes every connection whose deadline passed: those still sending their
-  // request get a best-effort 408.
+  // request get a best-effort 408; idle keep-alive ones just close.
   void Expire() {
     const auto now = Clock::now();
+    while (!idle_.empty() && idle_.front().deadline <= now) Close(idle_.begin());
     while (!conns_.empty() && conns_.front().deadline <= now) {
       Conn& c = conns_.front();
       counters_.timed_out.fetch_add(1, std::memory_order_relaxed);
@@ -633,7 +702,7 @@ class HttpServer::Loop {
     ::close(it->fd);  // also leaves the epoll set
     if (auto p = per_client_.find(it->peer); p != per_client_.end() && --p->second <= 0)
       per_client_.erase(p);
-    conns_.erase(it);
+    (it->idle ? idle_ : conns_).erase(it);
     if (accept_paused_) {  // a descriptor is free again
       accept_paused_ = false;
       epoll_event ev{};
@@ -655,7 +724,9 @@ class HttpServer::Loop {
   int wake_fd_ = -1;
   char wake_tag_ = 0, listen_tag_ = 0;
   std::atomic<bool> stop_{false};
-  std::list<Conn> conns_;      // in accept order, hence deadline order
+  bool more_ready_ = false;    // other events were ready with the current one
+  std::list<Conn> conns_;      // by deadline: accepted or reactivated with request_deadline
+  std::list<Conn> idle_;       // kept alive, waiting: by deadline (keep_alive_idle)
   std::list<Conn> graveyard_;  // evicted during the current batch of events
   std::map<PeerKey, int> per_client_;
   bool accept_paused_ = false;

@@ -18,14 +18,17 @@
 // Flow: Start() binds and listens on the caller's thread (errors come back
 // there), then one loop thread accepts, reads each request into a buffer of at
 // most max_header_bytes, calls the handler of its path on the loop thread,
-// writes the response and closes (`Connection: close`, no keep-alive).
+// writes the response and closes (`Connection: close`), or, with keep-alive
+// (max_requests_per_connection > 1), waits on the same connection for its next
+// request.
 //
 // Guarantees (HttpLimits, all configurable):
 // - A request's header is at most max_header_bytes (8 KiB): more -> 431, close.
 //   The server never buffers more than that per connection.
-// - Every connection is closed at request_deadline (5 s) after accept, whether
-//   it is still sending its request or still being written to (slowloris and
-//   slow readers alike): 408 if its request was incomplete.
+// - Every connection is closed at request_deadline (5 s) after accept (on a
+//   kept-alive connection: after its request's first byte), whether it is
+//   still sending its request or still being written to (slowloris and slow
+//   readers alike): 408 if its request was incomplete.
 // - At most max_connections_per_client (8) open per peer address: over it, a
 //   new connection gets a best-effort 503 and is closed at once. At most
 //   max_connections (64) in total: at the cap a new connection closes the
@@ -33,6 +36,17 @@
 //   connections (a full server still lets the kubelet's probe in, and a client
 //   storming it evicts its own connections, not a lone prober's); when all are
 //   being answered, the new one gets 503.
+// - Keep-alive (off by default: max_requests_per_connection = 1): an HTTP/1.1
+//   request without `Connection: close` (HTTP/1.0 with `Connection:
+//   keep-alive`) is answered `Connection: keep-alive` and the connection waits
+//   for the next one, at most keep_alive_idle (then it is closed), at most
+//   max_requests_per_connection requests (the last is answered with close).
+//   Each request has request_deadline from its first byte. Idle connections
+//   count towards both connection caps but are the first to go: at
+//   max_connections a new connection closes the oldest idle one, and a client at
+//   its own cap closes its own oldest idle one; so clients holding idle
+//   connections never keep another out. No pipelining: bytes sent after a
+//   request get its answer with close.
 // - GET and HEAD only (else 405); a request body (Content-Length > 0) -> 413,
 //   Transfer-Encoding -> 501: the endpoints take no input. A server with
 //   max_body_bytes > 0 (kubetrain-serve's) also takes POST with a
@@ -85,6 +99,10 @@ struct HttpLimits {
   int max_connections_per_client = 8;
   // 0: no request bodies (POST -> 405). Else the largest POST body taken.
   size_t max_body_bytes = 0;
+  // Requests served on one connection; 1: no keep-alive (every answer closes).
+  int max_requests_per_connection = 1;
+  // How long a kept-alive connection may wait for its next request.
+  std::chrono::milliseconds keep_alive_idle{5000};
 };
 
 struct HttpRequest {
@@ -92,6 +110,10 @@ struct HttpRequest {
   std::string path;    // the target up to '?'
   std::string query;   // after '?', without it
   std::string body;    // POST only
+  // Other connections had events ready when this request was dispatched: a hint that
+  // requests are arriving concurrently (kubetrain-serve batches then, rather than answer
+  // on the loop thread).
+  bool more_ready = false;
 };
 
 struct HttpResponse {

@@ -297,6 +297,105 @@ TEST(HttpServerTest, AtTheCapTheBusiestClientsOwnConnectionIsEvicted) {
   for (int fd : storm) ::close(fd);
 }
 
+std::string GetRequest(const std::string& path, const std::string& extra = "") {
+  return "GET " + path + " HTTP/1.1\r\nHost: x\r\n" + extra + "\r\n";
+}
+
+bool KeptAlive(const http_test::Response& r) {
+  return r.head.find("Connection: keep-alive\r\n") != std::string::npos;
+}
+
+// Issue 33: keep-alive, so clients (tritonclient, requests) pay no TCP handshake per
+// request; bounded by max_requests_per_connection; "Connection: close" is honoured.
+TEST(HttpServerTest, KeepAliveServesRequestsOnOneConnectionUpToTheLimit) {
+  HttpLimits limits;
+  limits.max_requests_per_connection = 3;
+  HttpServer server(limits);
+  server.Handle("/n", [](const HttpRequest&) { return Text("n\n"); });
+  auto port = server.Start("127.0.0.1", 0);
+  ASSERT_TRUE(port.ok()) << port.status().ToString();
+  const int fd = http_test::Connect(*port);
+  ASSERT_GE(fd, 0);
+  for (int i = 0; i < 3; ++i) {
+    auto r = http_test::RoundTrip(fd, GetRequest("/n"), Clock::now() + 5s);
+    ASSERT_TRUE(r.has_value()) << "request " << i << " on the same connection";
+    EXPECT_EQ(r->status, 200);
+    EXPECT_EQ(r->body, "n\n");
+    EXPECT_EQ(KeptAlive(*r), i < 2) << r->head;  // the third is the last
+  }
+  EXPECT_TRUE(http_test::WaitClosed(fd, Clock::now() + 5s));
+  ::close(fd);
+  EXPECT_EQ(server.stats().accepted, 1u);
+
+  // "Connection: close" from the client, and HTTP/1.0 without keep-alive: one answer.
+  for (const std::string& req :
+       {GetRequest("/n", "Connection: close\r\n"), std::string("GET /n HTTP/1.0\r\n\r\n")}) {
+    const int c = http_test::Connect(*port);
+    auto r = http_test::RoundTrip(c, req, Clock::now() + 5s);
+    ASSERT_TRUE(r.has_value()) << req;
+    EXPECT_FALSE(KeptAlive(*r)) << r->head;
+    EXPECT_TRUE(http_test::WaitClosed(c, Clock::now() + 5s));
+    ::close(c);
+  }
+}
+
+TEST(HttpServerTest, AKeptAliveConnectionIsClosedWhenIdleForKeepAliveIdle) {
+  HttpLimits limits;
+  limits.max_requests_per_connection = 100;
+  limits.keep_alive_idle = 200ms;
+  HttpServer server(limits);
+  server.Handle("/n", [](const HttpRequest&) { return Text("n\n"); });
+  auto port = server.Start("127.0.0.1", 0);
+  ASSERT_TRUE(port.ok()) << port.status().ToString();
+  const int fd = http_test::Connect(*port);
+  auto r = http_test::RoundTrip(fd, GetRequest("/n"), Clock::now() + 5s);
+  ASSERT_TRUE(r.has_value());
+  ASSERT_TRUE(KeptAlive(*r));
+  const auto idle_from = Clock::now();
+  EXPECT_TRUE(http_test::WaitClosed(fd, Clock::now() + 5s));
+  EXPECT_GE(Clock::now() - idle_from, 150ms);
+  ::close(fd);
+  EXPECT_EQ(server.stats().timed_out, 0u);  // an idle close is no timeout
+}
+
+// A hostile client holding idle kept-alive connections up to both caps keeps nobody
+// out: a new client, and the hostile client's own next connection, are served.
+TEST(HttpServerTest, IdleKeptAliveConnectionsNeverKeepAnotherClientOut) {
+  HttpLimits limits;
+  limits.max_connections = 4;
+  limits.max_connections_per_client = 4;
+  limits.max_requests_per_connection = 100;
+  limits.keep_alive_idle = 60s;
+  HttpServer server(limits);
+  server.Handle("/n", [](const HttpRequest&) { return Text("n\n"); });
+  auto port = server.Start("127.0.0.1", 0);
+  ASSERT_TRUE(port.ok()) << port.status().ToString();
+  std::vector<int> idle;
+  for (int i = 0; i < 4; ++i) {
+    const int fd = ConnectFrom("127.0.1.1", *port);
+    ASSERT_GE(fd, 0);
+    auto r = http_test::RoundTrip(fd, GetRequest("/n"), Clock::now() + 5s);
+    ASSERT_TRUE(r.has_value());
+    ASSERT_TRUE(KeptAlive(*r));
+    idle.push_back(fd);
+  }
+  // The hostile client at its own cap: its own oldest idle connection makes room.
+  const int fifth = ConnectFrom("127.0.1.1", *port);
+  auto r = http_test::RoundTrip(fifth, GetRequest("/n"), Clock::now() + 5s);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->status, 200);
+  EXPECT_TRUE(http_test::WaitClosed(idle[0], Clock::now() + 5s));
+  // Another client at max_connections: the oldest idle connection makes room.
+  auto other = http_test::Get(*port, "/n", 5s);
+  ASSERT_TRUE(other.has_value());
+  EXPECT_EQ(other->status, 200);
+  EXPECT_TRUE(http_test::WaitClosed(idle[1], Clock::now() + 5s));
+  EXPECT_GE(server.stats().evicted, 2u);
+  EXPECT_EQ(server.stats().rejected_over_limit, 0u);
+  ::close(fifth);
+  for (int fd : idle) ::close(fd);
+}
+
 // Issue 35 item 2: Stop() right after Start() (the loop thread maybe not yet
 // running) returns promptly, every time.
 TEST(HttpServerTest, StartThenStopAtOnceReturnsPromptly1000Times) {

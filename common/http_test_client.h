@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -180,6 +181,49 @@ inline std::optional<Response> Get(int port, const std::string& target,
   r.head = in.substr(0, end + 2);
   r.body = in.substr(end + 4);
   return r;
+}
+
+// Sends `request` (a whole HTTP request) on the open connection `fd` and reads one
+// response, by its Content-Length, so the connection can serve the next one (keep-alive).
+// nullopt on an error, a close before the whole response, or `deadline`.
+inline std::optional<Response> RoundTrip(int fd, const std::string& request,
+                                         Clock::time_point deadline) {
+  size_t off = 0;
+  std::string in;
+  size_t end = std::string::npos, want = 0;
+  while (Clock::now() < deadline) {
+    pollfd p{fd, static_cast<short>(POLLIN | (off < request.size() ? POLLOUT : 0)), 0};
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    if (::poll(&p, 1, static_cast<int>(std::max<int64_t>(1, left.count()))) <= 0) continue;
+    if ((p.revents & POLLOUT) && off < request.size()) {
+      const ssize_t n = ::send(fd, request.data() + off, request.size() - off, MSG_NOSIGNAL);
+      if (n < 0 && errno != EAGAIN && errno != EINTR) return std::nullopt;
+      if (n > 0) off += static_cast<size_t>(n);
+    }
+    if (p.revents & (POLLIN | POLLHUP | POLLERR)) {
+      char buf[16384];
+      const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) return std::nullopt;
+      if (n > 0) in.append(buf, static_cast<size_t>(n));
+    }
+    if (end == std::string::npos && (end = in.find("\r\n\r\n")) != std::string::npos) {
+      std::string head = in.substr(0, end + 2);  // header names are case-insensitive
+      for (char& ch : head) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+      const auto cl = head.find("\r\ncontent-length:");
+      if (cl == std::string::npos) return std::nullopt;
+      want = end + 4 + std::stoul(head.substr(cl + 17));
+    }
+    if (end != std::string::npos && in.size() >= want) {
+      if (in.compare(0, 9, "HTTP/1.1 ") != 0) return std::nullopt;
+      Response r;
+      r.status = std::atoi(in.c_str() + 9);
+      r.head = in.substr(0, end + 2);
+      r.body = in.substr(end + 4, want - end - 4);
+      return r;
+    }
+  }
+  return std::nullopt;
 }
 
 }  // namespace kubetrain::http_test

@@ -103,11 +103,19 @@ int main(int argc, char** argv) {
          {"datatype", "INT64"},
          {"shape", {batch, b.num_cat}},
          {"data", cat}}}}}.dump();
-  std::vector<double> parse_ms, render_ms;
+  std::vector<double> parse_ms, render_ms, reference_ms;
   for (int i = 0; i < 50; ++i) {
+    const auto r = std::chrono::steady_clock::now();
+    auto ref = kt::serve::ParseV2InferReference(body, (*p)->layout(), 1024);
     const auto a = std::chrono::steady_clock::now();
     auto req = kt::serve::ParseV2Infer(body, (*p)->layout(), 1024);
     const auto m = std::chrono::steady_clock::now();
+    if (!ref.ok() || !req.ok() || ref->examples.dense != req->examples.dense ||
+        ref->examples.cat != req->examples.cat) {
+      std::fprintf(stderr, "the v2 readers disagree\n");
+      return 1;
+    }
+    reference_ms.push_back(std::chrono::duration<double, std::milli>(a - r).count());
     const std::string out = kt::serve::RenderV2(*req, (*p)->layout(), "m", "1", probs);
     const auto e = std::chrono::steady_clock::now();
     parse_ms.push_back(std::chrono::duration<double, std::milli>(m - a).count());
@@ -115,8 +123,12 @@ int main(int argc, char** argv) {
   }
   std::sort(parse_ms.begin(), parse_ms.end());
   std::sort(render_ms.begin(), render_ms.end());
-  std::printf("v2 JSON of batch %d (%zu bytes): parse p50 %.3f ms, render p50 %.3f ms\n", batch,
-              body.size(), parse_ms[parse_ms.size() / 2], render_ms[render_ms.size() / 2]);
+  std::sort(reference_ms.begin(), reference_ms.end());
+  std::printf(
+      "v2 JSON of batch %d (%zu bytes): parse p50 %.3f ms (nlohmann reference reader %.3f ms), "
+      "render p50 %.3f ms\n",
+      batch, body.size(), parse_ms[parse_ms.size() / 2], reference_ms[reference_ms.size() / 2],
+      render_ms[render_ms.size() / 2]);
   std::printf(
       "%s primitives, batch %d, %d threads: %.0f examples/s, call p50 %.3f ms p99 %.3f ms (medians "
       "of %d), max |diff| vs --predict %.2g\n",

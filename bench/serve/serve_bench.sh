@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
-# kubetrain-serve's figures beside onnxruntime's, in one run:
-#   - batch-1 latency p50/p99 over HTTP on loopback (v2 JSON, a new connection per request,
-#     one client at a time), kubetrain-serve --threads 1;
-#   - throughput at batch 256 (examples/s; requests of 256 examples, 2 clients so that one
-#     request's JSON is parsed while another's batch computes) with --threads 1 and 2;
-#   - onnxruntime (tests/onnx/venv) running the exported model.onnx in-process (no HTTP, no
-#     JSON) with intra_op_num_threads 1 and 2: batch-1 latency and batch-256 throughput.
+# kubetrain-serve's figures beside onnxruntime's and KServe's, in one run, side by side:
+#   - batch-1 latency p50/p99 over HTTP on loopback (v2 JSON, one client at a time,
+#     keep-alive as real clients use it) on 1 thread;
+#   - throughput at batch 256 over HTTP (examples/s; requests of 256 examples, 2 clients so
+#     that one request's JSON is read while another's batch computes) on 1 and 2 threads;
+#   for: kubetrain-serve of this build; optionally an older kubetrain-serve
+#   (KT_BENCH_BEFORE=path/to/kubetrain-serve, the "before" column); KServe's Python model
+#   server (kserve.ModelServer, bench/serve/kserve_venv) with onnxruntime running the
+#   exported model.onnx (intra_op_num_threads = the same threads); and onnxruntime
+#   in-process (no HTTP, no JSON; same venv) on the same threads. Every figure is the
+#   median of KT_BENCH_ROUNDS rounds (default 3); a round measures every server in turn,
+#   so a busy machine slows all columns alike.
 #
 #   bench/serve/serve_bench.sh [BUILD_DIR]   (default build/release; needs kubetrain-trainer,
 #                                             kubetrain-serve and bench/serve/serve_load)
@@ -19,9 +24,13 @@ build="${1:-${root}/build/release}"
 trainer="${build}/trainer/kubetrain-trainer"
 serve="${build}/trainer/kubetrain-serve"
 load="${build}/bench/serve/serve_load"
-for b in "${trainer}" "${serve}" "${load}"; do [[ -x ${b} ]] || { echo "build ${b}" >&2; exit 1; }; done
+before="${KT_BENCH_BEFORE:-}"
+for b in "${trainer}" "${serve}" "${load}" ${before}; do
+  [[ -x ${b} ]] || { echo "build ${b}" >&2; exit 1; }
+done
 requests="${KT_BENCH_REQUESTS:-2000}"
 batches="${KT_BENCH_BATCHES:-200}"
+rounds="${KT_BENCH_ROUNDS:-3}"
 work="$(mktemp -d /tmp/kubetrain-serve-bench.XXXXXX)"
 server_pid=""
 cleanup() {
@@ -30,6 +39,7 @@ cleanup() {
 }
 trap cleanup EXIT
 export OMP_WAIT_POLICY=passive
+kpython="$("${root}/bench/serve/kserve_venv")"
 wd=(--model wide_deep --threads 2 --metrics-port 0 --termination-log "" --log-every 0 --no-eval)
 
 echo "training the default Wide & Deep for 20 steps" >&2
@@ -52,99 +62,157 @@ open(w + "/body1.json", "w").write(body(rows[:1]))
 open(w + "/body256.json", "w").write(body(rows[:256]))
 PY
 
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 port_of() { sed -n 's/.* on port \([0-9]*\):.*/\1/p' "$1" | head -n1; }
-start_server() {  # start_server THREADS: sets server_pid and port
-  "${serve}" --model "${work}/out" --model-name m --host 127.0.0.1 --port 0 --threads "$1" \
-    --max-batch-size 256 --max-batch-wait 0 --poll-interval 3600 >"${work}/serve-$1.log" 2>&1 &
-  server_pid=$!
-  local deadline=$((SECONDS + 60))
-  port=""
+start_server() {  # start_server IMPL THREADS: sets server_pid and port
+  local impl="$1" threads="$2" log="${work}/${1}-${2}.log"
+  case "${impl}" in
+    after | before)
+      local bin="${serve}"
+      [[ ${impl} == before ]] && bin="${before}"
+      "${bin}" --model "${work}/out" --model-name m --host 127.0.0.1 --port 0 \
+        --threads "${threads}" --max-batch-size 256 --max-batch-wait 0 --poll-interval 3600 \
+        >"${log}" 2>&1 &
+      server_pid=$!
+      ;;
+    kserve)
+      port="$(free_port)"
+      OMP_NUM_THREADS="${threads}" "${kpython}" "${root}/bench/serve/kserve_ort.py" \
+        --model-file "${work}/out/model.onnx" --model-name m --port "${port}" \
+        --threads "${threads}" >"${log}" 2>&1 &
+      server_pid=$!
+      ;;
+  esac
+  local deadline=$((SECONDS + 120))
   while ((SECONDS < deadline)); do
-    port="$(port_of "${work}/serve-$1.log" 2>/dev/null || true)"
-    if [[ -n ${port} ]] && grep -q "serving the model" "${work}/serve-$1.log"; then return; fi
+    [[ ${impl} == kserve ]] || port="$(port_of "${log}" 2>/dev/null || true)"
+    if [[ -n ${port} ]] && curl -sf -o /dev/null "http://127.0.0.1:${port}/v2/models/m/ready"; then
+      return
+    fi
+    kill -0 "${server_pid}" 2>/dev/null || break
     sleep 0.1  # poll interval while the server starts
   done
-  cat "${work}/serve-$1.log" >&2
+  cat "${log}" >&2
   exit 1
 }
 stop_server() {
   kill -TERM "${server_pid}"
-  wait "${server_pid}" || { echo "kubetrain-serve did not exit 0" >&2; exit 1; }
+  wait "${server_pid}" || true
   server_pid=""
 }
+record() { echo "$1 $2 $3 $4" >>"${work}/figures"; }  # IMPL THREADS METRIC VALUE
 
-declare -A fig
-for threads in 1 2; do
-  start_server "${threads}"
-  echo "kubetrain-serve --threads ${threads} on port ${port}" >&2
-  if [[ ${threads} == 1 ]]; then
-    out="$("${load}" --port "${port}" --path /v2/models/m/infer --body "${work}/body1.json" \
-      --examples 1 --requests "${requests}" --concurrency 1)"
-    echo "  batch 1: ${out}" >&2
-    fig[serve_p50]="$(sed -n 's/.*p50 \([0-9.]*\) ms.*/\1/p' <<<"${out}")"
-    fig[serve_p99]="$(sed -n 's/.*p99 \([0-9.]*\) ms.*/\1/p' <<<"${out}")"
-  fi
-  out="$("${load}" --port "${port}" --path /v2/models/m/infer --body "${work}/body256.json" \
-    --examples 256 --requests "${batches}" --concurrency 2 --warmup 10)"
-  echo "  batch 256: ${out}" >&2
-  fig[serve_tput_${threads}]="$(sed -n 's/.*, \([0-9]*\) examples\/s.*/\1/p' <<<"${out}")"
-  # The forward pass alone (the server's own account): seconds per example in batches.
-  fig[serve_compute_${threads}]="$(python3 -c '
-import sys, urllib.request
-m = {}
-for line in urllib.request.urlopen("http://127.0.0.1:%s/metrics" % sys.argv[1]).read().decode().splitlines():
-    if not line.startswith("#") and " " in line:
-        k, v = line.rsplit(" ", 1)
-        m[k] = float(v)
-print("%.0f" % (m["kubetrain_serve_examples_total"] / m["kubetrain_serve_compute_seconds_total"]))
-' "${port}")"
-  stop_server
+impls=(after kserve)
+[[ -n ${before} ]] && impls=(after before kserve)
+for round in $(seq 1 "${rounds}"); do
+  for threads in 1 2; do
+    for impl in "${impls[@]}"; do
+      start_server "${impl}" "${threads}"
+      echo "round ${round}: ${impl} --threads ${threads} on port ${port}" >&2
+      # The same predictions from every server (the first example, within 1e-5).
+      if [[ ${threads} == 1 ]]; then
+        out="$("${load}" --port "${port}" --path /v2/models/m/infer --body "${work}/body1.json" \
+          --examples 1 --requests "${requests}" --concurrency 1)"
+        echo "  batch 1: ${out}" >&2
+        record "${impl}" 1 p50 "$(sed -n 's/.*p50 \([0-9.]*\) ms.*/\1/p' <<<"${out}")"
+        record "${impl}" 1 p99 "$(sed -n 's/.*p99 \([0-9.]*\) ms.*/\1/p' <<<"${out}")"
+      fi
+      out="$("${load}" --port "${port}" --path /v2/models/m/infer --body "${work}/body256.json" \
+        --examples 256 --requests "${batches}" --concurrency 2 --warmup 10)"
+      echo "  batch 256: ${out}" >&2
+      record "${impl}" "${threads}" tput "$(sed -n 's/.*, \([0-9]*\) examples\/s.*/\1/p' <<<"${out}")"
+      if [[ ${round} == 1 ]]; then
+        curl -sf -X POST -H 'Content-Type: application/json' --data-binary "@${work}/body1.json" \
+          "http://127.0.0.1:${port}/v2/models/m/infer" >"${work}/answer-${impl}-${threads}.json"
+      fi
+      stop_server
+    done
+  done
 done
 
-python="$("${root}/tests/onnx/venv")"
-ort="$("${python}" - "${work}" "${requests}" "${batches}" <<'PY'
+"${kpython}" - "${work}" "${requests}" "${batches}" "${rounds}" <<'PY' >>"${work}/figures"
 import json, sys, time
 import numpy as np
 import onnxruntime as ort
-w, requests, batches = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+w, requests, batches, rounds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 rows = [json.loads(l) for l in open(w + "/inputs.jsonl")]
 dense = np.array([r["dense"] for r in rows], np.float32)
 cat = np.array([r["cat_ids"] for r in rows], np.int64)
+want = np.array([r["probs"] for r in rows], np.float32)
+sessions = {}
 for threads in (1, 2):
     o = ort.SessionOptions()
     o.intra_op_num_threads = threads
     o.inter_op_num_threads = 1
     o.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     s = ort.InferenceSession(w + "/out/model.onnx", o, providers=["CPUExecutionProvider"])
-    want = np.array([r["probs"] for r in rows], np.float32)
     got = s.run(["probability"], {"dense": dense, "cat_ids": cat})[0]
     assert np.max(np.abs(got - want)) < 1e-5, np.max(np.abs(got - want))
-    if threads == 1:
-        lat = []
-        for i in range(100 + requests):
-            t0 = time.perf_counter()
-            s.run(["probability"], {"dense": dense[i % 256:i % 256 + 1], "cat_ids": cat[i % 256:i % 256 + 1]})
-            if i >= 100:
-                lat.append((time.perf_counter() - t0) * 1e3)
-        lat.sort()
-        print(f"ort_p50={lat[len(lat) // 2]:.3f} ort_p99={lat[int(0.99 * len(lat))]:.3f}")
-    for _ in range(10):
-        s.run(["probability"], {"dense": dense, "cat_ids": cat})
-    t0 = time.perf_counter()
-    for _ in range(batches):
-        s.run(["probability"], {"dense": dense, "cat_ids": cat})
-    print(f"ort_tput_{threads}={batches * 256 / (time.perf_counter() - t0):.0f}")
+    sessions[threads] = s
+for _ in range(rounds):
+    for threads, s in sessions.items():
+        if threads == 1:
+            lat = []
+            for i in range(100 + requests):
+                t0 = time.perf_counter()
+                s.run(["probability"], {"dense": dense[i % 256:i % 256 + 1], "cat_ids": cat[i % 256:i % 256 + 1]})
+                if i >= 100:
+                    lat.append((time.perf_counter() - t0) * 1e3)
+            lat.sort()
+            print(f"ort 1 p50 {lat[len(lat) // 2]:.3f}")
+            print(f"ort 1 p99 {lat[int(0.99 * len(lat))]:.3f}")
+        for _ in range(10):
+            s.run(["probability"], {"dense": dense, "cat_ids": cat})
+        t0 = time.perf_counter()
+        for _ in range(batches):
+            s.run(["probability"], {"dense": dense, "cat_ids": cat})
+        print(f"ort {threads} tput {batches * 256 / (time.perf_counter() - t0):.0f}")
 PY
-)"
-eval "${ort}"
-echo
-echo "Wide & Deep 1024-512-256, embedding 16, FP32, $(nproc) cores; onnxruntime $("${python}" -c 'import onnxruntime; print(onnxruntime.__version__)')"
-printf '%-46s %14s %14s\n' "" "kubetrain-serve" "onnxruntime"
-printf '%-46s %14s %14s\n' "" "(HTTP, JSON)" "(in-process)"
-printf '%-46s %11s ms %11s ms\n' "batch-1 latency p50, 1 thread" "${fig[serve_p50]}" "${ort_p50}"
-printf '%-46s %11s ms %11s ms\n' "batch-1 latency p99, 1 thread" "${fig[serve_p99]}" "${ort_p99}"
-printf '%-46s %9s ex/s %9s ex/s\n' "batch-256 throughput, 1 thread" "${fig[serve_tput_1]}" "${ort_tput_1}"
-printf '%-46s %9s ex/s %9s ex/s\n' "batch-256 throughput, 2 threads" "${fig[serve_tput_2]}" "${ort_tput_2}"
-printf '%-46s %9s ex/s\n' "  kubetrain-serve forward pass alone, 1 thread" "${fig[serve_compute_1]}"
-printf '%-46s %9s ex/s\n' "  kubetrain-serve forward pass alone, 2 threads" "${fig[serve_compute_2]}"
+
+sed 's/^/figure: /' "${work}/figures" >&2  # the rounds, for the record
+"${kpython}" - "${work}" "${rounds}" "$(nproc)" \
+  "$("${kpython}" -c 'from importlib.metadata import version as v; print(v("onnxruntime"), v("kserve"))')" <<'PY'
+import json, statistics, sys
+w, rounds, cores, versions = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4].split()
+fig = {}
+for line in open(w + "/figures"):
+    impl, threads, metric, value = line.split()
+    fig.setdefault((impl, threads, metric), []).append(float(value))
+med = {k: statistics.median(v) for k, v in fig.items()}
+# Every server gave the trainer's own prediction for the first example.
+want = json.loads(open(w + "/inputs.jsonl").readline())["probs"][0]
+for impl in ("after", "before", "kserve"):
+    for t in ("1", "2"):
+        try:
+            got = json.load(open(f"{w}/answer-{impl}-{t}.json"))["outputs"][0]["data"][0]
+        except FileNotFoundError:
+            continue
+        assert abs(got - want) < 1e-5, (impl, t, got, want)
+cols = [("after", "kubetrain-serve", "(HTTP, JSON)")]
+if ("before", "1", "p50") in med:
+    cols.append(("before", "before", "(HTTP, JSON)"))
+cols += [("kserve", "KServe + ORT", "(HTTP, JSON)"), ("ort", "onnxruntime", "(in-process)")]
+print()
+print(f"Wide & Deep 1024-512-256, embedding 16, FP32, {cores} cores; onnxruntime {versions[0]}, "
+      f"kserve {versions[1]}; medians of {rounds} rounds")
+print(f"{'':34}" + "".join(f"{c[1]:>17}" for c in cols))
+print(f"{'':34}" + "".join(f"{c[2]:>17}" for c in cols))
+rows = [("batch-1 latency p50, 1 thread", "1", "p50", "ms"),
+        ("batch-1 latency p99, 1 thread", "1", "p99", "ms"),
+        ("batch-256 throughput, 1 thread", "1", "tput", "ex/s"),
+        ("batch-256 throughput, 2 threads", "2", "tput", "ex/s")]
+for label, t, m, unit in rows:
+    cells = []
+    for impl, _, _ in cols:
+        v = med.get((impl, t, m))
+        cells.append("-" if v is None else (f"{v:.3f} {unit}" if unit == "ms" else f"{v:.0f} {unit}"))
+    print(f"{label:34}" + "".join(f"{c:>17}" for c in cells))
+for t in ("1", "2"):
+    a = med[("after", t, "tput")]
+    print(f"kubetrain-serve / onnxruntime in-process, batch 256, {t} thread(s): "
+          f"{a / med[('ort', t, 'tput')]:.2f}x; / KServe + ORT over HTTP: "
+          f"{a / med[('kserve', t, 'tput')]:.2f}x")
+print(f"KServe + ORT / kubetrain-serve batch-1 p99: "
+      f"{med[('kserve', '1', 'p99')] / med[('after', '1', 'p99')]:.2f}x")
+PY
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -36,6 +36,37 @@ Status Batcher::Submit(Batch examples, Done done) {
   return Status::Ok();
 }
 
+std::optional<StatusOr<std::vector<float>>> Batcher::RunNowIfIdle(const Batch& examples) {
+  if (examples.size < 1 || examples.size > o_.max_batch) return std::nullopt;
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_ || running_ || !queue_.empty()) return std::nullopt;
+    running_ = true;
+  }
+  // OpenMP's thread count is per thread: set it once on each thread that computes.
+  thread_local int threads_set = 0;
+  if (o_.compute_threads > 0 && threads_set != o_.compute_threads) {
+    SetComputeThreads(o_.compute_threads);
+    threads_set = o_.compute_threads;
+  }
+  const auto start = Clock::now();
+  std::vector<float> probs;
+  Status status = run_(examples, &probs);
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  {
+    std::lock_guard lock(mu_);
+    running_ = false;
+    ++stats_.batches;
+    ++stats_.inline_requests;
+    stats_.examples += examples.size;
+    ++stats_.requests;
+    stats_.compute_seconds += seconds;
+  }
+  cv_.notify_all();  // the worker may wait for this run to end
+  if (!status.ok()) return StatusOr<std::vector<float>>(status);
+  return StatusOr<std::vector<float>>(std::move(probs));
+}
+
 void Batcher::Stop() {
   {
     std::lock_guard lock(mu_);
@@ -56,7 +87,7 @@ void Batcher::Work() {
   for (;;) {
     {
       std::unique_lock lock(mu_);
-      cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      cv_.wait(lock, [&] { return (stopping_ || !queue_.empty()) && !running_; });
       if (queue_.empty()) return;  // stopping, and drained
       // Wait for company until the oldest request has waited max_wait or the batch is full
       // (not when stopping: drain at once).
@@ -71,9 +102,14 @@ void Batcher::Work() {
         items.push_back(std::move(queue_.front()));
         queue_.pop_front();
       }
+      running_ = true;
     }
     RunBatch(items);
     items.clear();
+    {
+      std::lock_guard lock(mu_);
+      running_ = false;
+    }
   }
 }
 

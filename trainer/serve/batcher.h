@@ -12,7 +12,12 @@
 //   waiting already, so a flood queues bounded memory. A batch's error goes to each of its
 //   requests. The compute threads are set once on the worker thread (OpenMP's count is per
 //   thread).
-// Thread safety: Submit and Stop from any thread; stats() from any thread.
+// RunNowIfIdle is the way around the queue for a lone small request: when nothing is
+//   queued and no batch runs, the caller's thread runs it at once (no hand-off to the
+//   worker and back, which on a loaded 2-core machine is most of a batch-1 request's tail);
+//   the worker does not start a batch meanwhile (one RunFn at a time, as the Predictor
+//   needs).
+// Thread safety: Submit, RunNowIfIdle and Stop from any thread; stats() from any thread.
 #pragma once
 
 #include <chrono>
@@ -21,6 +26,7 @@
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -41,7 +47,8 @@ struct BatcherStats {
   uint64_t examples = 0;
   uint64_t requests = 0;
   uint64_t refused = 0;
-  double compute_seconds = 0;  // in RunFn
+  uint64_t inline_requests = 0;  // run by RunNowIfIdle
+  double compute_seconds = 0;    // in RunFn
 };
 
 class Batcher {
@@ -58,6 +65,9 @@ class Batcher {
 
   // Queues `examples` (size >= 1). Unavailable when stopping or the queue is full.
   Status Submit(Batch examples, Done done);
+  // Runs `examples` on this thread when the queue is empty and no batch is running, and
+  // returns its result; nullopt when busy or stopping (then Submit it).
+  std::optional<StatusOr<std::vector<float>>> RunNowIfIdle(const Batch& examples);
   // Runs what is queued, then ends the worker. Idempotent.
   void Stop();
 
@@ -82,6 +92,7 @@ class Batcher {
   std::deque<Item> queue_;       // guarded by mu_
   int64_t queued_examples_ = 0;  // guarded by mu_
   bool stopping_ = false;        // guarded by mu_
+  bool running_ = false;         // guarded by mu_: a RunFn runs (worker or RunNowIfIdle)
   BatcherStats stats_;           // guarded by mu_
   // The worker thread's own buffers, kept across batches so a batch allocates
   // nothing once they have grown to the largest batch seen.

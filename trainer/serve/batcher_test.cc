@@ -2,8 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <future>
 #include <mutex>
+#include <thread>
 
 namespace kubetrain::trainer::serve {
 namespace {
@@ -139,6 +141,55 @@ TEST(Batcher, AFullQueueRefusesAndABatchErrorReachesEachRequest) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().message(), "oneDNN: boom");
   EXPECT_EQ(batcher.stats().refused, 1u);
+}
+
+// Issue 33: a lone small request runs on the caller's thread (no hand-off), but never
+// beside a running batch (the Predictor runs one batch at a time) nor ahead of queued ones.
+TEST(Batcher, RunNowIfIdleRunsOnTheCallersThreadOnlyWhenNothingQueuedOrRunning) {
+  std::promise<void> entered, release;
+  std::shared_future<void> gate = release.get_future().share();
+  std::atomic<bool> block_next{false};
+  std::mutex mu;
+  std::vector<std::thread::id> threads;
+  BatcherOptions o;
+  o.max_batch = 4;
+  o.max_wait = 0us;
+  Batcher batcher(o, [&](const Batch& b, std::vector<float>* out) {
+    {
+      std::lock_guard lock(mu);
+      threads.push_back(std::this_thread::get_id());
+    }
+    if (block_next.exchange(false)) {
+      entered.set_value();
+      gate.wait();
+    }
+    out->assign(b.dense.begin(), b.dense.end());
+    return Status::Ok();
+  });
+  auto now = batcher.RunNowIfIdle(Examples(2, 3));
+  ASSERT_TRUE(now.has_value());
+  ASSERT_TRUE(now->ok());
+  EXPECT_EQ(**now, std::vector<float>({3, 4}));
+  {
+    std::lock_guard lock(mu);
+    ASSERT_EQ(threads.size(), 1u);
+    EXPECT_EQ(threads[0], std::this_thread::get_id());
+  }
+  // While the worker runs a batch: refused (the caller queues instead).
+  block_next = true;
+  Result queued;
+  ASSERT_TRUE(batcher
+                  .Submit(Examples(1, 7),
+                          [&](StatusOr<std::vector<float>> r) { queued.set_value(std::move(r)); })
+                  .ok());
+  entered.get_future().wait();
+  EXPECT_FALSE(batcher.RunNowIfIdle(Examples(1, 1)).has_value());
+  EXPECT_FALSE(batcher.RunNowIfIdle(Examples(5, 1)).has_value());  // larger than a batch
+  release.set_value();
+  EXPECT_EQ(*queued.get_future().get(), std::vector<float>({7}));
+  EXPECT_EQ(batcher.stats().inline_requests, 1u);
+  batcher.Stop();
+  EXPECT_FALSE(batcher.RunNowIfIdle(Examples(1, 1)).has_value());
 }
 
 }  // namespace

@@ -53,6 +53,8 @@ int main(int argc, char** argv) {
   }
   std::string model_dir, checkpoint_dir, host, precision = "fp32";
   int port = 8080, threads = 0, max_batch = 256, max_request_examples = 1024;
+  int keep_alive_requests = 1000;
+  double keep_alive_idle_s = 15;
   double max_wait_ms = 0.0, poll_s = 30.0, request_timeout_s = 10.0;
   size_t max_body_bytes = 4 << 20;
   int max_connections = 256, max_connections_per_client = 64;
@@ -90,6 +92,19 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--max-connections-per-client", max_connections_per_client,
                  "open connections per client address, at most")
+      ->capture_default_str();
+  app.add_option("--keep-alive-requests", keep_alive_requests,
+                 "requests per connection, at most (1: no keep-alive)")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  app.add_option("--keep-alive-idle", keep_alive_idle_s,
+                 "seconds a kept-alive connection may wait for its next request")
+      ->check(CLI::Range(0.1, 3600.0))
+      ->capture_default_str();
+  app.add_option("--inline-max-examples", o.inline_max_examples,
+                 "a lone request of at most this many examples runs at once on the HTTP "
+                 "thread when no batch is running (0: always queue for the batcher)")
+      ->check(CLI::Range(0, 1 << 20))
       ->capture_default_str();
   app.add_option("--poll-interval", poll_s,
                  "seconds between looks for a newer committed checkpoint (hot reload)")
@@ -129,6 +144,9 @@ int main(int argc, char** argv) {
       std::chrono::milliseconds(static_cast<int64_t>(request_timeout_s * 1000));
   o.http.max_connections = max_connections;
   o.http.max_connections_per_client = max_connections_per_client;
+  o.http.max_requests_per_connection = keep_alive_requests;
+  o.http.keep_alive_idle =
+      std::chrono::milliseconds(static_cast<int64_t>(keep_alive_idle_s * 1000));
 
   serve::ModelServer server(o);
   auto bound = server.Start(host, port);

@@ -1,6 +1,7 @@
 #include "trainer/serve/protocol.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -324,21 +325,394 @@ Status TakeColumn(const json& v, const TensorLayout& l, int index, Columns* c) {
   return Status::Ok();
 }
 
-json OutputRows(const TensorLayout& l, const std::vector<float>& probs, int n) {
-  json rows = json::array();
-  for (int i = 0; i < n; ++i) {
-    json row = json::array();
-    for (int k = 0; k < l.num_outputs; ++k)
-      row.push_back(probs[static_cast<size_t>(i) * l.num_outputs + k]);
-    rows.push_back(std::move(row));
+// The fast path of ParseV2Infer: a strict, bounded reader of the v2 request's common shape.
+//
+// Flow: one pass over the body. "data" of dense / features is read number by number with
+//   std::from_chars into the column that becomes the Batch (reserved from "shape", bounded
+//   by max_examples), cat_ids likewise as INT64; keys it does not know are skipped (still
+//   checked to be JSON).
+// Guarantees: it either returns exactly what the nlohmann reader (ParseV2InferReference)
+//   returns for the same body, or nullopt, and the caller then runs the reference reader,
+//   which gives the answer and every error message. It gives up (nullopt) on anything
+//   unusual instead of handling it: a problem of any kind, strings with escapes or
+//   non-ASCII bytes, duplicate keys, criteo_line, input
+//   "parameters", nesting deeper than kMaxJsonDepth, numbers from_chars calls out of
+//   range. "data" before "name" is checked in passing and read at the end of its object.
+//   So a bad request costs at most three passes, and the fuzz target checks that
+//   both readers agree.
+// Assumptions: JSON per RFC 8259; numbers equal strtod's (from_chars is exact too), FP32
+//   values are rounded from the double like the reference does.
+class V2Reader {
+ public:
+  V2Reader(std::string_view body, const TensorLayout& layout, int max_examples)
+      : p_(body.data()), end_(body.data() + body.size()), l_(layout), max_examples_(max_examples) {}
+
+  std::optional<ParsedRequest> Read() {
+    ParsedRequest out;
+    out.form = RequestForm::kV2;
+    Columns c;
+    bool seen_id = false, seen_inputs = false, seen_outputs = false;
+    if (!Eat('{')) return std::nullopt;
+    if (!Eat('}')) {
+      do {
+        std::string_view key;
+        if (!String(&key) || !Eat(':')) return std::nullopt;
+        if (key == "id") {
+          std::string_view id;
+          if (seen_id || !String(&id)) return std::nullopt;
+          seen_id = true;
+          out.id = id;
+        } else if (key == "inputs") {
+          if (seen_inputs || !Eat('[') || Peek(']')) return std::nullopt;
+          seen_inputs = true;
+          do {
+            if (!Tensor(&c)) return std::nullopt;
+          } while (Eat(','));
+          if (!Eat(']')) return std::nullopt;
+        } else if (key == "outputs") {
+          if (seen_outputs || !Outputs()) return std::nullopt;
+          seen_outputs = true;
+        } else if (!Skip(1)) {
+          return std::nullopt;
+        }
+      } while (Eat(','));
+      if (!Eat('}')) return std::nullopt;
+    }
+    Ws();
+    if (p_ != end_ || !seen_inputs) return std::nullopt;
+    auto batch = Assemble(l_, c, max_examples_);
+    if (!batch.ok()) return std::nullopt;
+    out.examples = std::move(*batch);
+    return out;
   }
-  return rows;
+
+ private:
+  static bool Digit(char c) { return c >= '0' && c <= '9'; }
+
+  void Ws() {
+    while (p_ < end_ && (*p_ == ' ' || *p_ == '\n' || *p_ == '\r' || *p_ == '\t')) ++p_;
+  }
+  bool Peek(char c) {
+    Ws();
+    return p_ < end_ && *p_ == c;
+  }
+  bool Eat(char c) {
+    if (!Peek(c)) return false;
+    ++p_;
+    return true;
+  }
+
+  // A string of printable ASCII without escapes (anything else: the reference reader).
+  bool String(std::string_view* out) {
+    if (!Eat('"')) return false;
+    const char* start = p_;
+    for (; p_ < end_; ++p_) {
+      const auto c = static_cast<unsigned char>(*p_);
+      if (c == '"') {
+        *out = std::string_view(start, static_cast<size_t>(p_ - start));
+        ++p_;
+        return true;
+      }
+      if (c == '\\' || c < 0x20 || c >= 0x80) return false;
+    }
+    return false;
+  }
+
+  // The span of one RFC 8259 number at p_ (moved past it); `integer` when it has neither
+  // fraction nor exponent.
+  bool Number(const char** begin, bool* integer) {
+    Ws();
+    const char* q = p_;
+    if (q < end_ && *q == '-') ++q;
+    if (q >= end_) return false;
+    if (*q == '0') {
+      ++q;
+    } else if (*q >= '1' && *q <= '9') {
+      while (q < end_ && Digit(*q)) ++q;
+    } else {
+      return false;
+    }
+    *integer = true;
+    if (q < end_ && *q == '.') {
+      *integer = false;
+      if (++q >= end_ || !Digit(*q)) return false;
+      while (q < end_ && Digit(*q)) ++q;
+    }
+    if (q < end_ && (*q == 'e' || *q == 'E')) {
+      *integer = false;
+      if (++q < end_ && (*q == '+' || *q == '-')) ++q;
+      if (q >= end_ || !Digit(*q)) return false;
+      while (q < end_ && Digit(*q)) ++q;
+    }
+    *begin = p_;
+    p_ = q;
+    return true;
+  }
+
+  bool Float(float* out) {
+    const char* begin = nullptr;
+    bool integer = false;
+    if (!Number(&begin, &integer)) return false;
+    double d = 0;
+    const auto [ptr, ec] = std::from_chars(begin, p_, d);
+    if (ec != std::errc() || ptr != p_) return false;
+    if (!std::isfinite(d) || std::fabs(d) > std::numeric_limits<float>::max()) return false;
+    *out = static_cast<float>(d);
+    return true;
+  }
+
+  bool Int64(int64_t* out) {
+    const char* begin = nullptr;
+    bool integer = false;
+    if (!Number(&begin, &integer) || !integer) return false;
+    const auto [ptr, ec] = std::from_chars(begin, p_, *out);
+    return ec == std::errc() && ptr == p_;
+  }
+
+  // A number or nested lists of them (v2 takes flat and nested data) into `out`.
+  template <typename T>
+  bool Data(int depth, std::vector<T>* out) {
+    if (!Peek('[')) return Scalar(out);
+    if (++depth > kMaxJsonDepth) return false;
+    ++p_;
+    if (Eat(']')) return true;
+    do {
+      if (Peek('[')) {
+        if (!Data(depth, out)) return false;
+      } else if (!Scalar(out)) {
+        return false;
+      }
+    } while (Eat(','));
+    return Eat(']');
+  }
+  bool Scalar(std::vector<float>* out) {
+    float f = 0;
+    if (!Float(&f)) return false;
+    out->push_back(f);
+    return true;
+  }
+  bool Scalar(std::vector<uint64_t>* out) {
+    int64_t v = 0;
+    if (!Int64(&v)) return false;
+    out->push_back(static_cast<uint64_t>(v));
+    return true;
+  }
+
+  // Skips one JSON value of nesting `depth` (its container's), checking its syntax.
+  bool Skip(int depth) {
+    Ws();
+    if (p_ >= end_) return false;
+    if (*p_ == '"') {
+      std::string_view s;
+      return String(&s);
+    }
+    if (*p_ == '[' || *p_ == '{') {
+      const bool object = *p_ == '{';
+      if (++depth > kMaxJsonDepth) return false;
+      ++p_;
+      if (Eat(object ? '}' : ']')) return true;
+      do {
+        std::string_view key;
+        if (object && (!String(&key) || !Eat(':'))) return false;
+        if (!Skip(depth)) return false;
+      } while (Eat(','));
+      return Eat(object ? '}' : ']');
+    }
+    for (const std::string_view word : {"true", "false", "null"}) {
+      if (static_cast<size_t>(end_ - p_) >= word.size() &&
+          std::string_view(p_, word.size()) == word) {
+        p_ += word.size();
+        return true;
+      }
+    }
+    const char* begin = nullptr;
+    bool integer = false;
+    return Number(&begin, &integer);
+  }
+
+  // One element of "inputs" (nesting 2) into `c`, checked as TakeV2Input checks it.
+  bool Tensor(Columns* c) {
+    if (!Eat('{')) return false;
+    int index = -1;
+    const char* deferred = nullptr;  // "data" that came before "name"
+    std::string_view name, datatype;
+    std::vector<int64_t> dims;
+    bool seen_name = false, seen_type = false, seen_shape = false, seen_data = false;
+    size_t got = 0;
+    if (!Eat('}')) {
+      do {
+        std::string_view key;
+        if (!String(&key) || !Eat(':')) return false;
+        if (key == "name") {
+          if (seen_name || !String(&name)) return false;
+          seen_name = true;
+          index = InputIndex(l_, name);
+          if (index < 0 || index == 2) return false;  // unknown, or criteo_line
+        } else if (key == "datatype") {
+          if (seen_type || !String(&datatype)) return false;
+          seen_type = true;
+        } else if (key == "shape") {
+          if (seen_shape || !Eat('[')) return false;
+          seen_shape = true;
+          if (!Eat(']')) {
+            do {
+              int64_t d = 0;
+              if (!Int64(&d) || d < 0 || d > (int64_t{1} << 30)) return false;
+              dims.push_back(d);
+            } while (Eat(','));
+            if (!Eat(']')) return false;
+          }
+        } else if (key == "data" && !seen_name) {
+          // Before "name" (sorted keys, as nlohmann and many JSON writers put them): checked
+          // now, read once the name is known.
+          if (seen_data) return false;
+          seen_data = true;
+          Ws();
+          deferred = p_;
+          if (!Skip(3)) return false;
+        } else if (key == "data") {
+          if (seen_data) return false;
+          seen_data = true;
+          if (!ReadData(index, dims, c, &got)) return false;
+        } else if (key == "parameters") {
+          return false;  // the reference reader refuses the binary extension by name
+        } else if (!Skip(3)) {
+          return false;
+        }
+      } while (Eat(','));
+      if (!Eat('}')) return false;
+    }
+    if (!seen_name || !seen_type || !seen_shape || !seen_data) return false;
+    if (deferred != nullptr) {
+      const char* resume = p_;
+      p_ = deferred;
+      if (!ReadData(index, dims, c, &got)) return false;
+      p_ = resume;
+    }
+    const int width = index == 0 ? DenseWidth(l_) : l_.num_cat;
+    if (datatype != (index == 0 ? "FP32" : "INT64")) return false;
+    if (dims.size() != 2 || dims[1] != width) return false;
+    if (got != static_cast<size_t>(dims[0]) * static_cast<size_t>(width)) return false;
+    (index == 0 ? c->dense_rows : c->cat_rows) = dims[0];
+    return true;
+  }
+
+  // The "data" at p_ of input `index` into its column of `c`; `got` its values.
+  bool ReadData(int index, const std::vector<int64_t>& dims, Columns* c, size_t* got) {
+    // The rows the shape promises, if it came first (bounded: more is refused later).
+    const int width = index == 0 ? DenseWidth(l_) : l_.num_cat;
+    const size_t expect = dims.size() == 2
+                              ? static_cast<size_t>(std::min<int64_t>(dims[0], max_examples_)) *
+                                    static_cast<size_t>(width)
+                              : 0;
+    if (index == 0) {
+      if (c->dense) return false;
+      c->dense.emplace().reserve(expect);
+      if (!Data(3, &*c->dense)) return false;
+      *got = c->dense->size();
+    } else {
+      if (c->cat) return false;
+      c->cat.emplace().reserve(expect);
+      if (!Data(3, &*c->cat)) return false;
+      *got = c->cat->size();
+    }
+    return true;
+  }
+
+  // "outputs": objects naming this model's output, without binary_data true.
+  bool Outputs() {
+    if (!Eat('[')) return false;
+    if (Eat(']')) return true;
+    do {
+      if (!Eat('{')) return false;
+      bool named = false;
+      if (!Eat('}')) {
+        do {
+          std::string_view key, name;
+          if (!String(&key) || !Eat(':')) return false;
+          if (key == "name") {
+            if (named || !String(&name) || name != l_.output_name) return false;
+            named = true;
+          } else if (key == "parameters") {
+            if (!OutputParameters()) return false;
+          } else if (!Skip(3)) {
+            return false;
+          }
+        } while (Eat(','));
+        if (!Eat('}')) return false;
+      }
+      if (!named) return false;
+    } while (Eat(','));
+    return Eat(']');
+  }
+  // An output's "parameters": an object whose "binary_data", if any, is false.
+  bool OutputParameters() {
+    if (!Eat('{')) return false;
+    if (Eat('}')) return true;
+    bool seen = false;
+    do {
+      std::string_view key;
+      if (!String(&key) || !Eat(':')) return false;
+      if (key == "binary_data") {
+        static constexpr std::string_view kFalse = "false";
+        Ws();
+        if (seen || static_cast<size_t>(end_ - p_) < kFalse.size() ||
+            std::string_view(p_, kFalse.size()) != kFalse)
+          return false;
+        seen = true;
+        p_ += kFalse.size();
+      } else if (!Skip(4)) {
+        return false;
+      }
+    } while (Eat(','));
+    return Eat('}');
+  }
+
+  const char* p_;
+  const char* const end_;
+  const TensorLayout& l_;
+  const int max_examples_;
+};
+
+// Appends `v` as JSON: the shortest decimal that reads back as the same FP32, or null.
+void AppendFloat(float v, std::string* out) {
+  if (!std::isfinite(v)) {
+    out->append("null");
+    return;
+  }
+  char buf[32];
+  const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  out->append(buf, ec == std::errc() ? end : buf);
 }
+
+// `s` as a JSON string (invalid UTF-8 replaced).
+std::string Quote(std::string_view s) {
+  return json(s).dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+StatusOr<ParsedRequest> ParseV2Json(std::string_view body, const TensorLayout& layout,
+                                    int max_examples);
 
 }  // namespace
 
 StatusOr<ParsedRequest> ParseV2Infer(std::string_view body, const TensorLayout& layout,
                                      int max_examples) {
+  if (auto fast = V2Reader(body, layout, max_examples).Read()) return std::move(*fast);
+  return ParseV2InferReference(body, layout, max_examples);
+}
+
+StatusOr<ParsedRequest> ParseV2InferReference(std::string_view body, const TensorLayout& layout,
+                                              int max_examples) {
+  try {
+    return ParseV2Json(body, layout, max_examples);
+  } catch (const json::exception& e) {  // a type error in a request nlohmann parsed
+    return Bad(std::string("bad request: ") + e.what());
+  }
+}
+
+namespace {
+StatusOr<ParsedRequest> ParseV2Json(std::string_view body, const TensorLayout& layout,
+                                    int max_examples) {
   KT_ASSIGN_OR_RETURN(json j, ParseJson(body));
   ParsedRequest r;
   r.form = RequestForm::kV2;
@@ -367,6 +741,8 @@ StatusOr<ParsedRequest> ParseV2Infer(std::string_view body, const TensorLayout& 
   KT_ASSIGN_OR_RETURN(r.examples, Assemble(layout, c, max_examples));
   return r;
 }
+
+}  // namespace
 
 StatusOr<ParsedRequest> ParseTfPredict(std::string_view body, const TensorLayout& layout,
                                        int max_examples) {
@@ -411,22 +787,41 @@ StatusOr<ParsedRequest> ParseTfPredict(std::string_view body, const TensorLayout
 std::string RenderV2(const ParsedRequest& request, const TensorLayout& layout,
                      std::string_view model_name, std::string_view version,
                      const std::vector<float>& probs) {
-  json out = {{"model_name", model_name}, {"model_version", version}};
-  if (!request.id.empty()) out["id"] = request.id;
-  const int n = request.examples.size;
-  std::vector<float> data(probs.begin(),
-                          probs.begin() + static_cast<size_t>(n) * layout.num_outputs);
-  out["outputs"] = json::array({{{"name", layout.output_name},
-                                 {"datatype", "FP32"},
-                                 {"shape", {n, layout.num_outputs}},
-                                 {"data", std::move(data)}}});
-  return out.dump(-1, ' ', false, json::error_handler_t::replace);
+  // Keys in nlohmann's (sorted) order, as before; the numbers through to_chars.
+  const size_t count = static_cast<size_t>(request.examples.size) * layout.num_outputs;
+  std::string out;
+  out.reserve(160 + request.id.size() + 16 * count);
+  out.append("{");
+  if (!request.id.empty()) out.append("\"id\":").append(Quote(request.id)).append(",");
+  out.append("\"model_name\":").append(Quote(model_name));
+  out.append(",\"model_version\":").append(Quote(version));
+  out.append(",\"outputs\":[{\"data\":[");
+  for (size_t i = 0; i < count; ++i) {
+    if (i > 0) out.push_back(',');
+    AppendFloat(probs[i], &out);
+  }
+  out.append("],\"datatype\":\"FP32\",\"name\":").append(Quote(layout.output_name));
+  out.append(",\"shape\":[").append(std::to_string(request.examples.size));
+  out.append(",").append(std::to_string(layout.num_outputs)).append("]}]}");
+  return out;
 }
 
 std::string RenderTf(const ParsedRequest& request, const TensorLayout& layout,
                      const std::vector<float>& probs) {
-  const std::string key = request.form == RequestForm::kTfInputs ? "outputs" : "predictions";
-  return json{{key, OutputRows(layout, probs, request.examples.size)}}.dump();
+  std::string out =
+      request.form == RequestForm::kTfInputs ? "{\"outputs\":[" : "{\"predictions\":[";
+  out.reserve(out.size() + 4 +
+              static_cast<size_t>(request.examples.size) * layout.num_outputs * 16);
+  for (int i = 0; i < request.examples.size; ++i) {
+    out.append(i > 0 ? ",[" : "[");
+    for (int k = 0; k < layout.num_outputs; ++k) {
+      if (k > 0) out.push_back(',');
+      AppendFloat(probs[static_cast<size_t>(i) * layout.num_outputs + k], &out);
+    }
+    out.push_back(']');
+  }
+  out.append("]}");
+  return out;
 }
 
 std::string RenderV2Metadata(const TensorLayout& layout, std::string_view model_name,

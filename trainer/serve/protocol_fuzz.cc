@@ -2,8 +2,11 @@
 // server is reachable from every pod and any Service user), through the KServe v2 and
 // TF Serving parsers for a Wide & Deep and an MLP layout, and, when it parses, back out
 // through the renderers. The first byte picks the parser and layout; the rest is the body.
+// For v2 it also checks that the hand-written reader (ParseV2Infer) and the nlohmann one
+// (ParseV2InferReference) agree: same outcome, same examples, same message on errors.
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <string_view>
 #include <vector>
 
@@ -22,6 +25,22 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     layout.output_name = "probabilities";
   }
   auto parsed = (pick & 1) ? ParseTfPredict(body, layout, 64) : ParseV2Infer(body, layout, 64);
+  if (!(pick & 1)) {
+    const auto reference = ParseV2InferReference(body, layout, 64);
+    if (reference.ok() != parsed.ok()) std::abort();
+    if (parsed.ok()) {
+      const kubetrain::trainer::Batch& a = parsed->examples;
+      const kubetrain::trainer::Batch& b = reference->examples;
+      if (parsed->id != reference->id || a.size != b.size || a.cat != b.cat ||
+          a.dense.size() != b.dense.size())
+        std::abort();
+      for (size_t i = 0; i < a.dense.size(); ++i) {  // bitwise: NaN never parses
+        if (a.dense[i] != b.dense[i]) std::abort();
+      }
+    } else if (parsed.status().message() != reference.status().message()) {
+      std::abort();
+    }
+  }
   if (!parsed.ok()) {
     (void)RenderError(parsed.status().message());
     return 0;

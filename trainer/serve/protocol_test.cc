@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <nlohmann/json.hpp>
 
 #include "trainer/data/reader.h"
@@ -220,6 +221,93 @@ TEST(ServeProtocol, BadRequestsGetAMessageNamingTheProblem) {
   // Error bodies are JSON also for hostile bytes.
   EXPECT_EQ(json::parse(RenderError("bad \xff byte"))["error"].get<std::string>().substr(0, 4),
             "bad ");
+}
+
+// The hand-written reader (ParseV2Infer) and the nlohmann one agree on every body: the
+// shapes real clients send (tritonclient's key order, nested rows, "outputs" with
+// binary_data false, unknown keys, odd spacing) and near misses that must still fail with
+// the reference's message.
+TEST(ServeProtocol, FastV2ReaderAgreesWithTheReferenceReader) {
+  const TensorLayout l = WideDeep();
+  const std::string dense =
+      "[0.6931471805599453, 1, -0, 2.5e-3, 1E2, 0.0, 3, 4, 5, 6, 7, 8, 1.0000000000000002]";
+  const std::string cat =
+      "[1, -9223372036854775808, 9223372036854775807, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, "
+      "14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26]";
+  auto body = [&](const std::string& d, const std::string& c, const std::string& extra = "") {
+    return "{\"id\": \"r7\", \"inputs\": [{\"name\": \"dense\", \"shape\": [1, 13], "
+           "\"datatype\": \"FP32\", \"data\": " +
+           d + "}, {\"name\":\"cat_ids\",\"datatype\":\"INT64\",\"shape\":[1,26],\"data\":" + c +
+           ", \"x\": {\"y\": [null, true, false, \"z\"]}}]" + extra + "}";
+  };
+  const std::vector<std::string> good = {
+      body(dense, cat),
+      body("[" + dense + "]", "[" + cat + "]"),
+      body(dense, cat,
+           ", \"outputs\": [{\"name\": \"probability\", \"parameters\": "
+           "{\"binary_data\": false, \"k\": 1}}], \"parameters\": {}"),
+      " \n" + body(dense, cat) + "\t\r\n",
+      // Sorted keys ("data" before "name"), as nlohmann writes them.
+      json::parse(body(dense, cat)).dump(),
+  };
+  for (const std::string& b : good) {
+    auto fast = ParseV2Infer(b, l, 10);
+    auto ref = ParseV2InferReference(b, l, 10);
+    ASSERT_TRUE(fast.ok()) << fast.status().ToString() << "\n" << b;
+    ASSERT_TRUE(ref.ok()) << ref.status().ToString();
+    EXPECT_EQ(fast->id, "r7");
+    EXPECT_EQ(fast->examples.dense, ref->examples.dense) << b;
+    EXPECT_EQ(fast->examples.cat, ref->examples.cat) << b;
+    EXPECT_EQ(fast->examples.size, 1);
+  }
+  // `dense` / `cat` with the first value replaced.
+  auto d0 = [&](const std::string& v) { return "[" + v + dense.substr(dense.find(',')); };
+  auto c0 = [&](const std::string& v) { return "[" + v + cat.substr(cat.find(',')); };
+  std::vector<std::string> bad = {
+      body(d0("01"), cat),                     // leading zero
+      body(d0(".5"), cat),                     // no integer part
+      body(d0("1."), cat),                     // no fraction digits
+      body(d0("NaN"), cat),                    // not JSON
+      body(d0("1e39"), cat),                   // beyond FP32
+      body(dense, c0("1.0")),                  // a fraction as INT64
+      body(dense, c0("9223372036854775808")),  // beyond INT64
+      body(dense + ",", cat),                  // trailing comma
+      body(dense, cat, ", \"outputs\": [{\"name\": \"other\"}]"),
+      body(dense, cat,
+           ", \"outputs\": [{\"name\": \"probability\", \"parameters\": "
+           "{\"binary_data\": true}}]"),
+      body(dense, cat) + "x",           // trailing bytes
+      body(dense, cat).substr(0, 100),  // cut short
+  };
+  for (const std::string& b : bad) {
+    auto fast = ParseV2Infer(b, l, 10);
+    auto ref = ParseV2InferReference(b, l, 10);
+    ASSERT_FALSE(ref.ok()) << b;
+    ASSERT_FALSE(fast.ok()) << b;
+    EXPECT_EQ(fast.status().message(), ref.status().message());
+  }
+  // An underflowing number is 0 to both (from_chars calls it out of range: the fallback).
+  auto tiny = ParseV2Infer(body(d0("1e-400"), cat), l, 10);
+  ASSERT_TRUE(tiny.ok()) << tiny.status().ToString();
+  EXPECT_EQ(tiny->examples.dense[0], 0.f);
+}
+
+TEST(ServeProtocol, RenderedFloatsReadBackAsTheSameFp32) {
+  const TensorLayout l = Mlp(1, 4);
+  ParsedRequest r;
+  r.form = RequestForm::kV2;
+  r.examples.size = 2;
+  const std::vector<float> probs = {0.1f, 1e-30f, 0.99999994f, 1.f / 3,
+                                    0.f,  1.f,    6e-8f,       std::nanf("")};
+  const json v2 = json::parse(RenderV2(r, l, "m\"q", "3", probs));
+  EXPECT_EQ(v2["model_name"], "m\"q");
+  EXPECT_EQ(v2["outputs"][0]["shape"], json({2, 4}));
+  for (size_t i = 0; i + 1 < probs.size(); ++i)
+    EXPECT_EQ(v2["outputs"][0]["data"][i].get<float>(), probs[i]) << i;
+  EXPECT_TRUE(v2["outputs"][0]["data"][7].is_null());
+  r.form = RequestForm::kTfInstances;
+  const json tf = json::parse(RenderTf(r, l, probs));
+  EXPECT_EQ(tf["predictions"][1][2].get<float>(), 6e-8f);
 }
 
 }  // namespace

@@ -13,8 +13,11 @@
 // loaded, while draining, or when the batch queue is full (the client retries).
 //
 // Flow: requests are parsed on the HTTP loop thread and queued to the Batcher; its worker
-//   answers each through the HTTP server's responder. SetPredictor swaps the model for the
-//   next batches (a hot reload); a batch in flight finishes on the model it started with.
+//   answers each through the HTTP server's responder. A lone small request (at most
+//   inline_max_examples, nothing queued or running, no other connection ready) runs on the
+//   loop thread instead (Batcher::RunNowIfIdle), answered with no thread hand-off. SetPredictor
+//   swaps the model for the next batches (a hot reload); a batch in flight finishes on the model it
+//   started with.
 // Thread safety: every method from any thread.
 #pragma once
 
@@ -35,6 +38,9 @@ struct ServerOptions {
   BatcherOptions batcher;
   HttpLimits http;
   int max_request_examples = 1024;
+  // Requests of at most this many examples run on the HTTP loop thread when the batcher
+  // is idle and no other request is ready (0: always through the batcher's queue).
+  int inline_max_examples = 8;
 };
 
 class ModelServer {

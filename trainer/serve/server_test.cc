@@ -76,6 +76,7 @@ TEST(ModelServer, ServesTheTrainersPredictionsOverV2AndTfAndRefusesBadRequests) 
   o.batcher.max_batch = 4;
   o.http.max_body_bytes = 4096;
   o.max_request_examples = 8;
+  o.http.max_requests_per_connection = 100;
   ModelServer server(o);
   auto port = server.Start("127.0.0.1", 0);
   ASSERT_TRUE(port.ok()) << port.status().ToString();
@@ -152,8 +153,29 @@ TEST(ModelServer, ServesTheTrainersPredictionsOverV2AndTfAndRefusesBadRequests) 
             R"("data":[0.5,-1,2,3,0.25,-0.75]}]})");
   near(json::parse(v2->body)["outputs"][0]["data"].get<std::vector<float>>(), expect);
 
+  // Keep-alive: requests one after another on one connection, answered on the loop
+  // thread (nothing else queued: no hand-off to the batcher).
+  const int conn = http_test::Connect(*port);
+  ASSERT_GE(conn, 0);
+  const std::string body = R"({"inputs":[{"name":"features","datatype":"FP32","shape":[2,3],)"
+                           R"("data":[0.5,-1,2,3,0.25,-0.75]}]})";
+  for (int i = 0; i < 3; ++i) {
+    auto r =
+        http_test::RoundTrip(conn,
+                             "POST /v2/models/m/infer HTTP/1.1\r\nHost: x\r\nContent-Length: " +
+                                 std::to_string(body.size()) + "\r\n\r\n" + body,
+                             std::chrono::steady_clock::now() + 5s);
+    ASSERT_TRUE(r.has_value()) << "request " << i << " on one connection";
+    EXPECT_EQ(r->status, 200);
+    EXPECT_NE(r->head.find("Connection: keep-alive"), std::string::npos) << r->head;
+    near(json::parse(r->body)["outputs"][0]["data"].get<std::vector<float>>(), expect);
+  }
+  ::close(conn);
+
   const std::string metrics = http_test::Get(*port, "/metrics", 5s)->body;
-  EXPECT_NE(metrics.find("kubetrain_serve_requests_total{protocol=\"v2\",code=\"200\"} 2"),
+  EXPECT_EQ(metrics.find("kubetrain_serve_inline_requests_total 0\n"), std::string::npos)
+      << metrics;
+  EXPECT_NE(metrics.find("kubetrain_serve_requests_total{protocol=\"v2\",code=\"200\"} 5"),
             std::string::npos)
       << metrics;
   EXPECT_NE(metrics.find("kubetrain_serve_model_step 9"), std::string::npos);
