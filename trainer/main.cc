@@ -145,6 +145,11 @@ int main(int argc, char** argv) {
   app.add_option("--export", f.export_dir,
                  "write the model in --checkpoint-dir as model.onnx + model.json to this "
                  "directory or s3://bucket/prefix/, then exit (--output does this after training)");
+  app.add_option("--onnx-external-threshold", f.onnx_external_threshold,
+                 "ONNX export (--export, --output): tensors of at least this many bytes go to "
+                 "model.onnx.data beside model.onnx (ONNX external data); 0: only when the model "
+                 "would not fit in one 2 GiB ONNX file")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   return kubetrain::trainer::Run(f);
 }

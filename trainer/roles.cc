@@ -266,19 +266,22 @@ void WriteTerminationMessage(const Flags& f, const nlohmann::json& j) {
 }
 
 // Reads the model in the checkpoint root `model_dir` and writes model.onnx + model.json
-// to `dir`. A model that ONNX cannot hold (past 2 GiB) is not an error here: its reason
-// goes to `*unexportable` (the checkpoint stays the trained model).
+// to `dir` (large tensors in model.onnx.data past 2 GiB or --onnx-external-threshold). A
+// model that ONNX cannot hold even so is not an error here: its reason goes to
+// `*unexportable` (the checkpoint stays the trained model).
 Status ExportOnnx(const Flags& f, const std::string& model_dir, const std::string& dir,
                   std::string* unexportable) {
   const auto start = std::chrono::steady_clock::now();
   KT_ASSIGN_OR_RETURN(const OptimizerConfig opt, BuildOptimizer(f));
   KT_ASSIGN_OR_RETURN(const TrainedModel m, ReadTrainedModel(SpecFromFlags(f), opt, model_dir));
-  auto bytes = ToOnnx(m);
-  if (!bytes.ok()) {
-    *unexportable = bytes.status().message();
-    return Status::Ok();
+  OnnxExportOptions options;
+  options.external_threshold = f.onnx_external_threshold;
+  KT_ASSIGN_OR_RETURN(const OnnxExportFiles files, WriteOnnxExport(m, dir, options, unexportable));
+  if (!unexportable->empty()) return Status::Ok();
+  if (files.external) {
+    spdlog::info("model.onnx ({} bytes) keeps its large tensors in {} ({} bytes)",
+                 files.model_bytes, kOnnxDataFile, files.data_bytes);
   }
-  KT_RETURN_IF_ERROR(WriteOnnxExport(m, *bytes, dir));
   spdlog::info("exported the model (step {}, {} embedding rows) as ONNX to {} in {:.2f} s", m.step,
                m.ids.size(), dir,
                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());

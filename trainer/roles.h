@@ -86,6 +86,8 @@ struct Flags {
   // One-shot tools on the model in checkpoint_dir (e.g. --output's model/), then exit:
   std::string predict;     // write the trainer's predictions for the eval files here
   std::string export_dir;  // write model.onnx + model.json here
+  // ONNX tensors of at least this many bytes go to model.onnx.data; 0: only past 2 GiB.
+  uint64_t onnx_external_threshold = 0;
   // Evaluation data (default --data-dir), and the evaluator's watch of --checkpoint-dir.
   std::string eval_data;
   double eval_poll_s = 2;

@@ -18,7 +18,16 @@ import time
 import numpy as np
 
 
-def load(path, num_bins, limit=None):
+# --profile criteo-kaggle: Kaggle's per-field cardinalities (DLRM's list, as
+# trainer/data/generator.cc's CriteoKaggleCardinalities), each field hashed into its own.
+KAGGLE_CARDINALITIES = [1460, 583, 10131227, 2202608, 305, 24, 12517, 633, 3, 93145, 5683,
+                        8351593, 3194, 27, 14992, 5461306, 10, 5652, 2173, 4, 7046547, 18, 15,
+                        286181, 105, 142572]
+
+
+def load(path, bins, limit=None):
+    """bins: rows per field (26 values); field f owns rows [offset[f], offset[f] + bins[f])."""
+    offsets = np.concatenate([[0], np.cumsum(bins)[:-1]]).tolist()
     dense, cat, label = [], [], []
     with open(path) as f:
         for i, line in enumerate(f):
@@ -29,8 +38,8 @@ def load(path, num_bins, limit=None):
                 continue
             label.append(float(parts[0]))
             dense.append([np.log1p(float(v)) if v else 0.0 for v in parts[1:14]])
-            # Per-field hashing into one shared table: field f owns rows [f*B, (f+1)*B).
-            cat.append([f * num_bins + (hash((f, v)) % num_bins) for f, v in enumerate(parts[14:40])])
+            # Per-field hashing into one shared table.
+            cat.append([offsets[f] + (hash((f, v)) % bins[f]) for f, v in enumerate(parts[14:40])])
     return (np.asarray(dense, np.float32), np.asarray(cat, np.int64), np.asarray(label, np.float32))
 
 
@@ -56,7 +65,9 @@ def main():
     p.add_argument("--embedding-dim", type=int, default=16)
     p.add_argument("--lr", type=float, default=0.05)
     p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--bins", type=int, default=10007)
+    p.add_argument("--bins", type=int, default=10007, help="rows per field (small profile)")
+    p.add_argument("--profile", default="small", choices=["small", "criteo-kaggle"],
+                   help="criteo-kaggle: each field hashed into its Kaggle cardinality")
     a = p.parse_args()
 
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -67,12 +78,13 @@ def main():
     tf.random.set_seed(1)
 
     need = (a.steps + a.warmup) * a.batch_size
-    xd, xc, y = load(a.train, a.bins)
+    bins = KAGGLE_CARDINALITIES if a.profile == "criteo-kaggle" else [a.bins] * 26
+    xd, xc, y = load(a.train, bins)
     reps = -(-need // len(y))
     xd, xc, y = np.tile(xd, (reps, 1))[:need], np.tile(xc, (reps, 1))[:need], np.tile(y, reps)[:need]
-    ed, ec, ey = load(a.eval, a.bins)
+    ed, ec, ey = load(a.eval, bins)
 
-    rows = 26 * a.bins
+    rows = int(sum(bins))
     emb = tf.keras.layers.Embedding(rows, a.embedding_dim,
                                     embeddings_initializer=tf.keras.initializers.RandomUniform(-0.05, 0.05))
     wide = tf.keras.layers.Embedding(rows, 1, embeddings_initializer="zeros")

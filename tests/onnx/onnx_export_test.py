@@ -10,7 +10,9 @@ the MLP classifier (one process): train with --output, then
     equal onnxruntime's on the same inputs within 1e-5;
   - the inputs the trainer printed equal what model.json's preprocessing recipe computes
     from the raw lines (so a serving client can follow model.json);
-  - the examples include ids the model has rows for and ids it has none for.
+  - the examples include ids the model has rows for and ids it has none for;
+  - an export with ONNX external data (--onnx-external-threshold) passes the checker from
+    its path and gives the same predictions from onnxruntime.
 Every process is started here and stopped by its PID only; waits have deadlines.
 """
 import json
@@ -197,6 +199,8 @@ def test_wide_deep(trainer, tmp):
     sess = ort.InferenceSession(os.path.join(out, "model.onnx"), providers=["CPUExecutionProvider"])
     got = sess.run(["probability"], {"dense": dense, "cat_ids": cat})[0]
     compare("wide_deep", got, want)
+    check_external_data(trainer, model_flags[:-2] + ["--data-dir", predict_dir],
+                        os.path.join(out, "model"), tmp, dense, cat, want, got)
 
     # An untrained model (--steps 0: no embedding row was ever updated) exports too, and every
     # id is unknown to it (this run failed with "no trained embedding rows" before).
@@ -217,6 +221,50 @@ def test_wide_deep(trainer, tmp):
                                     providers=["CPUExecutionProvider"])
         got = sess.run(["probability"], {"dense": dense, "cat_ids": cat})[0]
         compare("wide_deep --steps 0", got, np.array([r["probs"] for r in rows], np.float32))
+
+
+def check_external_data(trainer, flags, checkpoint, tmp, dense, cat, want, inline_got):
+    """--export with a low --onnx-external-threshold (a model past 2 GiB takes this path by
+    itself): the tables go to model.onnx.data, which onnx.checker and onnxruntime load from
+    the path, and the predictions are the trainer's (within 1e-6) and the inline model's."""
+    out = os.path.join(tmp, "wd-external")
+    code = run([trainer] + flags + ["--checkpoint-dir", checkpoint, "--export", out,
+                                    "--onnx-external-threshold", "4096"],
+               os.path.join(tmp, "wd-external.log"), clean_env())
+    if code != 0:
+        print(open(os.path.join(tmp, "wd-external.log")).read()[-3000:])
+    check(code == 0, f"external data: kubetrain-trainer --export exits 0 (got {code})")
+    path, data = os.path.join(out, "model.onnx"), os.path.join(out, "model.onnx.data")
+    check(os.path.exists(path) and os.path.exists(data),
+          "external data: --export wrote model.onnx and model.onnx.data")
+    if code != 0 or not os.path.exists(data):
+        return
+    shallow = onnx.load(path, load_external_data=False)
+    external = {t.name: {e.key: e.value for e in t.external_data}
+                for t in shallow.graph.initializer
+                if t.data_location == onnx.TensorProto.EXTERNAL}
+    check({"embedding", "wide_weight"} <= set(external) and
+          all(e["location"] == "model.onnx.data" and int(e["offset"]) % 4096 == 0
+              for e in external.values()),
+          f"external data: the tables are external, relative and aligned ({sorted(external)})")
+    size = os.path.getsize(data)
+    desc = json.load(open(os.path.join(out, "model.json")))
+    check(desc.get("external_data", {}).get("bytes") == size,
+          f"external data: model.json records the side file's {size} bytes")
+    check(os.path.getsize(path) < size,
+          f"external data: model.onnx ({os.path.getsize(path)} B) is smaller than its data")
+    try:
+        onnx.checker.check_model(path, full_check=True)
+        check(True, "external data: onnx.checker.check_model(path, full_check=True) accepts it")
+    except Exception as e:  # noqa: BLE001 - report any checker error as a failure
+        check(False, f"external data: onnx.checker rejects it: {e}")
+    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    got = sess.run(["probability"], {"dense": dense, "cat_ids": cat})[0]
+    diff = float(np.max(np.abs(np.asarray(got) - np.asarray(want, np.float32))))
+    check(got.shape == want.shape and diff <= 1e-6,
+          f"external data: onnxruntime equals the trainer (max |diff| {diff:.2e} <= 1e-6)")
+    check(np.array_equal(got, inline_got),
+          "external data: onnxruntime gives the inline model's predictions exactly")
 
 
 def test_mlp(trainer, tmp):

@@ -14,7 +14,9 @@
 
 #include "tests/s3/s3_env.h"
 #include "trainer/storage/files.h"
+#include "trainer/storage/sigv4.h"
 #include "trainer/storage/stream.h"
+#include "trainer/storage/writer.h"
 
 namespace kubetrain::storage {
 namespace {
@@ -324,6 +326,53 @@ TEST_F(S3ClientTest, ObjectStreamReadsLinesAndFillsTheCache) {
   ASSERT_FALSE(gone.ok());
   EXPECT_EQ(gone.status().code(), StatusCode::kNotFound);
   EXPECT_NE(gone.status().message().find(path), std::string::npos) << gone.status().message();
+}
+
+// ObjectWriter streams an object of many parts with at most parts_in_flight + 1 part buffers
+// in memory; nothing is visible at the key before Commit; the bytes and SHA-256 it returns
+// are the object's.
+TEST_F(S3ClientTest, ObjectWriterStreamsPartsWithBoundedMemory) {
+  const size_t part = 5u << 20;  // S3's smallest part
+  const std::string data = Random(4 * part + 123457, 11);
+  const std::string path = "s3://" + bucket_ + "/streamed/shard";
+  ASSERT_TRUE(client_->Delete(bucket_, "streamed/shard").ok());  // from an earlier run
+  auto w = ObjectWriter::Open(path, {part, 2, "application/octet-stream"});
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  for (size_t off = 0; off < data.size(); off += 777777) {
+    ASSERT_TRUE((*w)->Append(std::string_view(data).substr(off, 777777)).ok());
+  }
+  EXPECT_EQ(client_->Head(bucket_, "streamed/shard").status().code(), StatusCode::kNotFound);
+  auto done = (*w)->Commit();
+  ASSERT_TRUE(done.ok()) << done.status().ToString();
+  EXPECT_EQ(done->bytes, data.size());
+  EXPECT_EQ(done->sha256, Sha256Hex(data));
+  EXPECT_LE((*w)->peak_buffered_bytes(), 3 * part);
+  EXPECT_GE((*w)->peak_buffered_bytes(), 2 * part);  // a part in flight while one fills
+  auto got = ReadObject(path);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_TRUE(*got == data) << "read back " << got->size() << " bytes of " << data.size();
+}
+
+// Within one part the writer sends a single PutObject (its checksum recorded and checked on
+// read); a writer destroyed before Commit leaves no object.
+TEST_F(S3ClientTest, ObjectWriterSmallObjectIsOnePutAndUncommittedLeavesNothing) {
+  const std::string small = Random(4096, 12);
+  auto w = ObjectWriter::Open("s3://" + bucket_ + "/small", {5u << 20, 2, "text/plain"});
+  ASSERT_TRUE(w.ok());
+  ASSERT_TRUE((*w)->Append(small).ok());
+  auto done = (*w)->Commit();
+  ASSERT_TRUE(done.ok()) << done.status().ToString();
+  auto got = client_->Get(bucket_, "small");
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_TRUE(*got == small);
+
+  ASSERT_TRUE(client_->Delete(bucket_, "dropped").ok());
+  {
+    auto dropped = ObjectWriter::Open("s3://" + bucket_ + "/dropped", {5u << 20, 2});
+    ASSERT_TRUE(dropped.ok());
+    ASSERT_TRUE((*dropped)->Append(Random(11u << 20, 13)).ok());  // two parts sent
+  }
+  EXPECT_EQ(client_->Head(bucket_, "dropped").status().code(), StatusCode::kNotFound);
 }
 
 }  // namespace

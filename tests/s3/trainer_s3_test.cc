@@ -144,6 +144,23 @@ TEST_F(TrainerS3Test, TwoPsTwoWorkersWithDataCheckpointsAndOutputInS3Finish) {
   ASSERT_TRUE(described.ok()) << described.status().ToString();
   EXPECT_EQ(nlohmann::json::parse(*described)["inputs"][1]["name"], "cat_ids");
   EXPECT_EQ(nlohmann::json::parse(*described)["step"].get<int>(), 200);
+  // Issue 30: the same model exported to S3 with external data: model.onnx.data uploaded
+  // beside model.onnx, which names it relatively (no s3:// in the model), model.json
+  // recording its size.
+  auto ext = Start(Flags({"--checkpoint-dir", prefix_ + "out/model/", "--export", prefix_ + "ext/",
+                          "--onnx-external-threshold", "4096"}),
+                   {}, "export-external.log");
+  ASSERT_EQ(ext->Wait(kRunTimeout), 0) << ext->Log();
+  auto side = client_->Head(kBucket, Key("ext/model.onnx.data"));
+  ASSERT_TRUE(side.ok()) << side.status().ToString();
+  auto ext_model = client_->Get(kBucket, Key("ext/model.onnx"));
+  ASSERT_TRUE(ext_model.ok()) << ext_model.status().ToString();
+  EXPECT_LT(ext_model->size(), onnx->size());
+  EXPECT_NE(ext_model->find("model.onnx.data"), std::string::npos);
+  EXPECT_EQ(ext_model->find("s3://"), std::string::npos);
+  auto ext_json = client_->Get(kBucket, Key("ext/model.json"));
+  ASSERT_TRUE(ext_json.ok()) << ext_json.status().ToString();
+  EXPECT_EQ(nlohmann::json::parse(*ext_json)["external_data"]["bytes"].get<int64_t>(), side->size);
   // Each worker streamed its own stripe of objects.
   EXPECT_EQ(nlohmann::json::parse(ReadFile(Path("worker-0.json")))["steps"].get<int>(), 200);
   // Issue 32: every replica's log tail, and each worker's TensorBoard events, in S3.

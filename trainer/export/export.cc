@@ -13,6 +13,7 @@
 #include "trainer/ps/checkpoint.h"
 #include "trainer/ps/shard.h"
 #include "trainer/storage/files.h"
+#include "trainer/storage/writer.h"
 
 namespace kubetrain::trainer {
 namespace {
@@ -99,9 +100,38 @@ std::string AddDenseLayers(const TrainedModel& m, const std::string& input, onnx
   return x;
 }
 
-void BuildWideDeep(const TrainedModel& m, onnx::Graph* g) {
-  const int dim = m.spec.embedding_dim, stride = m.spec.SparseRowDim();
+// A tensor of the trained rows' columns [column, column + width): a zero row (for unknown
+// ids) and then one row per trained id, produced in 1 MiB pieces straight from m.rows (no
+// copy of the table; `m` must outlive the tensor). Shape [rows + 1, width], or [rows + 1]
+// for width 1.
+onnx::Tensor RowsTensor(std::string name, const TrainedModel& m, int column, int width) {
   const auto rows = static_cast<int64_t>(m.ids.size());
+  onnx::Tensor t;
+  t.name = std::move(name);
+  t.type = onnx::DataType::kFloat;
+  t.dims = width == 1 ? std::vector<int64_t>{rows + 1} : std::vector<int64_t>{rows + 1, width};
+  t.bytes = static_cast<uint64_t>(rows + 1) * width * sizeof(float);
+  t.write = [&m, rows, column, width](const onnx::ByteSink& sink) -> Status {
+    constexpr size_t kPiece = size_t{1} << 20;
+    const size_t stride = static_cast<size_t>(m.spec.SparseRowDim());
+    const size_t row_bytes = static_cast<size_t>(width) * sizeof(float);
+    std::string piece;
+    piece.reserve(kPiece + row_bytes);
+    piece.append(row_bytes, '\0');  // little-endian host: float 0 is four zero bytes
+    for (int64_t r = 0; r < rows; ++r) {
+      piece.append(reinterpret_cast<const char*>(m.rows.data() + r * stride + column), row_bytes);
+      if (piece.size() >= kPiece) {
+        KT_RETURN_IF_ERROR(sink(piece));
+        piece.clear();
+      }
+    }
+    return sink(piece);
+  };
+  return t;
+}
+
+void BuildWideDeep(const TrainedModel& m, onnx::Graph* g) {
+  const int dim = m.spec.embedding_dim;
   g->inputs.push_back({"dense",
                        onnx::DataType::kFloat,
                        {std::string("batch"), kNumDense},
@@ -125,15 +155,8 @@ void BuildWideDeep(const TrainedModel& m, onnx::Graph* g) {
     keys.push_back(0);
     values.push_back(0);
   }
-  std::vector<float> embedding(static_cast<size_t>(rows + 1) * dim, 0.f);
-  std::vector<float> wide(static_cast<size_t>(rows + 1), 0.f);
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* row = m.rows.data() + static_cast<size_t>(r) * stride;
-    std::memcpy(embedding.data() + static_cast<size_t>(r + 1) * dim, row, sizeof(float) * dim);
-    wide[r + 1] = row[dim];
-  }
-  g->initializers.push_back(onnx::FloatTensor("embedding", {rows + 1, dim}, embedding.data()));
-  g->initializers.push_back(onnx::FloatTensor("wide_weight", {rows + 1}, wide.data()));
+  g->initializers.push_back(RowsTensor("embedding", m, 0, dim));
+  g->initializers.push_back(RowsTensor("wide_weight", m, dim, 1));
   const int64_t flat_shape[] = {0, int64_t{kNumCat} * dim};  // 0: keep the batch dimension
   g->initializers.push_back(onnx::Int64Tensor("embedded_shape", {2}, flat_shape));
   const int64_t sum_axes[] = {1};
@@ -303,7 +326,7 @@ StatusOr<TrainedModel> ReadTrainedModel(const ModelSpec& spec, const OptimizerCo
   return m;
 }
 
-StatusOr<std::string> ToOnnx(const TrainedModel& m, uint64_t limit) {
+StatusOr<std::string> ToOnnx(const TrainedModel& m, uint64_t limit, onnx::ExternalData* external) {
   if (m.dense.size() != m.spec.NumDenseParams()) {
     return InvalidArgument("the model has " + std::to_string(m.dense.size()) +
                            " dense parameters; its architecture needs " +
@@ -322,7 +345,7 @@ StatusOr<std::string> ToOnnx(const TrainedModel& m, uint64_t limit) {
   } else {
     BuildMlp(m, &model.graph);
   }
-  return onnx::Serialize(model, limit);
+  return onnx::Serialize(model, limit, external);
 }
 
 nlohmann::json DescribeInputs(const TrainedModel& m) {
@@ -380,16 +403,62 @@ nlohmann::json DescribeInputs(const TrainedModel& m) {
   return j;
 }
 
-Status WriteOnnxExport(const TrainedModel& m, std::string_view bytes, const std::string& dir) {
-  if (!storage::IsS3Path(dir)) {
-    std::error_code ec;
-    std::filesystem::create_directories(dir, ec);
-    if (ec) return InvalidArgument("cannot create " + dir + ": " + ec.message());
+StatusOr<OnnxExportFiles> WriteOnnxExport(const TrainedModel& m, const std::string& dir,
+                                          const OnnxExportOptions& o, std::string* unexportable) {
+  unexportable->clear();
+  OnnxExportFiles files;
+  nlohmann::json description = DescribeInputs(m);
+  std::string model_bytes;
+  // Inline first unless told otherwise: one self-contained file when it fits.
+  if (o.external_threshold == 0) {
+    auto inline_bytes = ToOnnx(m, o.limit);
+    if (inline_bytes.ok()) {
+      model_bytes = std::move(*inline_bytes);
+    } else if (inline_bytes.status().code() != StatusCode::kInvalidArgument) {
+      return inline_bytes.status();
+    } else {
+      spdlog::info(
+          "the model does not fit in one ONNX file ({}); writing its tensors of at "
+          "least {} bytes to {}",
+          inline_bytes.status().message(), kAutoExternalThreshold, kOnnxDataFile);
+    }
   }
-  KT_RETURN_IF_ERROR(storage::WriteObject(storage::JoinPath(dir, "model.onnx"), bytes));
-  return storage::WriteObject(storage::JoinPath(dir, "model.json"),
-                              DescribeInputs(m).dump(2) + "\n", storage::WriteMode::kReplace,
-                              "application/json");
+  if (model_bytes.empty()) {
+    // Flow: the side file streams to its writer while the model is serialized (no copy of
+    // the tables) -> committed -> model.onnx, which names it, after it -> model.json last.
+    const std::string data_path = storage::JoinPath(dir, kOnnxDataFile);
+    KT_ASSIGN_OR_RETURN(auto writer, storage::ObjectWriter::Open(data_path));
+    Status sink_error;
+    onnx::ExternalData ext;
+    ext.location = kOnnxDataFile;
+    ext.threshold = o.external_threshold > 0 ? o.external_threshold : kAutoExternalThreshold;
+    ext.sink = [&](std::string_view b) {
+      sink_error = writer->Append(b);
+      return sink_error;
+    };
+    auto bytes = ToOnnx(m, o.limit, &ext);
+    if (!bytes.ok()) {
+      if (sink_error.ok() && bytes.status().code() == StatusCode::kInvalidArgument) {
+        *unexportable = bytes.status().message();
+        return files;  // the writer, uncommitted, leaves nothing
+      }
+      return bytes.status();
+    }
+    KT_ASSIGN_OR_RETURN(const storage::WrittenObject data, writer->Commit());
+    model_bytes = std::move(*bytes);
+    files.external = true;
+    files.data_bytes = data.bytes;
+    description["external_data"] = {{"file", kOnnxDataFile},
+                                    {"bytes", data.bytes},
+                                    {"sha256", data.sha256},
+                                    {"threshold_bytes", ext.threshold}};
+  }
+  files.model_bytes = model_bytes.size();
+  KT_RETURN_IF_ERROR(storage::WriteObject(storage::JoinPath(dir, "model.onnx"), model_bytes));
+  KT_RETURN_IF_ERROR(storage::WriteObject(storage::JoinPath(dir, "model.json"),
+                                          description.dump(2) + "\n", storage::WriteMode::kReplace,
+                                          "application/json"));
+  return files;
 }
 
 StatusOr<int64_t> WritePredictions(Model& model, const TrainedModel& m, StripeReader& reader,

@@ -98,13 +98,41 @@ inline constexpr int64_t kOnnxOpset = 17;     // ai.onnx (ONNX 1.12+, onnxruntim
 inline constexpr int64_t kOnnxMlOpset = 3;    // ai.onnx.ml (LabelEncoder-2)
 
 // The ONNX ModelProto bytes. Errors: InvalidArgument for parameters that do not fit the
-// architecture, or past `limit` (the 2 GiB of one ONNX file; smaller in tests).
-StatusOr<std::string> ToOnnx(const TrainedModel& m, uint64_t limit = onnx::kMaxModelBytes);
+// architecture, or past `limit` (the 2 GiB of one ONNX file; smaller in tests). With
+// `external`, the tensors of at least external->threshold bytes are streamed to
+// external->sink (ONNX external data; see onnx::ExternalData) and only referenced.
+StatusOr<std::string> ToOnnx(const TrainedModel& m, uint64_t limit = onnx::kMaxModelBytes,
+                             onnx::ExternalData* external = nullptr);
 // model.json: inputs (names, dtypes, shapes, preprocessing), outputs, opsets.
 nlohmann::json DescribeInputs(const TrainedModel& m);
-// Writes `onnx_bytes` (ToOnnx(m)) to <dir>/model.onnx and then <dir>/model.json (a local
-// directory, created if needed, or an s3:// prefix).
-Status WriteOnnxExport(const TrainedModel& m, std::string_view onnx_bytes, const std::string& dir);
+
+// The side file of an export with external data, beside model.onnx (which names it by this
+// relative name, so the pair can be moved or downloaded together).
+inline constexpr char kOnnxDataFile[] = "model.onnx.data";
+// Automatic external data moves the tensors of at least this many bytes (onnx's default).
+inline constexpr uint64_t kAutoExternalThreshold = 1024;
+
+struct OnnxExportOptions {
+  // Tensors of at least this many bytes go to model.onnx.data (ONNX external data). 0:
+  // automatic, one self-contained model.onnx when the model fits in `limit`, else external
+  // data for the tensors of at least kAutoExternalThreshold bytes.
+  uint64_t external_threshold = 0;
+  uint64_t limit = onnx::kMaxModelBytes;
+};
+struct OnnxExportFiles {
+  bool external = false;
+  uint64_t model_bytes = 0;  // model.onnx
+  uint64_t data_bytes = 0;   // model.onnx.data
+};
+// Writes m as ONNX to `dir` (a local directory, created if needed, or an s3:// prefix):
+// model.onnx.data first when external data is used (streamed: memory stays a few MiB
+// beyond the model itself, local or S3), then model.onnx, then model.json (which records
+// the side file's name, bytes and SHA-256). A model that ONNX cannot hold even so (its
+// non-external part past `limit`) is not an I/O error: the reason goes to *unexportable and
+// nothing is written. Errors: I/O errors of the writes.
+StatusOr<OnnxExportFiles> WriteOnnxExport(const TrainedModel& m, const std::string& dir,
+                                          const OnnxExportOptions& options,
+                                          std::string* unexportable);
 
 // Writes one JSON line per example of `reader` (at most max_examples; 0: all):
 //   {"dense":[...],"cat_ids":[...],"label":y,"probs":[...]}

@@ -5,6 +5,8 @@
 
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <map>
 
 #include "trainer/export/protobuf.h"
@@ -230,6 +232,142 @@ TEST(OnnxExport, WideDeepWithoutTrainedRowsMapsEveryIdToTheZeroRow) {
       EXPECT_EQ(Strings(t, 9).at(0), std::string(2 * sizeof(float), '\0'));  // one zero row
     }
   }
+}
+
+// A Wide & Deep model with `rows` trained rows (ids 1, 3, 5, ...), embedding dim 2.
+TrainedModel WideDeepWithRows(int rows) {
+  TrainedModel m = SmallTrainedWideDeep();
+  m.ids.clear();
+  m.rows.clear();
+  for (int r = 0; r < rows; ++r) {
+    m.ids.push_back(2 * static_cast<uint64_t>(r) + 1);
+    for (int c = 0; c < m.spec.SparseRowDim(); ++c) m.rows.push_back(0.001f * r - 0.1f * c);
+  }
+  return m;
+}
+
+// The initializers of a ModelProto, by name.
+std::map<std::string, Message> Initializers(std::string_view model) {
+  std::map<std::string, Message> out;
+  for (const Message& t : Messages(Messages(Decode(model), 7).at(0), 5))
+    out[Strings(t, 8).at(0)] = t;
+  return out;
+}
+
+// TensorProto.external_data as a map.
+std::map<std::string, std::string> ExternalEntries(const Message& tensor) {
+  std::map<std::string, std::string> out;
+  for (const Message& e : Messages(tensor, 13)) out[Strings(e, 1).at(0)] = Strings(e, 2).at(0);
+  return out;
+}
+
+// The layout onnx and onnxruntime read: a tensor of at least the threshold has no raw_data,
+// data_location EXTERNAL and {location, offset, length}; its bytes sit at that offset
+// (4096-aligned) in the side file and equal the inline export's raw_data. Smaller tensors
+// stay inline.
+TEST(OnnxExport, ExternalDataLayoutHasLocationOffsetLengthOfTheInlineBytes) {
+  const TrainedModel m = WideDeepWithRows(300);
+  auto inline_bytes = ToOnnx(m);
+  ASSERT_TRUE(inline_bytes.ok()) << inline_bytes.status().ToString();
+  std::string side;
+  onnx::ExternalData ext;
+  ext.location = "model.onnx.data";
+  ext.threshold = 1000;
+  ext.sink = [&](std::string_view b) {
+    side.append(b);
+    return Status::Ok();
+  };
+  auto bytes = ToOnnx(m, onnx::kMaxModelBytes, &ext);
+  ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
+  EXPECT_EQ(ext.written, side.size());
+  const auto want = Initializers(*inline_bytes);
+  const auto got = Initializers(*bytes);
+  ASSERT_EQ(got.size(), want.size());
+  int external = 0;
+  for (const auto& [name, tensor] : got) {
+    const std::string raw = Strings(want.at(name), 9).at(0);
+    if (raw.size() < ext.threshold) {
+      EXPECT_EQ(Strings(tensor, 9), std::vector<std::string>{raw}) << name;
+      EXPECT_EQ(tensor.count(14), 0u) << name;
+      continue;
+    }
+    ++external;
+    EXPECT_EQ(tensor.count(9), 0u) << name << " has raw_data too";
+    EXPECT_EQ(Int(tensor, 14), 1) << name;  // DataLocation EXTERNAL
+    const auto entries = ExternalEntries(tensor);
+    ASSERT_EQ(entries.size(), 3u) << name;
+    EXPECT_EQ(entries.at("location"), "model.onnx.data");
+    const uint64_t offset = std::stoull(entries.at("offset"));
+    const uint64_t length = std::stoull(entries.at("length"));
+    EXPECT_EQ(offset % onnx::kExternalAlign, 0u) << name;
+    EXPECT_EQ(length, raw.size()) << name;
+    ASSERT_LE(offset + length, side.size()) << name;
+    EXPECT_TRUE(side.compare(offset, length, raw) == 0) << name << ": bytes differ";
+    EXPECT_EQ(Strings(tensor, 8).at(0), name);
+    EXPECT_EQ(Int(tensor, 2), Int(want.at(name), 2)) << name;  // data type
+  }
+  EXPECT_EQ(external, 2);  // embedding (301 x 2 floats) and wide_weight (301 floats)
+  EXPECT_LT(bytes->size() + 2400, inline_bytes->size());
+}
+
+// Issue 30 item 5: a model past the size of one ONNX file (2 GiB; a small limit here) was
+// exported as no model at all (ToOnnx's InvalidArgument, above); now its large tensors go to
+// model.onnx.data and model.onnx names it.
+TEST(WriteOnnxExport, ModelPastTheLimitGetsExternalDataInsteadOfNoModel) {
+  const std::string dir = TempRoot();
+  const TrainedModel m = WideDeepWithRows(300);
+  auto inline_bytes = ToOnnx(m);
+  ASSERT_TRUE(inline_bytes.ok());
+  OnnxExportOptions o;
+  o.limit = inline_bytes->size() - 300;  // the graph alone passes it
+  ASSERT_EQ(ToOnnx(m, o.limit).status().code(), StatusCode::kInvalidArgument);
+  std::string unexportable;
+  auto files = WriteOnnxExport(m, dir, o, &unexportable);
+  ASSERT_TRUE(files.ok()) << files.status().ToString();
+  EXPECT_EQ(unexportable, "");
+  EXPECT_TRUE(files->external);
+  const auto read = [](const fs::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  const std::string model = read(fs::path(dir) / "model.onnx");
+  const std::string data = read(fs::path(dir) / kOnnxDataFile);
+  EXPECT_EQ(model.size(), files->model_bytes);
+  EXPECT_EQ(data.size(), files->data_bytes);
+  const auto embedding = Initializers(model).at("embedding");
+  EXPECT_EQ(ExternalEntries(embedding).at("location"), kOnnxDataFile);
+  EXPECT_EQ(std::stoull(ExternalEntries(embedding).at("length")), 301u * 2 * sizeof(float));
+  const auto json = nlohmann::json::parse(read(fs::path(dir) / "model.json"));
+  EXPECT_EQ(json["external_data"]["file"], kOnnxDataFile);
+  EXPECT_EQ(json["external_data"]["bytes"], data.size());
+  EXPECT_EQ(json["external_data"]["sha256"].get<std::string>().size(), 64u);
+
+  // Below the limit the export stays one file; with a threshold it goes external anyway.
+  const std::string dir2 = TempRoot();
+  auto one = WriteOnnxExport(m, dir2, OnnxExportOptions{}, &unexportable);
+  ASSERT_TRUE(one.ok());
+  EXPECT_FALSE(one->external);
+  EXPECT_FALSE(fs::exists(fs::path(dir2) / kOnnxDataFile));
+  EXPECT_EQ(read(fs::path(dir2) / "model.onnx"), *inline_bytes);
+  OnnxExportOptions forced;
+  forced.external_threshold = 100;
+  auto ext = WriteOnnxExport(m, dir2, forced, &unexportable);
+  ASSERT_TRUE(ext.ok());
+  EXPECT_TRUE(ext->external);
+  EXPECT_TRUE(fs::exists(fs::path(dir2) / kOnnxDataFile));
+
+  // What does not fit even so (the LabelEncoder's keys stay in the model) is reported, and
+  // nothing is written.
+  const std::string dir3 = TempRoot();
+  OnnxExportOptions tiny;
+  tiny.limit = 1000;
+  auto none = WriteOnnxExport(m, dir3, tiny, &unexportable);
+  ASSERT_TRUE(none.ok()) << none.status().ToString();
+  EXPECT_NE(unexportable, "");
+  EXPECT_TRUE(fs::is_empty(dir3));
+  fs::remove_all(dir);
+  fs::remove_all(dir2);
+  fs::remove_all(dir3);
 }
 
 TEST(ReadTrainedModel, KeepsTrainedRowsOnlyFromEveryShard) {

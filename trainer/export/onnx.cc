@@ -1,6 +1,7 @@
 #include "trainer/export/onnx.h"
 
 #include <cstring>
+#include <optional>
 
 #include "trainer/export/protobuf.h"
 
@@ -30,8 +31,10 @@ constexpr int kName = 1, kF = 2, kI = 3, kS = 4, kInts = 8, kType = 20;
 constexpr int64_t kFloat = 1, kInt = 2, kString = 3, kIntsType = 7;
 }  // namespace attr_f
 namespace tensor_f {
-constexpr int kDims = 1, kDataType = 2, kName = 8, kRawData = 9;
-}
+constexpr int kDims = 1, kDataType = 2, kName = 8, kRawData = 9, kExternalData = 13,
+              kDataLocation = 14;
+constexpr int64_t kLocationExternal = 1;  // TensorProto.DataLocation.EXTERNAL
+}  // namespace tensor_f
 namespace value_f {
 constexpr int kName = 1, kType = 2, kDoc = 3;
 }
@@ -42,13 +45,63 @@ constexpr int kDim = 1;                      // TensorShapeProto
 constexpr int kDimValue = 1, kDimParam = 2;  // TensorShapeProto.Dimension
 }  // namespace type_f
 
-proto::Writer EncodeTensor(const Tensor& t) {
+// Where an external tensor's bytes are.
+struct ExternalRef {
+  std::string location;
+  uint64_t offset = 0, length = 0;
+};
+
+StatusOr<proto::Writer> EncodeTensor(const Tensor& t, const ExternalRef* ext) {
   proto::Writer w;
   for (int64_t d : t.dims) w.Int64(tensor_f::kDims, d);
   w.Int64(tensor_f::kDataType, static_cast<int32_t>(t.type));
   w.Bytes(tensor_f::kName, t.name);
-  w.Bytes(tensor_f::kRawData, t.raw);
+  if (ext != nullptr) {
+    const std::pair<const char*, std::string> entries[] = {{"location", ext->location},
+                                                           {"offset", std::to_string(ext->offset)},
+                                                           {"length", std::to_string(ext->length)}};
+    for (const auto& [key, value] : entries) {
+      proto::Writer e;
+      e.Bytes(entry_f::kKey, key);
+      e.Bytes(entry_f::kValue, value);
+      w.Message(tensor_f::kExternalData, e);
+    }
+    w.Int64(tensor_f::kDataLocation, tensor_f::kLocationExternal);
+  } else if (t.write) {
+    std::string raw;
+    raw.reserve(t.bytes);
+    KT_RETURN_IF_ERROR(t.write([&](std::string_view b) {
+      raw.append(b);
+      return Status::Ok();
+    }));
+    if (raw.size() != t.bytes) return Internal("tensor " + t.name + ": wrong byte count");
+    w.Bytes(tensor_f::kRawData, raw);
+  } else {
+    w.Bytes(tensor_f::kRawData, t.raw);
+  }
   return w;
+}
+
+// Appends tensor `t` to the side file at the next aligned offset.
+StatusOr<ExternalRef> WriteExternal(const Tensor& t, ExternalData* ext) {
+  ExternalRef ref{ext->location,
+                  (ext->written + kExternalAlign - 1) / kExternalAlign * kExternalAlign, t.size()};
+  if (ref.offset > ext->written) {
+    KT_RETURN_IF_ERROR(ext->sink(std::string(ref.offset - ext->written, '\0')));
+  }
+  uint64_t n = 0;
+  const ByteSink counted = [&](std::string_view b) {
+    n += b.size();
+    return ext->sink(b);
+  };
+  if (t.write) {
+    KT_RETURN_IF_ERROR(t.write(counted));
+  } else {
+    KT_RETURN_IF_ERROR(counted(t.raw));
+  }
+  if (n != ref.length) return Internal("tensor " + t.name + ": wrong byte count");
+  ext->written = ref.offset + ref.length;
+  return ref;
 }
 
 proto::Writer EncodeAttribute(const Attribute& a) {
@@ -108,7 +161,10 @@ proto::Writer EncodeValueInfo(const ValueInfo& v) {
 }  // namespace
 
 Tensor FloatTensor(std::string name, std::vector<int64_t> dims, const float* data) {
-  Tensor t{std::move(name), DataType::kFloat, std::move(dims), {}};
+  Tensor t;
+  t.name = std::move(name);
+  t.type = DataType::kFloat;
+  t.dims = std::move(dims);
   size_t n = 1;
   for (int64_t d : t.dims) n *= static_cast<size_t>(d);
   t.raw.assign(reinterpret_cast<const char*>(data), n * sizeof(float));  // little-endian host
@@ -116,16 +172,24 @@ Tensor FloatTensor(std::string name, std::vector<int64_t> dims, const float* dat
 }
 
 Tensor Int64Tensor(std::string name, std::vector<int64_t> dims, const int64_t* data) {
-  Tensor t{std::move(name), DataType::kInt64, std::move(dims), {}};
+  Tensor t;
+  t.name = std::move(name);
+  t.type = DataType::kInt64;
+  t.dims = std::move(dims);
   size_t n = 1;
   for (int64_t d : t.dims) n *= static_cast<size_t>(d);
   t.raw.assign(reinterpret_cast<const char*>(data), n * sizeof(int64_t));
   return t;
 }
 
-StatusOr<std::string> Serialize(const Model& m, uint64_t limit) {
+StatusOr<std::string> Serialize(const Model& m, uint64_t limit, ExternalData* external) {
+  const auto goes_out = [&](const Tensor& t) {
+    return external != nullptr && t.size() >= external->threshold;
+  };
   uint64_t payload = 0;
-  for (const auto& t : m.graph.initializers) payload += t.raw.size();
+  for (const auto& t : m.graph.initializers) {
+    if (!goes_out(t)) payload += t.size();
+  }
   if (payload > limit) {
     return InvalidArgument("the model's parameters take " + std::to_string(payload) +
                            " bytes, more than one ONNX file can hold (" + std::to_string(limit) +
@@ -134,8 +198,14 @@ StatusOr<std::string> Serialize(const Model& m, uint64_t limit) {
   proto::Writer graph;
   for (const auto& n : m.graph.nodes) graph.Message(graph_f::kNode, EncodeNode(n));
   graph.Bytes(graph_f::kName, m.graph.name);
+  if (external != nullptr) external->written = 0;
   for (const auto& t : m.graph.initializers) {
-    graph.Message(graph_f::kInitializer, EncodeTensor(t));
+    std::optional<ExternalRef> ref;
+    if (goes_out(t)) {
+      KT_ASSIGN_OR_RETURN(ref, WriteExternal(t, external));
+    }
+    KT_ASSIGN_OR_RETURN(const proto::Writer tensor, EncodeTensor(t, ref ? &*ref : nullptr));
+    graph.Message(graph_f::kInitializer, tensor);
   }
   if (!m.graph.doc.empty()) graph.Bytes(graph_f::kDoc, m.graph.doc);
   for (const auto& v : m.graph.inputs) graph.Message(graph_f::kInput, EncodeValueInfo(v));

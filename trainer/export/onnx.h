@@ -7,7 +7,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -19,12 +21,21 @@ namespace kubetrain::trainer::onnx {
 // TensorProto.DataType values.
 enum class DataType : int32_t { kFloat = 1, kInt64 = 7 };
 
-// A constant tensor (a graph initializer), its elements little-endian in `raw`.
+// Receives bytes in order; an error stops the writer that calls it.
+using ByteSink = std::function<Status(std::string_view)>;
+
+// A constant tensor (a graph initializer), its elements little-endian in `raw`, or, for a
+// large one, produced in order by `write` (`bytes` in all) so that it can be streamed to an
+// external data file without a copy of the whole tensor.
 struct Tensor {
   std::string name;
   DataType type = DataType::kFloat;
   std::vector<int64_t> dims;
   std::string raw;
+  uint64_t bytes = 0;
+  std::function<Status(const ByteSink&)> write;
+
+  uint64_t size() const { return write ? bytes : raw.size(); }
 };
 Tensor FloatTensor(std::string name, std::vector<int64_t> dims, const float* data);
 Tensor Int64Tensor(std::string name, std::vector<int64_t> dims, const int64_t* data);
@@ -74,8 +85,25 @@ struct Model {
 // Protobuf's limit: 2 GiB - 1 per message (signed 32-bit sizes in every implementation).
 inline constexpr uint64_t kMaxModelBytes = (uint64_t{1} << 31) - 1;
 
-// The ModelProto bytes. Errors: InvalidArgument when the result would pass `limit` (by
-// default protobuf's message limit, which readers such as onnxruntime and onnx refuse).
-StatusOr<std::string> Serialize(const Model& model, uint64_t limit = kMaxModelBytes);
+// ONNX external data (onnx.proto's TensorProto.external_data): initializers of at least
+// `threshold` bytes are written to a side file instead of the model, each at an offset
+// aligned to kExternalAlign (so readers can map it), and the model's TensorProto names it:
+// data_location = EXTERNAL, external_data = {location, offset, length}. `location` is
+// relative to the directory of the model file, as the ONNX spec requires.
+inline constexpr uint64_t kExternalAlign = 4096;
+struct ExternalData {
+  std::string location;       // e.g. "model.onnx.data"
+  uint64_t threshold = 1024;  // onnx.external_data_helper's default size_threshold
+  ByteSink sink;              // receives the side file's bytes, front to back
+  uint64_t written = 0;       // set by Serialize: the side file's length
+};
+
+// The ModelProto bytes. With `external`, large initializers go to external->sink (first, in
+// graph order) and only their references to the model. Errors: InvalidArgument when the
+// model (without the external tensors) would pass `limit` (by default protobuf's message
+// limit, which readers such as onnxruntime and onnx refuse), checked before the sink gets
+// anything when the inline tensors alone pass it; the sink's error.
+StatusOr<std::string> Serialize(const Model& model, uint64_t limit = kMaxModelBytes,
+                                ExternalData* external = nullptr);
 
 }  // namespace kubetrain::trainer::onnx

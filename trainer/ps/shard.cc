@@ -16,6 +16,7 @@
 #include "trainer/model/parallel.h"
 #include "trainer/storage/files.h"
 #include "trainer/storage/sigv4.h"
+#include "trainer/storage/writer.h"
 
 namespace kubetrain::trainer {
 namespace {
@@ -405,14 +406,24 @@ StatusOr<ShardDigest> ParamShard::Save(const std::string& path) const {
   }
   const size_t stride = RowStride();
   if (storage::IsS3Path(path)) {
-    std::string out = std::move(head);
-    out.reserve(out.size() + rows_.size() * (sizeof(uint64_t) + stride * sizeof(float)));
+    // Streamed in parts (multipart upload): memory stays a few parts whatever the table's size.
+    KT_ASSIGN_OR_RETURN(auto out, storage::ObjectWriter::Open(path));
+    KT_RETURN_IF_ERROR(out->Append(head));
+    Status s;
+    std::string chunk;  // rows go out 1 MiB at a time
+    chunk.reserve((size_t{1} << 20) + 64 + stride * sizeof(float));
     rows_.ForEach([&](uint64_t id, const float* row) {
-      Put<uint64_t>(&out, id);
-      PutFloats(&out, row, stride);
+      Put<uint64_t>(&chunk, id);
+      PutFloats(&chunk, row, stride);
+      if (chunk.size() >= (size_t{1} << 20)) {
+        if (s.ok()) s = out->Append(chunk);
+        chunk.clear();
+      }
     });
-    KT_RETURN_IF_ERROR(storage::WriteObject(path, out));
-    return DigestOf(out);
+    if (s.ok()) s = out->Append(chunk);
+    KT_RETURN_IF_ERROR(s);
+    KT_ASSIGN_OR_RETURN(const storage::WrittenObject written, out->Commit());
+    return ShardDigest{written.bytes, written.sha256};
   }
   StreamingFile file;
   KT_RETURN_IF_ERROR(file.Open(path));

@@ -571,7 +571,6 @@ Status S3Client::Upload(std::string_view bucket, std::string_view key, std::stri
 // the cause).
 Status S3Client::Multipart(std::string_view bucket, std::string_view key, std::string_view body,
                            const PutOptions& options) {
-  const std::string name = S3Name(bucket, key);
   const size_t part = config_.part_size;
   const size_t parts = (body.size() + part - 1) / part;
   const int threads = static_cast<int>(
@@ -592,54 +591,77 @@ Status S3Client::Multipart(std::string_view bucket, std::string_view key, std::s
   std::vector<std::string> hashes(parts);
   parallel([&](size_t i) { hashes[i] = Sha256Hex(body.substr(i * part, part)); });
 
-  Request init{"POST", std::string(bucket), std::string(key), {{"uploads", ""}}, {}, "", true,
-               nullptr};
-  init.headers.emplace_back("Content-Type", options.content_type);
-  init.headers.emplace_back(kShaMeta, CompositeSha(hashes, part));
-  auto created = Send(init);
-  if (!created.ok()) return created.status();
-  const std::string upload_id = XmlText(created->body, "UploadId");
-  if (upload_id.empty()) return Internal(name + ": CreateMultipartUpload returned no UploadId");
-
+  KT_ASSIGN_OR_RETURN(const std::string upload_id,
+                      CreateMultipart(bucket, key, options, CompositeSha(hashes, part)));
   std::vector<std::string> etags(parts);
   std::atomic<bool> failed{false};
   std::mutex mu;
   Status first_error;  // guarded by mu
   parallel([&](size_t i) {
     if (failed) return;
-    Request r{"PUT",
-              std::string(bucket),
-              std::string(key),
-              {{"partNumber", std::to_string(i + 1)}, {"uploadId", upload_id}},
-              {{"Content-Type", "application/octet-stream"}, {"x-amz-content-sha256", hashes[i]}},
-              body.substr(i * part, part),
-              true,
-              nullptr};
-    auto resp = Send(r);
-    Status s = resp.status();
-    if (s.ok()) {
-      etags[i] = Unquote(resp->Header("etag"));
-      if (etags[i].empty()) s = Internal(name + ": part " + std::to_string(i + 1) + " has no ETag");
+    auto etag = UploadPart(bucket, key, upload_id, static_cast<int>(i + 1),
+                           body.substr(i * part, part), hashes[i]);
+    if (etag.ok()) {
+      etags[i] = std::move(*etag);
+      return;
     }
-    if (!s.ok()) {
-      std::lock_guard<std::mutex> lock(mu);
-      if (first_error.ok()) first_error = s;
-      failed = true;
-    }
+    std::lock_guard<std::mutex> lock(mu);
+    if (first_error.ok()) first_error = etag.status();
+    failed = true;
   });
-
-  const auto abort = [&] {
-    Request r{
-        "DELETE", std::string(bucket), std::string(key), {{"uploadId", upload_id}}, {}, {}, false,
-        nullptr};
-    (void)Send(r);
-  };
   if (failed) {
-    abort();
+    AbortMultipart(bucket, key, upload_id);
     return first_error;
   }
+  Status s = CompleteMultipart(bucket, key, upload_id, etags, options);
+  if (!s.ok()) AbortMultipart(bucket, key, upload_id);
+  return s;
+}
+
+StatusOr<std::string> S3Client::CreateMultipart(std::string_view bucket, std::string_view key,
+                                                const PutOptions& options,
+                                                std::string_view checksum) {
+  Request init{"POST", std::string(bucket), std::string(key), {{"uploads", ""}}, {}, "", true,
+               nullptr};
+  init.headers.emplace_back("Content-Type", options.content_type);
+  if (!checksum.empty()) init.headers.emplace_back(kShaMeta, std::string(checksum));
+  auto created = Send(init);
+  if (!created.ok()) return created.status();
+  std::string upload_id = XmlText(created->body, "UploadId");
+  if (upload_id.empty()) {
+    return Internal(S3Name(bucket, key) + ": CreateMultipartUpload returned no UploadId");
+  }
+  return upload_id;
+}
+
+StatusOr<std::string> S3Client::UploadPart(std::string_view bucket, std::string_view key,
+                                           std::string_view upload_id, int part_number,
+                                           std::string_view body, std::string_view sha256_hex) {
+  Request r{
+      "PUT",
+      std::string(bucket),
+      std::string(key),
+      {{"partNumber", std::to_string(part_number)}, {"uploadId", std::string(upload_id)}},
+      {{"Content-Type", "application/octet-stream"},
+       {"x-amz-content-sha256", sha256_hex.empty() ? Sha256Hex(body) : std::string(sha256_hex)}},
+      body,
+      true,
+      nullptr};
+  auto resp = Send(r);
+  if (!resp.ok()) return resp.status();
+  std::string etag = Unquote(resp->Header("etag"));
+  if (etag.empty()) {
+    return Internal(S3Name(bucket, key) + ": part " + std::to_string(part_number) + " has no ETag");
+  }
+  return etag;
+}
+
+Status S3Client::CompleteMultipart(std::string_view bucket, std::string_view key,
+                                   std::string_view upload_id,
+                                   const std::vector<std::string>& etags,
+                                   const PutOptions& options) {
   std::string xml = "<CompleteMultipartUpload>";
-  for (size_t i = 0; i < parts; ++i) {
+  for (size_t i = 0; i < etags.size(); ++i) {
     xml += "<Part><PartNumber>" + std::to_string(i + 1) + "</PartNumber><ETag>\"" + etags[i] +
            "\"</ETag></Part>";
   }
@@ -647,15 +669,26 @@ Status S3Client::Multipart(std::string_view bucket, std::string_view key, std::s
   Request done{"POST",
                std::string(bucket),
                std::string(key),
-               {{"uploadId", upload_id}},
+               {{"uploadId", std::string(upload_id)}},
                {{"Content-Type", "application/xml"}},
                xml,
                true,
                nullptr};
   if (options.if_none_match) done.headers.emplace_back("If-None-Match", "*");
-  Status s = Send(done).status();
-  if (!s.ok()) abort();
-  return s;
+  return Send(done).status();
+}
+
+void S3Client::AbortMultipart(std::string_view bucket, std::string_view key,
+                              std::string_view upload_id) {
+  Request r{"DELETE",
+            std::string(bucket),
+            std::string(key),
+            {{"uploadId", std::string(upload_id)}},
+            {},
+            {},
+            false,
+            nullptr};
+  (void)Send(r);
 }
 
 StatusOr<ListPage> S3Client::List(std::string_view bucket, std::string_view prefix,

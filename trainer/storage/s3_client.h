@@ -120,6 +120,22 @@ class S3Client {
   // PutObject up to part_size, else a multipart upload with parallel parts.
   Status Upload(std::string_view bucket, std::string_view key, std::string_view body,
                 const PutOptions& options = {});
+  // The steps of a multipart upload, for a writer that streams an object of unknown size
+  // (ObjectWriter). CreateMultipart returns the upload id; `checksum` (empty: none) is
+  // recorded as the object's x-amz-meta-kubetrain-sha256. UploadPart sends part
+  // `part_number` (1-based; every part but the last at least 5 MiB on AWS) signed with its
+  // SHA-256 (`sha256_hex`, computed when empty) and returns its ETag. CompleteMultipart
+  // joins parts 1..etags.size(). AbortMultipart is best effort (its error is dropped: the
+  // caller reports the cause).
+  StatusOr<std::string> CreateMultipart(std::string_view bucket, std::string_view key,
+                                        const PutOptions& options, std::string_view checksum);
+  StatusOr<std::string> UploadPart(std::string_view bucket, std::string_view key,
+                                   std::string_view upload_id, int part_number,
+                                   std::string_view body, std::string_view sha256_hex = {});
+  Status CompleteMultipart(std::string_view bucket, std::string_view key,
+                           std::string_view upload_id, const std::vector<std::string>& etags,
+                           const PutOptions& options);
+  void AbortMultipart(std::string_view bucket, std::string_view key, std::string_view upload_id);
   // One ListObjectsV2 page (max_keys <= 1000).
   StatusOr<ListPage> List(std::string_view bucket, std::string_view prefix,
                           std::string_view continuation_token, int max_keys = 1000);

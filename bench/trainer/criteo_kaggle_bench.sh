@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# Issue 30's figures at real cardinalities: the same Wide & Deep model (batch 512, layers
+# 1024,512,256, embedding dim 16, Adagrad 0.05) on N lines of --generate-profile
+# criteo-kaggle (Kaggle's 26 cardinalities, Zipf-like) against N lines of the small profile
+# (200 values per field), one epoch each.
+#   one process: samples/s (median of `reps` alternating rounds; the ratio is the median of
+#     the per-round ratios), eval AUC, peak RSS;
+#   with PS=1 in the environment, also once per profile 2 PS + 2 workers over 127.0.0.1:
+#     samples/s, and each PS's peak RSS against its rows x payload (dim 16 + wide weight,
+#     with Adagrad's accumulators: 2 x 17 floats = 136 bytes per row).
+# Samples per CPU-second (the trainer's own figure) is printed beside samples/s: on a machine
+# shared with other work the wall-clock rate mostly says how much CPU each run was given.
+# Peak RSS is /usr/bin/time's maximum resident set size. The last lines are the figures.
+# Usage: criteo_kaggle_bench.sh <kubetrain-trainer> [lines=2000000] [reps=3] [threads=1]
+set -euo pipefail
+trainer="$1"
+lines="${2:-2000000}"
+reps="${3:-3}"
+threads="${4:-1}"
+work="$(mktemp -d)"
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "${p}" 2>/dev/null || true; done
+  rm -rf "${work}"
+}
+trap cleanup EXIT
+common=(--batch-size 512 --layers 1024,512,256 --embedding-dim 16 --optimizer adagrad --lr 0.05
+  --threads "${threads}" --metrics-port 0 --log-every 0 --eval-examples 100000)
+steps=$((lines / 512))
+payload=136
+
+for profile in small criteo-kaggle; do
+  "${trainer}" --data-dir "${work}/${profile}" --generate-data "${lines}" --generate-eval 100000 \
+    --generate-profile "${profile}" --steps 0 --no-eval --termination-log /dev/null \
+    "${common[@]}" >"${work}/gen.log" 2>&1 || { cat "${work}/gen.log" >&2; exit 1; }
+done
+
+one() {  # one PROFILE ROUND
+  /usr/bin/time -f %M -o "${work}/rss.$1.$2" "${trainer}" --data-dir "${work}/$1" --steps "${steps}" \
+    --termination-log "${work}/one.$1.$2.json" "${common[@]}" >"${work}/one.log" 2>&1 ||
+    { cat "${work}/one.log" >&2; exit 1; }
+}
+for r in $(seq 1 "${reps}"); do
+  one small "${r}"
+  one criteo-kaggle "${r}"
+done
+
+cluster() {  # cluster PROFILE: 2 PS + 2 workers, each worker half the epoch
+  local profile="$1" ports=() procs=()
+  for _ in 1 2 3 4; do
+    ports+=("$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')")
+  done
+  local cfg="{\"ps\":[\"127.0.0.1:${ports[0]}\",\"127.0.0.1:${ports[1]}\"],\"worker\":[\"127.0.0.1:${ports[2]}\",\"127.0.0.1:${ports[3]}\"]}"
+  for task in ps-0 ps-1 worker-0 worker-1; do
+    CLUSTER_CONFIG="${cfg}" POD_NAME="${task}" KUBETRAIN_AUTH_KEY="$(printf '0123456789abcdef%.0s' 1 2 3 4)" \
+      /usr/bin/time -f %M -o "${work}/rss.${profile}.${task}" "${trainer}" --data-dir "${work}/${profile}" \
+      --steps $((steps / 2)) --startup-timeout 120 --termination-log "${work}/${profile}.${task}.json" \
+      "${common[@]}" >"${work}/${profile}.${task}.log" 2>&1 &
+    procs+=($!)
+    pids+=($!)
+  done
+  for p in "${procs[@]}"; do
+    wait "${p}" || { tail -n 20 "${work}/${profile}".*.log >&2; exit 1; }
+  done
+}
+if [[ "${PS:-0}" == 1 ]]; then
+  cluster small
+  cluster criteo-kaggle
+fi
+
+python3 - "${work}" "${reps}" "${lines}" "${payload}" "${PS:-0}" <<'PY'
+import glob, json, os, statistics, sys
+work, reps, lines, payload, ps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5] == "1"
+med = statistics.median
+def j(p): return json.load(open(p))
+def rss(p): return int(open(p).read().split()[-1]) * 1024  # KiB -> bytes
+rounds = range(1, reps + 1)
+one = {p: [j(f"{work}/one.{p}.{r}.json") for r in rounds] for p in ("small", "criteo-kaggle")}
+mem = {p: [rss(f"{work}/rss.{p}.{r}") for r in rounds] for p in one}
+print(f"{lines} lines per profile, one epoch, batch 512, layers 1024,512,256, dim 16, Adagrad; "
+      f"median of {reps} alternating rounds")
+for p in one:
+    print(f"one process, {p}: {med(k['samples_per_second'] for k in one[p]):.0f} samples/s "
+          f"({med(k['samples_per_cpu_second'] for k in one[p]):.0f} per CPU-second), "
+          f"eval AUC {med(k['eval']['auc'] for k in one[p]):.4f}, peak RSS {med(mem[p]) / 1e6:.0f} MB")
+ratio = med(k["samples_per_second"] / s["samples_per_second"] for k, s in zip(one["criteo-kaggle"], one["small"]))
+cpu_ratio = med(k["samples_per_cpu_second"] / s["samples_per_cpu_second"] for k, s in zip(one["criteo-kaggle"], one["small"]))
+lines_out = [f"one process: criteo-kaggle / small = {ratio:.2f}x samples/s, {cpu_ratio:.2f}x samples "
+             f"per CPU-second (goal >= 0.85x)"]
+if ps:
+    for p in ("small", "criteo-kaggle"):
+        sps = sum(j(f"{work}/{p}.worker-{w}.json")["samples_per_second"] for w in (0, 1))
+        parts = []
+        for k in (0, 1):
+            rows = j(f"{work}/{p}.ps-{k}.json")["embedding_rows"]
+            m = rss(f"{work}/rss.{p}.ps-{k}")
+            parts.append((rows, m))
+        print(f"2 PS + 2 workers, {p}: {sps:.0f} samples/s (both workers), PS rows "
+              + ", ".join(f"{r}" for r, _ in parts) + ", PS peak RSS "
+              + ", ".join(f"{m / 1e6:.0f} MB" for _, m in parts))
+        if p == "criteo-kaggle":
+            base = [rss(f"{work}/rss.small.ps-{k}") for k in (0, 1)]
+            for k, (rows, m) in enumerate(parts):
+                lines_out.append(
+                    f"ps-{k} criteo-kaggle: peak RSS / (rows x {payload} B) = {m / (rows * payload):.2f}x; "
+                    f"above the small-profile PS ({base[k] / 1e6:.0f} MB): {(m - base[k]) / (rows * payload):.2f}x")
+print("\n".join(lines_out))
+PY
