@@ -8,7 +8,8 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 ensure_operator || exit 1
 restricted_ns progress
 
-# Long enough to be read several times (the operator reads a job every 15 s);
+# Long enough to be read several times (the test's operator reads a job every 2 s,
+# tests/node/lib.sh; the default is 15 s);
 # the job is deleted once the checks are done.
 args='args: [--model=wide_deep, "--layers=64,32", --data-dir=/tmp/data, --generate-data=50000, --steps=1000000, --batch-size=256, --threads=1]'
 trainer_job live "${args}"
