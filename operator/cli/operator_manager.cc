@@ -96,6 +96,8 @@ StatusOr<Manager> BuildManager(const OperatorOptions& f) {
       std::chrono::milliseconds(static_cast<int64_t>(f.status_coalesce_s * 1000));
   m.jobs.read_progress = f.progress_qps > 0;
   m.jobs.progress.schedule = ProgressSchedule(f);
+  m.jobs.progress.tracker.min_publish_interval = std::chrono::milliseconds(
+      static_cast<int64_t>(std::llround(f.progress_write_interval_s * 1000)));
   m.sweeps = {.namespaces = f.namespaces, .workers = 2};
 
   if (f.leader_elect) {

@@ -90,6 +90,11 @@ void AddOperatorFlags(CLI::App& app, OperatorOptions* o) {
                  "status.progress: seconds between reads of one job")
       ->check(CLI::Range(0.1, 86400.0))
       ->capture_default_str();
+  app.add_option("--progress-write-interval", o->progress_write_interval_s,
+                 "status.progress: at most one write per job in this many seconds (a changed "
+                 "percent; restarts and 100% are written at once)")
+      ->check(CLI::Range(0.1, 86400.0))
+      ->capture_default_str();
   app.add_option("--progress-backoff", o->progress_backoff_s,
                  "status.progress: seconds before reading a pod that failed to answer again, "
                  "doubling per failure in a row")

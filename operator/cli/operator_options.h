@@ -51,6 +51,9 @@ struct OperatorOptions {
   double progress_qps = 10;
   int progress_burst = 10;
   double progress_interval_s = 15;
+  // A job's status.progress is written at most this often (a changed percent); what
+  // the sweep controller's early stopping judges by.
+  double progress_write_interval_s = 30;
   double progress_backoff_s = 30;
   double progress_backoff_max_s = 600;
 };

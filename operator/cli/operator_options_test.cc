@@ -28,6 +28,8 @@ TEST(OperatorOptionsTest, NoFlagsGiveTheDocumentedDefaults) {
   EXPECT_EQ(o.health_addr, "0.0.0.0:8081");
   EXPECT_EQ(o.lease_namespace, "kubetrain-system");
   EXPECT_EQ(o.lease_name, "kubetrain-operator");
+  EXPECT_EQ(o.progress_interval_s, 15);
+  EXPECT_EQ(o.progress_write_interval_s, 30);
   EXPECT_TRUE(o.network_policy);
   EXPECT_FALSE(o.leader_elect);
   EXPECT_EQ(o.tfjob, "off");
@@ -44,19 +46,23 @@ TEST(OperatorOptionsTest, FlagsLandInTheirFields) {
   const OperatorOptions o =
       Parse({"--namespace", "a", "--namespace", "b", "--leader-elect", "--workers", "8",
              "--network-policy=false", "--network-policy-metrics-from", "x=1", "--progress-qps",
-             "0", "--health-addr", "127.0.0.1:0"});
+             "0", "--health-addr", "127.0.0.1:0", "--progress-interval", "2",
+             "--progress-write-interval", "2.5"});
   EXPECT_EQ(o.namespaces, (std::vector<std::string>{"a", "b"}));
   EXPECT_TRUE(o.leader_elect);
   EXPECT_EQ(o.workers, 8);
   EXPECT_FALSE(o.network_policy);
   EXPECT_EQ(o.metrics_from, (std::vector<std::string>{"x=1"}));
   EXPECT_EQ(o.progress_qps, 0);
+  EXPECT_EQ(o.progress_interval_s, 2);
+  EXPECT_EQ(o.progress_write_interval_s, 2.5);
   EXPECT_EQ(o.health_addr, "127.0.0.1:0");
 }
 
 TEST(OperatorOptionsTest, OutOfRangeFlagIsRefusedByTheParser) {
   EXPECT_THROW(Parse({"--workers", "0"}), CLI::ValidationError);
   EXPECT_THROW(Parse({"--log-format", "xml"}), CLI::ValidationError);
+  EXPECT_THROW(Parse({"--progress-write-interval", "0"}), CLI::ValidationError);
 }
 
 TEST(OperatorOptionsTest, MetricsAndProbesOnOnePortAreRefused) {

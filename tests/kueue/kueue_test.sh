@@ -247,10 +247,10 @@ case_pod_priority_class_orders_the_queue() {
   wait_until "low runs again" has_running low 5
 }
 
-# Kueue runs with waitForPodsReady (tests/cluster/kueue-up, timeout 45 s): it
+# Kueue runs with waitForPodsReady (tests/cluster/kueue-up, timeout 20 s): it
 # evicts an admitted Workload whose PodsReady condition is not True in time.
 # The operator sets it once the job's pods all run, so a running job keeps its
-# admission past the timeout. Before, every queued job was evicted after 45 s.
+# admission past the timeout. Before, every queued job was evicted after the timeout.
 case_running_job_outlives_the_pods_ready_timeout() {
   new_ns ready
   queue q 5
@@ -263,7 +263,8 @@ case_running_job_outlives_the_pods_ready_timeout() {
     "$(k get workload "${wl}" -o 'jsonpath={.status.conditions[?(@.type=="PodsReady")].reason}')" Started
   admitted="$(k get workload "${wl}" -o 'jsonpath={.status.conditions[?(@.type=="Admitted")].lastTransitionTime}')"
   # Absence of an eviction can only be seen once the timeout has passed.
-  local deadline=$(($(date -d "${admitted}" +%s) + 50))
+  local timeout="${KUBETRAIN_KUEUE_PODS_READY_TIMEOUT:-20s}"  # as tests/cluster/kueue-up has it
+  local deadline=$(($(date -d "${admitted}" +%s) + ${timeout%s} + 5))
   WAIT_SECONDS=120 wait_until "the PodsReady timeout has passed since r's admission" \
     bash -c "(( \$(date +%s) > ${deadline} ))" || return
   check "r's Workload is still admitted" "$(wl_cond "${wl}" Admitted)" True

@@ -35,10 +35,11 @@ probe() {
     "if timeout 3 bash -c '</dev/tcp/$1/$2' 2>/dev/null; then echo open; else echo closed; fi" 2>/dev/null
 }
 
-# Long enough for the checks below (the operator reads a job every 15 s; 4,000
-# steps took 28 s on the 2-core test machine, this about 3 min), short enough
-# to finish: the job must succeed with the policy in force.
-args='args: [--model=wide_deep, "--layers=64,32", --data-dir=/tmp/data, --generate-data=50000, --steps=30000, --batch-size=256, --threads=1]'
+# Long enough for the checks below (the test's operator reads a job every 2 s,
+# tests/node/lib.sh; the probes take up to 3 s each; 4,000 steps took 28 s on the
+# 2-core test machine, this about 80 s), short enough to finish: the job must
+# succeed with the policy in force.
+args='args: [--model=wide_deep, "--layers=64,32", --data-dir=/tmp/data, --generate-data=50000, --steps=12000, --batch-size=256, --threads=1]'
 started=${SECONDS}
 trainer_job guarded "${args}"
 kubectl -n "${other}" wait --for=condition=Ready pod/prober --timeout "${T}s" >/dev/null ||

@@ -9,17 +9,16 @@
 # decided in their rows, stopped before their last step, their jobs deleted), the good ones
 # Succeeded, the best one of them, and no trial failed.
 #
-# Sizing: the operator reads a job at most every 15 s and writes status.progress at most every
-# 30 s (docs/api.md), and a first read that finds the trainer not yet serving waits 30 s, so a
-# diverging trial may be judged only ~60 s into its run: each trial must run longer than that
-# or it would end Succeeded instead. SWEEP_STEPS (default 160000) sets it. Measured on the
-# 2-CPU node: the good trials ran ~100 s (two at once), the diverging ones were stopped ~30 s in
-# (steps 40823 and 43003), the sweep took 135 s (the test 146 s); expect 2 to 3.5 minutes.
+# Sizing: the test's operator (tests/node/lib.sh) reads a job every 2 s, writes status.progress
+# at most every 2 s and reads a trainer not yet serving again after 2 s (the defaults are 15, 30
+# and 30 s: docs/api.md), so a diverging trial is judged some 4 to 10 s into its run; each trial
+# must run longer than that or it would end Succeeded instead. SWEEP_STEPS (default 40000) sets
+# it. (With the default intervals a trial had to outlast ~60 s: 160000 steps, the test 2-3 min.)
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 ensure_operator || exit 1
 restricted_ns sweep
-steps=${SWEEP_STEPS:-160000}
+steps=${SWEEP_STEPS:-40000}
 good="0 1" diverging="2 3"
 start=${SECONDS}
 

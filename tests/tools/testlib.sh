@@ -3,8 +3,8 @@
 #   fail MESSAGE...                 count a failure
 #   check DESCRIPTION ACTUAL WANT   pass when ACTUAL == WANT
 #   wait_until DESCRIPTION CMD...   poll CMD until it succeeds, up to WAIT_SECONDS (default 60)
-#   run_cases CASE...               run each case function, print PASS/FAILED per case and a
-#                                   summary; returns non-zero if any check failed
+#   run_cases CASE...               run each case function, print PASS/FAILED per case (with its
+#                                   seconds) and a summary; returns non-zero if any check failed
 # For tests against a cluster (KUBECONFIG set):
 #   free_port                       print a free loopback TCP port
 #   new_ns NAME                     create namespace ${NS_PREFIX}-NAME-<random>, make it the
@@ -31,12 +31,12 @@ wait_until() {
   done
 }
 run_cases() {
-  local c before
+  local c before t0
   for c in "$@"; do
     echo "== ${c}"
-    before=${failures}
+    before=${failures} t0=${SECONDS}
     "${c}" || true
-    ((failures == before)) && echo "PASS ${c}" || echo "FAILED ${c}"
+    ((failures == before)) && echo "PASS ${c} ($((SECONDS - t0)) s)" || echo "FAILED ${c} ($((SECONDS - t0)) s)"
   done
   echo "$# cases, ${failures} failed checks"
   ((failures == 0))
