@@ -37,12 +37,12 @@ FakeClock::FakeClock(std::chrono::system_clock::time_point wall_start)
     : wall_start_(wall_start), start_(std::chrono::steady_clock::now()) {}
 
 Clock::TimePoint FakeClock::Now() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return start_ + elapsed_;
 }
 
 std::chrono::system_clock::time_point FakeClock::WallNow() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return wall_start_ + elapsed_;
 }
 
@@ -51,21 +51,21 @@ bool FakeClock::WaitUntil(std::unique_lock<std::mutex>& lock, std::condition_var
                           const std::function<bool()>& ready) {
   Waiter self{lock.mutex(), &cv, deadline};
   {
-    std::lock_guard guard(mu_);
+    MutexLock guard(mu_);
     if (start_ + elapsed_ >= deadline) return ready();
     waiters_.insert(&self);
     cv_.notify_all();  // AwaitWaiters
   }
   cv.wait(lock, stop, [&] { return ready() || Now() >= deadline; });
-  std::unique_lock guard(mu_);
+  MutexLock guard(mu_);
   waiters_.erase(&self);
   if (self.pins > 0) {
     // An Advance is about to take our mutex to notify us: let it, and wait.
-    guard.unlock();
+    guard.Unlock();
     lock.unlock();
-    guard.lock();
-    cv_.wait(guard, [&] { return self.pins == 0; });
-    guard.unlock();
+    guard.Lock();
+    cv_.wait(guard.native(), [&] { return self.pins == 0; });
+    guard.Unlock();
     lock.lock();
   }
   return ready();
@@ -74,7 +74,7 @@ bool FakeClock::WaitUntil(std::unique_lock<std::mutex>& lock, std::condition_var
 void FakeClock::Advance(Duration d) {
   std::vector<Waiter*> due;
   {
-    std::lock_guard guard(mu_);
+    MutexLock guard(mu_);
     if (d > Duration::zero()) elapsed_ += d;
     for (Waiter* w : waiters_) {
       if (w->deadline <= start_ + elapsed_) {
@@ -88,7 +88,7 @@ void FakeClock::Advance(Duration d) {
       std::lock_guard waiter_lock(*w->mutex);
       w->cv->notify_all();
     }
-    std::lock_guard guard(mu_);
+    MutexLock guard(mu_);
     --w->pins;
     cv_.notify_all();
   }
@@ -101,13 +101,13 @@ int FakeClock::WaitersLocked() const {
 }
 
 int FakeClock::Waiters() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return WaitersLocked();
 }
 
 bool FakeClock::AwaitWaiters(int n, std::chrono::milliseconds timeout) const {
-  std::unique_lock lock(mu_);
-  return cv_.wait_for(lock, timeout, [&] { return WaitersLocked() >= n; });
+  MutexLock lock(mu_);
+  return cv_.wait_for(lock.native(), timeout, [&]() REQUIRES(mu_) { return WaitersLocked() >= n; });
 }
 
 }  // namespace kubetrain

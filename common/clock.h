@@ -20,6 +20,8 @@
 #include <set>
 #include <stop_token>
 
+#include "common/mutex.h"
+
 namespace kubetrain {
 
 class Clock {
@@ -87,17 +89,17 @@ class FakeClock final : public Clock {
     std::mutex* mutex;
     std::condition_variable_any* cv;
     TimePoint deadline;
-    int pins = 0;  // Advances about to notify it; guarded by mu_
+    int pins = 0;  // Advances about to notify it; under the clock's mu_ (not annotatable here)
   };
-  int WaitersLocked() const;
+  int WaitersLocked() const REQUIRES(mu_);
 
   const std::chrono::system_clock::time_point wall_start_;
   const TimePoint start_;
 
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   mutable std::condition_variable cv_;  // waiters_ or a pin changed
-  Duration elapsed_{0};                 // guarded by mu_
-  std::set<Waiter*> waiters_;           // guarded by mu_
+  Duration elapsed_ GUARDED_BY(mu_){0};
+  std::set<Waiter*> waiters_ GUARDED_BY(mu_);
 };
 
 }  // namespace kubetrain

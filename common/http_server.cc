@@ -16,6 +16,8 @@
 #include <map>
 #include <unordered_map>
 
+#include "common/mutex.h"
+
 namespace kubetrain {
 namespace {
 
@@ -189,11 +191,11 @@ int LocalPort(int fd) {
 // Where responders leave answers for the loop: shared with every responder, so one
 // that outlives the loop finds it closed instead of a dangling loop.
 struct HttpMailbox {
-  std::mutex mu;
-  bool closed = false;                                  // guarded by mu
-  std::vector<std::pair<uint64_t, HttpResponse>> done;  // guarded by mu
-  int wake_fd = -1;                                     // constant while open
-  std::thread::id loop_thread;                          // constant while open
+  Mutex mu;
+  bool closed GUARDED_BY(mu) = false;
+  std::vector<std::pair<uint64_t, HttpResponse>> done GUARDED_BY(mu);
+  int wake_fd = -1;             // constant while open
+  std::thread::id loop_thread;  // constant while open
 };
 
 // The event loop: owns the listening socket, the epoll and wake-up fds and
@@ -208,7 +210,7 @@ class HttpServer::Loop {
 
   ~Loop() {
     {
-      std::lock_guard lock(mailbox_->mu);
+      MutexLock lock(mailbox_->mu);
       mailbox_->closed = true;
     }
     for (Conn& c : conns_) ::close(c.fd);
@@ -245,7 +247,7 @@ class HttpServer::Loop {
 
   void Run() {
     {
-      std::lock_guard lock(mailbox_->mu);
+      MutexLock lock(mailbox_->mu);
       mailbox_->loop_thread = std::this_thread::get_id();
     }
     std::array<epoll_event, 64> events;
@@ -579,7 +581,7 @@ class HttpServer::Loop {
     ev.data.ptr = &c.self;
     ::epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, c.fd, &ev);
     HttpResponder respond = [box = mailbox_, id = c.id](HttpResponse r) {
-      std::lock_guard lock(box->mu);
+      MutexLock lock(box->mu);
       if (box->closed) return;
       box->done.emplace_back(id, std::move(r));
       if (std::this_thread::get_id() == box->loop_thread) return;  // delivered after the handler
@@ -599,7 +601,7 @@ class HttpServer::Loop {
   void DeliverAnswers() {
     std::vector<std::pair<uint64_t, HttpResponse>> done;
     {
-      std::lock_guard lock(mailbox_->mu);
+      MutexLock lock(mailbox_->mu);
       done.swap(mailbox_->done);
     }
     for (auto& [id, res] : done) {

@@ -146,7 +146,7 @@ Figures Run(int good, int hostile_each, std::chrono::seconds window) {
       .qps = 10'000, .burst = 1000, .interval = 1s, .backoff_base = 1s, .backoff_max = 1s};
   o.tracker.min_publish_interval = 0s;
   std::mutex mu;
-  std::map<std::string, Clock::time_point> changed;  // guarded by mu
+  std::map<std::string, Clock::time_point> changed;  // guarded by mu (a local: not annotatable)
   kubetrain::runtime::Metrics registry;
   kp::ProgressReader reader(
       o,

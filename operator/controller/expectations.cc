@@ -3,14 +3,14 @@
 namespace kubetrain::controller {
 
 void Expectations::Forget(const std::string& key) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   jobs_.erase(key);
 }
 
 void Expectations::ExpectCreate(const std::string& key, const ChildRef& ref) {
   const Create e{ref.kind, ref.role.value_or(api::ReplicaType::kWorker), ref.index, clock_(), "",
                  false};
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   jobs_[key].creates[{ref.kind, ref.name}] = e;
 }
 
@@ -24,31 +24,31 @@ void Expectations::ExpectChildCreate(const std::string& key, const ChildCreate& 
     e.cluster_config_in_secret = ClusterConfigInSecret(create.object);
     e.legacy_auth_secret = LegacyAuthSecret(create.object);
   }
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   jobs_[key].creates[{ref.kind, ref.name}] = std::move(e);
 }
 
 void Expectations::ForgetCreate(const std::string& key, const ChildRef& ref) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = jobs_.find(key);
   if (it != jobs_.end()) it->second.creates.erase({ref.kind, ref.name});
 }
 
 void Expectations::PodGone(const std::string& key, const std::string& name) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = jobs_.find(key);
   if (it != jobs_.end()) it->second.creates.erase({ChildRef::Kind::kPod, name});
 }
 
 void Expectations::ExpectDelete(const std::string& key, const ChildRef& ref) {
   const Clock::time_point at = clock_();
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   jobs_[key].deletes[{ref.kind, ref.name}] = at;
 }
 
 void Expectations::Adjust(const std::string& key, ObservedChildren& observed, api::Time now) {
   const Clock::time_point wall = clock_();
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = jobs_.find(key);
   if (it == jobs_.end()) return;
   Job& job = it->second;
@@ -110,27 +110,27 @@ void Expectations::Adjust(const std::string& key, ObservedChildren& observed, ap
 
 void Expectations::StatusWritten(const std::string& key, std::string from_rv, std::string to_rv,
                                  api::TrainingJobStatus status, std::string via_rv) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   jobs_[key].status = StatusWrite{std::move(from_rv), std::move(to_rv), std::move(status), false,
                                   std::move(via_rv)};
 }
 
 void Expectations::StatusDeferred(const std::string& key, std::string rv,
                                   api::TrainingJobStatus status) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   std::string to_rv = rv;
   jobs_[key].status = StatusWrite{std::move(rv), std::move(to_rv), std::move(status), true, {}};
 }
 
 void Expectations::ForgetStatus(const std::string& key) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = jobs_.find(key);
   if (it != jobs_.end()) it->second.status.reset();
 }
 
 std::optional<Expectations::WrittenStatus> Expectations::LastStatus(const std::string& key,
                                                                     const std::string& cached_rv) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = jobs_.find(key);
   if (it == jobs_.end() || !it->second.status) return std::nullopt;
   if (it->second.status->from_rv != cached_rv &&
@@ -143,35 +143,35 @@ std::optional<Expectations::WrittenStatus> Expectations::LastStatus(const std::s
 }
 
 void Expectations::ChildRejected(const std::string& key, std::string message) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   jobs_[key].rejected = std::move(message);
 }
 
 void Expectations::AuthSecretReplaced(const std::string& key) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   jobs_[key].auth_secret_replaced = true;
 }
 
 void Expectations::SecretCreated(const std::string& key, const std::string& uid) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   jobs_[key].secret_created_uid = uid;
 }
 
 bool Expectations::CreatedSecret(const std::string& key, const std::string& uid) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = jobs_.find(key);
   return it != jobs_.end() && !uid.empty() && it->second.secret_created_uid == uid;
 }
 
 void Expectations::SecretNotOurs(const std::string& key) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   jobs_[key].secret_not_ours = true;
 }
 
 void Expectations::ChildExists(const std::string& key, const std::string& uid,
                                ChildRef::Kind kind) {
   const Clock::time_point at = clock_();
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   Job& job = jobs_[key];
   if (job.known_uid != uid) job.known.clear();
   job.known_uid = uid;
@@ -181,7 +181,7 @@ void Expectations::ChildExists(const std::string& key, const std::string& uid,
 bool Expectations::KnowsChild(const std::string& key, const std::string& uid, ChildRef::Kind kind,
                               std::chrono::seconds max_age) {
   const Clock::time_point now = clock_();
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = jobs_.find(key);
   if (it == jobs_.end() || uid.empty() || it->second.known_uid != uid) return false;
   auto seen = it->second.known.find(kind);
@@ -189,12 +189,12 @@ bool Expectations::KnowsChild(const std::string& key, const std::string& uid, Ch
 }
 
 void Expectations::GangUnavailable(const std::string& key, std::string message) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   jobs_[key].gang_unavailable = std::move(message);
 }
 
 void Expectations::FillPlanInput(const std::string& key, PlanInput& input) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = jobs_.find(key);
   if (it == jobs_.end()) return;
   input.rejected_child = it->second.rejected;
@@ -204,7 +204,7 @@ void Expectations::FillPlanInput(const std::string& key, PlanInput& input) {
 }
 
 void Expectations::FailureRecorded(const std::string& key) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   Job& job = jobs_[key];
   job.rejected.reset();
   job.auth_secret_replaced = false;
@@ -212,14 +212,14 @@ void Expectations::FailureRecorded(const std::string& key) {
 }
 
 bool Expectations::ConfigMapHolds(const std::string& key, const std::string& data, bool created) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   std::string& known = jobs_[key].config_map_data;
   if (created) known = data;
   return known == data;
 }
 
 void Expectations::ConfigMapWritten(const std::string& key, std::string data) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   jobs_[key].config_map_data = std::move(data);
 }
 
@@ -228,14 +228,14 @@ void Expectations::ConfigMapWritten(const std::string& key, std::string data) {
 namespace kubetrain::controller {
 
 bool Expectations::PodGroupHolds(const std::string& key, const std::string& spec, bool created) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   std::string& known = jobs_[key].pod_group_spec;
   if (created) known = spec;
   return known == spec;
 }
 
 void Expectations::PodGroupWritten(const std::string& key, std::string spec) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   jobs_[key].pod_group_spec = std::move(spec);
 }
 

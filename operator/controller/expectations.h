@@ -28,6 +28,7 @@
 #include <string>
 #include <utility>
 
+#include "common/mutex.h"
 #include "operator/api/types.h"
 #include "operator/planner/planner.h"
 
@@ -157,8 +158,8 @@ class Expectations {
   const std::chrono::seconds timeout_;
   const std::function<Clock::time_point()> clock_;
 
-  std::mutex mu_;
-  std::map<std::string, Job> jobs_;  // guarded by mu_
+  Mutex mu_;
+  std::map<std::string, Job> jobs_ GUARDED_BY(mu_);
 };
 
 }  // namespace kubetrain::controller

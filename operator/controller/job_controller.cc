@@ -15,6 +15,7 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "common/mutex.h"
 #include "common/workload_contract.h"
 #include "operator/api/json.h"
 #include "operator/controller/expectations.h"
@@ -355,7 +356,7 @@ class JobController::Impl {
   // collector deletes a deleted job's pods), at most kMaxVanished per job.
   void RecordGone(const std::string& job_key, const std::string& job_uid, const CachedPod& gone) {
     static constexpr size_t kMaxVanished = 10000;
-    std::lock_guard<std::mutex> lock(lost_mu_);
+    MutexLock lock(lost_mu_);
     auto ours = deleted_uids_.find(job_key);
     if (ours != deleted_uids_.end() && ours->second.erase(gone.pod.uid) > 0) {
       if (ours->second.empty()) deleted_uids_.erase(ours);
@@ -377,7 +378,7 @@ class JobController::Impl {
 
   // This process is deleting `uid` of job `key`: its end is no disruption.
   void DeletingPod(const std::string& key, const std::string& uid) {
-    std::lock_guard<std::mutex> lock(lost_mu_);
+    MutexLock lock(lost_mu_);
     deleted_uids_[key].insert(uid);
   }
 
@@ -385,7 +386,7 @@ class JobController::Impl {
   // not reported again.
   void VanishedSeen(const std::string& key, const std::vector<ObservedPod>& seen) {
     if (seen.empty()) return;
-    std::lock_guard<std::mutex> lock(lost_mu_);
+    MutexLock lock(lost_mu_);
     auto it = vanished_.find(key);
     if (it == vanished_.end()) return;
     std::erase_if(it->second, [&](const ObservedPod& p) {
@@ -466,13 +467,13 @@ class JobController::Impl {
 
   void ForgetJob(const std::string& key) {
     {
-      std::lock_guard<std::mutex> lock(status_mu_);
+      MutexLock lock(status_mu_);
       last_status_write_.erase(key);
       first_deferred_.erase(key);
     }
     if (progress_) progress_->Forget(key);
     {
-      std::lock_guard<std::mutex> lock(lost_mu_);
+      MutexLock lock(lost_mu_);
       vanished_.erase(key);
       deleted_uids_.erase(key);
     }
@@ -522,7 +523,7 @@ class JobController::Impl {
     const auto pods = c.pods->store().ByIndex(runtime::kOwnerUidIndex, owner);
     observed.pods.reserve(pods.size());
     {
-      std::lock_guard<std::mutex> lock(lost_mu_);
+      MutexLock lock(lost_mu_);
       auto ours = deleted_uids_.find(key);
       for (const auto& p : pods) {
         observed.pods.push_back(p->pod);
@@ -1204,7 +1205,7 @@ class JobController::Impl {
   std::chrono::milliseconds FirstStatusWait(const std::string& key, bool state_defaulted) {
     if (options_.status_coalesce <= std::chrono::milliseconds(0)) return {};
     const auto now = options_.clock->Now();
-    std::lock_guard<std::mutex> lock(status_mu_);
+    MutexLock lock(status_mu_);
     const auto since = first_deferred_.try_emplace(key, now).first->second;
     return std::chrono::duration_cast<std::chrono::milliseconds>(
         since + (state_defaulted ? 4 : 1) * options_.status_coalesce - now);
@@ -1213,7 +1214,7 @@ class JobController::Impl {
   std::chrono::milliseconds StatusWriteWait(const std::string& key, bool pending_only) {
     if (options_.status_coalesce <= std::chrono::milliseconds(0)) return {};
     const auto now = options_.clock->Now();
-    std::lock_guard<std::mutex> lock(status_mu_);
+    MutexLock lock(status_mu_);
     auto it = last_status_write_.find(key);
     if (it == last_status_write_.end()) return {};
     auto since = pending_only ? it->second : first_deferred_.try_emplace(key, now).first->second;
@@ -1250,7 +1251,7 @@ class JobController::Impl {
       return written.status().WithContext("update status of " + key);
     }
     {
-      std::lock_guard<std::mutex> lock(status_mu_);
+      MutexLock lock(status_mu_);
       last_status_write_[key] = options_.clock->Now();
       first_deferred_.erase(key);
     }
@@ -1420,18 +1421,20 @@ class JobController::Impl {
   Refusals refusals_{options_.refused_probe, [clock = options_.clock] { return clock->Now(); }};
   std::unique_ptr<progress::ProgressReader> progress_;  // null when not reading progress
   std::unique_ptr<KueueIntegration> kueue_;             // null without options.kueue
-  std::mutex lost_mu_;
+  Mutex lost_mu_;
   // Per job key: pods gone while not terminal that this process did not
   // delete, until a plan saw them (RecordGone); and UIDs of pods this process
-  // is deleting (DeletingPod). Guarded by lost_mu_.
-  std::unordered_map<std::string, std::vector<ObservedPod>> vanished_;
-  std::unordered_map<std::string, std::set<std::string>> deleted_uids_;
-  std::mutex status_mu_;
-  // When each job's status was last written (StatusWriteWait). Guarded by status_mu_.
-  std::unordered_map<std::string, std::chrono::steady_clock::time_point> last_status_write_;
+  // is deleting (DeletingPod).
+  std::unordered_map<std::string, std::vector<ObservedPod>> vanished_ GUARDED_BY(lost_mu_);
+  std::unordered_map<std::string, std::set<std::string>> deleted_uids_ GUARDED_BY(lost_mu_);
+  Mutex status_mu_;
+  // When each job's status was last written (StatusWriteWait).
+  std::unordered_map<std::string, std::chrono::steady_clock::time_point> last_status_write_
+      GUARDED_BY(status_mu_);
   // When a running-count change of each job was first deferred since its last
-  // write (StatusWriteWait). Guarded by status_mu_.
-  std::unordered_map<std::string, std::chrono::steady_clock::time_point> first_deferred_;
+  // write (StatusWriteWait).
+  std::unordered_map<std::string, std::chrono::steady_clock::time_point> first_deferred_
+      GUARDED_BY(status_mu_);
 };
 
 JobController::JobController(kube::Client* client, runtime::EventRecorder* recorder,

@@ -22,7 +22,7 @@ void Metrics::CountRequest(std::string_view verb, std::string_view code) {
 
 void Metrics::ObserveReconcile(std::chrono::nanoseconds d) {
   const double seconds = std::chrono::duration<double>(d).count();
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   for (size_t i = 0; i < kBuckets.size(); ++i) {
     if (seconds <= kBuckets[i]) ++bucket_counts_[i];
   }
@@ -31,7 +31,7 @@ void Metrics::ObserveReconcile(std::chrono::nanoseconds d) {
 }
 
 void Metrics::PodLost(const std::string& pod_key, std::chrono::steady_clock::time_point at) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (lost_.size() >= kMaxPending) {
     std::erase_if(lost_, [&](const auto& e) { return at - e.second > kPendingTtl; });
     if (lost_.size() >= kMaxPending) return;
@@ -40,7 +40,7 @@ void Metrics::PodLost(const std::string& pod_key, std::chrono::steady_clock::tim
 }
 
 void Metrics::PodCreated(const std::string& pod_key, std::chrono::steady_clock::time_point at) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = lost_.find(pod_key);
   if (it == lost_.end()) return;
   const double seconds = std::chrono::duration<double>(at - it->second).count();
@@ -53,14 +53,14 @@ void Metrics::PodCreated(const std::string& pod_key, std::chrono::steady_clock::
 }
 
 size_t Metrics::PendingRestarts() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return lost_.size();
 }
 
 std::string Metrics::Render() const {
   std::ostringstream out;
   out << registry_->Render();
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   out << "# HELP kubetrain_reconcile_duration_seconds Time spent in one reconcile.\n"
          "# TYPE kubetrain_reconcile_duration_seconds histogram\n";
   for (size_t i = 0; i < kBuckets.size(); ++i) {

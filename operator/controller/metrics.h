@@ -15,6 +15,7 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "common/mutex.h"
 #include "operator/runtime/metrics.h"
 
 namespace kubetrain::controller {
@@ -60,14 +61,14 @@ class Metrics {
   static constexpr std::chrono::minutes kPendingTtl{10};
 
   runtime::Metrics* const registry_;
-  mutable std::mutex mu_;
-  std::array<uint64_t, kBuckets.size()> bucket_counts_{};                        // guarded by mu_
-  uint64_t reconcile_count_ = 0;                                                 // guarded by mu_
-  double reconcile_sum_ = 0;                                                     // guarded by mu_
-  std::unordered_map<std::string, std::chrono::steady_clock::time_point> lost_;  // guarded by mu_
-  std::array<uint64_t, kRestartBuckets.size()> restart_counts_{};                // guarded by mu_
-  uint64_t restart_count_ = 0;                                                   // guarded by mu_
-  double restart_sum_ = 0;                                                       // guarded by mu_
+  mutable Mutex mu_;
+  std::array<uint64_t, kBuckets.size()> bucket_counts_ GUARDED_BY(mu_){};
+  uint64_t reconcile_count_ GUARDED_BY(mu_) = 0;
+  double reconcile_sum_ GUARDED_BY(mu_) = 0;
+  std::unordered_map<std::string, std::chrono::steady_clock::time_point> lost_ GUARDED_BY(mu_);
+  std::array<uint64_t, kRestartBuckets.size()> restart_counts_ GUARDED_BY(mu_){};
+  uint64_t restart_count_ GUARDED_BY(mu_) = 0;
+  double restart_sum_ GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace kubetrain::controller

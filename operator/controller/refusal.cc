@@ -63,14 +63,14 @@ CreateRefusal ChildNameConflict(std::string_view kind, std::string_view child,
 }
 
 std::optional<Refusals::State> Refusals::Get(const std::string& key) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = jobs_.find(key);
   if (it == jobs_.end() || !it->second.refused) return std::nullopt;
   return it->second.state;
 }
 
 std::optional<std::chrono::milliseconds> Refusals::UntilProbe(const std::string& key) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = jobs_.find(key);
   if (it == jobs_.end() || !it->second.refused) return std::nullopt;
   return std::chrono::ceil<std::chrono::milliseconds>(it->second.state.next_probe - clock_());
@@ -78,7 +78,7 @@ std::optional<std::chrono::milliseconds> Refusals::UntilProbe(const std::string&
 
 Refusals::Change Refusals::Refused(const std::string& key, ChildRef::Kind kind,
                                    CreateRefusal refusal) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   const auto now = clock_();
   Entry& e = jobs_[key];
   Change change = Change::kSame;
@@ -99,7 +99,7 @@ Refusals::Change Refusals::Refused(const std::string& key, ChildRef::Kind kind,
 }
 
 bool Refusals::Accepted(const std::string& key, ChildRef::Kind kind) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = jobs_.find(key);
   if (it == jobs_.end() || !it->second.refused) return false;
   const std::optional<ChildRef::Kind>& refused = it->second.state.kind;
@@ -110,13 +110,13 @@ bool Refusals::Accepted(const std::string& key, ChildRef::Kind kind) {
 }
 
 void Refusals::Clear(const std::string& key) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = jobs_.find(key);
   if (it != jobs_.end()) it->second.refused = false;
 }
 
 void Refusals::Seed(const std::string& key, CreateRefusal refusal) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto [it, added] = jobs_.try_emplace(key);
   if (!added) return;  // this process knows better (refused, or cleared since)
   it->second.refused = true;
@@ -126,7 +126,7 @@ void Refusals::Seed(const std::string& key, CreateRefusal refusal) {
 }
 
 void Refusals::Forget(const std::string& key) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   jobs_.erase(key);
 }
 

@@ -29,6 +29,7 @@
 #include <string>
 #include <string_view>
 
+#include "common/mutex.h"
 #include "common/status.h"
 #include "operator/planner/planner.h"
 
@@ -117,8 +118,8 @@ class Refusals {
   const RefusalSchedule schedule_;
   const std::function<Clock::time_point()> clock_;
 
-  std::mutex mu_;
-  std::map<std::string, Entry> jobs_;  // guarded by mu_
+  Mutex mu_;
+  std::map<std::string, Entry> jobs_ GUARDED_BY(mu_);
 };
 
 }  // namespace kubetrain::controller

@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/mutex.h"
 #include "kubetrain/version.h"
 #include "operator/kube/rate_limiter.h"
 
@@ -292,7 +293,7 @@ class Client::Impl {
 
   CURL* Acquire() {
     {
-      std::lock_guard lock(pool_mu_);
+      MutexLock lock(pool_mu_);
       if (!idle_.empty()) {
         CURL* h = idle_.back();
         idle_.pop_back();
@@ -306,7 +307,7 @@ class Client::Impl {
     // curl_easy_reset clears options but keeps the handle's live connections,
     // so the next request on it reuses the TCP/TLS session.
     curl_easy_reset(h);
-    std::lock_guard lock(pool_mu_);
+    MutexLock lock(pool_mu_);
     if (idle_.size() < kMaxIdle) {
       idle_.push_back(h);
       return;
@@ -329,7 +330,7 @@ class Client::Impl {
   // does. A failed refresh keeps the old credential (the apiserver's 401 then
   // says why) and is logged to stderr once per attempt.
   std::shared_ptr<const Credentials> ExecCredentials() {
-    std::lock_guard lock(token_mu_);
+    MutexLock lock(token_mu_);
     if (!exec_credentials_) {
       // What the plugin gave when the kubeconfig was loaded.
       exec_credentials_ = std::make_shared<const Credentials>(
@@ -353,7 +354,7 @@ class Client::Impl {
     return exec_credentials_;
   }
   void InvalidateExecToken() {
-    std::lock_guard lock(token_mu_);
+    MutexLock lock(token_mu_);
     exec_stale_ = true;
   }
 
@@ -366,7 +367,7 @@ class Client::Impl {
   std::string Token() {
     if (config_.token_file.empty()) return config_.token;
     struct stat st {};
-    std::lock_guard lock(token_mu_);
+    MutexLock lock(token_mu_);
     // Kubelet rotates projected tokens by swapping a symlink; a changed
     // mtime (to the nanosecond) or size means a new token.
     if (::stat(config_.token_file.c_str(), &st) == 0 &&
@@ -464,16 +465,16 @@ class Client::Impl {
   TokenBucket limiter_;
   const std::string user_agent_;
 
-  std::mutex pool_mu_;
-  std::vector<CURL*> idle_;  // guarded by pool_mu_
+  Mutex pool_mu_;
+  std::vector<CURL*> idle_ GUARDED_BY(pool_mu_);
 
-  std::mutex token_mu_;
-  std::string cached_token_;                                          // guarded by token_mu_
-  timespec token_mtime_{};                                            // guarded by token_mu_
-  off_t token_size_ = -1;                                             // guarded by token_mu_
-  std::shared_ptr<const Credentials> exec_credentials_;               // guarded by token_mu_
-  bool exec_stale_ = false;                                           // guarded by token_mu_
-  std::optional<std::chrono::system_clock::time_point> exec_expiry_;  // guarded by token_mu_
+  Mutex token_mu_;
+  std::string cached_token_ GUARDED_BY(token_mu_);
+  timespec token_mtime_ GUARDED_BY(token_mu_){};
+  off_t token_size_ GUARDED_BY(token_mu_) = -1;
+  std::shared_ptr<const Credentials> exec_credentials_ GUARDED_BY(token_mu_);
+  bool exec_stale_ GUARDED_BY(token_mu_) = false;
+  std::optional<std::chrono::system_clock::time_point> exec_expiry_ GUARDED_BY(token_mu_);
 };
 
 StatusOr<std::unique_ptr<Client>> Client::Create(Config config) {

@@ -6,6 +6,8 @@
 #include <mutex>
 #include <thread>
 
+#include "common/mutex.h"
+
 namespace kubetrain::kube {
 
 // Contract: Reserve() takes one token and says how long the caller must wait
@@ -21,7 +23,7 @@ class TokenBucket {
   // Takes a token at time `now`; returns the delay until it may be used.
   std::chrono::nanoseconds Reserve(Clock::time_point now) {
     if (qps_ <= 0) return std::chrono::nanoseconds(0);
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (!started_) {
       last_ = now;
       started_ = true;
@@ -45,10 +47,10 @@ class TokenBucket {
  private:
   const double qps_;
   const int burst_;
-  std::mutex mu_;
-  double tokens_;             // guarded by mu_; negative = reserved ahead
-  Clock::time_point last_{};  // guarded by mu_
-  bool started_ = false;      // guarded by mu_
+  Mutex mu_;
+  double tokens_ GUARDED_BY(mu_);  // negative = reserved ahead
+  Clock::time_point last_ GUARDED_BY(mu_){};
+  bool started_ GUARDED_BY(mu_) = false;
 };
 
 }  // namespace kubetrain::kube

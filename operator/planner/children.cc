@@ -75,6 +75,22 @@ Status CheckContainer(const json& c, const std::string& path) {
   return Status::Ok();
 }
 
+// The headless Service of a replica (per-replica mode) or of the whole job: peers find
+// each other by DNS while starting up, before any is ready.
+json HeadlessService(json metadata, json selector, int32_t port) {
+  json spec = {
+      {"clusterIP", "None"},
+      {"selector", std::move(selector)},
+      {"publishNotReadyAddresses", true},
+      {"ports",
+       json::array(
+           {{{"name", kPortName}, {"port", port}, {"targetPort", port}, {"protocol", "TCP"}}})}};
+  return json{{"apiVersion", "v1"},
+              {"kind", "Service"},
+              {"metadata", std::move(metadata)},
+              {"spec", std::move(spec)}};
+}
+
 }  // namespace
 
 std::string SpecHash(const api::ReplicaSpec& spec, std::string_view cluster_config) {
@@ -245,33 +261,14 @@ StatusOr<json> ChildBuilder::Pod(ReplicaType type, int32_t index, const api::Rep
 
 json ChildBuilder::Service(ReplicaType type, int32_t index) const {
   json labels = Labels(type, index);
-  json spec = {{"clusterIP", "None"},
-               {"selector", labels},
-               // Peers resolve each other while starting up, before any readiness.
-               {"publishNotReadyAddresses", true},
-               {"ports", json::array({{{"name", kPortName},
-                                       {"port", job_.spec.port},
-                                       {"targetPort", job_.spec.port},
-                                       {"protocol", "TCP"}}})}};
-  return json{{"apiVersion", "v1"},
-              {"kind", "Service"},
-              {"metadata", ChildMetadata(api::ChildName(job_.metadata.name, type, index), labels)},
-              {"spec", std::move(spec)}};
+  return HeadlessService(ChildMetadata(api::ChildName(job_.metadata.name, type, index), labels),
+                         labels, job_.spec.port);
 }
 
 json ChildBuilder::JobService() const {
   json labels = {{kJobNameLabel, job_.metadata.name}};
-  json spec = {{"clusterIP", "None"},
-               {"selector", labels},
-               {"publishNotReadyAddresses", true},
-               {"ports", json::array({{{"name", kPortName},
-                                       {"port", job_.spec.port},
-                                       {"targetPort", job_.spec.port},
-                                       {"protocol", "TCP"}}})}};
-  return json{{"apiVersion", "v1"},
-              {"kind", "Service"},
-              {"metadata", ChildMetadata(JobServiceName(job_.metadata.name), labels)},
-              {"spec", std::move(spec)}};
+  return HeadlessService(ChildMetadata(JobServiceName(job_.metadata.name), labels), labels,
+                         job_.spec.port);
 }
 
 json ChildBuilder::ConfigMap(std::string_view cluster_config) const {

@@ -92,7 +92,7 @@ StatusOr<std::string> FakeMetricsServers::Add(Mode mode, std::string body) {
   server->mode = mode;
   server->body = std::move(body);
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     servers_[url] = std::move(server);
   }
   Wake();
@@ -100,13 +100,13 @@ StatusOr<std::string> FakeMetricsServers::Add(Mode mode, std::string body) {
 }
 
 void FakeMetricsServers::SetBody(const std::string& url, std::string body) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = servers_.find(url);
   if (it != servers_.end()) it->second->body = std::move(body);
 }
 
 int64_t FakeMetricsServers::requests(const std::string& url) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = servers_.find(url);
   return it == servers_.end() ? 0 : it->second->requests.load();
 }
@@ -121,7 +121,7 @@ void FakeMetricsServers::Loop() {
   };
   while (!stopping_) {
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       listeners.clear();
       for (auto& [url, s] : servers_) listeners.push_back(s.get());
     }
@@ -188,7 +188,7 @@ void FakeMetricsServers::Loop() {
                   body = "kubetrain_trainer_step " + std::to_string(request % 100) +
                          "\nkubetrain_trainer_total_steps 100\n";
                 } else {
-                  std::lock_guard lock(mu_);
+                  MutexLock lock(mu_);
                   body = c.server->body;
                 }
                 c.out = std::string(kStatusLine) +

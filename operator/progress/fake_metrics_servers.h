@@ -28,6 +28,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/mutex.h"
 #include "common/status.h"
 
 namespace kubetrain::progress {
@@ -56,7 +57,7 @@ class FakeMetricsServers {
   struct Server {
     int listen_fd = -1;
     Mode mode = Mode::kMetrics;
-    std::string body;  // guarded by mu_
+    std::string body;  // under the outer mu_ (a nested struct: not annotatable)
     std::atomic<int64_t> requests{0};
   };
   struct Connection;
@@ -68,8 +69,8 @@ class FakeMetricsServers {
   std::atomic<int64_t> bytes_sent_{0};
   std::atomic<bool> stopping_{false};
 
-  mutable std::mutex mu_;
-  std::map<std::string, std::unique_ptr<Server>> servers_;  // by URL, guarded by mu_
+  mutable Mutex mu_;
+  std::map<std::string, std::unique_ptr<Server>> servers_ GUARDED_BY(mu_);  // by URL
   std::thread thread_;
 };
 

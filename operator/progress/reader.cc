@@ -247,7 +247,7 @@ ProgressReader::~ProgressReader() {
 }
 
 void ProgressReader::Start() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (thread_.joinable() || !fetcher_) return;
   stopping_ = false;
   thread_ = std::thread([this] { Loop(); });
@@ -255,7 +255,7 @@ void ProgressReader::Start() {
 
 void ProgressReader::Stop() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     stopping_ = true;
   }
   if (fetcher_) fetcher_->Wakeup();
@@ -264,7 +264,7 @@ void ProgressReader::Stop() {
 
 void ProgressReader::SetTarget(const std::string& key, const std::optional<ScrapeTarget>& target) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (target) {
       scheduler_.Set(key, *target, ScrapeScheduler::Clock::now());
     } else {
@@ -276,14 +276,14 @@ void ProgressReader::SetTarget(const std::string& key, const std::optional<Scrap
 }
 
 void ProgressReader::Forget(const std::string& key) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   scheduler_.Remove(key);
   trackers_.erase(key);
   metrics_->Set(kTargets, "", static_cast<double>(scheduler_.size()));
 }
 
 std::optional<api::Progress> ProgressReader::Latest(const std::string& key) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = trackers_.find(key);
   if (it == trackers_.end()) return std::nullopt;
   return it->second.published();
@@ -296,7 +296,7 @@ void ProgressReader::Loop() {
     auto wait = kIdleWait;
     starts.clear();
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       if (stopping_) break;
       const auto now = ScrapeScheduler::Clock::now();
       while (reads_.size() + starts.size() < max_in_flight) {
@@ -325,7 +325,7 @@ void ProgressReader::Loop() {
   }
   // Reads in flight are dropped, not waited for; their jobs are due again.
   fetcher_->CancelAll();
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   for (auto& [id, due] : reads_) scheduler_.Cancel(due);
   reads_.clear();
 }
@@ -362,7 +362,7 @@ void ProgressReader::Finish(const ScrapeScheduler::Due& due, const StatusOr<std:
   metrics_->Add(kReads, std::string("result=\"") + result + "\"");
   bool changed = false;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     const auto now = ScrapeScheduler::Clock::now();
     const bool current = scheduler_.Done(due, sample.ok(), now);
     if (sample.ok() && current) {

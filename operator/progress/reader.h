@@ -34,6 +34,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/mutex.h"
 #include "common/status.h"
 #include "operator/api/types.h"
 #include "operator/progress/progress.h"
@@ -119,10 +120,10 @@ class ProgressReader {
   std::map<uint64_t, ScrapeScheduler::Due> reads_;  // in flight, by fetch id
   uint64_t next_id_ = 0;
 
-  mutable std::mutex mu_;
-  bool stopping_ = false;                            // guarded by mu_
-  ScrapeScheduler scheduler_;                        // guarded by mu_
-  std::map<std::string, ProgressTracker> trackers_;  // guarded by mu_
+  mutable Mutex mu_;
+  bool stopping_ GUARDED_BY(mu_) = false;
+  ScrapeScheduler scheduler_ GUARDED_BY(mu_);
+  std::map<std::string, ProgressTracker> trackers_ GUARDED_BY(mu_);
   std::thread thread_;
 };
 

@@ -45,7 +45,7 @@ void EventRecorder::Record(const ObjectReference& regarding, const std::string& 
                            const std::string& reason, const std::string& action,
                            const std::string& note) {
   const auto now = opts_.clock->Now();
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (limits_.size() >= opts_.max_tracked_objects) PruneLimitsLocked(now);
   Limit& limit =
       limits_[regarding.uid.empty() ? regarding.ns + "/" + regarding.name : regarding.uid];
@@ -80,18 +80,18 @@ void EventRecorder::PruneLimitsLocked(std::chrono::steady_clock::time_point now)
 }
 
 size_t EventRecorder::tracked_objects() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return limits_.size();
 }
 
 uint64_t EventRecorder::dropped() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return dropped_;
 }
 
 void EventRecorder::Flush() {
-  std::unique_lock lock(mu_);
-  cv_.wait(lock, [this] { return queue_.empty() && !busy_; });
+  MutexLock lock(mu_);
+  cv_.wait(lock.native(), [this]() REQUIRES(mu_) { return queue_.empty() && !busy_; });
 }
 
 void EventRecorder::Loop(std::stop_token stop) {
@@ -99,8 +99,8 @@ void EventRecorder::Loop(std::stop_token stop) {
   for (;;) {
     Pending p;
     {
-      std::unique_lock lock(mu_);
-      cv_.wait(lock, stop, [this] { return !queue_.empty(); });
+      MutexLock lock(mu_);
+      cv_.wait(lock.native(), stop, [this]() REQUIRES(mu_) { return !queue_.empty(); });
       if (queue_.empty()) return;  // stopped and drained
       if (stop.stop_requested()) {
         // Events recorded just before shutdown are still worth sending, but
@@ -127,7 +127,7 @@ void EventRecorder::Loop(std::stop_token stop) {
                     p.regarding.name, e.what());
       DefaultMetrics().Add("kubetrain_thread_errors_total", "thread=\"events\"");
     }
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     busy_ = false;
     cv_.notify_all();
   }

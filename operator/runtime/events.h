@@ -13,6 +13,7 @@
 #include <unordered_map>
 
 #include "common/clock.h"
+#include "common/mutex.h"
 #include "operator/kube/client.h"
 #include "operator/kube/rate_limiter.h"
 
@@ -84,20 +85,20 @@ class EventRecorder {
     std::unique_ptr<kube::TokenBucket> bucket;
     std::chrono::steady_clock::time_point last_used;
   };
-  void PruneLimitsLocked(std::chrono::steady_clock::time_point now);
+  void PruneLimitsLocked(std::chrono::steady_clock::time_point now) REQUIRES(mu_);
   void Loop(std::stop_token stop);
   void Send(const Pending& p);
 
   kube::Client* const client_;
   const EventRecorderOptions opts_;
 
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::condition_variable_any cv_;
-  std::deque<Pending> queue_;                      // guarded by mu_
-  std::unordered_map<std::string, Limit> limits_;  // guarded by mu_
-  uint64_t dropped_ = 0;                           // guarded by mu_
-  bool busy_ = false;                              // guarded by mu_
-  std::map<std::string, Series> series_;           // sender thread only
+  std::deque<Pending> queue_ GUARDED_BY(mu_);
+  std::unordered_map<std::string, Limit> limits_ GUARDED_BY(mu_);
+  uint64_t dropped_ GUARDED_BY(mu_) = 0;
+  bool busy_ GUARDED_BY(mu_) = false;
+  std::map<std::string, Series> series_;  // sender thread only
   std::jthread thread_;
 };
 

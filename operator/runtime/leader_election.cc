@@ -59,7 +59,7 @@ LeaderElector::LeaderElector(kube::Client* client, LeaderElectionConfig config)
     : client_(client), config_(WithIdentity(std::move(config))) {}
 
 bool LeaderElector::IsLeader() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return leader_;
 }
 
@@ -95,7 +95,7 @@ LeaderElector::Attempt LeaderElector::TryAcquireOrRenewUnsafe(Status* error) {
       *error = created.status();
       return Attempt::kError;
     }
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     observed_time_ = now;
     return Attempt::kAcquired;
   }
@@ -111,7 +111,7 @@ LeaderElector::Attempt LeaderElector::TryAcquireOrRenewUnsafe(Status* error) {
                        lease["metadata"].value("resourceVersion", "");
   long lease_s = spec.value("leaseDurationSeconds", duration_s);
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (record != observed_record_) {
       observed_record_ = record;
       observed_time_ = now;
@@ -134,7 +134,7 @@ LeaderElector::Attempt LeaderElector::TryAcquireOrRenewUnsafe(Status* error) {
     *error = updated.status();
     return Attempt::kError;
   }
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   observed_record_ =
       config_.identity + "|" + t + "|" + (*updated)["metadata"].value("resourceVersion", "");
   observed_time_ = now;
@@ -182,7 +182,7 @@ Status LeaderElector::Run(std::stop_token stop,
     (void)config_.clock->SleepFor(config_.retry_period, stop);
   }
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     leader_ = true;
   }
   spdlog::info("leader election: {} acquired lease {}/{}", config_.identity,
@@ -193,7 +193,7 @@ Status LeaderElector::Run(std::stop_token stop,
   std::stop_callback on_stop(stop, [&] { wake.request_stop(); });
   std::condition_variable_any watchdog_cv;
   // Leadership is lost; stop the leader at once. Called with mu_ held.
-  auto lose = [&] {
+  auto lose = [&]() REQUIRES(mu_) {
     if (lost_) return;
     lost_ = true;
     leader_ = false;
@@ -202,7 +202,7 @@ Status LeaderElector::Run(std::stop_token stop,
     wake.request_stop();
   };
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     lost_ = false;
     last_renew_ = config_.clock->Now();
   }
@@ -210,7 +210,7 @@ Status LeaderElector::Run(std::stop_token stop,
   // The renew deadline is enforced here, not after a renew call returns: a
   // hung connection must not keep this process acting as leader.
   std::jthread watchdog([&](std::stop_token done) {
-    std::unique_lock lock(mu_);
+    MutexLock lock(mu_);
     while (!done.stop_requested() && !lost_) {
       const auto deadline = last_renew_ + config_.renew_deadline;
       if (config_.clock->Now() >= deadline) {
@@ -218,7 +218,8 @@ Status LeaderElector::Run(std::stop_token stop,
         lose();
         break;
       }
-      (void)config_.clock->WaitUntil(lock, watchdog_cv, done, deadline, [] { return false; });
+      (void)config_.clock->WaitUntil(lock.native(), watchdog_cv, done, deadline,
+                                     [] { return false; });
     }
   });
 
@@ -230,7 +231,7 @@ Status LeaderElector::Run(std::stop_token stop,
     if (stop.stop_requested() || wake.stop_requested()) break;
     Status err;
     Attempt a = TryAcquireOrRenew(&err);
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (lost_) break;
     if (a == Attempt::kAcquired) {
       last_renew_ = config_.clock->Now();
@@ -247,7 +248,7 @@ Status LeaderElector::Run(std::stop_token stop,
   watchdog.request_stop();
   watchdog.join();
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (lost_ && result.ok())
       result = Unavailable("leader election: could not renew the lease within the renew deadline" +
                            (last_err.ok() ? std::string() : " (" + last_err.ToString() + ")"));
@@ -257,7 +258,7 @@ Status LeaderElector::Run(std::stop_token stop,
   leading.request_stop();
   worker.join();
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     leader_ = false;
   }
   if (result.ok() && config_.release_on_cancel) Release();

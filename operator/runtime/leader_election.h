@@ -8,6 +8,7 @@
 #include <string>
 
 #include "common/clock.h"
+#include "common/mutex.h"
 #include "common/status.h"
 #include "operator/kube/client.h"
 
@@ -79,10 +80,10 @@ class LeaderElector {
   kube::Client* const client_;
   const LeaderElectionConfig config_;
 
-  mutable std::mutex mu_;
-  bool leader_ = false;                                  // guarded by mu_
-  bool lost_ = false;                                    // guarded by mu_
-  std::chrono::steady_clock::time_point last_renew_;     // guarded by mu_
+  mutable Mutex mu_;
+  bool leader_ GUARDED_BY(mu_) = false;
+  bool lost_ GUARDED_BY(mu_) = false;
+  std::chrono::steady_clock::time_point last_renew_ GUARDED_BY(mu_);
   std::string observed_record_;                          // holder+renewTime+rv seen last
   std::chrono::steady_clock::time_point observed_time_;  // when observed_record_ changed
 };

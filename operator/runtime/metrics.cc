@@ -6,28 +6,28 @@
 namespace kubetrain::runtime {
 
 void Metrics::Add(std::string_view name, std::string_view labels, double delta) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto& f = families_[std::string(name)];
   if (f.type == "untyped") f.type = "counter";
   f.series[std::string(labels)] += delta;
 }
 
 void Metrics::Set(std::string_view name, std::string_view labels, double value) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto& f = families_[std::string(name)];
   if (f.type == "untyped") f.type = "gauge";
   f.series[std::string(labels)] = value;
 }
 
 void Metrics::Help(std::string_view name, std::string_view type, std::string_view help) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto& f = families_[std::string(name)];
   f.type = type;
   f.help = help;
 }
 
 double Metrics::Get(std::string_view name, std::string_view labels) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto f = families_.find(name);
   if (f == families_.end()) return 0;
   auto s = f->second.series.find(std::string(labels));
@@ -35,7 +35,7 @@ double Metrics::Get(std::string_view name, std::string_view labels) const {
 }
 
 std::string Metrics::Render() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   std::ostringstream out;
   for (const auto& [name, f] : families_) {
     if (!f.help.empty()) out << "# HELP " << name << " " << f.help << "\n";

@@ -9,6 +9,8 @@
 #include <string>
 #include <string_view>
 
+#include "common/mutex.h"
+
 namespace kubetrain::runtime {
 
 // Counters and gauges rendered in the Prometheus text format.
@@ -27,8 +29,8 @@ class Metrics {
     std::string type = "untyped", help;
     std::map<std::string, double> series;  // labels -> value
   };
-  mutable std::mutex mu_;
-  std::map<std::string, Family, std::less<>> families_;  // guarded by mu_
+  mutable Mutex mu_;
+  std::map<std::string, Family, std::less<>> families_ GUARDED_BY(mu_);
 };
 
 // The process-wide registry the runtime reports into.

@@ -111,12 +111,12 @@ Reflector::Reflector(std::unique_ptr<ListerWatcher> lw, ReflectorSink* sink, Ref
     : lw_(std::move(lw)), sink_(sink), opts_(std::move(opts)) {}
 
 std::string Reflector::last_resource_version() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return rv_;
 }
 
 Status Reflector::last_error() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return last_error_;
 }
 
@@ -155,7 +155,7 @@ std::string DescribeListError(std::string_view resource, const Status& error) {
 }
 
 void Reflector::SetRv(std::string rv) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   rv_ = std::move(rv);
 }
 
@@ -180,7 +180,7 @@ void Reflector::Run(std::stop_token stop) {
       if (!list.ok()) {
         sink_->DropListed();
         {
-          std::lock_guard lock(mu_);
+          MutexLock lock(mu_);
           last_error_ = list.status();
         }
         spdlog::warn("{}: list failed: {}", opts_.name, list.status().ToString());
@@ -190,7 +190,7 @@ void Reflector::Run(std::stop_token stop) {
       std::string rv = std::move(*list);
       sink_->Replace(rv);
       {
-        std::lock_guard lock(mu_);
+        MutexLock lock(mu_);
         last_error_ = Status::Ok();
       }
       SetRv(rv);

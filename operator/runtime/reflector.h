@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "common/mutex.h"
 #include "common/status.h"
 #include "operator/kube/client.h"
 
@@ -116,9 +117,9 @@ class Reflector {
 
   std::atomic<State> state_{State::kEmpty};
   std::atomic<int> lists_{0};
-  mutable std::mutex mu_;
-  std::string rv_;     // guarded by mu_
-  Status last_error_;  // guarded by mu_
+  mutable Mutex mu_;
+  std::string rv_ GUARDED_BY(mu_);
+  Status last_error_ GUARDED_BY(mu_);
 };
 
 // metadata.resourceVersion of a served object or list ("" when absent).

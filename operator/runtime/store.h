@@ -12,6 +12,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/mutex.h"
+
 namespace kubetrain::runtime {
 
 // Contract: maps keys ("ns/name") to shared, immutable objects. One writer
@@ -30,19 +32,19 @@ class Store {
 
   // Registers an index. Call before the store is filled.
   void AddIndex(std::string name, IndexFunc fn) {
-    std::unique_lock lock(mu_);
+    WriterMutexLock lock(mu_);
     funcs_.emplace(name, std::move(fn));
     indexes_[std::move(name)];
   }
 
   Ptr Get(std::string_view key) const {
-    std::shared_lock lock(mu_);
+    ReaderMutexLock lock(mu_);
     auto it = items_.find(std::string(key));
     return it == items_.end() ? nullptr : it->second;
   }
 
   std::vector<Ptr> List() const {
-    std::shared_lock lock(mu_);
+    ReaderMutexLock lock(mu_);
     std::vector<Ptr> out;
     out.reserve(items_.size());
     for (const auto& [k, v] : items_) out.push_back(v);
@@ -50,7 +52,7 @@ class Store {
   }
 
   std::vector<std::string> Keys() const {
-    std::shared_lock lock(mu_);
+    ReaderMutexLock lock(mu_);
     std::vector<std::string> out;
     out.reserve(items_.size());
     for (const auto& [k, v] : items_) out.push_back(k);
@@ -59,7 +61,7 @@ class Store {
 
   // Objects whose index `index` yields `value`; empty for an unknown index.
   std::vector<Ptr> ByIndex(std::string_view index, std::string_view value) const {
-    std::shared_lock lock(mu_);
+    ReaderMutexLock lock(mu_);
     std::vector<Ptr> out;
     auto idx = indexes_.find(std::string(index));
     if (idx == indexes_.end()) return out;
@@ -70,13 +72,13 @@ class Store {
   }
 
   size_t size() const {
-    std::shared_lock lock(mu_);
+    ReaderMutexLock lock(mu_);
     return items_.size();
   }
 
   // Inserts or replaces; returns the previous object (nullptr if none).
   Ptr Upsert(const std::string& key, Ptr obj) {
-    std::unique_lock lock(mu_);
+    WriterMutexLock lock(mu_);
     Ptr old;
     auto it = items_.find(key);
     if (it != items_.end()) {
@@ -92,7 +94,7 @@ class Store {
 
   // Removes; returns the removed object (nullptr if absent).
   Ptr Erase(const std::string& key) {
-    std::unique_lock lock(mu_);
+    WriterMutexLock lock(mu_);
     auto it = items_.find(key);
     if (it == items_.end()) return nullptr;
     Ptr old = it->second;
@@ -109,7 +111,7 @@ class Store {
       for (const auto& [k, v] : items)
         for (auto& value : fn(*v)) idx[std::move(value)].insert(k);
     }
-    std::unique_lock lock(mu_);
+    WriterMutexLock lock(mu_);
     std::swap(items_, items);
     indexes_ = std::move(fresh);
     return items;
@@ -118,11 +120,11 @@ class Store {
  private:
   using Index_ = std::unordered_map<std::string, std::set<std::string>>;
 
-  void Index(const std::string& key, const T& obj) {
+  void Index(const std::string& key, const T& obj) REQUIRES(mu_) {
     for (const auto& [name, fn] : funcs_)
       for (auto& value : fn(obj)) indexes_[name][std::move(value)].insert(key);
   }
-  void Unindex(const std::string& key, const T& obj) {
+  void Unindex(const std::string& key, const T& obj) REQUIRES(mu_) {
     for (const auto& [name, fn] : funcs_) {
       auto& idx = indexes_[name];
       for (const auto& value : fn(obj)) {
@@ -134,10 +136,11 @@ class Store {
     }
   }
 
-  mutable std::shared_mutex mu_;
-  Map items_;                               // guarded by mu_
-  std::map<std::string, IndexFunc> funcs_;  // guarded by mu_ (written before use)
-  std::map<std::string, Index_> indexes_;   // guarded by mu_
+  mutable SharedMutex mu_;
+  Map items_ GUARDED_BY(mu_);
+  // Written by AddIndex before the store is filled, read-only after (Replace reads it unlocked).
+  std::map<std::string, IndexFunc> funcs_;
+  std::map<std::string, Index_> indexes_ GUARDED_BY(mu_);
 };
 
 // Standard index names and functions for types with an ObjectMeta `meta`.

@@ -10,7 +10,7 @@
 namespace kubetrain::runtime {
 
 std::chrono::nanoseconds ItemBackoff::When(const std::string& key) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   int n = failures_[key]++;
   // 2^n overflows quickly; compare in floating point first.
   double d = static_cast<double>(base_.count()) * std::pow(2.0, n);
@@ -19,12 +19,12 @@ std::chrono::nanoseconds ItemBackoff::When(const std::string& key) {
 }
 
 void ItemBackoff::Forget(const std::string& key) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   failures_.erase(key);
 }
 
 int ItemBackoff::NumRequeues(const std::string& key) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = failures_.find(key);
   return it == failures_.end() ? 0 : it->second;
 }
@@ -61,13 +61,13 @@ void WorkQueue::ReportDepthLocked() {
 }
 
 void WorkQueue::Add(const std::string& key) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   AddLocked(key);
 }
 
 void WorkQueue::AddAfter(const std::string& key, std::chrono::nanoseconds delay) {
   if (delay.count() <= 0) return Add(key);
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (shutting_down_) return;
   const Clock::TimePoint at = clock_->Now() + delay;
   if (auto w = waiting_.find(key); w != waiting_.end()) {
@@ -95,8 +95,8 @@ int WorkQueue::NumRequeues(const std::string& key) const {
 }
 
 std::optional<std::string> WorkQueue::Get() {
-  std::unique_lock lock(mu_);
-  cv_.wait(lock, [this] { return !queue_.empty() || shutting_down_; });
+  MutexLock lock(mu_);
+  cv_.wait(lock.native(), [this]() REQUIRES(mu_) { return !queue_.empty() || shutting_down_; });
   if (queue_.empty()) return std::nullopt;
   std::string key = std::move(queue_.front());
   queue_.pop_front();
@@ -107,7 +107,7 @@ std::optional<std::string> WorkQueue::Get() {
 }
 
 void WorkQueue::Done(const std::string& key) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   processing_.erase(key);
   if (dirty_.count(key)) {
     // Added while it was being processed: process it again.
@@ -120,7 +120,7 @@ void WorkQueue::Done(const std::string& key) {
 }
 
 void WorkQueue::ShutDown() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   shutting_down_ = true;
   delayed_.clear();
   waiting_.clear();
@@ -129,7 +129,7 @@ void WorkQueue::ShutDown() {
 }
 
 void WorkQueue::ShutDownNow() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   shutting_down_ = true;
   delayed_.clear();
   waiting_.clear();
@@ -142,33 +142,34 @@ void WorkQueue::ShutDownNow() {
 
 bool WorkQueue::ShutDownAndDrain(std::chrono::milliseconds timeout) {
   ShutDown();
-  std::unique_lock lock(mu_);
-  return cv_.wait_for(lock, timeout, [this] { return queue_.empty() && processing_.empty(); });
+  MutexLock lock(mu_);
+  return cv_.wait_for(lock.native(), timeout,
+                      [this]() REQUIRES(mu_) { return queue_.empty() && processing_.empty(); });
 }
 
 bool WorkQueue::ShuttingDown() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return shutting_down_;
 }
 
 size_t WorkQueue::Len() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return queue_.size();
 }
 
 size_t WorkQueue::DelayedLen() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return delayed_.size();
 }
 
 bool WorkQueue::Idle() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return queue_.empty() && processing_.empty() &&
          (delayed_.empty() || delayed_.begin()->first > clock_->Now());
 }
 
 void WorkQueue::TimerLoop(std::stop_token stop) {
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   while (!stop.stop_requested()) {
     auto now = clock_->Now();
     while (!delayed_.empty() && delayed_.begin()->first <= now) {
@@ -178,10 +179,10 @@ void WorkQueue::TimerLoop(std::stop_token stop) {
       AddLocked(key);
     }
     if (delayed_.empty()) {
-      timer_cv_.wait(lock, stop, [this] { return !delayed_.empty(); });
+      timer_cv_.wait(lock.native(), stop, [this]() REQUIRES(mu_) { return !delayed_.empty(); });
     } else {
       auto next = delayed_.begin()->first;
-      (void)clock_->WaitUntil(lock, timer_cv_, stop, next, [this, next] {
+      (void)clock_->WaitUntil(lock.native(), timer_cv_, stop, next, [this, next]() REQUIRES(mu_) {
         return !delayed_.empty() && delayed_.begin()->first < next;
       });
     }

@@ -16,6 +16,7 @@
 #include <unordered_set>
 
 #include "common/clock.h"
+#include "common/mutex.h"
 #include "common/status.h"
 #include "operator/kube/rate_limiter.h"
 
@@ -34,8 +35,8 @@ class ItemBackoff {
 
  private:
   const std::chrono::nanoseconds base_, max_;
-  mutable std::mutex mu_;
-  std::unordered_map<std::string, int> failures_;  // guarded by mu_
+  mutable Mutex mu_;
+  std::unordered_map<std::string, int> failures_ GUARDED_BY(mu_);
 };
 
 struct WorkQueueOptions {
@@ -98,27 +99,27 @@ class WorkQueue {
   bool Idle() const;
 
  private:
-  void AddLocked(const std::string& key);
+  void AddLocked(const std::string& key) REQUIRES(mu_);
   void TimerLoop(std::stop_token stop);
 
-  void ReportDepthLocked();
+  void ReportDepthLocked() REQUIRES(mu_);
 
   const std::string metric_labels_;  // "" when metrics are off
   Clock* const clock_;
   ItemBackoff backoff_;
   kube::TokenBucket bucket_;
 
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::condition_variable cv_;  // queue_ changed or shutdown
   std::condition_variable_any timer_cv_;
-  std::deque<std::string> queue_;                         // guarded by mu_
-  std::unordered_set<std::string> dirty_;                 // guarded by mu_: needs processing
-  std::unordered_set<std::string> processing_;            // guarded by mu_
-  std::multimap<Clock::TimePoint, std::string> delayed_;  // guarded by mu_
+  std::deque<std::string> queue_ GUARDED_BY(mu_);
+  std::unordered_set<std::string> dirty_ GUARDED_BY(mu_);  // needs processing
+  std::unordered_set<std::string> processing_ GUARDED_BY(mu_);
+  std::multimap<Clock::TimePoint, std::string> delayed_ GUARDED_BY(mu_);
   // Each waiting key's entry in delayed_, for the per-key dedupe.
-  std::unordered_map<std::string, std::multimap<Clock::TimePoint, std::string>::iterator>
-      waiting_;                 // guarded by mu_
-  bool shutting_down_ = false;  // guarded by mu_
+  std::unordered_map<std::string, std::multimap<Clock::TimePoint, std::string>::iterator> waiting_
+      GUARDED_BY(mu_);
+  bool shutting_down_ GUARDED_BY(mu_) = false;
   std::jthread timer_;
 };
 

@@ -6,6 +6,7 @@
 #include <mutex>
 #include <optional>
 
+#include "common/mutex.h"
 #include "operator/api/json.h"
 #include "operator/api/sweep.h"
 #include "operator/runtime/informer.h"
@@ -137,7 +138,7 @@ class SweepController::Impl {
   }
 
   void Forget(const std::string& key) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     written_.erase(key);
     created_.erase(key);
   }
@@ -148,7 +149,7 @@ class SweepController::Impl {
   // window are dropped (and the create is repeated: idempotent by name).
   bool RecentlyCreated(const std::string& key, const std::string& trial) {
     static constexpr std::chrono::seconds kCreateExpiry{60};
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto it = created_.find(key);
     if (it == created_.end()) return false;
     const auto now = std::chrono::steady_clock::now();
@@ -185,7 +186,7 @@ class SweepController::Impl {
     if (!cached->meta.deletion_timestamp.empty()) return runtime::ReconcileResult{};
     std::string rv = cached->meta.resource_version;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       auto it = written_.find(key);
       if (it != written_.end()) {
         if (it->second.from_rv == rv) {
@@ -248,7 +249,7 @@ class SweepController::Impl {
       auto created = client_->Create(kTrainingJobs, ns, obj);
       metrics_->CountRequest("create", StatusCodeName(created.status().code()));
       if (created.ok() || created.status().code() == StatusCode::kAlreadyExists) {
-        std::lock_guard lock(mu_);
+        MutexLock lock(mu_);
         created_[key][trial.metadata.name] = std::chrono::steady_clock::now();
         continue;
       }
@@ -286,14 +287,14 @@ class SweepController::Impl {
     auto written = client_->UpdateStatus(kTrainingSweeps, cached.meta.ns, obj);
     metrics_->CountRequest("update_status", StatusCodeName(written.status().code()));
     if (!written.ok()) {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       written_.erase(key);
       if (written.status().code() == StatusCode::kNotFound) return written.status();
       return written.status().WithContext("update status of sweep " + key);
     }
     const std::string to_rv =
         written->value("metadata", json::object()).value("resourceVersion", std::string());
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     written_[key] = StatusWrite{cached.meta.resource_version, to_rv, status};
     return Status::Ok();
   }
@@ -306,10 +307,11 @@ class SweepController::Impl {
   std::map<std::string, std::unique_ptr<Caches>> caches_;
 
   runtime::WorkQueue queue_{runtime::WorkQueueOptions{.name = "trainingsweeps"}};
-  std::mutex mu_;
-  std::map<std::string, StatusWrite> written_;  // guarded by mu_
-  // Trials created per sweep key, by name (guarded by mu_).
-  std::map<std::string, std::map<std::string, std::chrono::steady_clock::time_point>> created_;
+  Mutex mu_;
+  std::map<std::string, StatusWrite> written_ GUARDED_BY(mu_);
+  // Trials created per sweep key, by name.
+  std::map<std::string, std::map<std::string, std::chrono::steady_clock::time_point>> created_
+      GUARDED_BY(mu_);
 };
 
 SweepController::SweepController(kube::Client* client, runtime::EventRecorder* recorder,

@@ -10,7 +10,7 @@ ReadAhead::ReadAhead(StripeReader& reader, int batch_size)
 ReadAhead::~ReadAhead() {
   if (in_flight_) (void)Wait();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     stop_ = true;
   }
   cv_.notify_all();
@@ -20,7 +20,7 @@ ReadAhead::~ReadAhead() {
 void ReadAhead::Start(Batch* batch, SparseLookup* lookup) {
   assert(!in_flight_);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     batch_ = batch;
     lookup_ = lookup;
     requested_ = true;
@@ -32,8 +32,8 @@ void ReadAhead::Start(Batch* batch, SparseLookup* lookup) {
 
 StatusOr<int> ReadAhead::Wait() {
   assert(in_flight_);
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [this] { return done_.has_value(); });
+  MutexLock lock(mu_);
+  cv_.wait(lock.native(), [this]() REQUIRES(mu_) { return done_.has_value(); });
   in_flight_ = false;
   StatusOr<int> result = std::move(*done_);
   done_.reset();
@@ -41,17 +41,17 @@ StatusOr<int> ReadAhead::Wait() {
 }
 
 void ReadAhead::Run() {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   while (true) {
-    cv_.wait(lock, [this] { return requested_ || stop_; });
+    cv_.wait(lock.native(), [this]() REQUIRES(mu_) { return requested_ || stop_; });
     if (!requested_) return;  // stop_, and nothing asked for
     requested_ = false;
     Batch* batch = batch_;
     SparseLookup* lookup = lookup_;
-    lock.unlock();
+    lock.Unlock();
     StatusOr<int> n = reader_.Next(batch_size_, batch);
     if (n.ok()) lookup->Assign(*batch);
-    lock.lock();
+    lock.Lock();
     done_.emplace(std::move(n));
     cv_.notify_all();
   }

@@ -11,6 +11,7 @@
 #include <optional>
 #include <thread>
 
+#include "common/mutex.h"
 #include "common/status.h"
 #include "trainer/data/reader.h"
 #include "trainer/model/batch.h"
@@ -40,14 +41,14 @@ class ReadAhead {
   const int batch_size_;
   bool in_flight_ = false;  // the caller's view: Start() called, Wait() not yet
 
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable cv_;
-  Batch* batch_ = nullptr;             // guarded by mu_
-  SparseLookup* lookup_ = nullptr;     // guarded by mu_
-  bool requested_ = false;             // guarded by mu_
-  bool stop_ = false;                  // guarded by mu_
-  std::optional<StatusOr<int>> done_;  // guarded by mu_; the finished read's result
-  std::thread thread_;                 // last: starts once the members above exist
+  Batch* batch_ GUARDED_BY(mu_) = nullptr;
+  SparseLookup* lookup_ GUARDED_BY(mu_) = nullptr;
+  bool requested_ GUARDED_BY(mu_) = false;
+  bool stop_ GUARDED_BY(mu_) = false;
+  std::optional<StatusOr<int>> done_ GUARDED_BY(mu_);  // the finished read's result
+  std::thread thread_;                                 // last: starts once the members above exist
 };
 
 }  // namespace kubetrain::trainer

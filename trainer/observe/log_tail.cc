@@ -10,7 +10,7 @@ namespace kubetrain::trainer::observe {
 LogTail::LogTail(size_t capacity) : capacity_(std::max<size_t>(capacity, 1)) {}
 
 void LogTail::Append(std::string_view text) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   total_ += text.size();
   if (text.size() >= capacity_) {
     ring_.assign(text.substr(text.size() - capacity_));
@@ -31,7 +31,7 @@ void LogTail::Append(std::string_view text) {
 }
 
 std::string LogTail::Contents() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (total_ <= ring_.size()) return ring_;
   std::string kept = ring_.substr(head_) + ring_.substr(0, head_);
   uint64_t dropped = total_ - kept.size();
@@ -45,7 +45,7 @@ std::string LogTail::Contents() const {
 }
 
 uint64_t LogTail::dropped_bytes() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return total_ - ring_.size();
 }
 

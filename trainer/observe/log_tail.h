@@ -15,6 +15,8 @@
 #include <string>
 #include <string_view>
 
+#include "common/mutex.h"
+
 namespace spdlog::sinks {
 class sink;
 }
@@ -35,10 +37,10 @@ class LogTail {
 
  private:
   const size_t capacity_;
-  mutable std::mutex mu_;
-  std::string ring_;    // guarded by mu_; capacity_ bytes once full
-  size_t head_ = 0;     // guarded by mu_; where the next byte goes once full
-  uint64_t total_ = 0;  // guarded by mu_; bytes ever appended
+  mutable Mutex mu_;
+  std::string ring_ GUARDED_BY(mu_);    // capacity_ bytes once full
+  size_t head_ GUARDED_BY(mu_) = 0;     // where the next byte goes once full
+  uint64_t total_ GUARDED_BY(mu_) = 0;  // bytes ever appended
 };
 
 // A spdlog sink that appends each formatted line to `tail` (add it to the default

@@ -17,6 +17,7 @@
 #include <string>
 #include <thread>
 
+#include "common/mutex.h"
 #include "trainer/storage/sigv4.h"
 
 namespace kubetrain::trainer {
@@ -29,7 +30,7 @@ class FakeS3 {
  public:
   FakeS3() {
     server_.Get("/bkt", [this](const httplib::Request& req, httplib::Response& res) {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       const std::string prefix = req.get_param_value("prefix");
       std::string xml = "<ListBucketResult><IsTruncated>false</IsTruncated>";
       for (const auto& [key, data] : objects_) {
@@ -40,7 +41,7 @@ class FakeS3 {
       res.set_content(xml + "</ListBucketResult>", "application/xml");
     });
     server_.Get("/bkt/(.*)", [this](const httplib::Request& req, httplib::Response& res) {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       const std::string key = req.matches[1];
       ++requests_[key];
       if (unavailable_.count(key) != 0) {
@@ -79,7 +80,7 @@ class FakeS3 {
   // Checkpoints 1 and 2 under ck/, one shard each, nothing failing or garbled.
   void TwoCheckpoints() {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       objects_.clear();
       unavailable_.clear();
       garbled_.clear();
@@ -95,22 +96,22 @@ class FakeS3 {
                                  {{{"file", "shard-0-of-1.bin"},
                                    {"bytes", shard.size()},
                                    {"sha256", storage::Sha256Hex(shard)}}}}};
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       objects_[dir + "shard-0-of-1.bin"] = shard;
       objects_[dir + "MANIFEST"] = m.dump();
     }
   }
   void Unavailable(const std::string& key) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     unavailable_.insert(key);
   }
   void Garble(const std::string& key, int reads) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     garbled_.insert(key);
     garbled_reads_[key] = reads;
   }
   int Requests(const std::string& key) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     return requests_[key];
   }
 
@@ -118,11 +119,11 @@ class FakeS3 {
   httplib::Server server_;
   std::thread thread_;
   int port_ = 0;
-  std::mutex mu_;
-  std::map<std::string, std::string> objects_;   // guarded by mu_
-  std::set<std::string> unavailable_, garbled_;  // guarded by mu_
-  std::map<std::string, int> garbled_reads_;     // guarded by mu_
-  std::map<std::string, int> requests_;          // guarded by mu_
+  Mutex mu_;
+  std::map<std::string, std::string> objects_ GUARDED_BY(mu_);
+  std::set<std::string> unavailable_ GUARDED_BY(mu_), garbled_ GUARDED_BY(mu_);
+  std::map<std::string, int> garbled_reads_ GUARDED_BY(mu_);
+  std::map<std::string, int> requests_ GUARDED_BY(mu_);
 };
 
 // One fake for the whole process: the trainer's S3 client is process-wide and configured

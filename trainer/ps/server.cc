@@ -22,7 +22,7 @@ class LogLimiter {
   // True if this event may be logged in full. Reports the events held back in the window
   // that just ended.
   bool Allow() {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     const auto now = std::chrono::steady_clock::now();
     if (now - window_start_ > kWindow) {
       if (suppressed_ > 0) {
@@ -44,9 +44,9 @@ class LogLimiter {
   static constexpr int kBurst = 5;
   static constexpr auto kWindow = std::chrono::seconds(10);
   const char* const what_;
-  std::mutex mu_;
-  std::chrono::steady_clock::time_point window_start_{};  // guarded by mu_
-  int logged_ = 0, suppressed_ = 0;                       // guarded by mu_
+  Mutex mu_;
+  std::chrono::steady_clock::time_point window_start_ GUARDED_BY(mu_){};
+  int logged_ GUARDED_BY(mu_) = 0, suppressed_ = 0;
 };
 
 LogLimiter refused_log("refused connections");
@@ -71,7 +71,7 @@ PsServer::~PsServer() {
   Stop();
   std::list<std::unique_ptr<Peer>> peers;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     peers.swap(peers_);
   }
   for (auto& p : peers) {
@@ -80,7 +80,7 @@ PsServer::~PsServer() {
 }
 
 void PsServer::Stop() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   stopping_ = true;
   listener_->Close();
   for (auto& p : peers_) {
@@ -90,7 +90,7 @@ void PsServer::Stop() {
 }
 
 int PsServer::open_connections() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   int n = 0;
   for (const auto& p : peers_) n += p->conn != nullptr;
   return n;
@@ -99,7 +99,7 @@ int PsServer::open_connections() {
 void PsServer::ReapAndExpire() {
   std::vector<std::unique_ptr<Peer>> done;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     const auto now = Clock::now();
     for (auto it = peers_.begin(); it != peers_.end();) {
       Peer& p = **it;
@@ -135,7 +135,7 @@ Status PsServer::Serve() {
     auto conn = listener_->AcceptFor(tick);
     if (!conn.ok()) {
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(mu_);
         if (stopping_) break;
       }
       if (conn.status().code() == StatusCode::kResourceExhausted) {
@@ -149,7 +149,7 @@ Status PsServer::Serve() {
       break;
     }
     if (*conn == nullptr) continue;  // timeout: reap and check deadlines
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (stopping_) break;
     // Saved for SIGTERM: a worker that reconnects here would only be closed again; it
     // retries (with backoff) until the replacement PS answers at this address.
@@ -172,11 +172,11 @@ Status PsServer::Serve() {
   Stop();
   std::list<std::unique_ptr<Peer>> peers;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     peers.swap(peers_);
   }
   for (auto& p : peers) p->thread.join();
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (shutdown_requested_) return Status::Ok();
   if (!result.ok()) return result;
   return Unavailable("parameter server stopped before the job asked it to shut down");
@@ -196,7 +196,7 @@ bool PsServer::DrainDone(Clock::time_point* deadline) {
       spdlog::warn(
           "SIGTERM: no --checkpoint-dir, stopping now; this shard's training is lost (the job "
           "starts over)");
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       stopped_on_signal_ = true;
       return true;
     }
@@ -208,7 +208,7 @@ bool PsServer::DrainDone(Clock::time_point* deadline) {
   std::string root;
   int workers = 0;  // authenticated connections still open
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     step = saved_on_stop_;
     root = saved_on_stop_root_;
     for (const auto& p : peers_) workers += p->authenticated && p->conn != nullptr;
@@ -237,23 +237,23 @@ bool PsServer::DrainDone(Clock::time_point* deadline) {
   } else {
     return false;
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   stopped_on_signal_ = true;
   return true;
 }
 
 bool PsServer::stopped_on_signal() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return stopped_on_signal_;
 }
 
 int64_t PsServer::saved_on_stop() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return saved_on_stop_;
 }
 
 void PsServer::Finish(Peer* peer) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (!peer->authenticated) --handshakes_;
   peer->conn.reset();
   peer->finished = true;
@@ -262,7 +262,7 @@ void PsServer::Finish(Peer* peer) {
 void PsServer::ServePeer(Peer* peer) {
   Connection* conn;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     conn = peer->conn.get();
   }
   Status s = conn->AuthenticateAsServer(o_.key);
@@ -273,7 +273,7 @@ void PsServer::ServePeer(Peer* peer) {
     return;
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     peer->authenticated = true;
     --handshakes_;
   }
@@ -307,7 +307,7 @@ void PsServer::ServePeer(Peer* peer) {
     if (shutdown) {
       spdlog::info("shutdown requested by {}", conn->peer());
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(mu_);
         shutdown_requested_ = true;
       }
       // Stop() from this thread would join nothing; it only wakes the accept loop.
@@ -346,7 +346,7 @@ Status PsServer::Handle(Connection& conn, uint8_t type, const std::string& paylo
       // synchronous mode joins the step the others are on instead of replaying old ones.
       int64_t last_step;
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(mu_);
         last_step = applied_step_;
       }
       return conn.Send(kOk, EncodeHelloReply(last_step));
@@ -397,7 +397,7 @@ Status PsServer::Handle(Connection& conn, uint8_t type, const std::string& paylo
       }
       if (!digest.ok()) return digest.status();
       if (stopping) {
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(mu_);
         saved_on_stop_ = step;
         saved_on_stop_root_ = root;
         cv_.notify_all();  // synchronous pushes waiting for a step that will not be applied here
@@ -410,7 +410,7 @@ Status PsServer::Handle(Connection& conn, uint8_t type, const std::string& paylo
       if (!DecodeDone(payload, &done_rank)) return InvalidArgument("bad done");
       // Kept in the shard's ledger, so a checkpoint remembers who finished.
       if (done_rank >= 0) {
-        std::shared_lock<std::shared_mutex> apply(apply_mu_);
+        std::shared_lock apply(apply_mu_);
         if (drain_saved_) {
           session->close_unanswered = true;
           return Status::Ok();
@@ -450,7 +450,7 @@ Status PsServer::HandlePush(Connection& conn, const std::string& payload, Sessio
   dense.resize(has_dense ? shard_->dense_size() : 0);
   if (has_dense) GetWireFloats(push.dense, dense.size(), session.wire, dense.data());
   if (!o_.sync) {
-    std::shared_lock<std::shared_mutex> apply(apply_mu_);
+    std::shared_lock apply(apply_mu_);
     if (drain_saved_) {
       session.close_unanswered = true;
       return Status::Ok();
@@ -468,14 +468,14 @@ Status PsServer::HandlePush(Connection& conn, const std::string& payload, Sessio
     return conn.Send(kOk, PushReplyFlags());
   }
 
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (drain_saved_) {
     session.close_unanswered = true;
     return Status::Ok();
   }
   if (step <= applied_step_) {
     // A re-sent push for a step already applied (the reply was lost with the connection).
-    lock.unlock();
+    lock.Unlock();
     shard_->CountPush(rank, /*applied=*/false);
     TrainerMetrics::Global().AddPsPushes(/*applied=*/false);
     return conn.Send(kOk, PushReplyFlags());
@@ -494,13 +494,14 @@ Status PsServer::HandlePush(Connection& conn, const std::string& payload, Sessio
     // Re-sent after a reconnect: already in the sum; just wait for the step.
     shard_->CountPush(rank, /*applied=*/false);
     TrainerMetrics::Global().AddPsPushes(/*applied=*/false);
-    cv_.wait(lock, [&] { return applied_step_ >= step || stopping_ || drain_saved_; });
+    cv_.wait(lock.native(),
+             [&]() REQUIRES(mu_) { return applied_step_ >= step || stopping_ || drain_saved_; });
     if (applied_step_ < step && drain_saved_) {
       session.close_unanswered = true;
       return Status::Ok();
     }
     if (stopping_) return Unavailable("parameter server is stopping");
-    lock.unlock();
+    lock.Unlock();
     return conn.Send(kOk, PushReplyFlags());
   }
   shard_->CountPush(rank, /*applied=*/true);
@@ -534,14 +535,15 @@ Status PsServer::HandlePush(Connection& conn, const std::string& payload, Sessio
     cv_.notify_all();
     apply.unlock();
   } else {
-    cv_.wait(lock, [&] { return applied_step_ >= step || stopping_ || drain_saved_; });
+    cv_.wait(lock.native(),
+             [&]() REQUIRES(mu_) { return applied_step_ >= step || stopping_ || drain_saved_; });
     if (applied_step_ < step && drain_saved_) {
       session.close_unanswered = true;
       return Status::Ok();
     }
     if (stopping_) return Unavailable("parameter server is stopping");
   }
-  lock.unlock();
+  lock.Unlock();
   return conn.Send(kOk, PushReplyFlags());
 }
 

@@ -56,6 +56,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/mutex.h"
 #include "common/status.h"
 #include "trainer/net/transport.h"
 #include "trainer/ps/protocol.h"
@@ -104,11 +105,11 @@ class PsServer {
   using Clock = std::chrono::steady_clock;
   // One accepted connection and the thread serving it.
   struct Peer {
-    std::unique_ptr<Connection> conn;  // guarded by mu_; reset (fd closed) when it ends
+    std::unique_ptr<Connection> conn;  // under the server's mu_; reset (fd closed) when it ends
     std::thread thread;                // joined by the accept loop once `finished`
     Clock::time_point handshake_deadline;
-    bool authenticated = false;  // guarded by mu_
-    bool finished = false;       // guarded by mu_
+    bool authenticated = false;  // under the server's mu_
+    bool finished = false;       // under the server's mu_
   };
   void ServePeer(Peer* peer);
   // Closes this peer's connection at once and marks it for the accept loop to join.
@@ -149,28 +150,28 @@ class PsServer {
   const PsServerOptions o_;
   std::unique_ptr<Listener> listener_;
 
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable cv_;
-  bool stopping_ = false;              // guarded by mu_
-  bool shutdown_requested_ = false;    // guarded by mu_
+  bool stopping_ GUARDED_BY(mu_) = false;
+  bool shutdown_requested_ GUARDED_BY(mu_) = false;
   std::atomic<bool> draining_{false};  // SIGTERM seen; set by the accept loop only
   // A checkpoint was saved while draining: nothing is applied to the shard after it. Set
   // with apply_mu_ held exclusively; read with it held shared around every change to the
   // shard (push, done), so no change lands between the save and the flag.
   std::atomic<bool> drain_saved_{false};
-  std::shared_mutex apply_mu_;              // order: mu_ before apply_mu_
-  bool stopped_on_signal_ = false;          // guarded by mu_
-  int64_t saved_on_stop_ = -1;              // guarded by mu_
-  std::string saved_on_stop_root_;          // guarded by mu_
-  std::list<std::unique_ptr<Peer>> peers_;  // guarded by mu_
-  int handshakes_ = 0;                      // guarded by mu_; peers not yet authenticated
-  // Synchronous aggregation of the current step, guarded by mu_.
-  int64_t agg_step_ = -1;
-  int agg_count_ = 0;
-  std::set<int> agg_ranks_;  // workers whose push for agg_step_ is in the sum
-  int64_t applied_step_ = -1;
-  std::vector<float> agg_dense_;
-  std::unordered_map<uint64_t, std::vector<float>> agg_rows_;
+  std::shared_mutex apply_mu_;  // order: mu_ before apply_mu_
+  bool stopped_on_signal_ GUARDED_BY(mu_) = false;
+  int64_t saved_on_stop_ GUARDED_BY(mu_) = -1;
+  std::string saved_on_stop_root_ GUARDED_BY(mu_);
+  std::list<std::unique_ptr<Peer>> peers_ GUARDED_BY(mu_);
+  int handshakes_ GUARDED_BY(mu_) = 0;  // peers not yet authenticated
+  // Synchronous aggregation of the current step.
+  int64_t agg_step_ GUARDED_BY(mu_) = -1;
+  int agg_count_ GUARDED_BY(mu_) = 0;
+  std::set<int> agg_ranks_ GUARDED_BY(mu_);  // workers whose push for agg_step_ is in the sum
+  int64_t applied_step_ GUARDED_BY(mu_) = -1;
+  std::vector<float> agg_dense_ GUARDED_BY(mu_);
+  std::unordered_map<uint64_t, std::vector<float>> agg_rows_ GUARDED_BY(mu_);
 };
 
 }  // namespace kubetrain::trainer

@@ -19,7 +19,7 @@ Batcher::~Batcher() {
 Status Batcher::Submit(Batch examples, Done done) {
   if (examples.size < 1) return InvalidArgument("no examples");
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (stopping_) {
       ++stats_.refused;
       return Unavailable("the server is shutting down");
@@ -39,7 +39,7 @@ Status Batcher::Submit(Batch examples, Done done) {
 std::optional<StatusOr<std::vector<float>>> Batcher::RunNowIfIdle(const Batch& examples) {
   if (examples.size < 1 || examples.size > o_.max_batch) return std::nullopt;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (stopping_ || running_ || !queue_.empty()) return std::nullopt;
     running_ = true;
   }
@@ -54,7 +54,7 @@ std::optional<StatusOr<std::vector<float>>> Batcher::RunNowIfIdle(const Batch& e
   Status status = run_(examples, &probs);
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     running_ = false;
     ++stats_.batches;
     ++stats_.inline_requests;
@@ -69,7 +69,7 @@ std::optional<StatusOr<std::vector<float>>> Batcher::RunNowIfIdle(const Batch& e
 
 void Batcher::Stop() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     stopping_ = true;
   }
   cv_.notify_one();
@@ -77,7 +77,7 @@ void Batcher::Stop() {
 }
 
 BatcherStats Batcher::stats() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return stats_;
 }
 
@@ -86,13 +86,15 @@ void Batcher::Work() {
   std::vector<Item> items;
   for (;;) {
     {
-      std::unique_lock lock(mu_);
-      cv_.wait(lock, [&] { return (stopping_ || !queue_.empty()) && !running_; });
+      MutexLock lock(mu_);
+      cv_.wait(lock.native(),
+               [&]() REQUIRES(mu_) { return (stopping_ || !queue_.empty()) && !running_; });
       if (queue_.empty()) return;  // stopping, and drained
       // Wait for company until the oldest request has waited max_wait or the batch is full
       // (not when stopping: drain at once).
       const auto until = queue_.front().arrival + o_.max_wait;
-      cv_.wait_until(lock, until, [&] { return stopping_ || queued_examples_ >= o_.max_batch; });
+      cv_.wait_until(lock.native(), until,
+                     [&]() REQUIRES(mu_) { return stopping_ || queued_examples_ >= o_.max_batch; });
       int64_t rows = 0;
       while (!queue_.empty()) {
         const int n = queue_.front().examples.size;
@@ -107,7 +109,7 @@ void Batcher::Work() {
     RunBatch(items);
     items.clear();
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       running_ = false;
     }
   }
@@ -156,7 +158,7 @@ void Batcher::RunBatch(std::vector<Item>& items) {
   int64_t total = 0;
   for (const Item& it : items) total += it.examples.size;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     ++stats_.batches;
     stats_.examples += total;
     stats_.requests += items.size();

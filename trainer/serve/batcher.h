@@ -30,6 +30,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/mutex.h"
 #include "common/status.h"
 #include "trainer/model/batch.h"
 
@@ -87,13 +88,13 @@ class Batcher {
   const BatcherOptions o_;
   const RunFn run_;
 
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::condition_variable cv_;
-  std::deque<Item> queue_;       // guarded by mu_
-  int64_t queued_examples_ = 0;  // guarded by mu_
-  bool stopping_ = false;        // guarded by mu_
-  bool running_ = false;         // guarded by mu_: a RunFn runs (worker or RunNowIfIdle)
-  BatcherStats stats_;           // guarded by mu_
+  std::deque<Item> queue_ GUARDED_BY(mu_);
+  int64_t queued_examples_ GUARDED_BY(mu_) = 0;
+  bool stopping_ GUARDED_BY(mu_) = false;
+  bool running_ GUARDED_BY(mu_) = false;  // a RunFn runs (worker or RunNowIfIdle)
+  BatcherStats stats_ GUARDED_BY(mu_);
   // The worker thread's own buffers, kept across batches so a batch allocates
   // nothing once they have grown to the largest batch seen.
   Batch batch_;

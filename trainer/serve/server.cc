@@ -82,12 +82,12 @@ StatusOr<int> ModelServer::Start(std::string_view host, int port) {
 }
 
 void ModelServer::SetPredictor(std::shared_ptr<Predictor> p) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   predictor_ = std::move(p);
 }
 
 std::shared_ptr<Predictor> ModelServer::predictor() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return predictor_;
 }
 

@@ -28,6 +28,7 @@
 #include <string>
 
 #include "common/http_server.h"
+#include "common/mutex.h"
 #include "trainer/serve/batcher.h"
 #include "trainer/serve/predictor.h"
 
@@ -69,8 +70,8 @@ class ModelServer {
   HttpServer http_;
   Batcher batcher_;
 
-  mutable std::mutex mu_;
-  std::shared_ptr<Predictor> predictor_;  // guarded by mu_
+  mutable Mutex mu_;
+  std::shared_ptr<Predictor> predictor_ GUARDED_BY(mu_);
   std::atomic<bool> draining_{false};
 
   // Metrics.

@@ -10,6 +10,7 @@
 #include <random>
 #include <thread>
 
+#include "common/mutex.h"
 #include "trainer/storage/xml.h"
 
 namespace kubetrain::storage {
@@ -161,7 +162,7 @@ class S3Client::HandlePool {
   }
   CURL* Acquire() {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       if (!free_.empty()) {
         CURL* h = free_.back();
         free_.pop_back();
@@ -172,13 +173,13 @@ class S3Client::HandlePool {
     return curl_easy_init();
   }
   void Release(CURL* h) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     free_.push_back(h);
   }
 
  private:
-  std::mutex mu_;
-  std::vector<CURL*> free_;  // guarded by mu_
+  Mutex mu_;
+  std::vector<CURL*> free_ GUARDED_BY(mu_);
 };
 
 S3Client::S3Client(S3Config config)
@@ -596,7 +597,7 @@ Status S3Client::Multipart(std::string_view bucket, std::string_view key, std::s
   std::vector<std::string> etags(parts);
   std::atomic<bool> failed{false};
   std::mutex mu;
-  Status first_error;  // guarded by mu
+  Status first_error;  // guarded by mu (a local: not annotatable)
   parallel([&](size_t i) {
     if (failed) return;
     auto etag = UploadPart(bucket, key, upload_id, static_cast<int>(i + 1),

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <thread>
 
+#include "common/mutex.h"
 #include "trainer/storage/files.h"
 
 namespace kubetrain::storage {
@@ -50,7 +51,7 @@ class ObjectInputStream::Buffer : public std::streambuf {
 
   ~Buffer() override {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       stop_ = true;
     }
     cv_.notify_all();
@@ -63,7 +64,7 @@ class ObjectInputStream::Buffer : public std::streambuf {
   }
 
   Status status() const {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     return error_;
   }
 
@@ -76,15 +77,16 @@ class ObjectInputStream::Buffer : public std::streambuf {
       setg(local_, local_, local_ + n);
       return traits_type::to_int_type(*gptr());
     }
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return !ready_.empty() || finished_ || !error_.ok(); });
+    MutexLock lock(mu_);
+    cv_.wait(lock.native(),
+             [&]() REQUIRES(mu_) { return !ready_.empty() || finished_ || !error_.ok(); });
     if (ready_.empty()) {
       if (error_.ok() && cache_.is_open()) FinishCache();
       return traits_type::eof();
     }
     current_ = std::move(ready_.front());
     ready_.pop_front();
-    lock.unlock();
+    lock.Unlock();
     cv_.notify_all();  // room for one more chunk
     if (cache_.is_open())
       cache_.write(current_.data(), static_cast<std::streamsize>(current_.size()));
@@ -104,7 +106,7 @@ class ObjectInputStream::Buffer : public std::streambuf {
           bucket_, key_, off, n,
           [&](std::string_view d) {
             {
-              std::lock_guard<std::mutex> lock(mu_);
+              MutexLock lock(mu_);
               if (stop_) return Status(StatusCode::kUnavailable, "cancelled");
             }
             chunk.append(d);
@@ -112,20 +114,22 @@ class ObjectInputStream::Buffer : public std::streambuf {
           },
           etag_);
       if (s.code() == StatusCode::kConflict) s = Unavailable(s.message() + "; read it again");
-      std::unique_lock<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       if (stop_) return;
       if (!s.ok()) {
         error_ = s;
         cv_.notify_all();
         return;
       }
-      cv_.wait(lock, [&] { return stop_ || static_cast<int>(ready_.size()) < o_.read_ahead; });
+      cv_.wait(lock.native(), [&]() REQUIRES(mu_) {
+        return stop_ || static_cast<int>(ready_.size()) < o_.read_ahead;
+      });
       if (stop_) return;
       ready_.push_back(std::move(chunk));
       off += n;
       cv_.notify_all();
     }
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     finished_ = true;
     cv_.notify_all();
   }
@@ -153,12 +157,12 @@ class ObjectInputStream::Buffer : public std::streambuf {
   std::ofstream cache_;  // reader thread only
   std::string current_;  // reader thread only: the chunk being parsed
 
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::string> ready_;  // guarded by mu_
-  bool finished_ = false;          // guarded by mu_
-  bool stop_ = false;              // guarded by mu_
-  Status error_;                   // guarded by mu_
+  std::deque<std::string> ready_ GUARDED_BY(mu_);
+  bool finished_ GUARDED_BY(mu_) = false;
+  bool stop_ GUARDED_BY(mu_) = false;
+  Status error_ GUARDED_BY(mu_);
   std::thread thread_;
 };
 

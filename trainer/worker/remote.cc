@@ -51,7 +51,7 @@ class RemoteParams::Pipeline {
   // Stops after the request in progress; requests still queued are dropped.
   ~Pipeline() {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       stop_ = true;
     }
     cv_.notify_all();
@@ -59,42 +59,42 @@ class RemoteParams::Pipeline {
   }
   // Queues `task`; returns its ticket (1, 2, ...).
   uint64_t Enqueue(std::function<Status()> task) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     tasks_.push_back(std::move(task));
     cv_.notify_all();
     return ++queued_;
   }
   // Waits until the task with `ticket` has run, or any task failed; the first error.
   Status WaitFor(uint64_t ticket) {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return done_ >= ticket || !error_.ok(); });
+    MutexLock lock(mu_);
+    cv_.wait(lock.native(), [&]() REQUIRES(mu_) { return done_ >= ticket || !error_.ok(); });
     return error_;
   }
   Status WaitAll() {
     uint64_t last;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       last = queued_;
     }
     return WaitFor(last);
   }
   // The first error so far, without waiting.
   Status error() {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     return error_;
   }
 
  private:
   void Run() {
-    std::unique_lock<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     while (true) {
-      cv_.wait(lock, [&] { return stop_ || !tasks_.empty(); });
+      cv_.wait(lock.native(), [&]() REQUIRES(mu_) { return stop_ || !tasks_.empty(); });
       if (stop_) return;
       std::function<Status()> task = std::move(tasks_.front());
       tasks_.pop_front();
-      lock.unlock();
+      lock.Unlock();
       Status s = task();
-      lock.lock();
+      lock.Lock();
       if (!s.ok() && error_.ok()) {
         error_ = s;
         tasks_.clear();  // what follows a failed request is not sent
@@ -104,12 +104,12 @@ class RemoteParams::Pipeline {
     }
   }
 
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::function<Status()>> tasks_;  // guarded by mu_
-  uint64_t queued_ = 0, done_ = 0;             // guarded by mu_
-  Status error_;                               // guarded by mu_
-  bool stop_ = false;                          // guarded by mu_
+  std::deque<std::function<Status()>> tasks_ GUARDED_BY(mu_);
+  uint64_t queued_ GUARDED_BY(mu_) = 0, done_ = 0;
+  Status error_ GUARDED_BY(mu_);
+  bool stop_ GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
 
@@ -366,7 +366,7 @@ Status RemoteParams::Push(int64_t step, const std::vector<uint64_t>& ids, const 
   // copy. Numbered now, in the caller's order, which is the order the thread sends them.
   std::shared_ptr<PushJob> job;
   {
-    std::lock_guard<std::mutex> lock(pool_mu_);
+    MutexLock lock(pool_mu_);
     if (!push_pool_.empty()) {
       job = std::move(push_pool_.back());
       push_pool_.pop_back();
@@ -389,7 +389,7 @@ Status RemoteParams::Push(int64_t step, const std::vector<uint64_t>& ids, const 
   }
   pipe_->Enqueue([this, job]() mutable {
     Status s = Exchange(job->calls);
-    std::lock_guard<std::mutex> lock(pool_mu_);
+    MutexLock lock(pool_mu_);
     push_pool_.push_back(std::move(job));
     return s;
   });

@@ -38,6 +38,7 @@
 #include <string>
 #include <vector>
 
+#include "common/mutex.h"
 #include "trainer/net/transport.h"
 #include "trainer/ps/protocol.h"
 #include "trainer/worker/params.h"
@@ -157,8 +158,8 @@ class RemoteParams : public ParamClient {
   std::unique_ptr<Pipeline> pipe_;
   PullJob prefetch_;
   uint64_t prefetch_ticket_ = 0;  // 0: no prefetch queued
-  std::mutex pool_mu_;
-  std::vector<std::shared_ptr<PushJob>> push_pool_;  // guarded by pool_mu_
+  Mutex pool_mu_;
+  std::vector<std::shared_ptr<PushJob>> push_pool_ GUARDED_BY(pool_mu_);
 };
 
 }  // namespace kubetrain::trainer
