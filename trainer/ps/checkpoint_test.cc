@@ -10,15 +10,14 @@
 #include <stdlib.h>
 
 #include <atomic>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 #include <thread>
-
-#include <filesystem>
-#include <fstream>
 
 #include "trainer/storage/sigv4.h"
 

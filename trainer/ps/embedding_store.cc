@@ -141,7 +141,14 @@ void EmbeddingStore::Remove(Stripe& st, uint32_t r, bool log) {
   Stamp(entry, 0, kFreeEpoch);
   st.free.push_back(r);
   ++st.evicted;
-  if (log) st.deleted.emplace_back(id, epoch_.load(std::memory_order_relaxed));
+  if (log && limits_.log_deletions) {
+    const uint32_t epoch = epoch_.load(std::memory_order_relaxed);
+    if (st.deleted.size() < limits_.max_deletions / kStripes + 1) {
+      st.deleted.emplace_back(id, epoch);
+    } else {
+      st.overflow_epoch = epoch;
+    }
+  }
 }
 
 void EmbeddingStore::EvictForRoom(Stripe& st, uint32_t tick) {
@@ -187,6 +194,7 @@ void EmbeddingStore::TrimDeletions(uint32_t epoch) {
     Stripe& st = stripes_[s];
     std::unique_lock lock(st.mu);
     std::erase_if(st.deleted, [&](const auto& d) { return d.second <= epoch; });
+    if (st.overflow_epoch <= epoch) st.overflow_epoch = 0;
     if (st.deleted.empty()) st.deleted.shrink_to_fit();
   }
 }
@@ -195,6 +203,7 @@ size_t EmbeddingStore::deletions() const {
   size_t n = 0;
   for (size_t s = 0; s < kStripes; ++s) {
     std::shared_lock lock(stripes_[s].mu);
+    if (stripes_[s].overflow_epoch != 0) return SIZE_MAX;
     n += stripes_[s].deleted.size();
   }
   return n;
@@ -249,7 +258,7 @@ size_t EmbeddingStore::size() const {
   size_t n = 0;
   for (size_t s = 0; s < kStripes; ++s) {
     std::shared_lock lock(stripes_[s].mu);
-    n += stripes_[s].rows;
+    n += stripes_[s].live();
   }
   return n;
 }

@@ -67,6 +67,11 @@ namespace kubetrain::trainer {
 struct StoreLimits {
   uint32_t admit_count = 0;  // 0 or 1: every id gets a row at its first update
   size_t capacity = 0;       // rows in all; 0: unbounded
+  // Keep evicted ids for ForEachDeletedSince (incremental checkpoints need them), at most
+  // max_deletions in all: past that, deletions() reports overflow until a TrimDeletions
+  // covering it (the caller then writes a full checkpoint).
+  bool log_deletions = false;
+  size_t max_deletions = size_t{1} << 22;
 };
 
 // What the bounds did, since construction (Clear keeps them).
@@ -198,7 +203,7 @@ class EmbeddingStore {
   }
   // Forgets the deletions of epochs up to `epoch` (a full checkpoint holds what they did).
   void TrimDeletions(uint32_t epoch);
-  // Deletions logged and not trimmed.
+  // Deletions logged and not trimmed; SIZE_MAX when some were not logged (over the bound).
   size_t deletions() const;
 
   // Drops every row last updated by an Update call numbered before `tick` (tick() minus the
@@ -239,6 +244,7 @@ class EmbeddingStore {
     std::vector<uint8_t> sketch;  // kSketchDepth x kSketchWidth, when admission is on
     uint64_t sketch_adds = 0;     // increments since the last halving
     std::vector<std::pair<uint64_t, uint32_t>> deleted;  // (id, epoch) evicted
+    uint32_t overflow_epoch = 0;  // the last epoch a deletion was not logged in (0: none)
     uint64_t admitted = 0, filtered = 0, evicted = 0;
     size_t live() const { return rows - free.size(); }
   };

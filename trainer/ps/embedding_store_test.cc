@@ -296,7 +296,7 @@ bool Put(EmbeddingStore& store, uint64_t id, float value) {
 }
 
 TEST(EmbeddingStoreBoundsTest, AdmissionGivesAnIdARowOnlyAtItsNthUpdate) {
-  EmbeddingStore store(kFloats, {.admit_count = 3, .capacity = 0});
+  EmbeddingStore store(kFloats, {.admit_count = 3, .capacity = 0, .log_deletions = false});
   EXPECT_FALSE(Put(store, 42, 1.f));
   EXPECT_FALSE(Put(store, 42, 2.f));
   EXPECT_EQ(store.size(), 0u);
@@ -315,7 +315,7 @@ TEST(EmbeddingStoreBoundsTest, AdmissionGivesAnIdARowOnlyAtItsNthUpdate) {
 
 TEST(EmbeddingStoreBoundsTest, CapacityKeepsTheRecentlyUpdatedRowsAndBoundsMemory) {
   constexpr size_t kCap = 2048;
-  EmbeddingStore store(kFloats, {.admit_count = 0, .capacity = kCap});
+  EmbeddingStore store(kFloats, {.admit_count = 0, .capacity = kCap, .log_deletions = false});
   for (uint64_t id = 1; id <= 20000; ++id) Put(store, id, static_cast<float>(id));
   const size_t bytes_at_20k = store.bytes();
   EXPECT_LE(store.size(), kCap);
@@ -344,7 +344,7 @@ TEST(EmbeddingStoreBoundsTest, CapacityKeepsTheRecentlyUpdatedRowsAndBoundsMemor
 }
 
 TEST(EmbeddingStoreBoundsTest, EvictOlderThanDropsStaleRowsAndLogsThemAsDeletions) {
-  EmbeddingStore store(kFloats);
+  EmbeddingStore store(kFloats, {.admit_count = 0, .capacity = 0, .log_deletions = true});
   for (uint64_t id = 1; id <= 1000; ++id) Put(store, id, 1.f);  // ticks 1..1000
   store.set_epoch(2);
   for (uint64_t id = 1; id <= 100; ++id) Put(store, id, 2.f);  // refreshed: ticks 1001..1100
@@ -370,7 +370,7 @@ TEST(EmbeddingStoreBoundsTest, EvictOlderThanDropsStaleRowsAndLogsThemAsDeletion
 // Pushes from several threads into a capped store (evicting all the time) while others pull
 // and iterate: every row a reader sees is whole and belongs to the id it was asked for.
 TEST(EmbeddingStoreBoundsTest, ConcurrentPullsPushesAndIterationWhileEvicting) {
-  EmbeddingStore store(kFloats, {.admit_count = 2, .capacity = 1024});
+  EmbeddingStore store(kFloats, {.admit_count = 2, .capacity = 1024, .log_deletions = true});
   std::atomic<bool> stop{false};
   std::atomic<uint64_t> bad{0}, reads{0};
   const auto value_of = [](uint64_t id) { return static_cast<float>(id % 100000); };
@@ -385,7 +385,8 @@ TEST(EmbeddingStoreBoundsTest, ConcurrentPullsPushesAndIterationWhileEvicting) {
           id = (x >> 33) % 20000 + 1;
         }
         store.Update(
-            ids.data(), ids.size(), false, [&](uint64_t id, float* row) { Fill(row, value_of(id)); },
+            ids.data(), ids.size(), false,
+            [&](uint64_t id, float* row) { Fill(row, value_of(id)); },
             [&](size_t i, float* row) {
               if (row != nullptr) Fill(row, value_of(ids[i]));
             });

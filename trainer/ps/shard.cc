@@ -176,6 +176,14 @@ std::unique_lock<std::mutex> LockCounted(std::mutex& mu, std::atomic<uint64_t>* 
   return lock;
 }
 
+// Deletions are logged only for incremental checkpoints, at most kMaxDeletions.
+StoreLimits StoreLimitsOf(const ShardConfig& c) {
+  StoreLimits l = c.embedding.limits;
+  l.log_deletions = c.embedding.full_every > 1;
+  l.max_deletions = ParamShard::kMaxDeletions;
+  return l;
+}
+
 }  // namespace
 
 ShardDigest DigestOf(std::string_view data) {
@@ -207,7 +215,7 @@ std::pair<size_t, size_t> DenseRange(size_t total, int k, int n) {
 ParamShard::ParamShard(const ShardConfig& config, const float* dense_init)
     : c_(config),
       slots_(StateSlots(config.optimizer.kind)),
-      rows_(static_cast<size_t>(config.sparse_dim) * (1 + slots_) + 1, config.embedding.limits) {
+      rows_(static_cast<size_t>(config.sparse_dim) * (1 + slots_) + 1, StoreLimitsOf(config)) {
   dense_.assign(dense_init, dense_init + dense_size());
   dense_state_.resize(dense_size() * slots_);
   InitState(c_.optimizer, dense_state_.data(), dense_size());
