@@ -775,11 +775,28 @@ TEST_F(TrainerProcessTest, KilledPsRestoresFromAnIncrementalChainOnTheKaggleProf
   const std::string cluster = ClusterConfig(ps_ports, {FreePort(), FreePort()});
   const std::string ckpt = Path("ckpt");
   auto flags = [&](const std::string& name) {
-    return Flags({"--data-dir", kaggle, "--steps", "400", "--checkpoint-dir", ckpt,
-                  "--checkpoint-every", "20", "--checkpoint-full-every", "4",
-                  "--embedding-admit-count", "2", "--embedding-capacity", "20000",
-                  "--embedding-evict-steps", "200", "--log-every", "100", "--termination-log",
-                  Path(name + ".json"), "--eval-examples", "2000"});
+    return Flags({"--data-dir",
+                  kaggle,
+                  "--steps",
+                  "400",
+                  "--checkpoint-dir",
+                  ckpt,
+                  "--checkpoint-every",
+                  "20",
+                  "--checkpoint-full-every",
+                  "4",
+                  "--embedding-admit-count",
+                  "2",
+                  "--embedding-capacity",
+                  "20000",
+                  "--embedding-evict-steps",
+                  "200",
+                  "--log-every",
+                  "100",
+                  "--termination-log",
+                  Path(name + ".json"),
+                  "--eval-examples",
+                  "2000"});
   };
   auto ps0 = std::make_unique<Process>(flags("ps0"), Env(cluster, "ps-0"), Path("ps0.log"));
   auto ps1 = std::make_unique<Process>(flags("ps1"), Env(cluster, "ps-1"), Path("ps1.log"));
