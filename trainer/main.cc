@@ -74,6 +74,22 @@ int main(int argc, char** argv) {
                  "checkpoint directory shared by all replicas, or s3://bucket/prefix/");
   app.add_option("--checkpoint-every", f.checkpoint_every,
                  "steps between checkpoints (0: only at the end)");
+  app.add_option("--checkpoint-full-every", f.checkpoint_full_every,
+                 "every Kth checkpoint is a full snapshot, the others write only the embedding "
+                 "rows changed since the previous one (1: every checkpoint is full)")
+      ->capture_default_str();
+  app.add_option("--embedding-admit-count", f.embedding_admit_count,
+                 "an id gets an embedding row only at its Nth update; before, it reads its "
+                 "initial row and its updates are counted, not stored (0 or 1: off; at most 255)")
+      ->capture_default_str();
+  app.add_option("--embedding-evict-steps", f.embedding_evict_steps,
+                 "at each checkpoint, drop the embedding rows not updated in the last S steps "
+                 "(0: never)")
+      ->capture_default_str();
+  app.add_option("--embedding-capacity", f.embedding_capacity,
+                 "at most this many embedding rows per parameter server (or in one process), "
+                 "evicting the least recently updated (0: unbounded)")
+      ->capture_default_str();
   app.add_option("--eval-examples", f.eval_examples, "evaluate on at most N examples (0: all)");
   app.add_flag("--no-eval", f.no_eval, "skip evaluation");
   app.add_option("--eval-data", f.eval_data,

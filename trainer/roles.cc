@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <array>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -9,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -115,6 +117,64 @@ StatusOr<OptimizerConfig> BuildOptimizer(const Flags& f) {
   c.lr = f.lr;
   c.adagrad_initial = f.adagrad_initial;
   return c;
+}
+
+}  // namespace
+
+StatusOr<EmbeddingOptions> BuildEmbeddingOptions(const Flags& f, int updates_per_step) {
+  EmbeddingOptions o;
+  if (f.embedding_admit_count < 0 || f.embedding_admit_count > 255) {
+    return InvalidArgument(
+        "--embedding-admit-count must be between 0 and 255 (its counters are "
+        "8 bits), not " +
+        std::to_string(f.embedding_admit_count));
+  }
+  o.limits.admit_count = static_cast<uint32_t>(f.embedding_admit_count);
+  const int64_t min_capacity = static_cast<int64_t>(EmbeddingStore::kStripes) * 16;
+  if (f.embedding_capacity < 0 ||
+      (f.embedding_capacity > 0 && f.embedding_capacity < min_capacity)) {
+    return InvalidArgument("--embedding-capacity must be 0 (unbounded) or at least " +
+                           std::to_string(min_capacity) + " rows (16 per lock stripe), not " +
+                           std::to_string(f.embedding_capacity));
+  }
+  o.limits.capacity = static_cast<size_t>(f.embedding_capacity);
+  // The store counts updates, not steps: a PS gets one per worker and step (asynchronous)
+  // or one per step (synchronous), the single process one per step.
+  const int64_t per_step = std::max(1, updates_per_step);
+  if (f.embedding_evict_steps < 0 ||
+      f.embedding_evict_steps > int64_t{std::numeric_limits<uint32_t>::max()} / per_step / 2) {
+    return InvalidArgument(
+        "--embedding-evict-steps must be between 0 and " +
+        std::to_string(int64_t{std::numeric_limits<uint32_t>::max()} / per_step / 2) + ", not " +
+        std::to_string(f.embedding_evict_steps));
+  }
+  o.evict_after_updates = static_cast<uint32_t>(f.embedding_evict_steps * per_step);
+  if (f.checkpoint_full_every < 1 || f.checkpoint_full_every > static_cast<int>(kMaxChainLinks)) {
+    return InvalidArgument("--checkpoint-full-every must be between 1 and " +
+                           std::to_string(kMaxChainLinks) + ", not " +
+                           std::to_string(f.checkpoint_full_every));
+  }
+  o.full_every = f.checkpoint_full_every;
+  if (f.embedding_evict_steps > 0 && f.checkpoint_dir.empty() && f.output.empty()) {
+    spdlog::warn(
+        "--embedding-evict-steps evicts when a checkpoint is saved; without "
+        "--checkpoint-dir or --output none is");
+  }
+  return o;
+}
+
+namespace {
+
+nlohmann::json EmbeddingJson(const EmbeddingStats& e) {
+  return {{"rows", e.rows},
+          {"bytes", e.bytes},
+          {"admitted", e.admitted},
+          {"filtered", e.filtered},
+          {"evicted", e.evicted}};
+}
+
+std::array<uint64_t, 5> EmbeddingArray(const EmbeddingStats& e) {
+  return {e.rows, e.bytes, e.admitted, e.filtered, e.evicted};
 }
 
 // Writes synthetic train/eval files unless they exist. Several processes may do this at
@@ -344,6 +404,7 @@ int Finish(const Flags& f, Model& model, ParamClient& params, const TrainResult&
   metrics["train_loss"] = r.last_loss;
   metrics["samples_per_second"] = r.samples_per_s;
   metrics["samples_per_cpu_second"] = r.samples_per_cpu_s;
+  if (const auto e = params.embedding_stats(); e) metrics["embedding"] = EmbeddingJson(*e);
   bool target_ok = true;
   if (!f.no_eval) {
     auto ro = Reader(f, EvalDir(f), f.eval_match, 0, 1, /*loop=*/false);
@@ -417,7 +478,17 @@ int Finish(const Flags& f, Model& model, ParamClient& params, const TrainResult&
 // evaluates it as the end of training.
 int RunSingleProcess(const Flags& f, Model& model, const OptimizerConfig& opt,
                      const std::string& task, TrainingSummaries* summaries) {
-  LocalParams params(model, f.seed, opt);
+  auto embedding = BuildEmbeddingOptions(f, 1);
+  if (!embedding.ok()) {
+    spdlog::error("{}", embedding.status().message());
+    return kExitPermanent;
+  }
+  LocalParams params(model, f.seed, opt, *embedding);
+  TrainerMetrics::Global().SetEmbeddingSource(
+      [&params] { return EmbeddingArray(params.shard().embedding_stats()); });
+  struct Unset {
+    ~Unset() { TrainerMetrics::Global().ClearEmbeddingSource(); }
+  } unset;
   int64_t start = 0;
   std::optional<int64_t> restored;  // the committed checkpoint this run starts from
   if (!f.checkpoint_dir.empty()) {
@@ -462,8 +533,18 @@ int RunPs(const Flags& f, const ClusterInfo& cluster, Model& model, const Optimi
   const int k = cluster.index, n = cluster.NumPs();
   std::vector<float> init(model.NumDenseParams());
   model.InitDense(f.seed, init.data());
-  const ShardConfig sc = MakeShardConfig(model, k, n, f.seed, opt);
+  auto embedding = BuildEmbeddingOptions(f, f.sync ? 1 : cluster.NumTrainers());
+  if (!embedding.ok()) {
+    spdlog::error("{}", embedding.status().message());
+    return kExitPermanent;
+  }
+  const ShardConfig sc = MakeShardConfig(model, k, n, f.seed, opt, *embedding);
   ParamShard shard(sc, init.data() + sc.dense_begin);
+  TrainerMetrics::Global().SetEmbeddingSource(
+      [&shard] { return EmbeddingArray(shard.embedding_stats()); });
+  struct Unset {
+    ~Unset() { TrainerMetrics::Global().ClearEmbeddingSource(); }
+  } unset;
   if (!f.checkpoint_dir.empty()) {
     auto latest = FindCheckpoint(f.checkpoint_dir, n);
     if (!latest.ok()) {
@@ -531,6 +612,7 @@ int RunPs(const Flags& f, const ClusterInfo& cluster, Model& model, const Optimi
   }
   WriteTerminationMessage(f, {{"task", cluster.TaskName()},
                               {"embedding_rows", shard.num_rows()},
+                              {"embedding", EmbeddingJson(shard.embedding_stats())},
                               {"updates", shard.updates()},
                               {"pushes_applied", pushes.applied},
                               {"pushes_duplicate", pushes.duplicate},
@@ -1010,6 +1092,10 @@ int RunRole(const Flags& flags) {
   auto opt = BuildOptimizer(f);
   if (!opt.ok()) {
     spdlog::error("{}", opt.status().message());
+    return kExitPermanent;
+  }
+  if (auto e = BuildEmbeddingOptions(f, 1); !e.ok()) {  // every role refuses bad bounds alike
+    spdlog::error("{}", e.status().message());
     return kExitPermanent;
   }
   if (!distributed || cluster->role != "ps") {

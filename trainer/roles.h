@@ -32,7 +32,9 @@
 #include <cstdint>
 #include <string>
 
+#include "common/status.h"
 #include "common/workload_contract.h"
+#include "trainer/ps/shard.h"
 
 namespace kubetrain::trainer {
 
@@ -64,6 +66,10 @@ struct Flags {
   bool no_pipeline = false;
   std::string checkpoint_dir;
   int64_t checkpoint_every = 0;
+  int checkpoint_full_every = 1;
+  int64_t embedding_admit_count = 0;
+  int64_t embedding_evict_steps = 0;
+  int64_t embedding_capacity = 0;
   int64_t eval_examples = 0;
   bool no_eval = false;
   std::string termination_log = "/dev/termination-log";
@@ -104,5 +110,10 @@ struct Flags {
 
 // Runs this process's role to the end and returns its exit code.
 int Run(const Flags& f);
+
+// The embedding bounds and checkpoint kind from the flags (--embedding-*,
+// --checkpoint-full-every), for a shard that gets `updates_per_step` updates per step.
+// InvalidArgument naming the flag when one is out of range.
+StatusOr<EmbeddingOptions> BuildEmbeddingOptions(const Flags& f, int updates_per_step);
 
 }  // namespace kubetrain::trainer

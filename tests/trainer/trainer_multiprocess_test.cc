@@ -758,6 +758,81 @@ TEST_F(TrainerProcessTest, KilledPsRestartsFromCheckpointAndJobFinishes) {
   EXPECT_TRUE(fs::exists(ckpt + "/ckpt-3000/MANIFEST"));
 }
 
+// Issue 30: 2 PS + 2 workers on the criteo-kaggle profile with bounded embeddings and
+// incremental checkpoints (a full one every 4th); ps-1 is killed once a delta checkpoint is
+// committed and its replacement restores from the chain (full + deltas); the job finishes
+// and the coordinator reports the embedding counters.
+TEST_F(TrainerProcessTest, KilledPsRestoresFromAnIncrementalChainOnTheKaggleProfile) {
+  const std::string kaggle = Path("kaggle");
+  fs::create_directories(kaggle);
+  GeneratorOptions g;
+  g.profile = GeneratorProfile::kCriteoKaggle;
+  g.sample_seed = 21;
+  ASSERT_TRUE(WriteSyntheticCriteo(kaggle + "/train.tsv", 40000, g).ok());
+  g.sample_seed = 22;
+  ASSERT_TRUE(WriteSyntheticCriteo(kaggle + "/eval.tsv", 2000, g).ok());
+  const std::vector<int> ps_ports = {FreePort(), FreePort()};
+  const std::string cluster = ClusterConfig(ps_ports, {FreePort(), FreePort()});
+  const std::string ckpt = Path("ckpt");
+  auto flags = [&](const std::string& name) {
+    return Flags({"--data-dir",
+                  kaggle,
+                  "--steps",
+                  "400",
+                  "--checkpoint-dir",
+                  ckpt,
+                  "--checkpoint-every",
+                  "20",
+                  "--checkpoint-full-every",
+                  "4",
+                  "--embedding-admit-count",
+                  "2",
+                  "--embedding-capacity",
+                  "20000",
+                  "--embedding-evict-steps",
+                  "200",
+                  "--log-every",
+                  "100",
+                  "--termination-log",
+                  Path(name + ".json"),
+                  "--eval-examples",
+                  "2000"});
+  };
+  auto ps0 = std::make_unique<Process>(flags("ps0"), Env(cluster, "ps-0"), Path("ps0.log"));
+  auto ps1 = std::make_unique<Process>(flags("ps1"), Env(cluster, "ps-1"), Path("ps1.log"));
+  Process w0(flags("worker0"), Env(cluster, "worker-0"), Path("worker0.log"));
+  Process w1(flags("worker1"), Env(cluster, "worker-1"), Path("worker1.log"));
+  // A checkpoint that is a delta: its MANIFEST names a chain.
+  std::string delta;
+  PollUntil(
+      [&] {
+        for (int step = 40; step <= 60 && delta.empty(); step += 20) {
+          const std::string m = ckpt + "/ckpt-" + std::to_string(step) + "/MANIFEST";
+          if (fs::exists(m) && ReadFile(m).find("\"chain\"") != std::string::npos) delta = m;
+        }
+        return !delta.empty() || w0.Wait(std::chrono::seconds(0)) != -1;
+      },
+      std::chrono::seconds(120));
+  ASSERT_FALSE(delta.empty()) << w0.Log();
+  ps1->Kill();
+  ps1 = std::make_unique<Process>(flags("ps1b"), Env(cluster, "ps-1"), Path("ps1b.log"));
+  ASSERT_EQ(w0.Wait(kRunTimeout), 0) << w0.Log();
+  ASSERT_EQ(w1.Wait(kRunTimeout), 0) << w1.Log();
+  ASSERT_EQ(ps0->Wait(kRunTimeout), 0) << ps0->Log();
+  ASSERT_EQ(ps1->Wait(kRunTimeout), 0) << ps1->Log();
+  EXPECT_NE(ps1->Log().find("from a chain of"), std::string::npos) << ps1->Log();
+  EXPECT_NE(ps1->Log().find("restored shard from checkpoint"), std::string::npos);
+  const auto metrics = nlohmann::json::parse(ReadFile(Path("worker0.json")));
+  EXPECT_EQ(metrics["steps"].get<int>(), 400);
+  ASSERT_TRUE(metrics.contains("embedding")) << metrics.dump();
+  EXPECT_GT(metrics["embedding"]["rows"].get<uint64_t>(), 0u);
+  EXPECT_GT(metrics["embedding"]["filtered"].get<uint64_t>(), 0u) << metrics.dump();
+  EXPECT_LE(metrics["embedding"]["rows"].get<uint64_t>(), 2u * 20000u + 2u * 4096u);
+  const auto ps_metrics = nlohmann::json::parse(ReadFile(Path("ps0.json")));
+  EXPECT_TRUE(ps_metrics.contains("embedding")) << ps_metrics.dump();
+  EXPECT_GT(metrics["eval"]["auc"].get<double>(), 0.6) << metrics.dump();
+}
+
 // The side-car evaluator: it evaluates every checkpoint the coordinator
 // commits, keeps each one's metrics, and exits 0 only after the final one. It used to exit
 // 0 at once without evaluating anything.

@@ -125,7 +125,31 @@ std::string TrainerMetrics::Render(WallClock::time_point now) const {
            "already: acknowledged, not applied again.",
            static_cast<double>(duplicate));
   }
+  {
+    std::lock_guard<std::mutex> lock(embedding_mu_);
+    if (embedding_source_) {
+      const std::array<uint64_t, 5> e = embedding_source_();
+      Family(out, "kubetrain_trainer_embedding_rows", "gauge", "Embedding rows held.",
+             static_cast<double>(e[0]));
+      Family(out, "kubetrain_trainer_embedding_bytes", "gauge",
+             "Bytes the embedding rows take (slabs, index, sketch, logs).",
+             static_cast<double>(e[1]));
+      Family(out, "kubetrain_trainer_embedding_admitted_total", "counter",
+             "Embedding rows created.", static_cast<double>(e[2]));
+      Family(out, "kubetrain_trainer_embedding_filtered_total", "counter",
+             "Updates of ids not admitted yet (--embedding-admit-count): counted, not stored.",
+             static_cast<double>(e[3]));
+      Family(out, "kubetrain_trainer_embedding_evicted_total", "counter",
+             "Embedding rows evicted (--embedding-capacity, --embedding-evict-steps).",
+             static_cast<double>(e[4]));
+    }
+  }
   return out;
+}
+
+void TrainerMetrics::SetEmbeddingSource(std::function<std::array<uint64_t, 5>()> source) {
+  std::lock_guard<std::mutex> lock(embedding_mu_);
+  embedding_source_ = std::move(source);
 }
 
 struct MetricsServer::Impl {

@@ -12,10 +12,13 @@
 // memory or hold up its exit; Stop() returns promptly at any moment.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "common/status.h"
@@ -40,6 +43,11 @@ class TrainerMetrics {
   uint64_t ps_received_bytes() const { return ps_received_bytes_.load(std::memory_order_relaxed); }
   // Parameter servers: a push applied, or a duplicate acknowledged and not applied.
   void AddPsPushes(bool applied);
+  // Parameter servers and one process: where the embedding table's figures come from, read
+  // at each Render (rows, bytes, admitted, filtered, evicted; ParamShard::embedding_stats).
+  // Set once; the source must outlive every Render (ClearEmbeddingSource before it goes).
+  void SetEmbeddingSource(std::function<std::array<uint64_t, 5>()> source);
+  void ClearEmbeddingSource() { SetEmbeddingSource(nullptr); }
   // Evaluator: one checkpoint evaluated.
   void CheckpointEvaluated(int64_t step, double auc, double log_loss, double accuracy,
                            double examples_per_second);
@@ -70,6 +78,8 @@ class TrainerMetrics {
   std::atomic<double> eval_accuracy_{0};
   std::atomic<double> eval_examples_per_second_{0};
   std::atomic<uint64_t> eval_checkpoints_{0};
+  mutable std::mutex embedding_mu_;
+  std::function<std::array<uint64_t, 5>()> embedding_source_;  // guarded by embedding_mu_
 };
 
 // GET /metrics -> metrics->Render(now) and kubetrain_trainer_http_connections_total

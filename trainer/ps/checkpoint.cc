@@ -42,13 +42,18 @@ std::string ShardFile(int shard, int num_shards) {
 // client's retries) is returned: it says nothing about the checkpoint.
 StatusOr<std::string> CorruptionOf(const std::string& root, const Checkpoint& c, int num_shards) {
   for (int k = 0; k < num_shards && !c.shards.empty(); ++k) {
-    const std::string path = ShardPath(root, c.step, k, num_shards);
-    auto data = storage::ReadObject(path);
-    if (data.status().code() == StatusCode::kNotFound) return "shard " + path + " is missing";
-    if (data.status().code() == StatusCode::kDataLoss) return data.status().message();
-    if (!data.ok()) return data.status().WithContext("checkpoint shard");
-    Status s = CheckDigest(*data, c.shards[k], "shard " + path);
-    if (!s.ok()) return s.message();
+    // The shard's own file, then every file of its chain (a delta applies on them all).
+    std::vector<ChainLink> links = c.shards[k].chain;
+    links.push_back({c.step, c.shards[k].bytes, c.shards[k].sha256});
+    for (const ChainLink& link : links) {
+      const std::string path = ShardPath(root, link.step, k, num_shards);
+      auto data = storage::ReadObject(path);
+      if (data.status().code() == StatusCode::kNotFound) return "shard " + path + " is missing";
+      if (data.status().code() == StatusCode::kDataLoss) return data.status().message();
+      if (!data.ok()) return data.status().WithContext("checkpoint shard");
+      Status s = CheckDigest(*data, {link.bytes, link.sha256, {}}, "shard " + path);
+      if (!s.ok()) return s.message();
+    }
   }
   return std::string();
 }
@@ -66,9 +71,18 @@ Status WriteManifest(const std::string& root, int64_t step,
       return FailedPrecondition("checkpoint " + std::to_string(step) + " lacks shard " +
                                 std::to_string(k));
     }
-    files.push_back({{"file", ShardFile(k, num_shards)},
-                     {"bytes", shards[k].bytes},
-                     {"sha256", shards[k].sha256}});
+    nlohmann::json file = {{"file", ShardFile(k, num_shards)},
+                           {"bytes", shards[k].bytes},
+                           {"sha256", shards[k].sha256}};
+    if (!shards[k].chain.empty()) {
+      // A delta: the files it applies on, full snapshot first (checkpoint.h).
+      nlohmann::json chain = nlohmann::json::array();
+      for (const ChainLink& l : shards[k].chain) {
+        chain.push_back({{"step", l.step}, {"bytes", l.bytes}, {"sha256", l.sha256}});
+      }
+      file["chain"] = std::move(chain);
+    }
+    files.push_back(std::move(file));
   }
   const nlohmann::json m = {{"step", step}, {"num_shards", num_shards}, {"shards", files}};
   // Created once, never replaced: a MANIFEST that exists describes a complete checkpoint
@@ -105,7 +119,20 @@ StatusOr<CheckpointList> ListCheckpoints(const std::string& root, int num_shards
       n = m.at("num_shards").get<int>();
       if (m.contains("shards")) {
         for (const auto& f : m.at("shards")) {
-          c.shards.push_back({f.at("bytes").get<uint64_t>(), f.at("sha256").get<std::string>()});
+          ShardDigest d{f.at("bytes").get<uint64_t>(), f.at("sha256").get<std::string>(), {}};
+          if (f.contains("chain")) {
+            for (const auto& l : f.at("chain")) {
+              d.chain.push_back({l.at("step").get<int64_t>(), l.at("bytes").get<uint64_t>(),
+                                 l.at("sha256").get<std::string>()});
+              // Each link is an earlier checkpoint, in order: a chain cannot loop.
+              const int64_t before = d.chain.size() > 1 ? d.chain[d.chain.size() - 2].step : -1;
+              if (d.chain.back().step <= before || d.chain.back().step >= c.step) {
+                throw std::invalid_argument("chain steps are not increasing before " +
+                                            std::to_string(c.step));
+              }
+            }
+          }
+          c.shards.push_back(std::move(d));
         }
         if (static_cast<int>(c.shards.size()) != n) {
           throw std::invalid_argument("lists " + std::to_string(c.shards.size()) +
@@ -169,7 +196,26 @@ Status LoadShard(ParamShard& shard, const std::string& root, const Checkpoint& c
                  int num_shards) {
   const std::string path = ShardPath(root, checkpoint.step, k, num_shards);
   if (checkpoint.shards.empty()) return shard.Load(path);  // a MANIFEST from before checksums
-  return shard.Load(path, &checkpoint.shards.at(k));
+  const ShardDigest& digest = checkpoint.shards.at(k);
+  // The chain's files, each checked against the MANIFEST again (they are read again).
+  std::vector<ChainLink> links = digest.chain;
+  links.push_back({checkpoint.step, digest.bytes, digest.sha256});
+  std::vector<std::string> data, names;
+  for (const ChainLink& link : links) {
+    names.push_back(ShardPath(root, link.step, k, num_shards));
+    auto read = storage::ReadObject(names.back());
+    if (!read.ok()) return read.status().WithContext("checkpoint shard");
+    KT_RETURN_IF_ERROR(
+        CheckDigest(*read, {link.bytes, link.sha256, {}}, "checkpoint shard " + names.back()));
+    data.push_back(std::move(*read));
+  }
+  if (links.size() > 1) {
+    spdlog::info("shard {}: restoring checkpoint {} from a chain of {} files (full at step {})", k,
+                 checkpoint.step, links.size(), links.front().step);
+  }
+  KT_RETURN_IF_ERROR(shard.RestoreChain({data.begin(), data.end()}, names));
+  shard.NoteRestored(root, checkpoint.step, digest);
+  return Status::Ok();
 }
 
 Status WriteFinalMarker(const std::string& root, int64_t step) {

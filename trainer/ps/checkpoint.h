@@ -2,7 +2,17 @@
 //
 // Layout: <dir>/ckpt-<step>/shard-<k>-of-<n>.bin for every PS k, then
 //         <dir>/ckpt-<step>/MANIFEST (JSON: step, num_shards, and per shard its file, size
-//         in bytes and SHA-256 as the PS computed them on the bytes it wrote).
+//         in bytes and SHA-256 as the PS computed them on the bytes it wrote; for a delta,
+//         "chain": the files it applies on, [{step, bytes, sha256}], full snapshot first).
+// Incremental checkpoints (--checkpoint-full-every K > 1): a PS writes a full snapshot every
+//   K-th checkpoint and in between a delta against its previous file (rows changed since,
+//   ids evicted since as deletions, dense slice and ledger whole; ParamShard::SaveCheckpoint).
+//   A checkpoint is complete when its MANIFEST exists and every file of every shard's chain
+//   matches the size and SHA-256 the MANIFEST records for it: a corrupt or missing link
+//   makes every checkpoint built on it corrupt, so FindCheckpoint falls back to the newest
+//   one whose chain is whole (the full snapshot and its deltas before the corrupt one).
+//   A chain's earlier files may belong to checkpoints never committed (a save whose MANIFEST
+//   was not written): they are named and checked by the MANIFEST that uses them.
 // Flow: the coordinator asks every PS to save its shard for `step` (each writes its file
 //   atomically and acknowledges with the file's size and SHA-256); only after all have
 //   acknowledged does it write MANIFEST, itself atomically.

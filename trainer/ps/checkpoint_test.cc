@@ -10,6 +10,8 @@
 #include <stdlib.h>
 
 #include <atomic>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -64,6 +66,17 @@ class FakeS3 {
       res.set_header("x-amz-meta-kubetrain-sha256", storage::Sha256Hex(it->second));
       res.set_content(body, "application/octet-stream");
     });
+    server_.Put("/bkt/(.*)", [this](const httplib::Request& req, httplib::Response& res) {
+      std::lock_guard<std::mutex> lock(mu_);
+      const std::string key = req.matches[1];
+      if (req.has_header("If-None-Match") && objects_.count(key) != 0) {
+        res.status = 412;
+        res.set_content("<Error><Code>PreconditionFailed</Code></Error>", "application/xml");
+        return;
+      }
+      objects_[key] = req.body;
+      res.set_header("ETag", "\"e\"");
+    });
     port_ = server_.bind_to_any_port("127.0.0.1");
     thread_ = std::thread([this] { server_.listen_after_bind(); });
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
@@ -110,6 +123,10 @@ class FakeS3 {
     garbled_.insert(key);
     garbled_reads_[key] = reads;
   }
+  void Flip(const std::string& key) {  // damages a stored object (its checksum goes too)
+    std::lock_guard<std::mutex> lock(mu_);
+    objects_[key][objects_[key].size() / 2] ^= 1;
+  }
   int Requests(const std::string& key) {
     MutexLock lock(mu_);
     return requests_[key];
@@ -125,6 +142,166 @@ class FakeS3 {
   std::map<std::string, int> garbled_reads_ GUARDED_BY(mu_);
   std::map<std::string, int> requests_ GUARDED_BY(mu_);
 };
+
+// --- Incremental checkpoints: chains of a full snapshot and deltas.
+
+ShardConfig ChainConfig(int full_every, uint32_t evict_after_updates = 0) {
+  ShardConfig c;
+  c.dense_begin = 0;
+  c.dense_end = 4;
+  c.sparse_dim = 4;
+  c.seed = 3;
+  c.optimizer.kind = OptimizerKind::kAdagrad;
+  c.optimizer.lr = 0.1f;
+  c.embedding.full_every = full_every;
+  c.embedding.evict_after_updates = evict_after_updates;
+  return c;
+}
+
+// One push of gradient `g` to every id in [first, last).
+void PushRange(ParamShard& shard, uint64_t first, uint64_t last, float g) {
+  std::vector<uint64_t> ids;
+  for (uint64_t id = first; id < last; ++id) ids.push_back(id);
+  std::vector<float> grads(ids.size() * 4, g);
+  const float dense[4] = {g, g, g, g};
+  shard.Apply(dense, ids.data(), ids.size(), grads.data());
+}
+
+// Every row (values, optimizer state, update count) and the dense slice.
+std::map<uint64_t, std::vector<float>> Contents(const ParamShard& shard) {
+  std::map<uint64_t, std::vector<float>> out;
+  shard.ForEachRow([&](uint64_t id, const float* values, int64_t updates) {
+    out[id] = std::vector<float>(values, values + 8);  // dim 4 + Adagrad state
+    out[id].push_back(static_cast<float>(updates));
+  });
+  std::vector<float> dense(4);
+  shard.PullDense(dense.data());
+  out[~uint64_t{0}] = dense;
+  return out;
+}
+
+StatusOr<ShardDigest> SaveAndCommit(ParamShard& shard, const std::string& root, int64_t step) {
+  KT_RETURN_IF_ERROR(PrepareCheckpointDir(root, step));
+  KT_ASSIGN_OR_RETURN(ShardDigest d, shard.SaveCheckpoint(root, step, 0, 1));
+  KT_RETURN_IF_ERROR(WriteManifest(root, step, {d}));
+  return d;
+}
+
+// What a replacement PS (or an exporter) restores from `root`: the step and its contents.
+std::pair<int64_t, std::map<uint64_t, std::vector<float>>> Restored(const std::string& root,
+                                                                    const ShardConfig& c) {
+  const float init[4] = {0, 0, 0, 0};
+  ParamShard shard(c, init);
+  auto found = FindCheckpoint(root, 1);
+  EXPECT_TRUE(found.ok()) << found.status().ToString();
+  if (!found.ok() || !found->has_value()) return {-1, {}};
+  Status s = LoadShard(shard, root, **found, 0, 1);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  return {(*found)->step, Contents(shard)};
+}
+
+class CheckpointChainTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = std::filesystem::temp_directory_path() /
+            ("kt-chain-" + std::to_string(::getpid()) + "-" +
+             ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(root_);
+  }
+  void TearDown() override { std::filesystem::remove_all(root_); }
+  std::string root() const { return root_.string(); }
+  std::filesystem::path root_;
+};
+
+TEST_F(CheckpointChainTest, DeltasHoldOnlyChangedRowsAndTheChainRestoresEveryRow) {
+  const ShardConfig c = ChainConfig(3);
+  const float init[4] = {0, 0, 0, 0};
+  ParamShard shard(c, init);
+  PushRange(shard, 1, 2001, 0.5f);
+  auto full = SaveAndCommit(shard, root(), 10);
+  ASSERT_TRUE(full.ok()) << full.status().ToString();
+  EXPECT_TRUE(full->chain.empty());
+  PushRange(shard, 1, 101, 0.25f);  // 5% of the rows change
+  auto d1 = SaveAndCommit(shard, root(), 20);
+  ASSERT_TRUE(d1.ok()) << d1.status().ToString();
+  ASSERT_EQ(d1->chain.size(), 1u);
+  EXPECT_EQ(d1->chain[0].step, 10);
+  // 100 rows of 8 + 36 bytes plus the head, against 2000 rows in the full one.
+  EXPECT_LT(d1->bytes, full->bytes / 15);
+  PushRange(shard, 1900, 2101, -0.5f);  // changes old rows and creates new ones
+  auto d2 = SaveAndCommit(shard, root(), 30);
+  ASSERT_TRUE(d2.ok());
+  ASSERT_EQ(d2->chain.size(), 2u);
+  const auto [step, got] = Restored(root(), c);
+  EXPECT_EQ(step, 30);
+  EXPECT_EQ(got, Contents(shard));
+  // The third save after a full one is full again (--checkpoint-full-every 3).
+  auto again = SaveAndCommit(shard, root(), 40);
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(again->chain.empty());
+  // The MANIFEST names the chain.
+  std::ifstream m(root() + "/ckpt-30/MANIFEST");
+  const nlohmann::json j = nlohmann::json::parse(m);
+  EXPECT_EQ(j["shards"][0]["chain"].size(), 2u);
+  EXPECT_EQ(j["shards"][0]["chain"][0]["step"], 10);
+}
+
+TEST_F(CheckpointChainTest, EvictedRowsAreDeletionsInTheDeltaAndStayDeletedOnRestore) {
+  const ShardConfig c = ChainConfig(4, /*evict_after_updates=*/3);
+  const float init[4] = {0, 0, 0, 0};
+  ParamShard shard(c, init);
+  PushRange(shard, 1, 501, 0.5f);  // update 1: rows 1..500
+  ASSERT_TRUE(SaveAndCommit(shard, root(), 1).ok());
+  for (int i = 0; i < 5; ++i) PushRange(shard, 1, 51, 0.1f);  // updates 2..6: rows 1..50
+  auto d = SaveAndCommit(shard, root(), 2);  // evicts 51..500 (not updated in 3 updates)
+  ASSERT_TRUE(d.ok());
+  ASSERT_EQ(d->chain.size(), 1u);
+  EXPECT_EQ(shard.num_rows(), 50u);
+  EXPECT_EQ(shard.embedding_stats().evicted, 450u);
+  const auto [step, got] = Restored(root(), c);
+  EXPECT_EQ(step, 2);
+  EXPECT_EQ(got.size(), 51u);  // 50 rows and the dense slice: no evicted row came back
+  EXPECT_EQ(got, Contents(shard));
+}
+
+TEST_F(CheckpointChainTest, CorruptLinkFallsBackToTheFullSnapshotAndItsGoodDeltas) {
+  const ShardConfig c = ChainConfig(10);
+  const float init[4] = {0, 0, 0, 0};
+  ParamShard shard(c, init);
+  std::map<int64_t, std::map<uint64_t, std::vector<float>>> at;
+  for (int64_t step = 1; step <= 4; ++step) {
+    PushRange(shard, static_cast<uint64_t>(step) * 10, static_cast<uint64_t>(step) * 10 + 300,
+              0.1f * static_cast<float>(step));
+    ASSERT_TRUE(SaveAndCommit(shard, root(), step).ok());
+    at[step] = Contents(shard);
+  }
+  // Step 3's delta is damaged: checkpoints 3 and 4 (built on it) are unusable; 2 is whole.
+  const std::string link = ShardPath(root(), 3, 0, 1);
+  std::string bytes;
+  {
+    std::ifstream in(link, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  bytes[bytes.size() / 2] ^= 1;
+  std::ofstream(link, std::ios::binary | std::ios::trunc) << bytes;
+  const auto [step, got] = Restored(root(), c);
+  EXPECT_EQ(step, 2);
+  EXPECT_EQ(got, at[2]);
+  // The next save after restoring is a delta on checkpoint 2's chain, and restores.
+  const float zero[4] = {0, 0, 0, 0};
+  ParamShard replacement(c, zero);
+  auto found = FindCheckpoint(root(), 1);
+  ASSERT_TRUE(found.ok() && found->has_value());
+  ASSERT_TRUE(LoadShard(replacement, root(), **found, 0, 1).ok());
+  PushRange(replacement, 5, 15, 1.f);
+  auto d = SaveAndCommit(replacement, root(), 5);
+  ASSERT_TRUE(d.ok());
+  ASSERT_EQ(d->chain.size(), 2u);
+  EXPECT_EQ(d->chain[1].step, 2);
+  const auto [step5, got5] = Restored(root(), c);
+  EXPECT_EQ(step5, 5);
+  EXPECT_EQ(got5, Contents(replacement));
+}
 
 // One fake for the whole process: the trainer's S3 client is process-wide and configured
 // from the environment on its first use. Each test starts from the two sound checkpoints.
@@ -192,6 +369,29 @@ TEST_F(CheckpointS3Test, ManifestThatNeverMatchesItsUploadChecksumFallsBackToThe
   ASSERT_TRUE(found.ok()) << found.status().ToString();
   ASSERT_TRUE(found->has_value());
   EXPECT_EQ((*found)->step, 1);
+}
+
+TEST_F(CheckpointS3Test, IncrementalChainRoundTripsAndACorruptLinkFallsBack) {
+  const std::string root = "s3://bkt/chain/";
+  const ShardConfig c = ChainConfig(5);
+  const float init[4] = {0, 0, 0, 0};
+  ParamShard shard(c, init);
+  std::map<int64_t, std::map<uint64_t, std::vector<float>>> at;
+  for (int64_t step = 1; step <= 3; ++step) {
+    PushRange(shard, static_cast<uint64_t>(step) * 50, static_cast<uint64_t>(step) * 50 + 200,
+              0.2f);
+    auto d = SaveAndCommit(shard, root, step);
+    ASSERT_TRUE(d.ok()) << d.status().ToString();
+    EXPECT_EQ(d->chain.size(), static_cast<size_t>(step - 1));
+    at[step] = Contents(shard);
+  }
+  auto [step, got] = Restored(root, c);
+  EXPECT_EQ(step, 3);
+  EXPECT_EQ(got, at[3]);
+  s3_.Flip("chain/ckpt-2/shard-0-of-1.bin");
+  std::tie(step, got) = Restored(root, c);
+  EXPECT_EQ(step, 1);
+  EXPECT_EQ(got, at[1]);
 }
 
 }  // namespace

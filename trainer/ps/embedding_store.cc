@@ -17,9 +17,11 @@ size_t SlotsFor(size_t rows) {
 
 }  // namespace
 
-EmbeddingStore::EmbeddingStore(size_t row_floats)
+EmbeddingStore::EmbeddingStore(size_t row_floats, StoreLimits limits)
     : row_floats_(row_floats),
-      entry_bytes_(kIdBytes + row_floats * sizeof(float)),
+      entry_bytes_(kHeadBytes + row_floats * sizeof(float)),
+      limits_(limits),
+      stripe_cap_(limits.capacity == 0 ? 0 : (limits.capacity + kStripes - 1) / kStripes),
       stripes_(new Stripe[kStripes]) {}
 
 const EmbeddingStore::Plan& EmbeddingStore::MakePlan(const uint64_t* ids, size_t n) {
@@ -46,42 +48,176 @@ const EmbeddingStore::Plan& EmbeddingStore::MakePlan(const uint64_t* ids, size_t
   return plan;
 }
 
-float* EmbeddingStore::Find(const Stripe& st, uint64_t id, uint64_t h) const {
-  if (st.slots.empty()) return nullptr;
+char* EmbeddingStore::Find(const Stripe& st, uint64_t id, uint64_t h) const {
+  const int64_t r = FindRow(st, id, h);
+  return r < 0 ? nullptr : Entry(st, static_cast<uint32_t>(r));
+}
+
+int64_t EmbeddingStore::FindRow(const Stripe& st, uint64_t id, uint64_t h) const {
+  if (st.slots.empty()) return -1;
   const size_t mask = st.slots.size() - 1;
   const uint32_t tag = TagOf(h);
   for (size_t pos = tag & mask;; pos = (pos + 1) & mask) {
     const uint64_t slot = st.slots[pos];
-    if (slot == 0) return nullptr;
+    if (slot == 0) return -1;
     if (static_cast<uint32_t>(slot >> 32) != tag) continue;
-    char* entry = Entry(st, static_cast<uint32_t>(slot) - 1);
+    const uint32_t r = static_cast<uint32_t>(slot) - 1;
     uint64_t stored;
-    std::memcpy(&stored, entry, sizeof(stored));
-    if (stored == id) return reinterpret_cast<float*>(entry + kIdBytes);
+    std::memcpy(&stored, Entry(st, r), sizeof(stored));
+    if (stored == id) return r;
   }
 }
 
-float* EmbeddingStore::FindOrInsert(Stripe& st, uint64_t id, uint64_t h, bool* created) {
-  if (float* row = Find(st, id, h); row != nullptr) {
-    *created = false;
-    return row;
+bool EmbeddingStore::Admit(Stripe& st, uint64_t h) {
+  if (limits_.admit_count <= 1) return true;
+  if (st.sketch.empty()) st.sketch.assign(kSketchDepth * kSketchWidth, 0);
+  // Double hashing from a second mix of the hash: kSketchDepth independent-enough columns.
+  const uint64_t g = Hash(h ^ 0x9e3779b97f4a7c15ULL);
+  const uint32_t a = static_cast<uint32_t>(g), b = static_cast<uint32_t>(g >> 32) | 1;
+  size_t pos[kSketchDepth];
+  uint8_t least = 255;
+  for (size_t d = 0; d < kSketchDepth; ++d) {
+    pos[d] = d * kSketchWidth + ((a + d * b) & (kSketchWidth - 1));
+    least = std::min(least, st.sketch[pos[d]]);
   }
-  if (st.rows + 1 > st.slots.size() / 4 * 3) Grow(st);
+  // Conservative update: only the counters at the minimum grow (less overestimation).
+  if (least < 255) {
+    for (size_t d = 0; d < kSketchDepth; ++d) {
+      if (st.sketch[pos[d]] == least) ++st.sketch[pos[d]];
+    }
+    ++least;
+  }
+  if (++st.sketch_adds >= 8 * kSketchWidth) {  // age: sightings long past fade
+    for (uint8_t& c : st.sketch) c = static_cast<uint8_t>(c >> 1);
+    st.sketch_adds = 0;
+  }
+  return least >= limits_.admit_count;
+}
+
+char* EmbeddingStore::Insert(Stripe& st, uint64_t id, uint64_t h, uint32_t tick, bool capped) {
+  if (capped && stripe_cap_ != 0 && st.live() >= stripe_cap_) EvictForRoom(st, tick);
+  if (st.live() + 1 > st.slots.size() / 4 * 3) Grow(st);
   const size_t mask = st.slots.size() - 1;
   const uint32_t tag = TagOf(h);
   size_t pos = tag & mask;
   while (st.slots[pos] != 0) pos = (pos + 1) & mask;
-  const uint32_t r = st.rows;
-  if (r % kSlabRows == 0) {
-    // Uninitialised: init() writes every float of a new row.
-    st.slabs.emplace_back(new char[kSlabRows * entry_bytes_]);
+  uint32_t r;
+  if (!st.free.empty()) {
+    r = st.free.back();
+    st.free.pop_back();
+  } else {
+    r = st.rows;
+    if (r % kSlabRows == 0) {
+      // Uninitialised: init() writes every float of a new row.
+      st.slabs.emplace_back(new char[kSlabRows * entry_bytes_]);
+    }
+    ++st.rows;
   }
-  ++st.rows;
   st.slots[pos] = (static_cast<uint64_t>(tag) << 32) | (static_cast<uint64_t>(r) + 1);
   char* entry = Entry(st, r);
   std::memcpy(entry, &id, sizeof(id));
-  *created = true;
-  return reinterpret_cast<float*>(entry + kIdBytes);
+  Stamp(entry, tick, epoch_.load(std::memory_order_relaxed));
+  return entry;
+}
+
+void EmbeddingStore::Remove(Stripe& st, uint32_t r, bool log) {
+  char* entry = Entry(st, r);
+  uint64_t id;
+  std::memcpy(&id, entry, sizeof(id));
+  const size_t mask = st.slots.size() - 1;
+  const uint64_t want = static_cast<uint64_t>(r) + 1;
+  size_t i = TagOf(Hash(id)) & mask;
+  while (static_cast<uint32_t>(st.slots[i]) != want) i = (i + 1) & mask;
+  // Backward-shift deletion: move later members of the probe run into the hole when their
+  // home slot does not lie (cyclically) in (hole, their position].
+  for (size_t j = (i + 1) & mask; st.slots[j] != 0; j = (j + 1) & mask) {
+    const size_t home = static_cast<uint32_t>(st.slots[j] >> 32) & mask;
+    const bool stays = i <= j ? (i < home && home <= j) : (i < home || home <= j);
+    if (stays) continue;
+    st.slots[i] = st.slots[j];
+    i = j;
+  }
+  st.slots[i] = 0;
+  Stamp(entry, 0, kFreeEpoch);
+  st.free.push_back(r);
+  ++st.evicted;
+  if (log && limits_.log_deletions) {
+    const uint32_t epoch = epoch_.load(std::memory_order_relaxed);
+    if (st.deleted.size() < limits_.max_deletions / kStripes + 1) {
+      st.deleted.emplace_back(id, epoch);
+    } else {
+      st.overflow_epoch = epoch;
+    }
+  }
+}
+
+void EmbeddingStore::EvictForRoom(Stripe& st, uint32_t tick) {
+  // The oldest 1/16 by tick (at least one row): one pass to find the cut, one to evict.
+  thread_local std::vector<uint32_t> ticks;
+  ticks.clear();
+  for (uint32_t r = 0; r < st.rows; ++r) {
+    const char* entry = Entry(st, r);
+    if (EpochOf(entry) != kFreeEpoch && TickOf(entry) != tick) ticks.push_back(TickOf(entry));
+  }
+  if (ticks.empty()) return;  // every row is the running call's: the cap gives way
+  const size_t want = std::max<size_t>(1, stripe_cap_ / 16);
+  const size_t nth = std::min(want, ticks.size()) - 1;
+  std::nth_element(ticks.begin(), ticks.begin() + static_cast<ptrdiff_t>(nth), ticks.end());
+  const uint32_t cut = ticks[nth];
+  size_t evicted = 0;
+  for (uint32_t r = 0; r < st.rows && evicted < want; ++r) {
+    const char* entry = Entry(st, r);
+    if (EpochOf(entry) == kFreeEpoch || TickOf(entry) == tick || TickOf(entry) > cut) continue;
+    Remove(st, r, true);
+    ++evicted;
+  }
+}
+
+size_t EmbeddingStore::EvictOlderThan(uint32_t tick) {
+  size_t n = 0;
+  for (size_t s = 0; s < kStripes; ++s) {
+    Stripe& st = stripes_[s];
+    std::unique_lock lock(st.mu);
+    for (uint32_t r = 0; r < st.rows; ++r) {
+      const char* entry = Entry(st, r);
+      if (EpochOf(entry) != kFreeEpoch && TickOf(entry) < tick) {
+        Remove(st, r, true);
+        ++n;
+      }
+    }
+  }
+  return n;
+}
+
+void EmbeddingStore::TrimDeletions(uint32_t epoch) {
+  for (size_t s = 0; s < kStripes; ++s) {
+    Stripe& st = stripes_[s];
+    std::unique_lock lock(st.mu);
+    std::erase_if(st.deleted, [&](const auto& d) { return d.second <= epoch; });
+    if (st.overflow_epoch <= epoch) st.overflow_epoch = 0;
+    if (st.deleted.empty()) st.deleted.shrink_to_fit();
+  }
+}
+
+size_t EmbeddingStore::deletions() const {
+  size_t n = 0;
+  for (size_t s = 0; s < kStripes; ++s) {
+    std::shared_lock lock(stripes_[s].mu);
+    if (stripes_[s].overflow_epoch != 0) return SIZE_MAX;
+    n += stripes_[s].deleted.size();
+  }
+  return n;
+}
+
+StoreCounters EmbeddingStore::counters() const {
+  StoreCounters c;
+  for (size_t s = 0; s < kStripes; ++s) {
+    std::shared_lock lock(stripes_[s].mu);
+    c.admitted += stripes_[s].admitted;
+    c.filtered += stripes_[s].filtered;
+    c.evicted += stripes_[s].evicted;
+  }
+  return c;
 }
 
 void EmbeddingStore::Grow(Stripe& st) {
@@ -98,14 +234,31 @@ void EmbeddingStore::Grow(Stripe& st) {
 
 float* EmbeddingStore::Insert(uint64_t id, bool* created) {
   const uint64_t h = Hash(id);
-  return FindOrInsert(stripes_[StripeOf(h)], id, h, created);
+  Stripe& st = stripes_[StripeOf(h)];
+  const uint32_t tick = tick_.load(std::memory_order_relaxed);
+  char* entry = Find(st, id, h);
+  *created = entry == nullptr;
+  // A restore fills what was saved: no eviction here.
+  if (entry == nullptr) entry = Insert(st, id, h, tick, /*capped=*/false);
+  Stamp(entry, tick, epoch_.load(std::memory_order_relaxed));
+  return RowOf(entry);
+}
+
+bool EmbeddingStore::Erase(uint64_t id) {
+  const uint64_t h = Hash(id);
+  Stripe& st = stripes_[StripeOf(h)];
+  const int64_t r = FindRow(st, id, h);
+  if (r < 0) return false;
+  Remove(st, static_cast<uint32_t>(r), false);
+  --st.evicted;  // a restore's deletion is not an eviction of this run
+  return true;
 }
 
 size_t EmbeddingStore::size() const {
   size_t n = 0;
   for (size_t s = 0; s < kStripes; ++s) {
     std::shared_lock lock(stripes_[s].mu);
-    n += stripes_[s].rows;
+    n += stripes_[s].live();
   }
   return n;
 }
@@ -116,7 +269,8 @@ size_t EmbeddingStore::bytes() const {
     const Stripe& st = stripes_[s];
     std::shared_lock lock(st.mu);
     n += st.slots.capacity() * sizeof(uint64_t) + st.slabs.capacity() * sizeof(st.slabs[0]) +
-         st.slabs.size() * kSlabRows * entry_bytes_;
+         st.slabs.size() * kSlabRows * entry_bytes_ + st.free.capacity() * sizeof(uint32_t) +
+         st.sketch.capacity() + st.deleted.capacity() * sizeof(st.deleted[0]);
   }
   return n;
 }
@@ -136,12 +290,20 @@ void EmbeddingStore::Clear() {
     Stripe& st = stripes_[s];
     std::vector<uint64_t>().swap(st.slots);
     std::vector<std::unique_ptr<char[]>>().swap(st.slabs);
+    std::vector<uint32_t>().swap(st.free);
+    std::vector<std::pair<uint64_t, uint32_t>>().swap(st.deleted);
     st.rows = 0;
   }
 }
 
 void EmbeddingStore::Swap(EmbeddingStore& other) {
   std::swap(stripes_, other.stripes_);
+  // The counters describe this run, not the table: they stay with their store.
+  for (size_t s = 0; s < kStripes; ++s) {
+    std::swap(stripes_[s].admitted, other.stripes_[s].admitted);
+    std::swap(stripes_[s].filtered, other.stripes_[s].filtered);
+    std::swap(stripes_[s].evicted, other.stripes_[s].evicted);
+  }
 }
 
 }  // namespace kubetrain::trainer

@@ -1,24 +1,52 @@
 // Embedding rows for millions of ids per parameter server: fixed-size rows of floats keyed by
-// a 64-bit id, held with close to no overhead beyond their payload.
+// a 64-bit id, held with close to no overhead beyond their payload, optionally bounded.
 //
 // Layout: the ids hash to one of kStripes stripes, each with its own lock, an open-addressing
-// index and slabs of rows. A row is [id (8 bytes) | row_floats floats] inside a slab of
-// kSlabRows rows (one allocation per slab, never per row); the index holds 8 bytes per slot
-// (a 32-bit hash tag and the row's number in its stripe), linear probing, at most 3/4 full
-// (doubling), so a growing stripe rehashes only its own index, from the tags, without
-// touching a row. Rows are never removed or moved, so a pointer to a row stays valid for
-// the store's life (until Clear / Swap).
+// index and slabs of rows. A row is [id (8 bytes) | last tick (4) | epoch (4) | row_floats
+// floats] inside a slab of kSlabRows rows (one allocation per slab, never per row); the index
+// holds 8 bytes per slot (a 32-bit hash tag and the row's number in its stripe), linear
+// probing, at most 3/4 full (doubling), so a growing stripe rehashes only its own index, from
+// the tags, without touching a row. An evicted row leaves the index (backward-shift deletion,
+// no tombstones) and its number goes on the stripe's free list, which the next new row of the
+// stripe takes: memory stays bounded by the most rows ever live, never by the ids ever seen.
+//
+// Pointers: a row pointer handed to a callback is valid while that callback runs (the stripe's
+// lock is held). Rows do not move, but an evicted row's memory is reused by another id, so no
+// pointer may be kept past the call that gave it. Within one Update call every row it looks up
+// stays put until the call's callbacks for that stripe have run (eviction passes over rows the
+// running call touched).
+//
+// Bounds (StoreLimits, all optional):
+//  - admission: an id gets a row at its admit_count-th Update; before that Update passes
+//    nullptr to fn (the caller skips the update: counted as filtered, not stored). The counts
+//    are a count-min sketch per stripe (4 rows of 8-bit saturating counters, conservative
+//    update, 4 MiB per store in all), halved every 8 x width increments so old sightings
+//    fade. A sketch errs only upwards (collisions admit an id early, never late) in a fixed
+//    memory; an exact counter table would grow with the distinct ids seen, most of which a
+//    Zipf tail sees once, which is the memory admission exists to save.
+//  - capacity: at most ceil(capacity / kStripes) rows per stripe. A stripe that is full when a
+//    new row is needed first evicts its least recently updated 1/16 (by tick: the number of
+//    the Update call that last updated the row): one pass over the stripe's ticks, so the cost
+//    per new row is O(16) amortised, and no list per row. Rows the running call touched are
+//    never evicted, so a stripe may hold a call's worth of rows above its cap.
+//  - EvictOlderThan(tick): drops rows not updated since (the PS calls it at checkpoint time).
+// Evicted ids are logged with their epoch (ForEachDeletedSince) for incremental checkpoints,
+// until TrimDeletions.
+//
+// Epochs (incremental checkpoints): set_epoch(e) makes later updates stamp their rows with e;
+// ForEachChangedSince(e) visits the rows stamped after e.
 //
 // Order and determinism: Update visits a call's ids grouped by stripe, in the call's order
 // within each stripe, and creates a missing row (init) when first visited; rows are
-// numbered in creation order per stripe. So the contents (and ForEach's order) depend only
-// on the sequence of Update calls, not on the number of threads that served them.
+// numbered in creation order per stripe (free numbers reused lowest-evicted-last). So the
+// contents (and ForEach's order) depend only on the sequence of Update calls, not on the
+// number of threads that served them.
 //
-// Thread-safe: Read, Update, ForEach, size and bytes may be called from any threads at once
-// (Read and ForEach lock stripes shared, Update exclusive, one stripe at a time, passing
-// over a busy stripe to come back to it: a call is not atomic across stripes). Reserve, Clear and
-// Swap need the caller to exclude all other calls. The callbacks run under a stripe's lock and must
-// not call back into the store.
+// Thread-safe: Read, Update, ForEach*, EvictOlderThan, TrimDeletions, size, bytes and counters
+// may be called from any threads at once (Read and ForEach lock stripes shared, Update and the
+// eviction exclusive, one stripe at a time, passing over a busy stripe to come back to it: a call
+// is not atomic across stripes). Reserve, Insert, Clear and Swap need the caller to exclude all
+// other calls. The callbacks run under a stripe's lock and must not call back into the store.
 #pragma once
 
 #include <algorithm>
@@ -36,17 +64,37 @@
 
 namespace kubetrain::trainer {
 
+struct StoreLimits {
+  uint32_t admit_count = 0;  // 0 or 1: every id gets a row at its first update
+  size_t capacity = 0;       // rows in all; 0: unbounded
+  // Keep evicted ids for ForEachDeletedSince (incremental checkpoints need them), at most
+  // max_deletions in all: past that, deletions() reports overflow until a TrimDeletions
+  // covering it (the caller then writes a full checkpoint).
+  bool log_deletions = false;
+  size_t max_deletions = size_t{1} << 22;
+};
+
+// What the bounds did, since construction (Clear keeps them).
+struct StoreCounters {
+  uint64_t admitted = 0;  // rows created by Update
+  uint64_t filtered = 0;  // updates of ids not admitted yet (not stored)
+  uint64_t evicted = 0;   // rows dropped by the capacity or EvictOlderThan
+};
+
 class EmbeddingStore {
  public:
   static constexpr int kStripeBits = 5;
   static constexpr size_t kStripes = size_t{1} << kStripeBits;
   static constexpr size_t kSlabRows = 256;
+  static constexpr size_t kSketchDepth = 4;
+  static constexpr size_t kSketchWidth = size_t{1} << 15;  // per stripe and sketch row
 
-  explicit EmbeddingStore(size_t row_floats);
+  explicit EmbeddingStore(size_t row_floats, StoreLimits limits = {});
   EmbeddingStore(const EmbeddingStore&) = delete;
   EmbeddingStore& operator=(const EmbeddingStore&) = delete;
 
   size_t row_floats() const { return row_floats_; }
+  const StoreLimits& limits() const { return limits_; }
 
   // For each i in [0, n): fn(i, row) with the row of ids[i], or nullptr when there is none.
   template <typename Fn>
@@ -59,7 +107,8 @@ class EmbeddingStore {
       rows.resize(plan.begin[s + 1] - plan.begin[s]);
       for (uint32_t k = plan.begin[s]; k < plan.begin[s + 1]; ++k) {
         PrefetchSlot(st, plan, k, plan.begin[s + 1]);
-        rows[k - plan.begin[s]] = Find(st, ids[plan.order[k]], plan.hash[k]);
+        char* entry = Find(st, ids[plan.order[k]], plan.hash[k]);
+        rows[k - plan.begin[s]] = entry == nullptr ? nullptr : RowOf(entry);
       }
       for (size_t j = 0; j < rows.size(); ++j) {
         PrefetchRow(rows, j);
@@ -69,11 +118,15 @@ class EmbeddingStore {
   }
 
   // For each i in [0, n): fn(i, row) with the row of ids[i], created first by init(id, row)
-  // when missing; a repeated id gets its calls in the order of `ids`. With `parallel`, the
-  // stripes are shared out over the compute threads (model/parallel.h): same result.
+  // when missing and admitted (see StoreLimits), or fn(i, nullptr) for an id not admitted
+  // yet; a repeated id gets its calls in the order of `ids`. Every row passed is stamped
+  // with this call's tick and the current epoch. With `parallel`, the stripes are shared out
+  // over the compute threads (model/parallel.h): same result.
   template <typename Init, typename Fn>
   void Update(const uint64_t* ids, size_t n, bool parallel, Init init, Fn fn) {
     const Plan& plan = MakePlan(ids, n);
+    const uint32_t tick = tick_.fetch_add(1, std::memory_order_relaxed) + 1;
+    const uint32_t epoch = epoch_.load(std::memory_order_relaxed);
     ParallelParts(parallel, [&](int part, int parts) {
       VisitStripes<std::unique_lock<std::shared_mutex>>(plan, part, parts, [&](size_t s) {
         Stripe& st = stripes_[s];
@@ -84,10 +137,19 @@ class EmbeddingStore {
         for (uint32_t k = plan.begin[s]; k < plan.begin[s + 1]; ++k) {
           PrefetchSlot(st, plan, k, plan.begin[s + 1]);
           const uint64_t id = ids[plan.order[k]];
-          bool created = false;
-          float* row = FindOrInsert(st, id, plan.hash[k], &created);
-          if (created) init(id, row);
-          rows[k - plan.begin[s]] = row;
+          char* entry = Find(st, id, plan.hash[k]);
+          if (entry == nullptr) {
+            if (!Admit(st, plan.hash[k])) {
+              ++st.filtered;
+              rows[k - plan.begin[s]] = nullptr;
+              continue;
+            }
+            entry = Insert(st, id, plan.hash[k], tick);
+            ++st.admitted;
+            init(id, RowOf(entry));
+          }
+          Stamp(entry, tick, epoch);
+          rows[k - plan.begin[s]] = RowOf(entry);
         }
         for (size_t j = 0; j < rows.size(); ++j) {
           PrefetchRow(rows, j);
@@ -98,39 +160,78 @@ class EmbeddingStore {
   }
 
   // The row of `id` for filling from a checkpoint: a new one, its floats uninitialised, or
-  // the one `id` has already (*created tells which). Not thread-safe (see above).
+  // the one `id` has already (*created tells which); stamped with the current tick and
+  // epoch. Ignores admission and capacity. Not thread-safe (see above).
   float* Insert(uint64_t id, bool* created);
+  // Removes `id`'s row if it has one (a deletion read from a checkpoint; not logged). Not
+  // thread-safe.
+  bool Erase(uint64_t id);
 
-  // fn(id, row) for every row, stripe by stripe in creation order, each stripe locked shared
-  // while it is visited: no copy of the table is made.
+  // fn(id, row) for every row, stripe by stripe in row-number order, each stripe locked
+  // shared while it is visited: no copy of the table is made.
   template <typename Fn>
   void ForEach(Fn fn) const {
+    ForEachChangedSince(0, fn);
+  }
+  // The same for the rows stamped with an epoch after `epoch` (0: every row).
+  template <typename Fn>
+  void ForEachChangedSince(uint32_t epoch, Fn fn) const {
     for (size_t s = 0; s < kStripes; ++s) {
       const Stripe& st = stripes_[s];
       std::shared_lock lock(st.mu);
       for (uint32_t r = 0; r < st.rows; ++r) {
         const char* entry = Entry(st, r);
+        const uint32_t e = EpochOf(entry);
+        if (e == kFreeEpoch || e <= epoch) continue;
         uint64_t id;
         std::memcpy(&id, entry, sizeof(id));
-        fn(id, reinterpret_cast<const float*>(entry + kIdBytes));
+        fn(id, reinterpret_cast<const float*>(entry + kHeadBytes));
       }
     }
   }
+  // fn(id) for every id evicted in an epoch after `epoch` (and not trimmed), in eviction
+  // order per stripe. An id may have a row again since (created later).
+  template <typename Fn>
+  void ForEachDeletedSince(uint32_t epoch, Fn fn) const {
+    for (size_t s = 0; s < kStripes; ++s) {
+      const Stripe& st = stripes_[s];
+      std::shared_lock lock(st.mu);
+      for (const auto& [id, e] : st.deleted) {
+        if (e > epoch) fn(id);
+      }
+    }
+  }
+  // Forgets the deletions of epochs up to `epoch` (a full checkpoint holds what they did).
+  void TrimDeletions(uint32_t epoch);
+  // Deletions logged and not trimmed; SIZE_MAX when some were not logged (over the bound).
+  size_t deletions() const;
+
+  // Drops every row last updated by an Update call numbered before `tick` (tick() minus the
+  // updates to keep); returns how many. Logged for ForEachDeletedSince.
+  size_t EvictOlderThan(uint32_t tick);
+  // The number of the last Update call (calls are numbered from 1).
+  uint32_t tick() const { return tick_.load(std::memory_order_relaxed); }
+  uint32_t epoch() const { return epoch_.load(std::memory_order_relaxed); }
+  // Later updates stamp their rows with `epoch` (>= 1); the caller excludes Update meanwhile.
+  void set_epoch(uint32_t epoch) { epoch_.store(epoch, std::memory_order_relaxed); }
 
   size_t size() const;
+  StoreCounters counters() const;
   // Nanoseconds Read and Update have spent waiting for a stripe's lock held by another
   // thread (an uncontended lock costs no clock read), since construction.
   uint64_t lock_wait_ns() const { return lock_wait_ns_.load(std::memory_order_relaxed); }
-  // Bytes held: slabs, indexes and the stripes themselves.
+  // Bytes held: slabs, indexes, free lists, sketches, deletion logs and the stripes.
   size_t bytes() const;
   // Sizes each stripe's index for `rows` rows in all (evenly hashed), so a restore of that
   // many rows does not rehash. Not thread-safe.
   void Reserve(size_t rows);
   void Clear();                      // Not thread-safe.
-  void Swap(EmbeddingStore& other);  // Not thread-safe; row_floats must match.
+  void Swap(EmbeddingStore& other);  // Not thread-safe; row_floats and limits must match.
 
  private:
   static constexpr size_t kIdBytes = sizeof(uint64_t);
+  static constexpr size_t kHeadBytes = kIdBytes + 2 * sizeof(uint32_t);
+  static constexpr uint32_t kFreeEpoch = 0;
 
   struct Stripe {
     mutable std::shared_mutex mu;
@@ -138,7 +239,14 @@ class EmbeddingStore {
     // the index size, so a rehash needs only the slots.
     std::vector<uint64_t> slots;
     std::vector<std::unique_ptr<char[]>> slabs;
-    uint32_t rows = 0;
+    uint32_t rows = 0;            // row numbers handed out (live + free)
+    std::vector<uint32_t> free;   // numbers of evicted rows, reused first
+    std::vector<uint8_t> sketch;  // kSketchDepth x kSketchWidth, when admission is on
+    uint64_t sketch_adds = 0;     // increments since the last halving
+    std::vector<std::pair<uint64_t, uint32_t>> deleted;  // (id, epoch) evicted
+    uint32_t overflow_epoch = 0;  // the last epoch a deletion was not logged in (0: none)
+    uint64_t admitted = 0, filtered = 0, evicted = 0;
+    size_t live() const { return rows - free.size(); }
   };
   // One call's ids grouped by stripe (a counting sort, stable): stripe s has
   // order[begin[s] .. begin[s + 1]), with each id's hash beside it. Per thread, reused.
@@ -161,6 +269,21 @@ class EmbeddingStore {
   }
   static size_t StripeOf(uint64_t h) { return h & (kStripes - 1); }
   static uint32_t TagOf(uint64_t h) { return static_cast<uint32_t>(h >> 32); }
+  static float* RowOf(char* entry) { return reinterpret_cast<float*>(entry + kHeadBytes); }
+  static uint32_t TickOf(const char* entry) {
+    uint32_t t;
+    std::memcpy(&t, entry + kIdBytes, sizeof(t));
+    return t;
+  }
+  static uint32_t EpochOf(const char* entry) {
+    uint32_t e;
+    std::memcpy(&e, entry + kIdBytes + sizeof(uint32_t), sizeof(e));
+    return e;
+  }
+  static void Stamp(char* entry, uint32_t tick, uint32_t epoch) {
+    std::memcpy(entry + kIdBytes, &tick, sizeof(tick));
+    std::memcpy(entry + kIdBytes + sizeof(uint32_t), &epoch, sizeof(epoch));
+  }
 
   // Calls visit(s) for each stripe s of part `part` (of `parts`) that `plan` has ids in,
   // holding the stripe's lock (Lock: shared or exclusive). Stripes another thread holds are
@@ -217,20 +340,33 @@ class EmbeddingStore {
   void PrefetchRow(const std::vector<float*>& rows, size_t j) const {
     if (j + kRowAhead >= rows.size() || rows[j + kRowAhead] == nullptr) return;
     const char* row = reinterpret_cast<const char*>(rows[j + kRowAhead]);
-    for (size_t b = 0; b < entry_bytes_ - kIdBytes; b += 64) __builtin_prefetch(row + b, 1);
+    for (size_t b = 0; b < entry_bytes_ - kHeadBytes; b += 64) __builtin_prefetch(row + b, 1);
   }
   static const Plan& MakePlan(const uint64_t* ids, size_t n);
   char* Entry(const Stripe& st, uint32_t r) const {
     return st.slabs[r / kSlabRows].get() + (r % kSlabRows) * entry_bytes_;
   }
-  float* Find(const Stripe& st, uint64_t id, uint64_t h) const;
-  float* FindOrInsert(Stripe& st, uint64_t id, uint64_t h, bool* created);
+  char* Find(const Stripe& st, uint64_t id, uint64_t h) const;
+  int64_t FindRow(const Stripe& st, uint64_t id, uint64_t h) const;  // -1: none
+  // A new row for `id` (not present): evicts first when the stripe is at its cap (sparing
+  // rows stamped `tick`) when `capped`, takes a free number or a new one.
+  char* Insert(Stripe& st, uint64_t id, uint64_t h, uint32_t tick, bool capped = true);
+  // Counts a sighting of hash `h`; true once it has been seen admit_count times.
+  bool Admit(Stripe& st, uint64_t h);
+  // Removes row `r` from the index, marks it free, logs the deletion if `log`.
+  void Remove(Stripe& st, uint32_t r, bool log);
+  // Evicts the least recently updated 1/16 of a full stripe, sparing rows stamped `tick`.
+  void EvictForRoom(Stripe& st, uint32_t tick);
   void Grow(Stripe& st);
 
   // Constant after construction.
   const size_t row_floats_;
   const size_t entry_bytes_;
+  const StoreLimits limits_;
+  const size_t stripe_cap_;  // rows per stripe; 0: unbounded
   std::unique_ptr<Stripe[]> stripes_;
+  std::atomic<uint32_t> tick_{0};
+  std::atomic<uint32_t> epoch_{1};
   mutable std::atomic<uint64_t> lock_wait_ns_{0};
   mutable std::atomic<size_t> next_start_{0};  // where the next call starts (VisitStripes)
 };

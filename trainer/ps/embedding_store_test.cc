@@ -6,6 +6,7 @@
 #include <atomic>
 #include <filesystem>
 #include <map>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -279,6 +280,145 @@ TEST(ParamShardStoreTest, SaveDuringPushesAndPullsHoldsEachPushWithItsLedgerReco
   pusher.join();
   puller.join();
   std::filesystem::remove_all(dir);
+}
+
+// One Update of `id` that fills its row with `value`; returns whether a row was passed.
+bool Put(EmbeddingStore& store, uint64_t id, float value) {
+  bool stored = false;
+  store.Update(
+      &id, 1, false, [](uint64_t, float* row) { Fill(row, 0.f); },
+      [&](size_t, float* row) {
+        if (row == nullptr) return;
+        Fill(row, value);
+        stored = true;
+      });
+  return stored;
+}
+
+TEST(EmbeddingStoreBoundsTest, AdmissionGivesAnIdARowOnlyAtItsNthUpdate) {
+  EmbeddingStore store(kFloats, {.admit_count = 3, .capacity = 0, .log_deletions = false});
+  EXPECT_FALSE(Put(store, 42, 1.f));
+  EXPECT_FALSE(Put(store, 42, 2.f));
+  EXPECT_EQ(store.size(), 0u);
+  EXPECT_EQ(ReadFirst(store, {42})[0], -1.f);  // reads as its initial row: none stored
+  EXPECT_TRUE(Put(store, 42, 3.f));
+  EXPECT_EQ(ReadFirst(store, {42})[0], 3.f);
+  EXPECT_TRUE(Put(store, 42, 4.f));  // admitted for good
+  // Ids seen once each stay out: a long tail costs no rows.
+  for (uint64_t id = 1000; id < 21000; ++id) Put(store, id, 1.f);
+  EXPECT_EQ(store.size(), 1u);
+  const StoreCounters c = store.counters();
+  EXPECT_EQ(c.admitted, 1u);
+  EXPECT_EQ(c.filtered, 2u + 20000u);
+  EXPECT_EQ(c.evicted, 0u);
+}
+
+TEST(EmbeddingStoreBoundsTest, CapacityKeepsTheRecentlyUpdatedRowsAndBoundsMemory) {
+  constexpr size_t kCap = 2048;
+  EmbeddingStore store(kFloats, {.admit_count = 0, .capacity = kCap, .log_deletions = false});
+  for (uint64_t id = 1; id <= 20000; ++id) Put(store, id, static_cast<float>(id));
+  const size_t bytes_at_20k = store.bytes();
+  EXPECT_LE(store.size(), kCap);
+  EXPECT_GE(store.size(), kCap * 7 / 8);  // evicts a 1/16 batch at a time, not everything
+  for (uint64_t id = 20001; id <= 200000; ++id) Put(store, id, static_cast<float>(id));
+  EXPECT_LE(store.size(), kCap);
+  // Evicted rows' slots are reused: memory does not grow with the ids seen.
+  EXPECT_EQ(store.bytes(), bytes_at_20k);
+  // The most recently updated ids are all there, with their own values.
+  std::vector<uint64_t> recent;
+  for (uint64_t id = 200000 - 500; id <= 200000; ++id) recent.push_back(id);
+  const std::vector<float> got = ReadFirst(store, recent);
+  for (size_t i = 0; i < recent.size(); ++i) EXPECT_EQ(got[i], static_cast<float>(recent[i]));
+  // The oldest are gone; counters add up.
+  EXPECT_EQ(ReadFirst(store, {1})[0], -1.f);
+  const StoreCounters c = store.counters();
+  EXPECT_EQ(c.admitted, 200000u);
+  EXPECT_EQ(c.admitted - c.evicted, store.size());
+  // Every live row is visited once by ForEach, holding its own id's value.
+  size_t seen = 0;
+  store.ForEach([&](uint64_t id, const float* row) {
+    ++seen;
+    EXPECT_EQ(row[0], static_cast<float>(id));
+  });
+  EXPECT_EQ(seen, store.size());
+}
+
+TEST(EmbeddingStoreBoundsTest, EvictOlderThanDropsStaleRowsAndLogsThemAsDeletions) {
+  EmbeddingStore store(kFloats, {.admit_count = 0, .capacity = 0, .log_deletions = true});
+  for (uint64_t id = 1; id <= 1000; ++id) Put(store, id, 1.f);  // ticks 1..1000
+  store.set_epoch(2);
+  for (uint64_t id = 1; id <= 100; ++id) Put(store, id, 2.f);  // refreshed: ticks 1001..1100
+  EXPECT_EQ(store.EvictOlderThan(1001), 900u);
+  EXPECT_EQ(store.size(), 100u);
+  std::set<uint64_t> deleted;
+  store.ForEachDeletedSince(1, [&](uint64_t id) { deleted.insert(id); });
+  EXPECT_EQ(deleted.size(), 900u);
+  EXPECT_EQ(*deleted.begin(), 101u);
+  size_t changed = 0;
+  store.ForEachChangedSince(1, [&](uint64_t id, const float*) {
+    EXPECT_LE(id, 100u);
+    ++changed;
+  });
+  EXPECT_EQ(changed, 100u);
+  store.TrimDeletions(2);
+  EXPECT_EQ(store.deletions(), 0u);
+  // A deleted id comes back as a new row from its initial value.
+  Put(store, 500, 5.f);
+  EXPECT_EQ(ReadFirst(store, {500, 600}), (std::vector<float>{5.f, -1.f}));
+}
+
+// Pushes from several threads into a capped store (evicting all the time) while others pull
+// and iterate: every row a reader sees is whole and belongs to the id it was asked for.
+TEST(EmbeddingStoreBoundsTest, ConcurrentPullsPushesAndIterationWhileEvicting) {
+  EmbeddingStore store(kFloats, {.admit_count = 2, .capacity = 1024, .log_deletions = true});
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> bad{0}, reads{0};
+  const auto value_of = [](uint64_t id) { return static_cast<float>(id % 100000); };
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 3; ++t) {
+    threads.emplace_back([&, t] {
+      std::vector<uint64_t> ids(64);
+      uint64_t x = 12345 + static_cast<uint64_t>(t);
+      for (int round = 0; round < 3000; ++round) {
+        for (auto& id : ids) {
+          x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+          id = (x >> 33) % 20000 + 1;
+        }
+        store.Update(
+            ids.data(), ids.size(), false,
+            [&](uint64_t id, float* row) { Fill(row, value_of(id)); },
+            [&](size_t i, float* row) {
+              if (row != nullptr) Fill(row, value_of(ids[i]));
+            });
+      }
+    });
+  }
+  std::thread reader([&] {
+    std::vector<uint64_t> ids(64);
+    for (uint64_t k = 0; !stop.load(); ++k) {
+      for (size_t i = 0; i < ids.size(); ++i) ids[i] = (k * 64 + i) % 20000 + 1;
+      store.Read(ids.data(), ids.size(), [&](size_t i, const float* row) {
+        if (row == nullptr) return;
+        reads.fetch_add(1);
+        for (size_t f = 0; f < kFloats; ++f) {
+          if (row[f] != value_of(ids[i])) bad.fetch_add(1);
+        }
+      });
+      store.ForEach([&](uint64_t id, const float* row) {
+        for (size_t f = 0; f < kFloats; ++f) {
+          if (row[f] != value_of(id)) bad.fetch_add(1);
+        }
+      });
+    }
+  });
+  for (auto& t : threads) t.join();
+  stop = true;
+  reader.join();
+  EXPECT_EQ(bad.load(), 0u);
+  EXPECT_GT(reads.load(), 0u);
+  EXPECT_LE(store.size(), 1024u + 3 * 64);  // the cap, give or take running calls' rows
+  EXPECT_GT(store.counters().evicted, 0u);
+  EXPECT_GT(store.counters().filtered, 0u);
 }
 
 }  // namespace

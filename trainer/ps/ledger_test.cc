@@ -194,25 +194,33 @@ TEST(ParamShardPushTest, FormatOneShardsStillLoadWithAnEmptyLedger) {
   std::vector<float> row_grads(4, 0.25f);
   const uint64_t ids[2] = {7, 9};
   a.Apply(nullptr, ids, 2, row_grads.data());  // two rows
-  ASSERT_TRUE(a.Save(dir + "/v2.bin").ok());
-  // Format 1 is format 2 without the ledger (an empty one is 8 bytes after the 40-byte
-  // header) and with magic KTSHARD1.
-  std::string v2 = ReadAll(dir + "/v2.bin");
-  ASSERT_EQ(v2.substr(0, 8), "KTSHARD2");
-  ASSERT_EQ(v2.substr(40, 8), std::string(8, '\0'));
+  ASSERT_TRUE(a.Save(dir + "/v3.bin").ok());
+  // Format 2 is format 3 without its kind, base step and deletions (17 bytes after the
+  // 40-byte header, the empty ledger's 8 bytes and 4 dense floats); format 1 is format 2
+  // without the ledger and with magic KTSHARD1.
+  const std::string v3 = ReadAll(dir + "/v3.bin");
+  ASSERT_EQ(v3.substr(0, 8), "KTSHARD3");
+  ASSERT_EQ(v3.substr(40, 8), std::string(8, '\0'));
+  ASSERT_EQ(v3.substr(64, 17),
+            std::string(1, '\0') + std::string(8, '\xff') + std::string(8, '\0'));
+  std::string v2 = v3.substr(0, 64) + v3.substr(81);
+  v2[7] = '2';
   std::string v1 = v2.substr(0, 40) + v2.substr(48);
   v1[7] = '1';
   ASSERT_TRUE(WriteFileAtomic(dir + "/v1.bin", v1).ok());
+  ASSERT_TRUE(WriteFileAtomic(dir + "/v2.bin", v2).ok());
   ParamShard b(Config(), init.data());
   b.MarkFinished(4);
   ASSERT_TRUE(b.Load(dir + "/v1.bin").ok());
   EXPECT_EQ(b.num_rows(), 2u);
   EXPECT_TRUE(b.Finished().empty());
+  ASSERT_TRUE(b.Load(dir + "/v2.bin").ok());
+  EXPECT_EQ(b.num_rows(), 2u);
   // A newer format is named as such.
-  std::string v3 = v2;
-  v3[7] = '3';
-  ASSERT_TRUE(WriteFileAtomic(dir + "/v3.bin", v3).ok());
-  const Status s = b.Load(dir + "/v3.bin");
+  std::string v4 = v3;
+  v4[7] = '4';
+  ASSERT_TRUE(WriteFileAtomic(dir + "/v4.bin", v4).ok());
+  const Status s = b.Load(dir + "/v4.bin");
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("newer than this trainer reads"), std::string::npos) << s.message();
   std::filesystem::remove_all(dir);

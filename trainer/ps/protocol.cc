@@ -186,19 +186,43 @@ bool DecodeCheckpoint(std::string_view payload, int64_t* step, std::string* root
   return true;
 }
 
-std::string EncodeCheckpointReply(const ShardDigest& digest) {
+std::string EncodeCheckpointReply(const ShardDigest& digest, const EmbeddingStats& stats) {
   WireWriter w;
   w.Put<uint64_t>(digest.bytes);
   w.PutArray(digest.sha256.data(), digest.sha256.size());
+  // A delta's chain and the stats after it (an older coordinator's reader stops at the
+  // SHA-256 and fails its AtEnd check: every replica runs the same version).
+  w.Put<uint32_t>(static_cast<uint32_t>(digest.chain.size()));
+  for (const ChainLink& l : digest.chain) {
+    w.Put<int64_t>(l.step).Put<uint64_t>(l.bytes);
+    w.PutArray(l.sha256.data(), l.sha256.size());
+  }
+  w.Put<uint64_t>(stats.rows).Put<uint64_t>(stats.bytes).Put<uint64_t>(stats.admitted);
+  w.Put<uint64_t>(stats.filtered).Put<uint64_t>(stats.evicted);
   return std::move(w.str());
 }
 
-std::optional<ShardDigest> DecodeCheckpointReply(std::string_view payload) {
+std::optional<ShardDigest> DecodeCheckpointReply(std::string_view payload, EmbeddingStats* stats) {
   WireReader r(payload);
   ShardDigest digest;
   const char* hex = nullptr;
-  if (!r.Get(&digest.bytes) || !r.GetArray(64, 1, &hex) || !r.AtEnd()) return std::nullopt;
+  if (!r.Get(&digest.bytes) || !r.GetArray(64, 1, &hex)) return std::nullopt;
   digest.sha256.assign(hex, 64);
+  if (r.AtEnd()) return digest;
+  uint32_t links = 0;
+  if (!r.Get(&links) || links > kMaxChainLinks) return std::nullopt;
+  for (uint32_t i = 0; i < links; ++i) {
+    ChainLink l;
+    if (!r.Get(&l.step) || !r.Get(&l.bytes) || !r.GetArray(64, 1, &hex)) return std::nullopt;
+    l.sha256.assign(hex, 64);
+    digest.chain.push_back(std::move(l));
+  }
+  EmbeddingStats st;
+  if (!r.Get(&st.rows) || !r.Get(&st.bytes) || !r.Get(&st.admitted) || !r.Get(&st.filtered) ||
+      !r.Get(&st.evicted) || !r.AtEnd()) {
+    return std::nullopt;
+  }
+  if (stats != nullptr) *stats = st;
   return digest;
 }
 

@@ -12,8 +12,8 @@
 //                coordinator's checkpoint request before it exits; an empty kOk: none)
 //   (w: the float type the worker named in its hello, for its whole connection: f32, or
 //   bf16 — half the bytes; the PS converts to and from its FP32 parameters.)
-//   kCheckpoint  i64 step, root (the rest, optional)    -> kOk u64 bytes, 64 hex SHA-256 | kError
-//   kDone        i32 rank (-1: only ask)   -> kDoneReply i32 n, i32 finished ranks[n]
+//   kCheckpoint  i64 step, root (the rest, optional)    -> kOk u64 bytes, 64 hex SHA-256 [chain] |
+//   kError kDone        i32 rank (-1: only ask)   -> kDoneReply i32 n, i32 finished ranks[n]
 //   kShutdown    (empty)                                -> kOk, then the PS exits 0
 //   kError       a message, in reply to any request
 //
@@ -115,8 +115,13 @@ std::string EncodeCheckpoint(int64_t step, std::string_view root);
 bool DecodeCheckpoint(std::string_view payload, int64_t* step, std::string* root);
 // The reply: what the PS wrote (size, SHA-256 as 64 lower-case hex digits), for
 // the coordinator's MANIFEST.
-std::string EncodeCheckpointReply(const ShardDigest& digest);
-std::optional<ShardDigest> DecodeCheckpointReply(std::string_view payload);
+// The reply carries a delta's chain after the digest: u32 links, each i64 step, u64 bytes,
+// 64 hex SHA-256; at most kMaxChainLinks (--checkpoint-full-every is bounded by it).
+inline constexpr uint32_t kMaxChainLinks = 1000;
+// Then the PS's embedding stats (5 x u64) after the chain.
+std::string EncodeCheckpointReply(const ShardDigest& digest, const EmbeddingStats& stats = {});
+std::optional<ShardDigest> DecodeCheckpointReply(std::string_view payload,
+                                                 EmbeddingStats* stats = nullptr);
 
 std::string EncodeDone(int32_t rank);
 bool DecodeDone(std::string_view payload, int32_t* rank);

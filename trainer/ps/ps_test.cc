@@ -610,8 +610,8 @@ TEST(ParamShardTest, OversizedRowCountIsRejectedBeforeAllocating) {
   }
   // Header: magic, dense begin and end (u64), row dim and slots (i32), updates (i64); the
   // push ledger (empty: two u32 counts); then 3 dense floats and 2 x 3 Adam state floats;
-  // then the row count.
-  const size_t rows_at = 8 + 8 + 8 + 4 + 4 + 8 + 4 + 4 + (3 + 6) * 4;
+  // then (format 3) the kind, base step and deletion count; then the row count.
+  const size_t rows_at = 8 + 8 + 8 + 4 + 4 + 8 + 4 + 4 + (3 + 6) * 4 + 1 + 8 + 8;
   uint64_t saved_rows;
   std::memcpy(&saved_rows, data.data() + rows_at, 8);
   ASSERT_EQ(saved_rows, 2u);

@@ -392,7 +392,7 @@ Status PsServer::Handle(Connection& conn, uint8_t type, const std::string& paylo
         // Draining: the save is this shard's last state; nothing is applied after it.
         std::unique_lock<std::shared_mutex> frozen(apply_mu_, std::defer_lock);
         if (stopping) frozen.lock();
-        digest = shard_->Save(ShardPath(root, step, o_.shard_index, o_.num_shards));
+        digest = shard_->SaveCheckpoint(root, step, o_.shard_index, o_.num_shards);
         if (digest.ok() && stopping) drain_saved_ = true;
       }
       if (!digest.ok()) return digest.status();
@@ -403,7 +403,7 @@ Status PsServer::Handle(Connection& conn, uint8_t type, const std::string& paylo
         cv_.notify_all();  // synchronous pushes waiting for a step that will not be applied here
       }
       // The coordinator records what was written in the MANIFEST.
-      return conn.Send(kOk, EncodeCheckpointReply(*digest));
+      return conn.Send(kOk, EncodeCheckpointReply(*digest, shard_->embedding_stats()));
     }
     case kDone: {
       int32_t done_rank;

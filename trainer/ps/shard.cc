@@ -14,6 +14,7 @@
 
 #include "trainer/model/model.h"
 #include "trainer/model/parallel.h"
+#include "trainer/ps/checkpoint.h"
 #include "trainer/storage/files.h"
 #include "trainer/storage/sigv4.h"
 #include "trainer/storage/writer.h"
@@ -25,9 +26,11 @@ namespace {
 // threads (a Wide & Deep batch of 512 has ~10,000 distinct ids).
 constexpr size_t kParallelRows = 2048;
 
-// Format 1 has no push ledger; format 2 has it after the header.
+// Format 1 has no push ledger; format 2 has it after the header; format 3 adds, after the
+// dense section, its kind (0 full, 1 delta), the step of its base and the deleted ids.
 constexpr char kMagicV1[8] = {'K', 'T', 'S', 'H', 'A', 'R', 'D', '1'};
-constexpr char kMagic[8] = {'K', 'T', 'S', 'H', 'A', 'R', 'D', '2'};
+constexpr char kMagicV2[8] = {'K', 'T', 'S', 'H', 'A', 'R', 'D', '2'};
+constexpr char kMagic[8] = {'K', 'T', 'S', 'H', 'A', 'R', 'D', '3'};
 
 template <typename T>
 void Put(std::string* out, const T& v) {
@@ -174,6 +177,14 @@ std::unique_lock<std::mutex> LockCounted(std::mutex& mu, std::atomic<uint64_t>* 
   return lock;
 }
 
+// Deletions are logged only for incremental checkpoints, at most kMaxDeletions.
+StoreLimits StoreLimitsOf(const ShardConfig& c) {
+  StoreLimits l = c.embedding.limits;
+  l.log_deletions = c.embedding.full_every > 1;
+  l.max_deletions = ParamShard::kMaxDeletions;
+  return l;
+}
+
 }  // namespace
 
 ShardDigest DigestOf(std::string_view data) {
@@ -205,7 +216,7 @@ std::pair<size_t, size_t> DenseRange(size_t total, int k, int n) {
 ParamShard::ParamShard(const ShardConfig& config, const float* dense_init)
     : c_(config),
       slots_(StateSlots(config.optimizer.kind)),
-      rows_(static_cast<size_t>(config.sparse_dim) * (1 + slots_) + 1) {
+      rows_(static_cast<size_t>(config.sparse_dim) * (1 + slots_) + 1, StoreLimitsOf(config)) {
   dense_.assign(dense_init, dense_init + dense_size());
   dense_state_.resize(dense_size() * slots_);
   InitState(c_.optimizer, dense_state_.data(), dense_size());
@@ -339,6 +350,7 @@ void ParamShard::ApplyRows(const uint64_t* ids, size_t n, const float* row_grads
   rows_.Update(
       ids, n, n >= kParallelRows, [&](uint64_t id, float* row) { InitRow(id, row); },
       [&](size_t i, float* row) {
+        if (row == nullptr) return;  // not admitted yet: counted by the store, not stored
         const float* g = row_grads + i * dim;
         thread_local std::vector<float> scaled;
         if (scale != 1.f) {
@@ -355,6 +367,12 @@ void ParamShard::ApplyRows(const uint64_t* ids, size_t n, const float* row_grads
 size_t ParamShard::num_rows() const {
   std::shared_lock table(table_mu_);
   return rows_.size();
+}
+
+EmbeddingStats ParamShard::embedding_stats() const {
+  std::shared_lock table(table_mu_);
+  const StoreCounters c = rows_.counters();
+  return {rows_.size(), rows_.bytes(), c.admitted, c.filtered, c.evicted};
 }
 
 size_t ParamShard::embedding_bytes() const {
@@ -379,7 +397,7 @@ void ParamShard::ForEachRow(const std::function<void(uint64_t, const float*, int
       [&](uint64_t id, const float* row) { fn(id, row, static_cast<int64_t>(row[stride - 1])); });
 }
 
-std::string ParamShard::HeadLocked() const {
+std::string ParamShard::HeadLocked(bool delta, int64_t base_step) const {
   std::string out;
   out.reserve(64 + (dense_.size() + dense_state_.size()) * 4);
   out.append(kMagic, sizeof(kMagic));
@@ -391,19 +409,26 @@ std::string ParamShard::HeadLocked() const {
   ledger_.AppendTo(&out);
   PutFloats(&out, dense_.data(), dense_.size());
   PutFloats(&out, dense_state_.data(), dense_state_.size());
-  Put<uint64_t>(&out, rows_.size());
+  Put<uint8_t>(&out, delta ? 1 : 0);
+  Put<int64_t>(&out, base_step);
   return out;
 }
 
-StatusOr<ShardDigest> ParamShard::Save(const std::string& path) const {
-  // No update runs while the rows are read (a checkpoint is one instant); pulls go on.
-  std::unique_lock push(push_mu_);
-  std::shared_lock table(table_mu_);
+StatusOr<ShardDigest> ParamShard::WriteLocked(const std::string& path, bool delta,
+                                              int64_t base_step, uint32_t since_epoch) const {
   std::string head;
   {
     std::scoped_lock lock(dense_mu_, ledger_mu_);
-    head = HeadLocked();
+    head = HeadLocked(delta, base_step);
   }
+  // Deletions (a delta only), then the row count: counted first, so rows stream after it.
+  std::vector<uint64_t> deleted;
+  if (delta) rows_.ForEachDeletedSince(since_epoch, [&](uint64_t id) { deleted.push_back(id); });
+  Put<uint64_t>(&head, deleted.size());
+  head.append(reinterpret_cast<const char*>(deleted.data()), deleted.size() * sizeof(uint64_t));
+  uint64_t count = 0;
+  rows_.ForEachChangedSince(since_epoch, [&](uint64_t, const float*) { ++count; });
+  Put<uint64_t>(&head, count);
   const size_t stride = RowStride();
   if (storage::IsS3Path(path)) {
     // Streamed in parts (multipart upload): memory stays a few parts whatever the table's size.
@@ -412,7 +437,7 @@ StatusOr<ShardDigest> ParamShard::Save(const std::string& path) const {
     Status s;
     std::string chunk;  // rows go out 1 MiB at a time
     chunk.reserve((size_t{1} << 20) + 64 + stride * sizeof(float));
-    rows_.ForEach([&](uint64_t id, const float* row) {
+    rows_.ForEachChangedSince(since_epoch, [&](uint64_t id, const float* row) {
       Put<uint64_t>(&chunk, id);
       PutFloats(&chunk, row, stride);
       if (chunk.size() >= (size_t{1} << 20)) {
@@ -428,11 +453,57 @@ StatusOr<ShardDigest> ParamShard::Save(const std::string& path) const {
   StreamingFile file;
   KT_RETURN_IF_ERROR(file.Open(path));
   file.Append(head.data(), head.size());
-  rows_.ForEach([&](uint64_t id, const float* row) {
+  rows_.ForEachChangedSince(since_epoch, [&](uint64_t id, const float* row) {
     file.Append(&id, sizeof(id));
     file.Append(row, stride * sizeof(float));
   });
   return file.Commit();
+}
+
+StatusOr<ShardDigest> ParamShard::Save(const std::string& path) const {
+  // No update runs while the rows are read (a checkpoint is one instant); pulls go on.
+  std::unique_lock push(push_mu_);
+  std::shared_lock table(table_mu_);
+  return WriteLocked(path, false, -1, 0);
+}
+
+StatusOr<ShardDigest> ParamShard::SaveCheckpoint(const std::string& root, int64_t step, int k,
+                                                 int n) {
+  std::unique_lock push(push_mu_);
+  std::shared_lock table(table_mu_);
+  const EmbeddingOptions& o = c_.embedding;
+  if (o.evict_after_updates != 0 && rows_.tick() > o.evict_after_updates) {
+    rows_.EvictOlderThan(rows_.tick() - o.evict_after_updates);
+  }
+  const auto prev = saved_.find(root);
+  const bool delta = o.full_every > 1 && prev != saved_.end() && prev->second.step < step &&
+                     prev->second.digest.chain.size() + 1 < static_cast<size_t>(o.full_every) &&
+                     rows_.deletions() <= kMaxDeletions;
+  const uint32_t since = delta ? prev->second.epoch : 0;
+  KT_ASSIGN_OR_RETURN(ShardDigest digest, WriteLocked(ShardPath(root, step, k, n), delta,
+                                                      delta ? prev->second.step : -1, since));
+  if (delta) {
+    digest.chain = prev->second.digest.chain;
+    digest.chain.push_back(
+        {prev->second.step, prev->second.digest.bytes, prev->second.digest.sha256});
+  }
+  // A new epoch: rows updated from now on are the next delta's.
+  const uint32_t epoch = rows_.epoch();
+  saved_[root] = {step, epoch, digest};
+  rows_.set_epoch(epoch + 1);
+  uint32_t keep = epoch;  // deletions every root's next delta still needs
+  for (const auto& [r, sv] : saved_) keep = std::min(keep, sv.epoch);
+  rows_.TrimDeletions(keep);
+  return digest;
+}
+
+void ParamShard::NoteRestored(const std::string& root, int64_t step, const ShardDigest& last) {
+  std::unique_lock push(push_mu_);
+  std::shared_lock table(table_mu_);
+  saved_.clear();
+  const uint32_t epoch = rows_.epoch();
+  saved_[root] = {step, epoch, last};
+  rows_.set_epoch(epoch + 1);
 }
 
 Status ParamShard::Load(const std::string& path, const ShardDigest* expect) {
@@ -444,70 +515,104 @@ Status ParamShard::Load(const std::string& path, const ShardDigest* expect) {
 }
 
 Status ParamShard::Restore(std::string_view data, const std::string& path) {
-  Cursor cur(data);
-  char magic[8];
-  uint64_t begin = 0, end = 0, rows = 0;
-  int32_t dim = 0, slots = 0;
-  int64_t updates = 0;
-  const auto bad = [&](const std::string& why) {
-    return InvalidArgument("checkpoint shard " + path + ": " + why);
-  };
-  if (!cur.Get(&magic)) return bad("not a kubetrain shard file");
-  const bool v1 = std::memcmp(magic, kMagicV1, sizeof(kMagicV1)) == 0;
-  if (!v1 && std::memcmp(magic, kMagic, sizeof(kMagic)) != 0) {
-    if (std::memcmp(magic, kMagic, 7) == 0) {
-      return bad("shard format " + std::string(1, magic[7]) +
-                 " is newer than this trainer reads (2); run the trainer version that wrote it");
-    }
-    return bad("not a kubetrain shard file");
-  }
-  if (!cur.Get(&begin) || !cur.Get(&end) || !cur.Get(&dim) || !cur.Get(&slots) ||
-      !cur.Get(&updates)) {
-    return bad("truncated header");
-  }
-  if (begin != c_.dense_begin || end != c_.dense_end || dim != c_.sparse_dim || slots != slots_) {
-    return bad("written for dense slice [" + std::to_string(begin) + ", " + std::to_string(end) +
-               "), row dim " + std::to_string(dim) + ", " + std::to_string(slots) +
-               " optimizer slots; this shard has [" + std::to_string(c_.dense_begin) + ", " +
-               std::to_string(c_.dense_end) + "), " + std::to_string(c_.sparse_dim) + ", " +
-               std::to_string(slots_) + " (model or optimizer flags changed?)");
-  }
-  PushLedger ledger;
-  if (!v1) {
-    std::string_view rest = cur.Rest();
-    const size_t before = rest.size();
-    if (Status s = ledger.ReadFrom(&rest); !s.ok()) return bad(s.message());
-    cur.Skip(before - rest.size());
-  }
-  std::vector<float> dense(dense_size()), state(dense_size() * slots_);
-  if (!cur.GetFloats(dense.data(), dense.size()) || !cur.GetFloats(state.data(), state.size()) ||
-      !cur.Get(&rows)) {
-    return bad("truncated dense section");
-  }
-  // Each row is its id and RowStride() floats: the count must fit the bytes that follow
-  // (checked by division, so a crafted count can neither wrap nor make us allocate).
-  const size_t row_bytes = sizeof(uint64_t) + RowStride() * sizeof(float);
-  if (rows > cur.remaining() / row_bytes || rows * row_bytes != cur.remaining()) {
-    return bad("the header says " + std::to_string(rows) + " rows of " + std::to_string(row_bytes) +
-               " bytes but " + std::to_string(cur.remaining()) + " bytes follow");
+  return RestoreChain({data}, {path});
+}
+
+Status ParamShard::RestoreChain(const std::vector<std::string_view>& files,
+                                const std::vector<std::string>& names) {
+  if (files.empty() || files.size() != names.size()) {
+    return InvalidArgument("a checkpoint chain has one name per file, at least one file");
   }
   EmbeddingStore store(RowStride());
-  store.Reserve(rows);
-  for (uint64_t r = 0; r < rows; ++r) {
-    uint64_t id;
-    if (!cur.Get(&id)) return bad("truncated row section");
-    // A repeated id (not written by Save) keeps its last row, as before.
-    bool created = false;
-    float* row = store.Insert(id, &created);
-    if (!cur.GetFloats(row, RowStride())) return bad("truncated row section");
-    // The row's update count is a float (its last slot); ForEachRow converts it to int64,
-    // which is undefined for NaN, infinities and values past 2^63.
-    const float count = row[RowStride() - 1];
-    if (!(count >= 0.f && count < 0x1p63f)) {
-      return bad("row " + std::to_string(r) + " has update count " + std::to_string(count));
+  std::vector<float> dense(dense_size()), state(dense_size() * slots_);
+  int64_t updates = 0;
+  PushLedger ledger;
+  for (size_t f = 0; f < files.size(); ++f) {
+    Cursor cur(files[f]);
+    const std::string& path = names[f];
+    char magic[8];
+    uint64_t begin = 0, end = 0, rows = 0;
+    int32_t dim = 0, slots = 0;
+    const auto bad = [&](const std::string& why) {
+      return InvalidArgument("checkpoint shard " + path + ": " + why);
+    };
+    if (!cur.Get(&magic)) return bad("not a kubetrain shard file");
+    const bool v1 = std::memcmp(magic, kMagicV1, sizeof(kMagicV1)) == 0;
+    const bool v2 = std::memcmp(magic, kMagicV2, sizeof(kMagicV2)) == 0;
+    if (!v1 && !v2 && std::memcmp(magic, kMagic, sizeof(kMagic)) != 0) {
+      if (std::memcmp(magic, kMagic, 7) == 0) {
+        return bad("shard format " + std::string(1, magic[7]) +
+                   " is newer than this trainer reads (3); run the trainer version that wrote it");
+      }
+      return bad("not a kubetrain shard file");
     }
+    if (!cur.Get(&begin) || !cur.Get(&end) || !cur.Get(&dim) || !cur.Get(&slots) ||
+        !cur.Get(&updates)) {
+      return bad("truncated header");
+    }
+    if (begin != c_.dense_begin || end != c_.dense_end || dim != c_.sparse_dim || slots != slots_) {
+      return bad("written for dense slice [" + std::to_string(begin) + ", " + std::to_string(end) +
+                 "), row dim " + std::to_string(dim) + ", " + std::to_string(slots) +
+                 " optimizer slots; this shard has [" + std::to_string(c_.dense_begin) + ", " +
+                 std::to_string(c_.dense_end) + "), " + std::to_string(c_.sparse_dim) + ", " +
+                 std::to_string(slots_) + " (model or optimizer flags changed?)");
+    }
+    ledger = PushLedger();
+    if (!v1) {
+      std::string_view rest = cur.Rest();
+      const size_t before = rest.size();
+      if (Status s = ledger.ReadFrom(&rest); !s.ok()) return bad(s.message());
+      cur.Skip(before - rest.size());
+    }
+    if (!cur.GetFloats(dense.data(), dense.size()) || !cur.GetFloats(state.data(), state.size())) {
+      return bad("truncated dense section");
+    }
+    bool delta = false;
+    if (!v1 && !v2) {
+      uint8_t kind = 0;
+      int64_t base = 0;
+      uint64_t deletions = 0;
+      if (!cur.Get(&kind) || !cur.Get(&base) || !cur.Get(&deletions) || kind > 1) {
+        return bad("truncated or bad delta header");
+      }
+      delta = kind == 1;
+      if (deletions > cur.remaining() / sizeof(uint64_t)) return bad("truncated deletions");
+      for (uint64_t d = 0; d < deletions; ++d) {
+        uint64_t id = 0;
+        cur.Get(&id);
+        store.Erase(id);
+      }
+    }
+    if (delta != (f > 0)) {
+      return bad(f == 0 ? "is a delta, but the chain must start with a full snapshot"
+                        : "is a full snapshot inside a chain of deltas");
+    }
+    if (!cur.Get(&rows)) return bad("truncated dense section");
+    // Each row is its id and RowStride() floats: the count must fit the bytes that follow
+    // (checked by division, so a crafted count can neither wrap nor make us allocate).
+    const size_t row_bytes = sizeof(uint64_t) + RowStride() * sizeof(float);
+    if (rows > cur.remaining() / row_bytes || rows * row_bytes != cur.remaining()) {
+      return bad("the header says " + std::to_string(rows) + " rows of " +
+                 std::to_string(row_bytes) + " bytes but " + std::to_string(cur.remaining()) +
+                 " bytes follow");
+    }
+    if (f == 0) store.Reserve(rows);
+    for (uint64_t r = 0; r < rows; ++r) {
+      uint64_t id;
+      if (!cur.Get(&id)) return bad("truncated row section");
+      // A repeated id (not written by Save) keeps its last row, as before.
+      bool created = false;
+      float* row = store.Insert(id, &created);
+      if (!cur.GetFloats(row, RowStride())) return bad("truncated row section");
+      // The row's update count is a float (its last slot); ForEachRow converts it to int64,
+      // which is undefined for NaN, infinities and values past 2^63.
+      const float count = row[RowStride() - 1];
+      if (!(count >= 0.f && count < 0x1p63f)) {
+        return bad("row " + std::to_string(r) + " has update count " + std::to_string(count));
+      }
+    }
+    if (!cur.AtEnd()) return bad("trailing bytes");
   }
-  if (!cur.AtEnd()) return bad("trailing bytes");
   std::unique_lock push(push_mu_);
   std::unique_lock table(table_mu_);
   std::scoped_lock lock(dense_mu_, ledger_mu_);
@@ -517,6 +622,7 @@ Status ParamShard::Restore(std::string_view data, const std::string& path) {
   dense_updates_ = updates;
   rows_.Swap(store);
   ledger_ = std::move(ledger);
+  saved_.clear();  // a new table: the next checkpoint of any root is full (or NoteRestored)
   return Status::Ok();
 }
 

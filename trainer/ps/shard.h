@@ -30,18 +30,52 @@
 
 namespace kubetrain::trainer {
 
+// Bounds on the embedding table and how checkpoints are written (issue 30, items 3 and 4).
+struct EmbeddingOptions {
+  StoreLimits limits;  // --embedding-admit-count, --embedding-capacity (EmbeddingStore)
+  // Rows not updated by the last evict_after_updates updates of this shard are dropped when
+  // a checkpoint is saved (--embedding-evict-steps times the updates per step); 0: never.
+  uint32_t evict_after_updates = 0;
+  // Every full_every-th checkpoint of a root is a full snapshot, the others deltas against
+  // the previous one (--checkpoint-full-every); 1: every checkpoint is full.
+  int full_every = 1;
+};
+
 struct ShardConfig {
   size_t dense_begin = 0;
   size_t dense_end = 0;
   int sparse_dim = 0;
   uint64_t seed = 1;  // embedding rows are initialised from (seed, id)
   OptimizerConfig optimizer;
+  EmbeddingOptions embedding;
+};
+
+// The embedding table's size and what its bounds did: on the PS's /metrics, in its
+// termination message, and (via the checkpoint reply) in the coordinator's final metrics.
+struct EmbeddingStats {
+  uint64_t rows = 0;
+  uint64_t bytes = 0;
+  uint64_t admitted = 0;
+  uint64_t filtered = 0;
+  uint64_t evicted = 0;
+};
+
+// One file of a checkpoint chain: the step it was saved for, its size and SHA-256.
+struct ChainLink {
+  int64_t step = 0;
+  uint64_t bytes = 0;
+  std::string sha256;
+
+  friend bool operator==(const ChainLink&, const ChainLink&) = default;
 };
 
 // A shard file's size and SHA-256 (lower-case hex), as the checkpoint MANIFEST records them.
+// A delta also names the files it applies on, `chain`: the full snapshot first, then every
+// delta up to its parent (empty for a full snapshot).
 struct ShardDigest {
   uint64_t bytes = 0;
   std::string sha256;
+  std::vector<ChainLink> chain = {};
 
   friend bool operator==(const ShardDigest&, const ShardDigest&) = default;
 };
@@ -98,6 +132,8 @@ class ParamShard {
   std::map<int32_t, PushCounts> PushesByRank() const;
 
   size_t num_rows() const;
+  // Rows, bytes and what admission and eviction did (EmbeddingStore::counters).
+  EmbeddingStats embedding_stats() const;
   // Bytes the embedding rows take in memory (their store's slabs and index).
   size_t embedding_bytes() const;
   int64_t updates() const;
@@ -117,7 +153,19 @@ class ParamShard {
   // A local file is written as the rows are read (through a 1 MiB buffer, hashed on the
   // way), never holding a copy of the table; an S3 object is built in memory first. Pushes
   // wait while Save runs; pulls do not.
+  // Always a full snapshot; evicts nothing and leaves the incremental bookkeeping alone.
   StatusOr<ShardDigest> Save(const std::string& path) const;
+  // Saves checkpoint `step` of `root` as shard `k` of `n` (ShardPath): first evicts the rows
+  // not updated for evict_after_updates updates, then writes a delta against this shard's
+  // previous save under `root` (its rows changed since, whole; the ids evicted since, as
+  // deletions; the dense slice and ledger whole) or, every full_every-th time, for a first
+  // save, a save of a step not after the previous one, or past kMaxDeletions, a full
+  // snapshot. The digest's chain names the files the delta applies on. Format 3.
+  // Flow: rows are stamped with the store's epoch when updated; a save writes the rows
+  // stamped after its parent's epoch, then starts a new epoch; the parent need not be
+  // committed (its file and digest are what the chain names).
+  StatusOr<ShardDigest> SaveCheckpoint(const std::string& root, int64_t step, int k, int n);
+  static constexpr size_t kMaxDeletions = size_t{1} << 22;
   // Replaces this shard's contents with a file written by Save() for the same slice. With
   // `expect`, the bytes must have that size and SHA-256 first. Errors: NotFound; Internal
   // when the bytes do not match `expect`; InvalidArgument if the file is for a different
@@ -126,6 +174,13 @@ class ParamShard {
   Status Load(const std::string& path, const ShardDigest* expect = nullptr);
   // The same from bytes already read (`name` is for messages).
   Status Restore(std::string_view data, const std::string& name);
+  // Restores a chain: files[0] a full snapshot, each later one a delta on it (deletions
+  // first, then its rows; the dense slice, its state and the ledger from the last file).
+  // Nothing changes unless every file parses. With `root`, the next SaveCheckpoint of
+  // `root` may write a delta on checkpoint `step` (whose shard is the last file, `last`).
+  Status RestoreChain(const std::vector<std::string_view>& files,
+                      const std::vector<std::string>& names);
+  void NoteRestored(const std::string& root, int64_t step, const ShardDigest& last);
 
  private:
   // Row layout in the store: [values (dim) | state (slots x dim) | update count (1)].
@@ -134,8 +189,20 @@ class ParamShard {
   // The dense and row parts of an update; the caller holds push_mu_ and table_mu_ shared.
   void ApplyDenseGrad(const float* dense_grad, float scale);
   void ApplyRows(const uint64_t* ids, size_t n, const float* row_grads, float scale);
-  // The file's bytes before the rows (header, ledger, dense), under the locks Save holds.
-  std::string HeadLocked() const;
+  // The file's bytes before the deletions (header, ledger, dense, kind, base step), under
+  // the locks Save holds.
+  std::string HeadLocked(bool delta, int64_t base_step) const;
+  // Writes the file: `deleted` ids then the rows stamped after `since_epoch` (0: all).
+  StatusOr<ShardDigest> WriteLocked(const std::string& path, bool delta, int64_t base_step,
+                                    uint32_t since_epoch) const;
+
+  // The previous SaveCheckpoint per root, for the next delta. Guarded by push_mu_ (exclusive).
+  struct Saved {
+    int64_t step = 0;
+    uint32_t epoch = 0;  // rows stamped after it changed since
+    ShardDigest digest;  // with its chain
+  };
+  std::map<std::string, Saved> saved_;
 
   // Constant after construction.
   const ShardConfig c_;

@@ -7,19 +7,22 @@
 namespace kubetrain::trainer {
 
 ShardConfig MakeShardConfig(const Model& model, int k, int n, uint64_t seed,
-                            const OptimizerConfig& optimizer) {
+                            const OptimizerConfig& optimizer, const EmbeddingOptions& embedding) {
   ShardConfig c;
   std::tie(c.dense_begin, c.dense_end) = DenseRange(model.NumDenseParams(), k, n);
   c.sparse_dim = model.SparseRowDim();
   c.seed = seed;
   c.optimizer = optimizer;
+  c.embedding = embedding;
   return c;
 }
 
-LocalParams::LocalParams(const Model& model, uint64_t seed, const OptimizerConfig& optimizer) {
+LocalParams::LocalParams(const Model& model, uint64_t seed, const OptimizerConfig& optimizer,
+                         const EmbeddingOptions& embedding) {
   std::vector<float> init(model.NumDenseParams());
   model.InitDense(seed, init.data());
-  shard_ = std::make_unique<ParamShard>(MakeShardConfig(model, 0, 1, seed, optimizer), init.data());
+  shard_ = std::make_unique<ParamShard>(MakeShardConfig(model, 0, 1, seed, optimizer, embedding),
+                                        init.data());
 }
 
 StatusOr<std::optional<int64_t>> LocalParams::Restore(const std::string& dir) {
@@ -44,7 +47,7 @@ Status LocalParams::Push(int64_t, const std::vector<uint64_t>& ids, const float*
 
 Status LocalParams::SaveCheckpoint(const std::string& dir, int64_t step) {
   KT_RETURN_IF_ERROR(PrepareCheckpointDir(dir, step));
-  auto digest = shard_->Save(ShardPath(dir, step, 0, 1));
+  auto digest = shard_->SaveCheckpoint(dir, step, 0, 1);
   if (!digest.ok()) return digest.status();
   return WriteManifest(dir, step, {*digest});
 }

@@ -51,16 +51,22 @@ class ParamClient {
   // request before it exits (the coordinator then saves at the end of its step). The
   // default: parameters in this process, nobody to ask.
   virtual bool TakeCheckpointRequest() { return false; }
+  // The embedding table's stats summed over its shards (rows, bytes, admitted, filtered,
+  // evicted), as of the last checkpoint for parameter servers (their checkpoint replies
+  // carry them); nullopt when there are none yet.
+  virtual std::optional<EmbeddingStats> embedding_stats() const { return std::nullopt; }
 };
 
 // Shard configuration for PS `k` of `n`, for `model`.
 ShardConfig MakeShardConfig(const Model& model, int k, int n, uint64_t seed,
-                            const OptimizerConfig& optimizer);
+                            const OptimizerConfig& optimizer,
+                            const EmbeddingOptions& embedding = {});
 
 // All parameters in this process: one shard covering everything.
 class LocalParams : public ParamClient {
  public:
-  LocalParams(const Model& model, uint64_t seed, const OptimizerConfig& optimizer);
+  LocalParams(const Model& model, uint64_t seed, const OptimizerConfig& optimizer,
+              const EmbeddingOptions& embedding = {});
 
   // Loads the latest complete checkpoint under `dir`; returns its step, or nullopt.
   StatusOr<std::optional<int64_t>> Restore(const std::string& dir);
@@ -75,6 +81,10 @@ class LocalParams : public ParamClient {
   Status Push(int64_t step, const std::vector<uint64_t>& ids, const float* row_grads,
               const float* dense_grad) override;
   Status SaveCheckpoint(const std::string& dir, int64_t step) override;
+  std::optional<EmbeddingStats> embedding_stats() const override {
+    return shard_->embedding_stats();
+  }
+  const ParamShard& shard() const { return *shard_; }
 
  private:
   std::unique_ptr<ParamShard> shard_;

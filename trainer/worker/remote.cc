@@ -408,6 +408,10 @@ void RemoteParams::SetPushDense(const float* dense_grad, const Channel& ch, Call
   call.payload2 = {};
 }
 
+std::optional<EmbeddingStats> RemoteParams::embedding_stats() const {
+  return embedding_stats_;
+}
+
 Status RemoteParams::SaveCheckpoint(const std::string& dir, int64_t step) {
   KT_RETURN_IF_ERROR(Drain());  // the checkpoint of step `step` holds its push
   const int n = static_cast<int>(channels_.size());
@@ -420,8 +424,15 @@ Status RemoteParams::SaveCheckpoint(const std::string& dir, int64_t step) {
   KT_RETURN_IF_ERROR(Exchange(calls));
   // Every shard is durable: commit, with the size and SHA-256 each PS wrote.
   std::vector<ShardDigest> digests(n);
+  EmbeddingStats sum;
   for (int k = 0; k < n; ++k) {
-    std::optional<ShardDigest> digest = DecodeCheckpointReply(calls[k].reply);
+    EmbeddingStats stats;
+    std::optional<ShardDigest> digest = DecodeCheckpointReply(calls[k].reply, &stats);
+    sum.rows += stats.rows;
+    sum.bytes += stats.bytes;
+    sum.admitted += stats.admitted;
+    sum.filtered += stats.filtered;
+    sum.evicted += stats.evicted;
     if (calls[k].reply_type != kOk || !digest) {
       return FailedPrecondition("ps-" + std::to_string(k) +
                                 " did not report its shard's checksum (all replicas must run the "
@@ -429,6 +440,7 @@ Status RemoteParams::SaveCheckpoint(const std::string& dir, int64_t step) {
     }
     digests[k] = std::move(*digest);
   }
+  embedding_stats_ = sum;
   return WriteManifest(dir, step, digests);
 }
 

@@ -95,8 +95,11 @@ class RemoteParams : public ParamClient {
   // This process's incarnation (random, never 0) and how many pushes it numbered for ps-k.
   uint64_t incarnation() const { return incarnation_; }
   uint64_t pushes_to(int k) const;
+  // Summed over the PSes' last checkpoint replies.
+  std::optional<EmbeddingStats> embedding_stats() const override;
 
  private:
+  std::optional<EmbeddingStats> embedding_stats_;  // the last SaveCheckpoint's, summed
   struct Channel;
   class Pipeline;
   struct Call {
