@@ -13,6 +13,9 @@ peer_compare.py adapt OUT_DIR FILE...
     also run a second time, as
     <name>-failure, where worker 1 (else worker 0) exits 1 instead.
 
+    OUT_DIR/managed-by.yaml: that job twice more, mb-kubetrain with
+    runPolicy.managedBy kubetrain.io/operator and mb-v1 with v1's own value.
+
 peer_compare.py compare WORK_DIR ALLOWED_MD
     Compares what training-operator v1.9.3 did in namespace cmp-v1 with what
     kubetrain did in cmp-kt (snapshots and watch streams in WORK_DIR, written by
@@ -109,6 +112,17 @@ def adapt(out_dir, files):
                 docs.append(j)
     with open(out / "jobs.yaml", "w") as fh:
         yaml.safe_dump_all(docs, fh, sort_keys=False)
+    # Namespace cmp-mb, which both operators watch: the same job twice, one for
+    # each operator by runPolicy.managedBy.
+    base = next(d for d in docs if d["metadata"]["name"] == FAILURE_JOBS[0])
+    mb = []
+    for name, manager in (("mb-kubetrain", "kubetrain.io/operator"), ("mb-v1", "kubeflow.org/training-operator")):
+        j = copy.deepcopy(base)
+        j["metadata"]["name"] = name
+        j["spec"].setdefault("runPolicy", {})["managedBy"] = manager
+        mb.append(j)
+    with open(out / "managed-by.yaml", "w") as fh:
+        yaml.safe_dump_all(mb, fh, sort_keys=False)
     json.dump(plan, open(out / "plan.json", "w"), indent=1, sort_keys=True)
     print("%d jobs (%d pods) from %d files" % (len(plan), sum(len(p["pods"]) for p in plan.values()), len(files)))
 

@@ -15,6 +15,10 @@
 # the sequence of status conditions, replicaStatuses, the pods left at the end
 # and the Argo CD health, and fails on any difference not listed, with its
 # reason, in docs/migrating-from-tfjob.md ("What the peer comparison allows").
+# Namespace cmp-mb, watched by both (a second v1.9.3 with --namespace cmp-mb;
+# no v1 webhook, as after removing it): a job with runPolicy.managedBy
+# kubetrain.io/operator is run by kubetrain alone, one with v1's own value by
+# v1.9.3 alone (the managers of their pods say who wrote them).
 #
 # Usage: tests/tfjob/peer_compare.sh OPERATOR_BINARY
 #   PEER_COMPARE_CRD=ours   use crds/tfjob/ (default: v1.9.3's CRD, what migrating clusters have)
@@ -51,8 +55,8 @@ export KUBECONFIG="${work}/cluster/kubeconfig"
 if [[ ${PEER_COMPARE_CRD:-v1} == ours ]]; then crd="${root}/crds/tfjob/tfjobs.kubeflow.org.yaml"; else crd="${peer}/crds/kubeflow.org_tfjobs.yaml"; fi
 kubectl apply --server-side -f "${crd}" >/dev/null || { echo "FAIL: the TFJob CRD"; exit 1; }
 "${root}/tests/tools/wait-crds" crd/tfjobs.kubeflow.org >/dev/null
-for n in kubeflow cmp-v1 cmp-kt; do kubectl create namespace "${n}" >/dev/null; done
-for n in cmp-v1 cmp-kt; do  # pods need the default ServiceAccount
+for n in kubeflow cmp-v1 cmp-kt cmp-mb; do kubectl create namespace "${n}" >/dev/null; done
+for n in cmp-v1 cmp-kt cmp-mb; do  # pods need the default ServiceAccount
   wait_until "${n}'s default ServiceAccount" kubectl -n "${n}" get sa default
 done
 
@@ -73,13 +77,14 @@ start_peer() {  # start_peer NAMESPACE
   pids+=($!)
 }
 start_peer cmp-v1
+start_peer cmp-mb
 if [[ ${PEER_COMPARE_SELF:-0} == 1 ]]; then
   start_peer cmp-kt
 else
   kubectl apply -k "${root}/deploy/kustomize/rbac" >/dev/null || { echo "FAIL: RBAC"; exit 1; }
   kubectl apply -k "${root}/deploy/kustomize/components/tfjob/rbac" >/dev/null || { echo "FAIL: TFJob RBAC"; exit 1; }
   operator_kubeconfig "${work}/operator-kubeconfig" || { echo "FAIL: no token"; exit 1; }
-  "${operator}" --kubeconfig "${work}/operator-kubeconfig" --tfjob=all --namespace cmp-kt \
+  "${operator}" --kubeconfig "${work}/operator-kubeconfig" --tfjob=all --namespace cmp-kt --namespace cmp-mb \
     --metrics-addr "127.0.0.1:$(free_port)" --health-addr "127.0.0.1:$(free_port)" --progress-qps 0 \
     >"${work}/operator-cmp-kt.log" 2>&1 &
   pids+=($!)
@@ -96,6 +101,7 @@ files+=("${root}"/tests/tfjob/v1_fixtures/*.yaml)
 for n in cmp-v1 cmp-kt; do
   kubectl create -n "${n}" -f "${work}/jobs.yaml" >/dev/null || { echo "FAIL: the jobs in ${n}"; exit 1; }
 done
+kubectl create -n cmp-mb -f "${work}/managed-by.yaml" >/dev/null || { echo "FAIL: the jobs in cmp-mb"; exit 1; }
 
 # plan_pods: "name exit" per pod of the plan; all_running NS: every planned pod
 # Running and every job's Running condition True.
@@ -135,6 +141,22 @@ for n in cmp-v1 cmp-kt; do
     tail -n 30 "${work}/operator-${n}.log"; exit 1; }
 done
 echo "all ${#planned[@]} pods of ${jobs_n} jobs Running in both namespaces ($((SECONDS - t0)) s)"
+# cmp-mb: who created each job's pods (their managedFields' managers).
+managers() {  # managers JOB: the managers of its pods' fields, sorted, without kwok's and the scheduler's
+  kubectl get pods -n cmp-mb -l "training.kubeflow.org/job-name=$1" -o json --show-managed-fields |
+    python3 -c 'import json,sys; d=json.load(sys.stdin)["items"]
+print(len(d), " ".join(sorted({m["manager"] for p in d for m in p["metadata"].get("managedFields", [])} - {"kwok", "kube-scheduler"})))'
+}
+pods_of() { [[ "$(managers "$1")" == "$2 "* ]]; }
+if [[ ${PEER_COMPARE_SELF:-0} != 1 ]]; then
+  wait_until "mb-kubetrain's pods" pods_of mb-kubetrain 4
+  wait_until "mb-v1's pods" pods_of mb-v1 4
+  check "managedBy kubetrain.io/operator: kubetrain alone created its pods" "$(managers mb-kubetrain)" "4 kubetrain"
+  check "managedBy kubeflow.org/training-operator: v1.9.3 alone created its pods" "$(managers mb-v1)" "4 training-operator"
+else  # by now v1.9.3 would have made mb-kubetrain's pods, were it to
+  wait_until "mb-v1's pods" pods_of mb-v1 4
+  check "v1.9.3 leaves a TFJob managedBy kubetrain.io/operator alone" "$(managers mb-kubetrain)/$(managers mb-v1)" "0 /4 training-operator"
+fi
 snapshot running
 # End each job: the exit codes of the plan, the same pods in both namespaces.
 python3 -c 'import json,sys
