@@ -11,7 +11,8 @@ peer_compare.py adapt OUT_DIR FILE...
     job ends in success (success_exits: its evaluators, then its chief or master,
     else worker 0, or every worker under AllWorkers, exit 0); FAILURE_JOBS are
     also run a second time, as
-    <name>-failure, where worker 1 (else worker 0) exits 1 instead.
+    <name>-failure, where worker 1 (else worker 0) exits 1 instead, and
+    SUSPENDED_JOBS as <name>-suspended with runPolicy.suspend true (no pods).
 
     OUT_DIR/managed-by.yaml: that job twice more, mb-kubetrain with
     runPolicy.managedBy kubetrain.io/operator and mb-v1 with v1's own value.
@@ -44,6 +45,7 @@ import yaml
 
 NS = {"cmp-v1": "v1", "cmp-kt": "kubetrain"}
 FAILURE_JOBS = ["dist-mnist-for-e2e-test"]
+SUSPENDED_JOBS = ["fixture-ps-worker"]
 ROLE_TYPES = ("chief", "master", "worker", "evaluator", "ps")
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -99,11 +101,18 @@ def adapt(out_dir, files):
                 failing = copy.deepcopy(job)
                 failing["metadata"]["name"] += "-failure"
                 runs.append((failing, "failure"))
+            if job["metadata"]["name"] in SUSPENDED_JOBS:
+                held = copy.deepcopy(job)
+                held["metadata"]["name"] += "-suspended"
+                held["spec"].setdefault("runPolicy", {})["suspend"] = True
+                runs.append((held, "suspended"))
             for j, scenario in runs:
                 name = j["metadata"]["name"]
                 types = replica_types(j)
                 pods = ["%s-%s-%d" % (name, t, i) for t, n in types.items() for i in range(n)]
-                if scenario == "success":
+                if scenario == "suspended":
+                    pods, exits = [], []
+                elif scenario == "success":
                     exits = success_exits(name, types, j["spec"].get("successPolicy") or "")
                 else:
                     victim = 1 if types.get("worker", 0) > 1 else 0

@@ -10,7 +10,8 @@
 # operator touches the other's namespace (checked). kwok drives every pod to
 # Running, then the pods that decide each job's success exit 0 (evaluators
 # first, then the chief or master, else worker 0, or every worker under
-# AllWorkers); one job runs a second time and fails (worker 1 exits 1). peer_compare.py then
+# AllWorkers); one job runs a second time and fails (worker 1 exits 1), one
+# is also created suspended. peer_compare.py then
 # compares, field by field, pods, Services and any other object the jobs own,
 # the sequence of status conditions, replicaStatuses, the pods left at the end
 # and the Argo CD health, and fails on any difference not listed, with its
@@ -108,12 +109,14 @@ kubectl create -n cmp-mb -f "${work}/managed-by.yaml" >/dev/null || { echo "FAIL
 mapfile -t planned < <(python3 -c 'import json,sys; p=json.load(open(sys.argv[1]))
 for j in p.values():
     for pod in j["pods"]: print(pod)' "${work}/plan.json")
-jobs_n="$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))))' "${work}/plan.json")"
+jobs_n="$(python3 -c 'import json,sys; print(sum(j["scenario"] != "suspended" for j in json.load(open(sys.argv[1])).values()))' "${work}/plan.json")"
+held_n="$(python3 -c 'import json,sys; print(sum(j["scenario"] == "suspended" for j in json.load(open(sys.argv[1])).values()))' "${work}/plan.json")"
 all_running() {
-  local running jobs
+  local running jobs held
   running="$(kubectl get pods -n "$1" --field-selector=status.phase=Running -o name | wc -l)"
   jobs="$(kubectl get tfjobs -n "$1" -o jsonpath='{range .items[*]}{.status.conditions[?(@.type=="Running")].status}{"\n"}{end}' | grep -c '^True$')"
-  ((running >= ${#planned[@]} && jobs >= jobs_n))
+  held="$(kubectl get tfjobs -n "$1" -o jsonpath='{range .items[*]}{.status.conditions[?(@.type=="Suspended")].status}{"\n"}{end}' | grep -c '^True$')"
+  ((running >= ${#planned[@]} && jobs >= jobs_n && held >= held_n))
 }
 all_finished() {
   local done
