@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <string>
 
 #include "kubetrain/version.h"
@@ -27,6 +28,23 @@ bool KueueServed(kube::Client& client) {
     return false;
   }
   spdlog::info("--kueue: jobs labelled kueue.x-k8s.io/queue-name are admitted by Kueue");
+  return true;
+}
+
+// The TFJob CRD must be served, or the TFJob cache would never sync and the
+// operator would never turn ready: without it TFJobs are off, said once here.
+bool TFJobsServed(kube::Client& client, std::string_view mode) {
+  auto found = client.Do("GET", "/apis/kubeflow.org/v1");
+  const bool served =
+      found.ok() && found->status == 200 && found->body.find("\"tfjobs\"") != std::string::npos;
+  if (!served) {
+    spdlog::warn(
+        "--tfjob={}: kubeflow.org/v1 tfjobs are not served ({}); TFJobs are off until the "
+        "operator restarts with the TFJob CRD installed (crds/tfjob, or Kubeflow's own)",
+        mode, found.ok() ? "HTTP " + std::to_string(found->status) : found.status().ToString());
+    return false;
+  }
+  spdlog::info("--tfjob={}: reconciling kubeflow.org/v1 TFJobs", mode);
   return true;
 }
 
@@ -63,6 +81,14 @@ StatusOr<Manager> BuildManager(const OperatorOptions& f) {
   m.jobs.network_policy = f.network_policy;
   m.jobs.kueue = f.kueue && KueueServed(*m.client);
   m.jobs.gang_scheduler_name = f.gang_scheduler_name;
+  KT_ASSIGN_OR_RETURN(m.jobs.tfjob, controller::ParseTFJobMode(f.tfjob));
+  if (m.jobs.tfjob != controller::TFJobMode::kOff && !TFJobsServed(*m.client, f.tfjob)) {
+    m.jobs.tfjob = controller::TFJobMode::kOff;
+  }
+  // v1's rule for TF_CONFIG hosts: <pod>.<ns>.svc[.$CUSTOM_CLUSTER_DOMAIN].
+  if (const char* domain = std::getenv("CUSTOM_CLUSTER_DOMAIN"); domain != nullptr) {
+    m.jobs.tfjob_custom_cluster_domain = domain;
+  }
   m.jobs.workers = f.workers;
   m.jobs.create_parallelism = f.create_parallelism;
   m.jobs.lost_pod_grace = std::chrono::seconds(f.lost_pod_grace_s);

@@ -49,6 +49,13 @@ void AddOperatorFlags(CLI::App& app, OperatorOptions* o) {
   app.add_flag("--kueue", o->kueue,
                "queue jobs labelled kueue.x-k8s.io/queue-name through Kueue's Workloads "
                "(off if the Workload CRD is not installed)");
+  app.add_option("--tfjob", o->tfjob,
+                 "reconcile Kubeflow TFJobs (kubeflow.org/v1): off; managed (only those with "
+                 "runPolicy.managedBy kubetrain.io/operator); all (every TFJob in the watched "
+                 "namespaces but those whose managedBy names another controller). Needs the "
+                 "TFJob CRD (without it the operator logs that TFJobs are off)")
+      ->check(CLI::IsMember({"off", "managed", "all"}))
+      ->capture_default_str();
   app.add_option("--gang-scheduler-name", o->gang_scheduler_name,
                  "gang-schedule every job: a PodGroup per job (scheduling.x-k8s.io/v1alpha1) and "
                  "its pods sent to this scheduler (one with the Coscheduling plugin); empty: only "

@@ -37,6 +37,8 @@ struct OperatorOptions {
   std::string operator_pod_labels = "app.kubernetes.io/name=kubetrain-operator";
   std::vector<std::string> metrics_from;
   bool kueue = false;
+  // --tfjob: off, managed or all (controller::ParseTFJobMode).
+  std::string tfjob = "off";
   std::string gang_scheduler_name;
   std::string metrics_addr = "0.0.0.0:8080";
   std::string health_addr = "0.0.0.0:8081";

@@ -30,7 +30,14 @@ TEST(OperatorOptionsTest, NoFlagsGiveTheDocumentedDefaults) {
   EXPECT_EQ(o.lease_name, "kubetrain-operator");
   EXPECT_TRUE(o.network_policy);
   EXPECT_FALSE(o.leader_elect);
+  EXPECT_EQ(o.tfjob, "off");
   EXPECT_TRUE(ValidateOperatorOptions(o).ok());
+}
+
+TEST(OperatorOptionsTest, TfjobTakesOffManagedOrAll) {
+  EXPECT_EQ(Parse({"--tfjob", "managed"}).tfjob, "managed");
+  EXPECT_EQ(Parse({"--tfjob=all"}).tfjob, "all");
+  EXPECT_THROW(Parse({"--tfjob", "yes"}), CLI::ValidationError);
 }
 
 TEST(OperatorOptionsTest, FlagsLandInTheirFields) {

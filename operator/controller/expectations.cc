@@ -109,16 +109,17 @@ void Expectations::Adjust(const std::string& key, ObservedChildren& observed, ap
 }
 
 void Expectations::StatusWritten(const std::string& key, std::string from_rv, std::string to_rv,
-                                 api::TrainingJobStatus status) {
+                                 api::TrainingJobStatus status, std::string via_rv) {
   std::lock_guard lock(mu_);
-  jobs_[key].status = StatusWrite{std::move(from_rv), std::move(to_rv), std::move(status), false};
+  jobs_[key].status = StatusWrite{std::move(from_rv), std::move(to_rv), std::move(status), false,
+                                  std::move(via_rv)};
 }
 
 void Expectations::StatusDeferred(const std::string& key, std::string rv,
                                   api::TrainingJobStatus status) {
   std::lock_guard lock(mu_);
   std::string to_rv = rv;
-  jobs_[key].status = StatusWrite{std::move(rv), std::move(to_rv), std::move(status), true};
+  jobs_[key].status = StatusWrite{std::move(rv), std::move(to_rv), std::move(status), true, {}};
 }
 
 void Expectations::ForgetStatus(const std::string& key) {
@@ -132,7 +133,8 @@ std::optional<Expectations::WrittenStatus> Expectations::LastStatus(const std::s
   std::lock_guard lock(mu_);
   auto it = jobs_.find(key);
   if (it == jobs_.end() || !it->second.status) return std::nullopt;
-  if (it->second.status->from_rv != cached_rv) {
+  if (it->second.status->from_rv != cached_rv &&
+      (it->second.status->via_rv.empty() || it->second.status->via_rv != cached_rv)) {
     it->second.status.reset();
     return std::nullopt;
   }

@@ -63,9 +63,11 @@ class Expectations {
   // show and the expired ones.
   void Adjust(const std::string& key, ObservedChildren& observed, api::Time now);
 
-  // A status written: resourceVersion `from_rv` (what the cache showed) became `to_rv`.
+  // A status written: resourceVersion `from_rv` (what the cache showed) became `to_rv`,
+  // through `via_rv` when the write took two requests (a TFJob's status, then
+  // its annotation: the cache may show the first; "": one request).
   void StatusWritten(const std::string& key, std::string from_rv, std::string to_rv,
-                     api::TrainingJobStatus status);
+                     api::TrainingJobStatus status, std::string via_rv = "");
   // A status planned over resourceVersion `rv` and not written yet (the
   // job's first status, waiting to go in one write with the next): the next
   // plans start from it, so its times (startTime, the Created condition's)
@@ -130,6 +132,7 @@ class Expectations {
     std::string to_rv;
     api::TrainingJobStatus status;
     bool unwritten = false;
+    std::string via_rv;  // also stale (StatusWritten)
   };
   struct Job {
     // By kind and name: a replica's Pod and Service share a name.

@@ -144,6 +144,20 @@ class JobController::Impl {
           .on_update = [this](const auto&, const auto& j) { queue_.Add(j->meta.Key()); },
           .on_delete = [this](const auto& j, bool) { ForgetJob(j->meta.Key()); },
       });
+      if (options_.tfjob != TFJobMode::kOff) {
+        // Every TFJob in the namespace; which ones are ours is decided per
+        // reconcile from the object (TakesTFJob), never by the event.
+        caches->tfjobs = std::make_unique<runtime::Informer<runtime::CompactObject>>(
+            client_->ListWatch(kTFJobs, ns, "", nullptr), runtime::ToCompactObject,
+            runtime::ReflectorOptions{.name = "tfjobs"});
+        caches->tfjobs->AddHandlers({
+            .on_add = [this](const auto& j) { queue_.Add(TFJobKey(j->meta.ns, j->meta.name)); },
+            .on_update = [this](const auto&,
+                                const auto& j) { queue_.Add(TFJobKey(j->meta.ns, j->meta.name)); },
+            .on_delete = [this](const auto& j,
+                                bool) { ForgetJob(TFJobKey(j->meta.ns, j->meta.name)); },
+        });
+      }
       caches->pods->AddHandlers(RestartLatencyHandlers());  // before the owner is queued
       caches->pods->AddHandlers(ChildHandlers<CachedPod>());
       caches->services->AddHandlers(ChildHandlers<CachedChild>());
@@ -216,6 +230,7 @@ class JobController::Impl {
     std::unique_ptr<runtime::Informer<CachedPod>> pods;
     std::unique_ptr<runtime::Informer<CachedChild>> services;
     std::unique_ptr<runtime::Informer<runtime::GenericObject>> workloads;  // with --kueue only
+    std::unique_ptr<runtime::Informer<runtime::CompactObject>> tfjobs;     // with --tfjob only
     // No Secret informer: the operator may not read Secrets (least privilege).
     // It creates the job's Secret before any pod, and AlreadyExists says it is there.
     void Start() {
@@ -223,16 +238,19 @@ class JobController::Impl {
       pods->Start();
       services->Start();
       if (workloads) workloads->Start();
+      if (tfjobs) tfjobs->Start();
     }
     void Stop() {
       jobs->Stop();
       pods->Stop();
       services->Stop();
       if (workloads) workloads->Stop();
+      if (tfjobs) tfjobs->Stop();
     }
     bool WaitForSync(std::chrono::milliseconds t, std::stop_token stop) {
       return jobs->WaitForSync(t, stop) && pods->WaitForSync(t, stop) &&
-             services->WaitForSync(t, stop) && (!workloads || workloads->WaitForSync(t, stop));
+             services->WaitForSync(t, stop) && (!workloads || workloads->WaitForSync(t, stop)) &&
+             (!tfjobs || tfjobs->WaitForSync(t, stop));
     }
     // The first error a cache that has not synced saw, described.
     std::string Cause() const {
@@ -241,7 +259,8 @@ class JobController::Impl {
           {"pods", pods->HasSynced() ? Status::Ok() : pods->LastError()},
           {"services", services->HasSynced() ? Status::Ok() : services->LastError()},
           {"workloads",
-           !workloads || workloads->HasSynced() ? Status::Ok() : workloads->LastError()}};
+           !workloads || workloads->HasSynced() ? Status::Ok() : workloads->LastError()},
+          {"tfjobs", !tfjobs || tfjobs->HasSynced() ? Status::Ok() : tfjobs->LastError()}};
       for (const auto& [resource, error] : seen) {
         if (!error.ok()) return runtime::DescribeListError(resource, error);
       }
@@ -249,15 +268,31 @@ class JobController::Impl {
     }
     bool Synced() const {
       return jobs->HasSynced() && pods->HasSynced() && services->HasSynced() &&
-             (!workloads || workloads->HasSynced());
+             (!workloads || workloads->HasSynced()) && (!tfjobs || tfjobs->HasSynced());
     }
   };
+
+  // The cached job of work-queue key `key` (a TrainingJob's, or a TFJob's:
+  // tfjob_exec.h), or null.
+  static std::shared_ptr<const runtime::CompactObject> CachedJob(Caches& c,
+                                                                 const std::string& key) {
+    if (!IsTFJobKey(key)) return c.jobs->store().Get(key);
+    return c.tfjobs ? c.tfjobs->store().Get(std::string(StripTFJobKey(key))) : nullptr;
+  }
+
+  // The work-queue key of the job controlling a child, if a job does.
+  static std::optional<std::string> OwnerKey(const runtime::ObjectMeta& child) {
+    const auto& owner = child.controller;
+    if (!owner) return std::nullopt;
+    if (owner->kind == api::kKind) return child.ns + "/" + owner->name;
+    if (owner->kind == api::kTFJobKind) return TFJobKey(child.ns, owner->name);
+    return std::nullopt;
+  }
 
   template <typename T>
   runtime::EventHandlers<T> ChildHandlers() {
     auto enqueue_owner = [this](const std::shared_ptr<const T>& obj) {
-      const auto& owner = obj->meta.controller;
-      if (owner && owner->kind == api::kKind) queue_.Add(obj->meta.ns + "/" + owner->name);
+      if (auto key = OwnerKey(obj->meta)) queue_.Add(*key);
     };
     return {
         .on_add = enqueue_owner,
@@ -288,11 +323,9 @@ class JobController::Impl {
       // A pod this process created may go before a reconcile saw it in the
       // cache: its create is not awaited any more, or its replacement would
       // wait for expectation_timeout.
-      const auto& owner = pod->meta.controller;
-      if (owner && owner->kind == api::kKind) {
-        const std::string job_key = pod->meta.ns + "/" + owner->name;
-        expectations_.PodGone(job_key, pod->meta.name);
-        RecordGone(job_key, owner->uid, *pod);
+      if (auto job_key = OwnerKey(pod->meta)) {
+        expectations_.PodGone(*job_key, pod->meta.name);
+        RecordGone(*job_key, pod->meta.controller->uid, *pod);
       }
     };
     return h;
@@ -318,7 +351,7 @@ class JobController::Impl {
     }
     Caches* c = CachesFor(gone.meta.ns);
     if (c == nullptr) return;
-    auto job = c->jobs->store().Get(job_key);
+    auto job = CachedJob(*c, job_key);
     if (!job || job->meta.uid != job_uid) return;
     std::vector<ObservedPod>& list = vanished_[job_key];
     if (list.size() < kMaxVanished) list.push_back(gone.pod);
@@ -499,11 +532,13 @@ class JobController::Impl {
   }
 
   StatusOr<runtime::ReconcileResult> Reconcile(const std::string& key) {
-    auto [ns, name] = runtime::SplitKey(key);
+    // A TFJob (tfjob_exec.h) goes the same way, read and written as v1's.
+    const bool is_tfjob = IsTFJobKey(key);
+    auto [ns, name] = runtime::SplitKey(std::string(StripTFJobKey(key)));
     Caches* c = CachesFor(ns);
     if (c == nullptr) return runtime::ReconcileResult{};
-    auto cached = c->jobs->store().Get(key);
-    if (kueue_) {
+    auto cached = CachedJob(*c, key);
+    if (kueue_ && !is_tfjob) {
       KT_RETURN_IF_ERROR(ReleaseOrphanWorkloads(*c, ns, name, cached ? cached->meta.uid : ""));
     }
     if (!cached) {
@@ -512,7 +547,19 @@ class JobController::Impl {
     }
     const api::Time now = api::Now(*options_.clock);
     const std::string cached_rv = cached->meta.resource_version;
-    auto parsed = api::ParseTrainingJob(cached->Object());
+    std::optional<TFJobView> tfjob;
+    if (is_tfjob) {
+      const json object = cached->Object();
+      if (!TakesTFJob(options_.tfjob, TFJobManagedBy(object))) {
+        ForgetJob(key);  // another controller's (or not --tfjob=all's): never touched
+        return runtime::ReconcileResult{};
+      }
+      auto view = ReadTFJob(object);
+      if (!view.ok()) return FailUnconvertibleTFJob(key, *cached, view.status(), now);
+      tfjob = std::move(*view);
+    }
+    auto parsed =
+        tfjob ? StatusOr<api::TrainingJob>(tfjob->job) : api::ParseTrainingJob(cached->Object());
     if (!parsed.ok()) return FailUnparseable(key, *cached, parsed.status(), now);
     api::TrainingJob job = std::move(*parsed);
     if (job.metadata.deletion_timestamp) return runtime::ReconcileResult{};
@@ -535,6 +582,7 @@ class JobController::Impl {
     const bool was_finished = job.status.Finished();
 
     ObservedChildren observed = Observe(*c, ns, job.metadata.uid, key, now);
+    if (tfjob) ToPlannerNames(*tfjob, observed);
     PlanInput input;
     input.now = now;
     // Refused creates (refusal.h): the status says so after a restart too.
@@ -562,7 +610,9 @@ class JobController::Impl {
     expectations_.FillPlanInput(key, input);
     std::shared_ptr<const runtime::GenericObject> workload;
     KueueIntegration::SyncResult kueue_sync;
-    if (auto queue = kueue::QueueName(job); kueue_) {
+    if (auto queue = kueue::QueueName(job); is_tfjob) {
+      // Kueue's TFJob integration is Kueue's own: a TFJob is never queued here.
+    } else if (kueue_) {
       // A job that has a Workload stays Kueue's whatever its labels say.
       workload = c->workloads->store().Get(ns + "/" + kueue::WorkloadName(job));
       if (!queue && !workload) {
@@ -584,6 +634,7 @@ class JobController::Impl {
       }
     }
     Plan plan = PlanJob(job, observed, input);
+    if (tfjob) ToV1Children(*tfjob, plan, options_.tfjob_custom_cluster_domain);
     if (workload && !input.hold) {
       const Status merged = kueue_->DecoratePods(workload->object, plan.creates);
       if (merged.code() == StatusCode::kFailedPrecondition) {
@@ -621,7 +672,7 @@ class JobController::Impl {
       status_wait = StatusWriteWait(key, OnlyPendingCountsDiffer(job.status, plan.status));
     }
     if (status_due && status_wait <= std::chrono::milliseconds(0)) {
-      KT_RETURN_IF_ERROR(WriteStatus(key, *cached, rv, plan.status));
+      KT_RETURN_IF_ERROR(WriteStatus(key, *cached, rv, plan.status, tfjob ? &*tfjob : nullptr));
       if ((input.rejected_child || input.auth_secret_replaced || input.gang_unavailable) &&
           plan.status.Finished()) {
         expectations_.FailureRecorded(key);  // recorded in the status now
@@ -635,8 +686,9 @@ class JobController::Impl {
       }
     }
     VanishedSeen(key, observed.vanished);  // counted in the status written (or kept) above
-    const runtime::ObjectReference regarding{std::string(api::kApiVersion), std::string(api::kKind),
-                                             ns, name, job.metadata.uid};
+    const runtime::ObjectReference regarding{
+        std::string(is_tfjob ? api::kTFJobApiVersion : api::kApiVersion),
+        std::string(is_tfjob ? api::kTFJobKind : api::kKind), ns, name, job.metadata.uid};
     for (const Event& e : plan.events) {
       if (e.reason == "RestartingReplica") metrics_->PodRestarted();
       recorder_->Record(regarding, e.type == EventType::kWarning ? "Warning" : "Normal", e.reason,
@@ -838,12 +890,10 @@ class JobController::Impl {
         // No RBAC for networkpolicies, or an apiserver that does not take this policy:
         // the job runs without it (its traffic is still authenticated) and says so,
         // rather than never starting. Transient errors retry below, before any pod.
-        recorder_->Record(
-            {std::string(api::kApiVersion), std::string(api::kKind), ns, name, job.metadata.uid},
-            "Warning", "NetworkPolicyNotCreated", "Create",
-            "cannot create NetworkPolicy " + child + ": " + s.message() +
-                " (grant create on networking.k8s.io networkpolicies, or run the "
-                "operator with --network-policy=false)");
+        recorder_->Record(regarding, "Warning", "NetworkPolicyNotCreated", "Create",
+                          "cannot create NetworkPolicy " + child + ": " + s.message() +
+                              " (grant create on networking.k8s.io networkpolicies, or run the "
+                              "operator with --network-policy=false)");
         continue;
       }
       if (s.code() == StatusCode::kPermissionDenied && Refusable(kind.kind)) {
@@ -914,10 +964,10 @@ class JobController::Impl {
       kube::DeleteOptions opts;
       opts.propagation_policy = "Background";
       opts.precondition_uid = job.metadata.uid;
-      const Status s = client_->Delete(kTrainingJobs, ns, name, opts);
+      const Status s = client_->Delete(is_tfjob ? kTFJobs : kTrainingJobs, ns, name, opts);
       metrics_->CountRequest("delete", StatusCodeName(s.code()));
       if (!s.ok() && s.code() != StatusCode::kNotFound && first_error.ok()) first_error = s;
-      if (s.ok()) spdlog::info("deleted TrainingJob {} after ttlSecondsAfterFinished", key);
+      if (s.ok()) spdlog::info("deleted {} {} after ttlSecondsAfterFinished", regarding.kind, key);
     }
     if (!first_error.ok()) {
       // Transient (the permanent ones were handled above): retry with backoff.
@@ -998,13 +1048,27 @@ class JobController::Impl {
         since + (pending_only ? 4 : 1) * options_.status_coalesce - now);
   }
 
+  // A TFJob's (`tfjob` set): v1's status, then the planner's own in the
+  // annotation kTFJobStateAnnotation (v1's CRD prunes what it does not know).
+  // Until both are written nothing is deleted; if the second fails, the retry
+  // plans again from the state before, to the same status.
   Status WriteStatus(const std::string& key, const runtime::CompactObject& cached,
-                     const std::string& rv, const api::TrainingJobStatus& status) {
+                     const std::string& rv, const api::TrainingJobStatus& status,
+                     const TFJobView* tfjob = nullptr) {
     json obj = cached.Object();
     obj["metadata"]["resourceVersion"] = rv;
-    obj["status"] = api::StatusToJson(status);
-    auto written = client_->UpdateStatus(kTrainingJobs, cached.meta.ns, obj);
+    obj["status"] = tfjob ? V1Status(*tfjob, status) : api::StatusToJson(status);
+    auto written = client_->UpdateStatus(tfjob ? kTFJobs : kTrainingJobs, cached.meta.ns, obj);
     metrics_->CountRequest("update_status", StatusCodeName(written.status().code()));
+    std::string via_rv;
+    if (written.ok() && tfjob) {
+      json state = std::move(*written);
+      via_rv = state["metadata"].value("resourceVersion", std::string());
+      state["metadata"]["annotations"][std::string(kTFJobStateAnnotation)] =
+          api::StatusToJson(status).dump();
+      written = client_->Update(kTFJobs, cached.meta.ns, state);
+      metrics_->CountRequest("update", StatusCodeName(written.status().code()));
+    }
     if (!written.ok()) {
       if (written.status().code() == StatusCode::kNotFound) return Status::Ok();
       // A conflict means our view is stale: drop the remembered status and let
@@ -1019,7 +1083,8 @@ class JobController::Impl {
     }
     const std::string to_rv =
         written->value("metadata", json::object()).value("resourceVersion", std::string());
-    expectations_.StatusWritten(key, cached.meta.resource_version, to_rv, status);
+    expectations_.StatusWritten(key, cached.meta.resource_version, to_rv, status,
+                                std::move(via_rv));
     return Status::Ok();
   }
 
@@ -1037,6 +1102,28 @@ class JobController::Impl {
     metrics_->JobFailed();
     recorder_->Record({std::string(api::kApiVersion), std::string(api::kKind), cached.meta.ns,
                        cached.meta.name, cached.meta.uid},
+                      "Warning", "InvalidSpec", "Reconcile", error.message());
+    return runtime::ReconcileResult{};
+  }
+
+  // A TFJob of ours that does not convert (or that kubetrain cannot run as v1
+  // does): Failed with the reason, once, and a Warning event InvalidSpec.
+  StatusOr<runtime::ReconcileResult> FailUnconvertibleTFJob(const std::string& key,
+                                                            const runtime::CompactObject& cached,
+                                                            const Status& error, api::Time now) {
+    json obj = cached.Object();
+    auto status = UnconvertibleStatus(obj, error.message(), now);
+    if (!status) return runtime::ReconcileResult{};  // said so already
+    obj["status"] = std::move(*status);
+    auto written = client_->UpdateStatus(kTFJobs, cached.meta.ns, obj);
+    metrics_->CountRequest("update_status", StatusCodeName(written.status().code()));
+    if (!written.ok() && written.status().code() != StatusCode::kNotFound) {
+      return written.status().WithContext("update status of " + key);
+    }
+    metrics_->JobFailed();
+    spdlog::warn("{}: TFJob not run: {}", key, error.message());
+    recorder_->Record({std::string(api::kTFJobApiVersion), std::string(api::kTFJobKind),
+                       cached.meta.ns, cached.meta.name, cached.meta.uid},
                       "Warning", "InvalidSpec", "Reconcile", error.message());
     return runtime::ReconcileResult{};
   }

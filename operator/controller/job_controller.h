@@ -35,6 +35,7 @@
 #include "operator/controller/job_client.h"
 #include "operator/controller/metrics.h"
 #include "operator/controller/refusal.h"
+#include "operator/controller/tfjob_exec.h"
 #include "operator/kube/client.h"
 #include "operator/planner/metrics_ingress.h"
 #include "operator/progress/reader.h"
@@ -105,6 +106,12 @@ struct JobControllerOptions {
   // kueue.x-k8s.io/queue-name runs only while its Workload is admitted. Needs
   // the Workload CRD. Off: such a job runs at once, with a Warning event.
   bool kueue = false;
+  // Kubeflow TFJobs (--tfjob; tfjob_exec.h): which ones this controller
+  // reconciles, through the same planner, with v1's children and status.
+  // Needs the TFJob CRD. Off: no TFJob is listed.
+  TFJobMode tfjob = TFJobMode::kOff;
+  // v1's CUSTOM_CLUSTER_DOMAIN for TFJobs' TF_CONFIG hosts ("": <pod>.<ns>.svc).
+  std::string tfjob_custom_cluster_domain;
   // What the controller's timers (requeues, retries, the status coalescing
   // window, expectations, refusal probes) and timestamps read; must outlive
   // the controller (tests: a FakeClock).

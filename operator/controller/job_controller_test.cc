@@ -1901,5 +1901,255 @@ TEST(JobControllerDisruptionTest, APodTheOperatorDeletesIsNoDisruption) {
   EXPECT_EQ((*job)["status"].value("disruptions", 0), 0);
 }
 
+// --- Kubeflow TFJobs (--tfjob; tfjob_exec.h) ---
+
+json TFJobObject(const std::string& name, std::optional<std::string> managed_by = std::nullopt,
+                 const std::string& chief_key = "") {
+  auto replica = [](int n) {
+    return json{
+        {"replicas", n},
+        {"template", {{"spec", {{"containers", {{{"name", "tensorflow"}, {"image", "tf:2"}}}}}}}}};
+  };
+  json specs = {{"PS", replica(1)}, {"Worker", replica(2)}};
+  if (!chief_key.empty()) specs = {{chief_key, replica(1)}, {"Worker", replica(1)}};
+  json tf = {{"apiVersion", "kubeflow.org/v1"},
+             {"kind", "TFJob"},
+             {"metadata", {{"name", name}, {"namespace", "ml"}, {"uid", name + "-uid"}}},
+             {"spec", {{"tfReplicaSpecs", specs}}}};
+  if (managed_by) tf["spec"]["runPolicy"]["managedBy"] = *managed_by;
+  return tf;
+}
+
+JobControllerOptions TFJobOptions(TFJobMode mode) {
+  JobControllerOptions o = Options();
+  o.tfjob = mode;
+  o.status_coalesce = milliseconds(0);  // every status change written at once
+  return o;
+}
+
+// Sets pod `name`'s phase (and its tensorflow container's exit code when it ended).
+void SetPhase(FakeApi& api, const std::string& name, const std::string& phase, int exit_code = 0) {
+  json pod = *api.Get(kube::kPods, "ml", name);
+  pod["status"] = {{"phase", phase}};
+  if (phase == "Failed" || phase == "Succeeded") {
+    pod["status"]["containerStatuses"] = {
+        {{"name", "tensorflow"}, {"state", {{"terminated", {{"exitCode", exit_code}}}}}}};
+  }
+  ASSERT_TRUE(api.Update(kube::kPods, "ml", pod).ok());
+}
+
+std::set<std::string> PodNames(FakeApi& api) {
+  std::set<std::string> names;
+  for (const json& p : api.All(kube::kPods)) names.insert(p["metadata"].value("name", ""));
+  return names;
+}
+
+// The types of the status' conditions, oldest first, each "Type=True|False".
+std::vector<std::string> ConditionSequence(const json& tf) {
+  std::vector<std::string> out;
+  for (const json& c : tf["status"].value("conditions", json::array())) {
+    out.push_back(c.value("type", "") + "=" + c.value("status", "") + "/" + c.value("reason", ""));
+  }
+  return out;
+}
+
+std::string Env(const json& container, const std::string& name) {
+  for (const json& e : container.value("env", json::array())) {
+    if (e.value("name", "") == name) return e.value("value", "");
+  }
+  return "";
+}
+
+TEST(JobControllerTFJobTest, ManagedTakesOnlyTFJobsManagedByKubetrain) {
+  FakeApi api;
+  api.Seed(kTFJobs, TFJobObject("ours", "kubetrain.io/operator"));
+  api.Seed(kTFJobs, TFJobObject("plain"));
+  api.Seed(kTFJobs, TFJobObject("peer", "kubeflow.org/training-operator"));
+  Running controller(&api, TFJobOptions(TFJobMode::kManaged));
+  ASSERT_TRUE(Eventually([&] { return PodNames(api).count("ours-worker-1") == 1; }));
+  ASSERT_TRUE(Settle(api, controller));
+  for (const std::string& name : PodNames(api)) EXPECT_TRUE(name.starts_with("ours-")) << name;
+  for (const auto& c : api.calls()) {
+    EXPECT_FALSE(c.name.starts_with("plain") || c.name.starts_with("peer"))
+        << c.verb << " " << c.resource << "/" << c.name;
+  }
+}
+
+TEST(JobControllerTFJobTest, AllTakesEveryTFJobButAnotherControllersOne) {
+  FakeApi api;
+  api.Seed(kTFJobs, TFJobObject("ours", "kubetrain.io/operator"));
+  api.Seed(kTFJobs, TFJobObject("plain"));
+  api.Seed(kTFJobs, TFJobObject("peer", "kubeflow.org/training-operator"));
+  api.Seed(kTFJobs, TFJobObject("multi", "kueue.x-k8s.io/multikueue"));
+  Running controller(&api, TFJobOptions(TFJobMode::kAll));
+  ASSERT_TRUE(Eventually([&] {
+    auto names = PodNames(api);
+    return names.count("ours-worker-1") == 1 && names.count("plain-worker-1") == 1;
+  }));
+  ASSERT_TRUE(Settle(api, controller));
+  for (const auto& c : api.calls()) {
+    EXPECT_FALSE(c.name.starts_with("peer") || c.name.starts_with("multi"))
+        << c.verb << " " << c.resource << "/" << c.name;
+  }
+  EXPECT_FALSE(api.Get(kTFJobs, "ml", "peer")->contains("status"));
+}
+
+TEST(JobControllerTFJobTest, OffNeitherListsNorTouchesTFJobs) {
+  FakeApi api;
+  api.Seed(kTFJobs, TFJobObject("ours", "kubetrain.io/operator"));
+  api.Seed(kTrainingJobs, Job());
+  Running controller(&api, TFJobOptions(TFJobMode::kOff));
+  ASSERT_TRUE(Eventually([&] { return PodNames(api).count("tj-worker-1") == 1; }));
+  ASSERT_TRUE(Settle(api, controller));
+  EXPECT_TRUE(api.Served("tfjobs", "").empty());
+  EXPECT_EQ(PodNames(api), (std::set<std::string>{"tj-worker-0", "tj-worker-1"}));
+}
+
+TEST(JobControllerTFJobTest, ChildrenHaveV1sNamesLabelsPortAndTfConfig) {
+  FakeApi api;
+  api.Seed(kTFJobs, TFJobObject("mnist"));
+  Running controller(&api, TFJobOptions(TFJobMode::kAll));
+  ASSERT_TRUE(Eventually([&] { return PodNames(api).size() == 3; }));
+  EXPECT_EQ(PodNames(api),
+            (std::set<std::string>{"mnist-ps-0", "mnist-worker-0", "mnist-worker-1"}));
+  const json pod = *api.Get(kube::kPods, "ml", "mnist-worker-1");
+  const json& labels = pod["metadata"]["labels"];
+  EXPECT_EQ(labels.value("training.kubeflow.org/job-name", ""), "mnist");
+  EXPECT_EQ(labels.value("training.kubeflow.org/replica-type", ""), "worker");
+  EXPECT_EQ(labels.value("training.kubeflow.org/replica-index", ""), "1");
+  EXPECT_EQ(labels.value("training.kubeflow.org/operator-name", ""), "tfjob-controller");
+  EXPECT_FALSE(labels.contains("training.kubeflow.org/job-role"));  // worker 1: not the master
+  EXPECT_EQ((*api.Get(kube::kPods, "ml", "mnist-worker-0"))["metadata"]["labels"].value(
+                "training.kubeflow.org/job-role", ""),
+            "master");
+  const json& owner = pod["metadata"]["ownerReferences"][0];
+  EXPECT_EQ(owner["kind"], "TFJob");
+  EXPECT_EQ(owner["apiVersion"], "kubeflow.org/v1");
+  EXPECT_EQ(owner["uid"], "mnist-uid");
+  EXPECT_EQ(owner["controller"], true);
+  const json& tf = pod["spec"]["containers"][0];
+  EXPECT_EQ(tf["name"], "tensorflow");
+  // v1.9.3's bytes: keys sorted, the hosts <pod>.<ns>.svc:<port>, environment cloud.
+  EXPECT_EQ(Env(tf, "TF_CONFIG"),
+            R"({"cluster":{"ps":["mnist-ps-0.ml.svc:2222"],"worker":["mnist-worker-0.ml.svc:2222",)"
+            R"("mnist-worker-1.ml.svc:2222"]},"task":{"type":"worker","index":1},)"
+            R"("environment":"cloud"})");
+  bool port = false;
+  for (const json& p : tf["ports"])
+    port = port || (p["name"] == "tfjob-port" && p["containerPort"] == 2222);
+  EXPECT_TRUE(port) << tf["ports"].dump();
+  // The Services once the pods run (as for a TrainingJob): one per replica, v1's.
+  for (const char* n : {"mnist-ps-0", "mnist-worker-0", "mnist-worker-1"})
+    SetPhase(api, n, "Running");
+  ASSERT_TRUE(
+      Eventually([&] { return api.Get(kube::kServices, "ml", "mnist-worker-1").has_value(); }));
+  const json svc = *api.Get(kube::kServices, "ml", "mnist-worker-1");
+  EXPECT_EQ(svc["spec"]["clusterIP"], "None");
+  EXPECT_EQ(svc["spec"]["ports"], json::parse(R"([{"name":"tfjob-port","port":2222}])"));
+  EXPECT_EQ(svc["spec"]["selector"].value("training.kubeflow.org/replica-index", ""), "1");
+  EXPECT_EQ(svc["metadata"]["ownerReferences"][0]["kind"], "TFJob");
+}
+
+TEST(JobControllerTFJobTest, AMasterKeepsV1sNameAndTaskType) {
+  FakeApi api;
+  api.Seed(kTFJobs, TFJobObject("mnist", std::nullopt, "Master"));
+  Running controller(&api, TFJobOptions(TFJobMode::kAll));
+  ASSERT_TRUE(Eventually([&] { return PodNames(api).size() == 2; }));
+  ASSERT_TRUE(Settle(api, controller));
+  EXPECT_EQ(PodNames(api), (std::set<std::string>{"mnist-master-0", "mnist-worker-0"}));
+  const json master = *api.Get(kube::kPods, "ml", "mnist-master-0");
+  EXPECT_NE(Env(master["spec"]["containers"][0], "TF_CONFIG")
+                .find(R"("task":{"type":"master","index":0})"),
+            std::string::npos);
+  EXPECT_EQ(master["metadata"]["labels"].value("training.kubeflow.org/job-role", ""), "master");
+  // The planner sees its chief in the master pod: running it creates nothing more.
+  SetPhase(api, "mnist-master-0", "Running");
+  SetPhase(api, "mnist-worker-0", "Running");
+  ASSERT_TRUE(Settle(api, controller));
+  EXPECT_EQ(PodNames(api), (std::set<std::string>{"mnist-master-0", "mnist-worker-0"}));
+  EXPECT_EQ(Count(api.calls(), "delete", "pods", StatusCode::kOk), 0u);
+}
+
+TEST(JobControllerTFJobTest, StatusGoesCreatedRunningSucceededInV1sShape) {
+  FakeApi api;
+  api.Seed(kTFJobs, TFJobObject("mnist"));
+  Running controller(&api, TFJobOptions(TFJobMode::kAll));
+  ASSERT_TRUE(Eventually([&] { return PodNames(api).size() == 3; }));
+  for (const char* n : {"mnist-ps-0", "mnist-worker-0", "mnist-worker-1"})
+    SetPhase(api, n, "Running");
+  ASSERT_TRUE(
+      Eventually([&] { return Reason(*api.Get(kTFJobs, "ml", "mnist"), "Running") != ""; }));
+  json tf = *api.Get(kTFJobs, "ml", "mnist");
+  EXPECT_EQ(ConditionSequence(tf),
+            (std::vector<std::string>{"Created=True/TFJobCreated", "Running=True/TFJobRunning"}));
+  EXPECT_EQ(tf["status"]["replicaStatuses"]["Worker"].value("active", 0), 2) << tf.dump();
+  EXPECT_TRUE(tf["status"].contains("startTime"));
+  // The planner's own state, which v1's CRD would prune from status.
+  EXPECT_TRUE(tf["metadata"]["annotations"].contains(std::string(kTFJobStateAnnotation)));
+  SetPhase(api, "mnist-worker-0", "Succeeded");  // worker 0 decides, as in v1
+  ASSERT_TRUE(
+      Eventually([&] { return Reason(*api.Get(kTFJobs, "ml", "mnist"), "Succeeded") != ""; }));
+  ASSERT_TRUE(Settle(api, controller));
+  tf = *api.Get(kTFJobs, "ml", "mnist");
+  // The newest last (kubectl's State column reads conditions[-1:]); the order
+  // of the others within one second is tfjob_v1_test's.
+  auto sequence = ConditionSequence(tf);
+  ASSERT_EQ(sequence.size(), 3u) << tf.dump();
+  EXPECT_EQ(sequence.back(), "Succeeded=True/TFJobSucceeded");
+  std::sort(sequence.begin(), sequence.end());
+  EXPECT_EQ(sequence,
+            (std::vector<std::string>{"Created=True/TFJobCreated", "Running=False/TFJobRunning",
+                                      "Succeeded=True/TFJobSucceeded"}));
+  EXPECT_EQ(Message(tf, "Succeeded"), "TFJob ml/mnist successfully completed.");
+  EXPECT_TRUE(tf["status"].contains("completionTime"));
+  EXPECT_GE(tf["status"]["replicaStatuses"]["Worker"].value("succeeded", 0), 1) << tf.dump();
+  // cleanPodPolicy unset: kubetrain's Running (docs/migrating-from-tfjob.md): the PS goes.
+  EXPECT_FALSE(api.Get(kube::kPods, "ml", "mnist-ps-0").has_value());
+}
+
+TEST(JobControllerTFJobTest, AFailedWorkerUnderV1sDefaultNeverFailsTheTFJob) {
+  FakeApi api;
+  api.Seed(kTFJobs, TFJobObject("mnist"));
+  Running controller(&api, TFJobOptions(TFJobMode::kAll));
+  ASSERT_TRUE(Eventually([&] { return PodNames(api).size() == 3; }));
+  for (const char* n : {"mnist-ps-0", "mnist-worker-0", "mnist-worker-1"})
+    SetPhase(api, n, "Running");
+  ASSERT_TRUE(
+      Eventually([&] { return Reason(*api.Get(kTFJobs, "ml", "mnist"), "Running") != ""; }));
+  SetPhase(api, "mnist-worker-1", "Failed", 1);  // restartPolicy unset: v1's Never
+  ASSERT_TRUE(Eventually([&] { return Reason(*api.Get(kTFJobs, "ml", "mnist"), "Failed") != ""; }));
+  const json tf = *api.Get(kTFJobs, "ml", "mnist");
+  auto sequence = ConditionSequence(tf);
+  ASSERT_EQ(sequence.size(), 3u) << tf.dump();
+  EXPECT_EQ(sequence.back(), "Failed=True/TFJobFailed");
+  std::sort(sequence.begin(), sequence.end());
+  EXPECT_EQ(sequence,
+            (std::vector<std::string>{"Created=True/TFJobCreated", "Failed=True/TFJobFailed",
+                                      "Running=False/TFJobRunning"}));
+  EXPECT_NE(Message(tf, "Failed").find("mnist-worker-1"), std::string::npos)
+      << Message(tf, "Failed");
+  EXPECT_EQ(tf["status"]["replicaStatuses"]["Worker"].value("failed", 0), 1) << tf.dump();
+}
+
+TEST(JobControllerTFJobTest, AnUnconvertibleTFJobFailsOnceWithItsReason) {
+  FakeApi api;
+  EventSink events;
+  json bad = TFJobObject("bad");
+  bad["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["name"] = "main";
+  api.Seed(kTFJobs, bad);
+  Running controller(&api, TFJobOptions(TFJobMode::kAll), &events);
+  ASSERT_TRUE(Eventually([&] { return Reason(*api.Get(kTFJobs, "ml", "bad"), "Failed") != ""; }));
+  ASSERT_TRUE(Settle(api, controller));
+  const json tf = *api.Get(kTFJobs, "ml", "bad");
+  EXPECT_EQ(Reason(tf, "Failed"), "TFJobFailed");
+  EXPECT_NE(Message(tf, "Failed").find("spec.tfReplicaSpecs.Worker.template.spec.containers"),
+            std::string::npos)
+      << Message(tf, "Failed");
+  EXPECT_TRUE(PodNames(api).empty());
+  EXPECT_EQ(Count(api.calls(), "update_status", "tfjobs", StatusCode::kOk), 1u);
+  ASSERT_TRUE(Eventually([&] { return events.With("InvalidSpec").size() == 1; }));
+  EXPECT_EQ(events.With("InvalidSpec")[0]["regarding"].value("kind", ""), "TFJob");
+}
+
 }  // namespace
 }  // namespace kubetrain::controller

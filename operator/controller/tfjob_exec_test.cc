@@ -1,0 +1,127 @@
+// The TFJob side of the executor as pure functions: which TFJobs a mode takes,
+// reading a served TFJob, and a plan's children renamed and dressed as v1's.
+// The executor's use of them runs against a fake apiserver in
+// job_controller_test.cc.
+#include "operator/controller/tfjob_exec.h"
+
+#include <gtest/gtest.h>
+
+#include "operator/api/json.h"
+
+namespace kubetrain::controller {
+namespace {
+
+using nlohmann::json;
+
+json TFJob(const json& replica_specs, const json& run_policy = json::object()) {
+  json spec = {{"tfReplicaSpecs", replica_specs}};
+  if (!run_policy.empty()) spec["runPolicy"] = run_policy;
+  return {{"apiVersion", "kubeflow.org/v1"},
+          {"kind", "TFJob"},
+          {"metadata", {{"name", "mnist"}, {"namespace", "ml"}, {"uid", "tf-uid"}}},
+          {"spec", spec}};
+}
+
+json Replica(int replicas) {
+  return {
+      {"replicas", replicas},
+      {"template", {{"spec", {{"containers", {{{"name", "tensorflow"}, {"image", "tf:2"}}}}}}}}};
+}
+
+TEST(TFJobExecTest, ModesTakeOnlyTheirTFJobs) {
+  const std::optional<std::string> unset, ours = std::string(api::kTFJobManagedByKubetrain),
+                                          peer = std::string(kTrainingOperatorManagedBy),
+                                          kueue = std::string("kueue.x-k8s.io/multikueue");
+  EXPECT_FALSE(TakesTFJob(TFJobMode::kOff, ours));
+  EXPECT_TRUE(TakesTFJob(TFJobMode::kManaged, ours));
+  EXPECT_FALSE(TakesTFJob(TFJobMode::kManaged, unset));
+  EXPECT_FALSE(TakesTFJob(TFJobMode::kManaged, peer));
+  EXPECT_TRUE(TakesTFJob(TFJobMode::kAll, unset));
+  EXPECT_TRUE(TakesTFJob(TFJobMode::kAll, ours));
+  // Never another controller's, whatever the mode.
+  EXPECT_FALSE(TakesTFJob(TFJobMode::kAll, peer));
+  EXPECT_FALSE(TakesTFJob(TFJobMode::kAll, kueue));
+}
+
+TEST(TFJobExecTest, ManagedByIsReadFromTheJobAsServed) {
+  json tf = TFJob({{"Worker", Replica(1)}}, {{"managedBy", "kubeflow.org/training-operator"}});
+  EXPECT_EQ(TFJobManagedBy(tf), std::string(kTrainingOperatorManagedBy));
+  tf["spec"]["runPolicy"]["managedBy"] = 3;  // does not convert; still not ours to judge
+  EXPECT_EQ(TFJobManagedBy(tf), std::nullopt);
+  EXPECT_EQ(TFJobManagedBy(json::object()), std::nullopt);
+}
+
+TEST(TFJobExecTest, KeysOfTheTwoKindsNeverCollide) {
+  EXPECT_EQ(TFJobKey("ml", "a"), "tfjob:ml/a");
+  EXPECT_TRUE(IsTFJobKey(TFJobKey("ml", "a")));
+  EXPECT_FALSE(IsTFJobKey("ml/a"));
+  EXPECT_EQ(StripTFJobKey("tfjob:ml/a"), "ml/a");
+}
+
+TEST(TFJobExecTest, ReadTFJobKeepsIdentityAndThePlannersState) {
+  json tf = TFJob({{"PS", Replica(1)}, {"Worker", Replica(2)}});
+  tf["metadata"]["resourceVersion"] = "7";
+  api::TrainingJobStatus state;
+  state.restarts = 3;
+  tf["metadata"]["annotations"][std::string(kTFJobStateAnnotation)] =
+      api::StatusToJson(state).dump();
+  auto view = ReadTFJob(tf);
+  ASSERT_TRUE(view.ok()) << view.status().ToString();
+  EXPECT_EQ(view->job.metadata.uid, "tf-uid");
+  EXPECT_EQ(view->job.metadata.resource_version, "7");
+  EXPECT_EQ(view->job.spec.service_mode, api::ServiceMode::kPerReplica);
+  EXPECT_EQ(view->job.status.restarts, 3);
+  EXPECT_TRUE(view->to_v1.empty());  // PS and Worker: the same names
+  // A state edited into nonsense starts afresh rather than failing the job.
+  tf["metadata"]["annotations"][std::string(kTFJobStateAnnotation)] = "{not json";
+  view = ReadTFJob(tf);
+  ASSERT_TRUE(view.ok());
+  EXPECT_EQ(view->job.status.restarts, 0);
+}
+
+TEST(TFJobExecTest, UnconvertibleTFJobSaysWhyInItsTFJobPaths) {
+  json tf = TFJob({{"Worker", Replica(1)}});
+  tf["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["name"] = "main";
+  auto view = ReadTFJob(tf);
+  ASSERT_FALSE(view.ok());
+  EXPECT_NE(view.status().message().find("spec.tfReplicaSpecs.Worker"), std::string::npos)
+      << view.status().message();
+  const auto status = UnconvertibleStatus(tf, view.status().message(), api::Time{});
+  ASSERT_TRUE(status.has_value());
+  const json& failed = (*status)["conditions"].back();
+  EXPECT_EQ(failed["type"], "Failed");
+  EXPECT_EQ(failed["reason"], "TFJobFailed");
+  EXPECT_NE(failed["message"].get<std::string>().find("tensorflow"), std::string::npos);
+  tf["status"] = *status;  // written: not again
+  EXPECT_FALSE(UnconvertibleStatus(tf, "again", api::Time{}).has_value());
+}
+
+TEST(TFJobExecTest, MasterChildrenKeepV1sNamesBothWays) {
+  auto view = ReadTFJob(TFJob({{"Master", Replica(1)}, {"Worker", Replica(1)}}));
+  ASSERT_TRUE(view.ok()) << view.status().ToString();
+  EXPECT_EQ(view->to_v1.at("mnist-chief-0"), "mnist-master-0");
+  ObservedChildren observed;
+  observed.pods.push_back(ObservedPod{});
+  observed.pods.back().name = "mnist-master-0";
+  observed.services.push_back({"mnist-master-0", std::nullopt});
+  ToPlannerNames(*view, observed);
+  EXPECT_EQ(observed.pods[0].name, "mnist-chief-0");
+  EXPECT_EQ(observed.services[0].name, "mnist-chief-0");
+
+  Plan plan;
+  plan.deletes.push_back({ChildRef::Kind::kPod, "mnist-chief-0", api::ReplicaType::kChief, 0});
+  ChildCreate config_map;
+  config_map.ref.kind = ChildRef::Kind::kConfigMap;
+  config_map.ref.name = "mnist-cluster";
+  config_map.object = {
+      {"metadata", {{"name", "mnist-cluster"}}},
+      {"data", {{"cluster", R"({"chief":["mnist-chief-0.ml.svc.cluster.local:2222"]})"}}}};
+  plan.creates.push_back(std::move(config_map));
+  ToV1Children(*view, plan, "");
+  EXPECT_EQ(plan.deletes[0].name, "mnist-master-0");
+  EXPECT_EQ(plan.creates[0].object["data"]["cluster"],
+            R"({"chief":["mnist-master-0.ml.svc.cluster.local:2222"]})");
+}
+
+}  // namespace
+}  // namespace kubetrain::controller
