@@ -77,7 +77,7 @@ bound = [d["subjects"][0]["name"] for d in docs if d["kind"] == "ClusterRoleBind
 crds = sum(d["kind"] == "CustomResourceDefinition" for d in docs)
 print(" ".join(args), " ".join(res), "bound to", " ".join(bound), "CRDs", crds)'
 }
-tfjob_rules="tfjobs/finalizers:update tfjobs/status:get,update,patch tfjobs:get,list,watch,patch,delete"
+tfjob_rules="tfjobs/finalizers:update tfjobs/status:get,update,patch tfjobs:get,list,watch,update,delete"
 check "kustomize: components/tfjob: --tfjob=managed, the TFJob RBAC, no CRD" \
   "$(tfjob_overlay tfjob)" "--tfjob=managed ${tfjob_rules} bound to kubetrain-operator CRDs 0"
 check "kustomize: components/tfjob-all: --tfjob=all, the same RBAC" \
@@ -239,7 +239,7 @@ tfjob_rows() {  # tfjob_rows SA NAMESPACE: its tfjobs rows of `kubectl auth can-
   kubectl auth can-i --list -n "$2" --as="system:serviceaccount:$1" 2>/dev/null |
     sed -nE 's/^(tfjobs\.kubeflow\.org[^ ]*) +\[\] +\[\] +(\[[^]]*\]).*/\1 \2/p' | sort | tr '\n' ' '
 }
-tfjob_can="tfjobs.kubeflow.org [get list watch patch delete] tfjobs.kubeflow.org/finalizers [update] tfjobs.kubeflow.org/status [get update patch] "
+tfjob_can="tfjobs.kubeflow.org [get list watch update delete] tfjobs.kubeflow.org/finalizers [update] tfjobs.kubeflow.org/status [get update patch] "
 check "tfjob: tfjobs in a watched namespace" "$(tfjob_rows "${sa}" kt-rbac-a)" "${tfjob_can}"
 check "tfjob: no tfjobs in an unwatched namespace" "$(tfjob_rows "${sa}" team-a)" ""
 check "tfjob: the kustomize component's rights in any namespace" \

@@ -198,16 +198,16 @@ class Differences:
             self.add(key, job, "v1 %s, kubetrain %s" % (json.dumps(a, sort_keys=True), json.dumps(b, sort_keys=True)))
 
 
-def compare_objects(d, v1, kt):
+def compare_objects(d, phase, v1, kt):
     d.compared += len(set(v1) & set(kt))
     for key in sorted(set(v1) | set(kt)):
         kind, name = key
         job = (v1.get(key) or kt.get(key))[0]
         if key not in kt:
-            d.add("%s objects v1 only" % kind.lower(), job, name)
+            d.add("%s objects v1 only %s" % (kind.lower(), phase), job, name)
             continue
         if key not in v1:
-            d.add("%s objects kubetrain only" % kind.lower(), job, name)
+            d.add("%s objects kubetrain only %s" % (kind.lower(), phase), job, name)
             continue
         a, b = v1[key][1], kt[key][1]
         k = kind.lower()
@@ -223,8 +223,15 @@ def compare_objects(d, v1, kt):
             d.cmp("pod containers", job, [c["name"] for c in a["spec"]["containers"]],
                   [c["name"] for c in b["spec"]["containers"]])
             ca, cb = tf_container(a), tf_container(b)
-            d.cmp("pod ports", job, sorted((p.get("name"), p["containerPort"]) for p in ca.get("ports") or []),
-                  sorted((p.get("name"), p["containerPort"]) for p in cb.get("ports") or []))
+            pa = {p.get("name"): p["containerPort"] for p in ca.get("ports") or []}
+            pb = {p.get("name"): p["containerPort"] for p in cb.get("ports") or []}
+            for pk in sorted(set(pa) | set(pb), key=str):
+                if pk not in pb:
+                    d.add("pod port %s v1 only" % pk, job, "%s: %s" % (name, pa[pk]))
+                elif pk not in pa:
+                    d.add("pod port %s kubetrain only" % pk, job, "%s: %s" % (name, pb[pk]))
+                elif pa[pk] != pb[pk]:
+                    d.add("pod port %s" % pk, job, "%s: v1 %s, kubetrain %s" % (name, pa[pk], pb[pk]))
             ea, eb = env_of(ca), env_of(cb)
             for ek in sorted(set(ea) | set(eb)):
                 if ek not in eb:
@@ -318,7 +325,7 @@ def compare(work_dir, md):
     plan = json.load(open(work / "plan.json"))
     d = Differences()
     for phase in ("running", "final"):
-        compare_objects(d, owned(load(work, "%s-cmp-v1.json" % phase)), owned(load(work, "%s-cmp-kt.json" % phase)))
+        compare_objects(d, phase, owned(load(work, "%s-cmp-v1.json" % phase)), owned(load(work, "%s-cmp-kt.json" % phase)))
         jobs = {ns: {j["metadata"]["name"]: normalise(j) for j in load(work, "tfjobs-%s-%s.json" % (phase, ns))}
                 for ns in NS}
         compare_status(d, phase, plan, jobs["cmp-v1"], jobs["cmp-kt"])

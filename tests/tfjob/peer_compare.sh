@@ -82,6 +82,8 @@ start_peer cmp-mb
 if [[ ${PEER_COMPARE_SELF:-0} == 1 ]]; then
   start_peer cmp-kt
 else
+  kubectl apply -k "${root}/crds" >/dev/null || { echo "FAIL: kubetrain's CRDs"; exit 1; }  # as installed
+  "${root}/tests/tools/wait-crds" crd/trainingjobs.kubetrain.io crd/trainingsweeps.kubetrain.io >/dev/null
   kubectl apply -k "${root}/deploy/kustomize/rbac" >/dev/null || { echo "FAIL: RBAC"; exit 1; }
   kubectl apply -k "${root}/deploy/kustomize/components/tfjob/rbac" >/dev/null || { echo "FAIL: TFJob RBAC"; exit 1; }
   operator_kubeconfig "${work}/operator-kubeconfig" || { echo "FAIL: no token"; exit 1; }
