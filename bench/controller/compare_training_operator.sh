@@ -166,7 +166,8 @@ run_one() {  # run_one LABEL RUN: appends one JSON line of figures to ${results}
     if [[ "${!kind_var:-}" == tfjob ]]; then  # the peer's TFJobs, taken over
       kind=tfjobs
       kubectl apply --server-side -f "${!crd_var:-${peer_dir}/crds/kubeflow.org_tfjobs.yaml}" >/dev/null
-      "${root}/tests/tools/wait-crds" crd/tfjobs.kubeflow.org >/dev/null
+      kubectl apply -f "${root}/crds/trainingjobs.kubetrain.io.yaml" >/dev/null  # the operator needs its own
+      "${root}/tests/tools/wait-crds" crd/tfjobs.kubeflow.org crd/trainingjobs.kubetrain.io >/dev/null
       make_jobs peer "" >"${work}/jobs.yaml"
       extra+=(--tfjob=all)
     else

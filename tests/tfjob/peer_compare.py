@@ -347,6 +347,13 @@ def compare(work_dir, md):
     seqs = {ns: condition_sequences(work / ("watch-%s.json" % ns)) for ns in NS}
     for name in sorted(plan):
         a, b = seqs["cmp-v1"].get(name, []), seqs["cmp-kt"].get(name, [])
+        # v1 writes Created alone when it sees the job, before any pod exists; a
+        # first write that already holds more is its own (listed or not) key, and
+        # the rest of the sequence is compared without it.
+        if len(a) > 1 and len(a[0]) == 1 and b and b[0] != a[0] and b[0][:1] == a[0]:
+            d.add("status conditions no Created-only write %s" % plan[name]["scenario"], name,
+                  "kubetrain's first: [%s]" % ", ".join(b[0]))
+            a = a[1:]
         if a != b:
             d.add("status conditions %s" % plan[name]["scenario"], name,
                   "\n      v1:        %s\n      kubetrain: %s" % (" -> ".join("[%s]" % ", ".join(s) for s in a),
