@@ -6,11 +6,13 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <cstdint>
 #include <map>
 #include <mutex>
 #include <optional>
 #include <set>
 #include <thread>
+#include <tuple>
 #include <unordered_map>
 
 #include "common/workload_contract.h"
@@ -88,6 +90,22 @@ std::string Holder(const std::optional<runtime::OwnerRef>& controller, bool dele
   if (deleting) holder += "; it is being deleted";
   return holder;
 }
+
+// Sets of child kinds and of status codes, one bit each (the create-result table).
+template <typename... Kinds>
+constexpr uint32_t KindBits(Kinds... kinds) {
+  return ((uint32_t{1} << static_cast<unsigned>(kinds)) | ...);
+}
+template <typename... Codes>
+constexpr uint32_t CodeBits(Codes... codes) {
+  return ((uint32_t{1} << static_cast<unsigned>(codes)) | ...);
+}
+
+// Kinds whose refused create (403) makes the job refused (refusal.h). A
+// NetworkPolicy's is not (the job runs without it and says so), nor a
+// PodGroup's (GangSchedulingUnavailable fails the job).
+constexpr uint32_t kRefusableKinds =
+    ~KindBits(ChildRef::Kind::kNetworkPolicy, ChildRef::Kind::kPodGroup);
 
 const ChildKindInfo& Info(ChildRef::Kind kind) {
   for (const auto& info : kChildKinds) {
@@ -531,70 +549,155 @@ class JobController::Impl {
     return observed;
   }
 
+  // A reconcile's end, decided by a step: nullopt goes on to the next step.
+  using Ending = std::optional<StatusOr<runtime::ReconcileResult>>;
+
+  // One reconcile's state, handed from step to step (Reconcile); each step
+  // reads what the earlier ones filled in.
+  struct Pass {
+    // ReadJob.
+    std::string key, ns, name;
+    // A TFJob's (tfjob_exec.h): read through ReadTFJobSpec, written as v1's.
+    std::optional<TFJobView> tfjob;
+    Caches* c = nullptr;
+    std::shared_ptr<const runtime::CompactObject> cached;
+    api::Time now;
+    api::TrainingJob job;
+    std::string cached_rv;         // the cache's resourceVersion of the job
+    std::string rv;                // the one a status write sends
+    bool state_defaulted = false;  // no status, but the CRD defaults its state
+    bool unwritten = false;        // the status is one this process deferred
+    bool first_status = false;     // no status was ever written for the job
+    bool was_created = false, was_finished = false;
+    runtime::ObjectReference regarding;
+    // BuildPlanInput.
+    ObservedChildren observed;
+    PlanInput input;
+    std::optional<Refusals::State> refusal;
+    std::shared_ptr<const runtime::GenericObject> workload;
+    KueueIntegration::SyncResult kueue_sync;
+    // PlanAndAdmit.
+    Plan plan;
+    // WriteStatusIfDue: > 0, the status write waits this long.
+    std::chrono::milliseconds status_wait{0};
+    // IssueCreates.
+    const std::vector<ChildCreate>* creates = nullptr;
+    bool live_pods = false;
+    size_t parallel_from = 0;  // creates from here on go concurrently
+    std::vector<Status> results;
+    std::vector<char> issued;
+    // stop: issue nothing more (every call already issued is still handled);
+    // plan_again: then plan the job again at once instead of going on.
+    bool stop = false, plan_again = false;
+    // A create was refused in this reconcile; the refusal the job had was cleared.
+    bool refused_here = false, refusal_cleared = false;
+    // IssueCreates and IssueDeletes: the first transient failure.
+    Status first_error;
+    std::optional<std::chrono::milliseconds> lost_wait;  // ForceDeleteLostPods
+  };
+
+  // Read the job, build the planner's input, plan, write the status if due,
+  // issue creates (each result handled from one table, HandleCreateResult),
+  // issue deletes, merge the requeues.
   StatusOr<runtime::ReconcileResult> Reconcile(const std::string& key) {
-    // A TFJob (tfjob_exec.h) goes the same way, read and written as v1's.
+    Pass p;
+    if (Ending end = ReadJob(key, p)) return std::move(*end);
+    if (Ending end = BuildPlanInput(p)) return std::move(*end);
+    if (Ending end = PlanAndAdmit(p)) return std::move(*end);
+    if (Ending end = WriteStatusIfDue(p)) return std::move(*end);
+    VanishedSeen(key, p.observed.vanished);  // counted in the status written (or kept) above
+    RecordPlanEvents(p);
+    if (Ending end = IssueCreates(p)) return std::move(*end);
+    IssueDeletes(p);
+    return MergeRequeues(p);
+  }
+
+  // The job from the cache, and the status to plan from: the one this
+  // controller wrote last while the cache lags behind it, or the job's first
+  // status it deferred (not written yet).
+  Ending ReadJob(const std::string& key, Pass& p) {
+    p.key = key;
     const bool is_tfjob = IsTFJobKey(key);
-    auto [ns, name] = runtime::SplitKey(std::string(StripTFJobKey(key)));
-    Caches* c = CachesFor(ns);
-    if (c == nullptr) return runtime::ReconcileResult{};
-    auto cached = CachedJob(*c, key);
+    std::tie(p.ns, p.name) = runtime::SplitKey(std::string(StripTFJobKey(key)));
+    p.c = CachesFor(p.ns);
+    if (p.c == nullptr) return runtime::ReconcileResult{};
+    p.cached = CachedJob(*p.c, key);
     if (kueue_ && !is_tfjob) {
-      KT_RETURN_IF_ERROR(ReleaseOrphanWorkloads(*c, ns, name, cached ? cached->meta.uid : ""));
+      KT_RETURN_IF_ERROR(
+          ReleaseOrphanWorkloads(*p.c, p.ns, p.name, p.cached ? p.cached->meta.uid : ""));
     }
-    if (!cached) {
+    if (!p.cached) {
       ForgetJob(key);
       return runtime::ReconcileResult{};  // deleted; the garbage collector takes the children
     }
-    const api::Time now = api::Now(*options_.clock);
-    const std::string cached_rv = cached->meta.resource_version;
-    std::optional<TFJobView> tfjob;
+    p.now = api::Now(*options_.clock);
+    p.cached_rv = p.cached->meta.resource_version;
     if (is_tfjob) {
-      const json object = cached->Object();
-      if (!TakesTFJob(options_.tfjob, TFJobManagedBy(object))) {
-        ForgetJob(key);  // another controller's (or not --tfjob=all's): never touched
-        return runtime::ReconcileResult{};
-      }
-      auto view = ReadTFJob(object);
-      if (!view.ok()) return FailUnconvertibleTFJob(key, *cached, view.status(), now);
-      tfjob = std::move(*view);
+      if (Ending end = ReadTFJobSpec(p)) return end;
+    } else {
+      auto parsed = api::ParseTrainingJob(p.cached->Object());
+      if (!parsed.ok()) return FailUnparseable(key, *p.cached, parsed.status(), p.now);
+      p.job = std::move(*parsed);
     }
-    auto parsed =
-        tfjob ? StatusOr<api::TrainingJob>(tfjob->job) : api::ParseTrainingJob(cached->Object());
-    if (!parsed.ok()) return FailUnparseable(key, *cached, parsed.status(), now);
-    api::TrainingJob job = std::move(*parsed);
-    if (job.metadata.deletion_timestamp) return runtime::ReconcileResult{};
+    if (p.job.metadata.deletion_timestamp) return runtime::ReconcileResult{};
 
     // A job with no status reads as state Created when the CRD defaults it
     // (crds/): its STATE column says so before any write.
-    const bool state_defaulted = job.status.conditions.empty() && !job.status.state.empty();
-    // Use the status this controller wrote last while the cache lags behind it,
-    // or the job's first status it deferred (not written yet).
-    std::string rv = cached_rv;
-    bool unwritten = false;
-    if (auto written = expectations_.LastStatus(key, cached_rv)) {
-      job.status = std::move(written->status);
-      rv = std::move(written->resource_version);
-      unwritten = written->unwritten;
+    p.state_defaulted = p.job.status.conditions.empty() && !p.job.status.state.empty();
+    p.rv = p.cached_rv;
+    if (auto written = expectations_.LastStatus(key, p.cached_rv)) {
+      p.job.status = std::move(written->status);
+      p.rv = std::move(written->resource_version);
+      p.unwritten = written->unwritten;
     }
-    // No status was ever written for the job.
-    const bool first_status = unwritten || job.status.conditions.empty();
-    const bool was_created = job.status.IsTrue(api::ConditionType::kCreated);
-    const bool was_finished = job.status.Finished();
+    p.first_status = p.unwritten || p.job.status.conditions.empty();
+    p.was_created = p.job.status.IsTrue(api::ConditionType::kCreated);
+    p.was_finished = p.job.status.Finished();
+    p.regarding = runtime::ObjectReference{
+        std::string(is_tfjob ? api::kTFJobApiVersion : api::kApiVersion),
+        std::string(is_tfjob ? api::kTFJobKind : api::kKind), p.ns, p.name, p.job.metadata.uid};
+    return std::nullopt;
+  }
 
-    ObservedChildren observed = Observe(*c, ns, job.metadata.uid, key, now);
-    if (tfjob) ToPlannerNames(*tfjob, observed);
-    PlanInput input;
-    input.now = now;
+  // ReadJob for a TFJob: only one this operator takes (--tfjob, managedBy),
+  // as the TrainingJob it converts to, its planner state from the annotation;
+  // one that does not convert fails once (FailUnconvertibleTFJob).
+  Ending ReadTFJobSpec(Pass& p) {
+    const json object = p.cached->Object();
+    // Another controller's (or not --tfjob=managed's), or one that finished
+    // before this operator took it (training-operator's, before a takeover):
+    // never touched, never run again.
+    if (!TakesTFJob(options_.tfjob, TFJobManagedBy(object)) || FinishedElsewhere(object)) {
+      ForgetJob(p.key);
+      return runtime::ReconcileResult{};
+    }
+    auto view = ReadTFJob(object);
+    if (!view.ok()) return FailUnconvertibleTFJob(p.key, *p.cached, view.status(), p.now);
+    p.tfjob = std::move(*view);
+    p.job = p.tfjob->job;
+    return std::nullopt;
+  }
+
+  // What the planner reads besides the job: the observed children, the
+  // refusal, the options, and Kueue's hold.
+  Ending BuildPlanInput(Pass& p) {
+    const std::string& key = p.key;
+    api::TrainingJob& job = p.job;
+    PlanInput& input = p.input;
+    p.observed = Observe(*p.c, p.ns, job.metadata.uid, key, p.now);
+    if (p.tfjob) ToPlannerNames(*p.tfjob, p.observed);
+    input.now = p.now;
     // Refused creates (refusal.h): the status says so after a restart too.
     if (const api::Condition* r = job.status.Find(api::ConditionType::kCreateRefused);
         r != nullptr && r->status) {
       refusals_.Seed(key, {r->reason, r->message});
     }
-    const std::optional<Refusals::State> refusal = refusals_.Get(key);
-    if (refusal) {
-      input.create_refused = PlanInput::Refusal{refusal->refusal.reason, refusal->refusal.message};
+    p.refusal = refusals_.Get(key);
+    if (p.refusal) {
+      input.create_refused =
+          PlanInput::Refusal{p.refusal->refusal.reason, p.refusal->refusal.message};
       // A probe sends the refused child alone, not the Secret seen a moment ago.
-      observed.secret_exists = expectations_.KnowsChild(
+      p.observed.secret_exists = expectations_.KnowsChild(
           key, job.metadata.uid, ChildRef::Kind::kSecret, kRefusedSecretTrust);
     }
     // The key is used only if the Secret does not exist yet.
@@ -608,391 +711,461 @@ class JobController::Impl {
     input.metrics_ingress = options_.metrics_ingress;
     input.gang_scheduler_name = options_.gang_scheduler_name;
     expectations_.FillPlanInput(key, input);
-    std::shared_ptr<const runtime::GenericObject> workload;
-    KueueIntegration::SyncResult kueue_sync;
-    if (auto queue = kueue::QueueName(job); is_tfjob) {
+    if (auto queue = kueue::QueueName(job); p.tfjob) {
       // Kueue's TFJob integration is Kueue's own: a TFJob is never queued here.
     } else if (kueue_) {
       // A job that has a Workload stays Kueue's whatever its labels say.
-      workload = c->workloads->store().Get(ns + "/" + kueue::WorkloadName(job));
-      if (!queue && !workload) {
-        KT_ASSIGN_OR_RETURN(workload, kueue_->UncachedWorkload(job));
+      p.workload = p.c->workloads->store().Get(p.ns + "/" + kueue::WorkloadName(job));
+      if (!queue && !p.workload) {
+        KT_ASSIGN_OR_RETURN(p.workload, kueue_->UncachedWorkload(job));
       }
-      if (queue || workload) {
-        KT_ASSIGN_OR_RETURN(kueue_sync, kueue_->Sync(job, queue.value_or(""), workload.get(),
-                                                     PodsActive(observed), now));
-        input.hold = kueue_sync.hold;
+      if (queue || p.workload) {
+        KT_ASSIGN_OR_RETURN(p.kueue_sync, kueue_->Sync(job, queue.value_or(""), p.workload.get(),
+                                                       PodsActive(p.observed), p.now));
+        input.hold = p.kueue_sync.hold;
       }
     } else if (queue) {
-      if (!was_created) {
-        recorder_->Record(
-            {std::string(api::kApiVersion), std::string(api::kKind), ns, name, job.metadata.uid},
-            "Warning", "KueueIntegrationDisabled", "Reconcile",
-            "the job asks for Kueue queue " + *queue +
-                " but the operator runs without --kueue (or Kueue's Workload CRD "
-                "is not installed): it runs without being queued");
+      if (!p.was_created) {
+        recorder_->Record(p.regarding, "Warning", "KueueIntegrationDisabled", "Reconcile",
+                          "the job asks for Kueue queue " + *queue +
+                              " but the operator runs without --kueue (or Kueue's Workload CRD "
+                              "is not installed): it runs without being queued");
       }
     }
-    Plan plan = PlanJob(job, observed, input);
-    if (tfjob) ToV1Children(*tfjob, plan, options_.tfjob_custom_cluster_domain);
-    if (workload && !input.hold) {
-      const Status merged = kueue_->DecoratePods(workload->object, plan.creates);
+    return std::nullopt;
+  }
+
+  // The plan, with Kueue's admission applied to its pods.
+  Ending PlanAndAdmit(Pass& p) {
+    p.plan = PlanJob(p.job, p.observed, p.input);
+    if (p.tfjob) ToV1Children(*p.tfjob, p.plan, options_.tfjob_custom_cluster_domain);
+    if (p.workload && !p.input.hold) {
+      const Status merged = kueue_->DecoratePods(p.workload->object, p.plan.creates);
       if (merged.code() == StatusCode::kFailedPrecondition) {
         // The admission cannot be applied to the pods (a template's node
         // selector says otherwise): retrying cannot help; the job fails.
-        expectations_.ChildRejected(key, "Kueue's admission: " + merged.message());
-        runtime::ReconcileResult again;
-        again.requeue_after = std::chrono::milliseconds(1);
-        return again;
+        expectations_.ChildRejected(p.key, "Kueue's admission: " + merged.message());
+        return PlanAgain();
       }
       KT_RETURN_IF_ERROR(merged);
     }
-    UpdateProgressTarget(key, *c, job, plan.status);
+    UpdateProgressTarget(p.key, *p.c, p.job, p.plan.status);
+    return std::nullopt;
+  }
 
-    // 1. Status first: it records which failures were counted before their pods go.
-    // > 0: a live-count-only change waits this long (StatusWriteWait), and
-    // so does a job's first status while it says only Created
-    // (FirstStatusWait).
-    std::chrono::milliseconds status_wait{0};
-    const bool status_due = plan.status_changed || unwritten;
-    if (status_due && first_status && OnlyCreated(plan.status)) {
+  static runtime::ReconcileResult PlanAgain() {
+    runtime::ReconcileResult again;
+    again.requeue_after = std::chrono::milliseconds(1);
+    return again;
+  }
+
+  // Status first: it records which failures were counted before their pods go.
+  // A live-count-only change waits (StatusWriteWait), and so does a job's
+  // first status while it says only Created (FirstStatusWait): p.status_wait.
+  Ending WriteStatusIfDue(Pass& p) {
+    const std::string& key = p.key;
+    const Plan& plan = p.plan;
+    const bool status_due = plan.status_changed || p.unwritten;
+    if (status_due && p.first_status && OnlyCreated(plan.status)) {
       // A new job whose pods are being created: Created waits for the next
       // change (its pods Running, or why they are not: those conditions are
       // written at once) to go in one write, up to 4 windows when the job
       // already reads Created (the CRD's default), else one. Kept here so the
       // next plans start from it (its start time stays).
-      status_wait = FirstStatusWait(key, state_defaulted);
-      if (status_wait > std::chrono::milliseconds(0)) {
-        expectations_.StatusDeferred(key, cached_rv, plan.status);
+      p.status_wait = FirstStatusWait(key, p.state_defaulted);
+      if (p.status_wait > std::chrono::milliseconds(0)) {
+        expectations_.StatusDeferred(key, p.cached_rv, plan.status);
       }
-    } else if (plan.status_changed && OnlyLiveCountsDiffer(job.status, plan.status)) {
+    } else if (plan.status_changed && OnlyLiveCountsDiffer(p.job.status, plan.status)) {
       // Only how many pods are Pending moved (pods created, not yet running):
       // not in any kubectl column, and the next change (Running, Unschedulable,
       // a failure) carries it; it waits 4 windows, so it is never lost.
-      status_wait = StatusWriteWait(key, OnlyPendingCountsDiffer(job.status, plan.status));
+      p.status_wait = StatusWriteWait(key, OnlyPendingCountsDiffer(p.job.status, plan.status));
     }
-    if (status_due && status_wait <= std::chrono::milliseconds(0)) {
-      KT_RETURN_IF_ERROR(WriteStatus(key, *cached, rv, plan.status, tfjob ? &*tfjob : nullptr));
-      if ((input.rejected_child || input.auth_secret_replaced || input.gang_unavailable) &&
+    if (status_due && p.status_wait <= std::chrono::milliseconds(0)) {
+      KT_RETURN_IF_ERROR(
+          WriteStatus(key, *p.cached, p.rv, plan.status, p.tfjob ? &*p.tfjob : nullptr));
+      if ((p.input.rejected_child || p.input.auth_secret_replaced || p.input.gang_unavailable) &&
           plan.status.Finished()) {
         expectations_.FailureRecorded(key);  // recorded in the status now
       }
-      if ((!was_created || unwritten) && plan.status.IsTrue(api::ConditionType::kCreated)) {
+      if ((!p.was_created || p.unwritten) && plan.status.IsTrue(api::ConditionType::kCreated)) {
         metrics_->JobCreated();
       }
-      if (!was_finished && plan.status.Finished()) {
+      if (!p.was_finished && plan.status.Finished()) {
         if (plan.status.IsTrue(api::ConditionType::kSucceeded)) metrics_->JobSucceeded();
         if (plan.status.IsTrue(api::ConditionType::kFailed)) metrics_->JobFailed();
       }
     }
-    VanishedSeen(key, observed.vanished);  // counted in the status written (or kept) above
-    const runtime::ObjectReference regarding{
-        std::string(is_tfjob ? api::kTFJobApiVersion : api::kApiVersion),
-        std::string(is_tfjob ? api::kTFJobKind : api::kKind), ns, name, job.metadata.uid};
-    for (const Event& e : plan.events) {
+    return std::nullopt;
+  }
+
+  void RecordPlanEvents(const Pass& p) {
+    for (const Event& e : p.plan.events) {
       if (e.reason == "RestartingReplica") metrics_->PodRestarted();
-      recorder_->Record(regarding, e.type == EventType::kWarning ? "Warning" : "Normal", e.reason,
+      recorder_->Record(p.regarding, e.type == EventType::kWarning ? "Warning" : "Normal", e.reason,
                         "Reconcile", e.message);
     }
+  }
 
-    // 2. Creates: Secret, NetworkPolicy, ConfigMap, PodGroup, then Services and
-    // Pods, in the plan's order. The first four one by one (no pod without
-    // them); the Services and Pods, which depend on nothing but those, with up
-    // to options_.create_parallelism calls in flight. Every result is then
-    // handled in the plan's order, as if the calls had been made one by one
-    // (AlreadyExists is created, a failure is retried and reported).
-    // While pods of the job live, its Secret and NetworkPolicy are there but
-    // for a deletion behind its back: a replacement pod's plan sends them
-    // alongside the pods, so the pod does not wait for their 409s (a Secret
-    // found missing still fails the job, AuthSecretReplaced; a policy found
-    // missing is created, the new pod perhaps running a moment before it, as
-    // the live ones already did).
-    // Slow start (as the Job and ReplicaSet controllers do it): a job with no
-    // live pod sends its first Service or Pod alone, and no more once a create
-    // is refused, so a namespace that refuses pods (quota, Pod Security) costs
-    // one create, not one per pod.
-    // While the job is refused (refusal.h), creates wait for its probe time,
-    // then go one by one until one is refused again; once one of the refused
-    // kind goes through, the refusal is cleared and the rest go concurrently.
-    Status first_error;
+  // Creates: Secret, NetworkPolicy, ConfigMap, PodGroup, then Services and
+  // Pods, in the plan's order. The first four one by one (no pod without
+  // them); the Services and Pods, which depend on nothing but those, with up
+  // to options_.create_parallelism calls in flight. Every result is then
+  // handled in the plan's order, as if the calls had been made one by one
+  // (HandleCreateResult: AlreadyExists is created, a failure is retried and
+  // reported).
+  // While pods of the job live, its Secret and NetworkPolicy are there but
+  // for a deletion behind its back: a replacement pod's plan sends them
+  // alongside the pods, so the pod does not wait for their 409s (a Secret
+  // found missing still fails the job, AuthSecretReplaced; a policy found
+  // missing is created, the new pod perhaps running a moment before it, as
+  // the live ones already did).
+  // Slow start (as the Job and ReplicaSet controllers do it): a job with no
+  // live pod sends its first Service or Pod alone, and no more once a create
+  // is refused, so a namespace that refuses pods (quota, Pod Security) costs
+  // one create, not one per pod.
+  // While the job is refused (refusal.h), creates wait for its probe time,
+  // then go one by one until one is refused again; once one of the refused
+  // kind goes through, the refusal is cleared and the rest go concurrently.
+  Ending IssueCreates(Pass& p) {
+    const std::string& key = p.key;
     const std::optional<std::chrono::milliseconds> until_probe = refusals_.UntilProbe(key);
-    const bool hold_creates = refusal && until_probe && until_probe->count() > 0;
+    const bool hold_creates = p.refusal && until_probe && until_probe->count() > 0;
     static const std::vector<ChildCreate> kNone;
-    const std::vector<ChildCreate>& creates = hold_creates ? kNone : plan.creates;
-    const bool live_pods = HasLivePods(observed);
-    size_t parallel_from = creates.size();
+    p.creates = hold_creates ? &kNone : &p.plan.creates;
+    const std::vector<ChildCreate>& creates = *p.creates;
+    p.live_pods = HasLivePods(p.observed);
+    p.parallel_from = creates.size();
     for (size_t i = 0; i < creates.size(); ++i) {
       const ChildRef::Kind k = creates[i].ref.kind;
       if (k == ChildRef::Kind::kService || k == ChildRef::Kind::kPod) {
-        parallel_from = i;
+        p.parallel_from = i;
         break;
       }
     }
-    if (live_pods &&
-        std::all_of(creates.begin(), creates.begin() + parallel_from, [](const ChildCreate& first) {
-          return first.ref.kind == ChildRef::Kind::kSecret ||
-                 first.ref.kind == ChildRef::Kind::kNetworkPolicy;
-        })) {
-      parallel_from = 0;
+    if (p.live_pods && std::all_of(creates.begin(), creates.begin() + p.parallel_from,
+                                   [](const ChildCreate& first) {
+                                     return first.ref.kind == ChildRef::Kind::kSecret ||
+                                            first.ref.kind == ChildRef::Kind::kNetworkPolicy;
+                                   })) {
+      p.parallel_from = 0;
     }
-    if (refusal) {
-      parallel_from = creates.size();  // a probe: one by one
-    } else if (!live_pods && parallel_from < creates.size()) {
-      ++parallel_from;  // slow start: the first Service or Pod alone
+    if (p.refusal) {
+      p.parallel_from = creates.size();  // a probe: one by one
+    } else if (!p.live_pods && p.parallel_from < creates.size()) {
+      ++p.parallel_from;  // slow start: the first Service or Pod alone
     }
-    std::vector<Status> results(creates.size());
-    std::vector<char> issued(creates.size(), 0);
+    p.results.assign(creates.size(), Status());
+    p.issued.assign(creates.size(), 0);
     std::atomic<bool> refused_in_flight{false};
     auto issue = [&](size_t i) {
       if (refused_in_flight.load()) return;  // issue no more after a refusal
       const ChildCreate& create = creates[i];
-      issued[i] = 1;
+      p.issued[i] = 1;
       expectations_.ExpectChildCreate(key, create);
-      results[i] = client_->Create(*Info(create.ref.kind).resource, ns, create.object);
-      metrics_->CountRequest("create", StatusCodeName(results[i].code()));
-      if (results[i].ok() && create.ref.kind == ChildRef::Kind::kPod) {
-        metrics_->PodCreated(ns + "/" + create.ref.name);
+      p.results[i] = client_->Create(*Info(create.ref.kind).resource, p.ns, create.object);
+      metrics_->CountRequest("create", StatusCodeName(p.results[i].code()));
+      if (p.results[i].ok() && create.ref.kind == ChildRef::Kind::kPod) {
+        metrics_->PodCreated(p.ns + "/" + create.ref.name);
       }
-      if (results[i].code() == StatusCode::kPermissionDenied && Refusable(create.ref.kind)) {
+      if (p.results[i].code() == StatusCode::kPermissionDenied && Refusable(create.ref.kind)) {
         refused_in_flight = true;
       }
     };
-    // stop: issue nothing more (every call already issued is still handled);
-    // plan_again: then plan the job again at once instead of going on.
-    bool stop = false, plan_again = false;
-    // A create was refused in this reconcile; the refusal the job had was cleared.
-    bool refused_here = false, refusal_cleared = false;
-    auto refuse = [&](ChildRef::Kind k, CreateRefusal r) {
-      refused_here = stop = true;
-      spdlog::info("{}: {} ({})", key, r.message, r.reason);
-      const std::string message = r.message;
-      const Refusals::Change change = refusals_.Refused(key, k, std::move(r));
-      if (change == Refusals::Change::kNew || change == Refusals::Change::kReasonChanged) {
-        // Like the Job controller's FailedCreate, once per refusal and cause
-        // (a repeat every probe would spend the job's event budget).
-        recorder_->Record(regarding, "Warning", "FailedCreate", "Create", message);
-      }
-      // The condition goes into the status at once, or follows its message.
-      if (change != Refusals::Change::kSame) plan_again = true;
-    };
     for (size_t i = 0; i < creates.size(); ++i) {
-      if (i < parallel_from) {
-        if (stop) break;
+      if (i < p.parallel_from) {
+        if (p.stop) break;
         issue(i);
-      } else if (i == parallel_from) {
-        if (stop) break;
-        IssueConcurrently(parallel_from, creates.size(), issue);
+      } else if (i == p.parallel_from) {
+        if (p.stop) break;
+        IssueConcurrently(p.parallel_from, creates.size(), issue);
       }
-      if (!issued[i]) continue;  // not sent: planned again next time
-      const ChildCreate& create = creates[i];
-      const ChildKindInfo& kind = Info(create.ref.kind);
-      const std::string& child = create.ref.name;
-      const json& obj = create.object;
-      const Status& s = results[i];
-      if ((kind.kind == ChildRef::Kind::kPod || kind.kind == ChildRef::Kind::kService) &&
-          s.code() == StatusCode::kAlreadyExists) {
-        if (auto holder = ForeignHolder(*c, ns, kind, child, job.metadata.uid)) {
-          // Someone else's object holds the name: creating again cannot help.
-          expectations_.ForgetCreate(key, create.ref);
-          refuse(kind.kind, ChildNameConflict(kind.title, child, *holder));
-          continue;
-        }
-      }
-      if ((s.ok() || s.code() == StatusCode::kAlreadyExists) && refusal && !refused_here &&
-          refusals_.Accepted(key, kind.kind)) {
-        // The cause went away: the rest go out now (concurrently), the
-        // condition goes with the next plan.
-        spdlog::info("{}: {} {} created; the job is no longer refused", key, kind.name, child);
-        refusal_cleared = true;
-        parallel_from = std::min(parallel_from, i + 1);
-      }
-      if (kind.kind == ChildRef::Kind::kSecret &&
-          (s.ok() || s.code() == StatusCode::kAlreadyExists)) {
-        expectations_.ChildExists(key, job.metadata.uid, ChildRef::Kind::kSecret);
-      }
-      if (kind.kind == ChildRef::Kind::kSecret && s.ok()) {
-        expectations_.SecretCreated(key, job.metadata.uid);
-      }
-      if (kind.kind == ChildRef::Kind::kSecret && s.code() == StatusCode::kAlreadyExists &&
-          !input.secret_not_ours && !live_pods &&
-          !expectations_.CreatedSecret(key, job.metadata.uid)) {
-        // Not known to be this job's: a same-named earlier job's Secret may
-        // still be there, with another shape's host list. Plan again at once;
-        // the pods read CLUSTER_CONFIG from the ConfigMap.
-        spdlog::info("{}: auth Secret {} already existed; the cluster goes in the ConfigMap", key,
-                     child);
-        expectations_.SecretNotOurs(key);
-        plan_again = stop = true;
-        continue;
-      }
-      if (kind.kind == ChildRef::Kind::kSecret && s.ok() && live_pods) {
-        // The Secret was gone although pods built with it live: they hold a key
-        // the new Secret does not. Plan again at once; the planner fails the job.
-        spdlog::warn("{}: auth Secret {} was missing while the job's pods ran", key, child);
-        expectations_.AuthSecretReplaced(key);
-        plan_again = stop = true;
-        continue;
-      }
-      if (kind.kind == ChildRef::Kind::kConfigMap &&
-          (s.ok() || s.code() == StatusCode::kAlreadyExists)) {
-        // An existing ConfigMap may hold the cluster of an earlier spec (reshaped
-        // while suspended): replace it, once per content, before any pod reads it.
-        const Status ensured = EnsureConfigMap(key, ns, obj, s.ok());
-        if (ensured.ok()) continue;
-        if (first_error.ok()) first_error = ensured.WithContext("update " + child);
-        stop = true;
-        continue;
-      }
-      if (kind.kind == ChildRef::Kind::kPodGroup &&
-          (s.ok() || s.code() == StatusCode::kAlreadyExists)) {
-        // An existing PodGroup may hold an earlier spec's gang: bring it up to
-        // date before any pod of the new spec is scheduled against it.
-        const Status ensured = EnsurePodGroup(key, ns, obj, s.ok());
-        if (ensured.ok()) continue;
-        if (first_error.ok()) first_error = ensured.WithContext("update " + child);
-        stop = true;
-        continue;
-      }
-      if (kind.kind == ChildRef::Kind::kNetworkPolicy &&
-          (s.ok() || s.code() == StatusCode::kAlreadyExists)) {
-        expectations_.ChildExists(key, job.metadata.uid, ChildRef::Kind::kNetworkPolicy);
-        if (s.ok() && live_pods) {
-          recorder_->Record(regarding, "Warning", "NetworkPolicyRecreated", "Create",
-                            "NetworkPolicy " + child +
-                                " was missing while the job's pods ran (deleted, or the operator "
-                                "ran without --network-policy): created again");
-        }
-        continue;
-      }
-      if (s.ok() || s.code() == StatusCode::kAlreadyExists) continue;
-      expectations_.ForgetCreate(key, create.ref);
-      if (kind.kind == ChildRef::Kind::kPodGroup &&
-          (s.code() == StatusCode::kNotFound || s.code() == StatusCode::kPermissionDenied)) {
-        // No PodGroup API or no right to use it: gang members created without
-        // their group would be scheduled one by one (or never, by a scheduler
-        // that is not there). Plan again at once; the planner fails the job.
-        expectations_.GangUnavailable(
-            key, s.code() == StatusCode::kNotFound
-                     ? "cannot create PodGroup " + child +
-                           ": the PodGroup API (scheduling.x-k8s.io/v1alpha1 podgroups) is not "
-                           "installed; install scheduler-plugins' PodGroup CRD and its "
-                           "Coscheduling scheduler, or run the job without gang scheduling"
-                     : "cannot create PodGroup " + child + ": " + s.message() +
-                           " (grant create and patch on scheduling.x-k8s.io podgroups: the Helm "
-                           "value gangScheduling.enabled or the kustomize component "
-                           "gang-scheduling)");
-        plan_again = stop = true;
-        continue;
-      }
-      if (kind.kind == ChildRef::Kind::kNetworkPolicy &&
-          (s.code() == StatusCode::kPermissionDenied || s.code() == StatusCode::kInvalidArgument ||
-           s.code() == StatusCode::kNotFound)) {
-        // No RBAC for networkpolicies, or an apiserver that does not take this policy:
-        // the job runs without it (its traffic is still authenticated) and says so,
-        // rather than never starting. Transient errors retry below, before any pod.
-        recorder_->Record(regarding, "Warning", "NetworkPolicyNotCreated", "Create",
-                          "cannot create NetworkPolicy " + child + ": " + s.message() +
-                              " (grant create on networking.k8s.io networkpolicies, or run the "
-                              "operator with --network-policy=false)");
-        continue;
-      }
-      if (s.code() == StatusCode::kPermissionDenied && Refusable(kind.kind)) {
-        // Quota, Pod Security, a forbidden priority class, RBAC: say so, and
-        // probe instead of retrying (refusal.h).
-        if (auto r = ClassifyRefusedCreate(kind.title, child, s)) refuse(kind.kind, std::move(*r));
-        continue;
-      }
-      if (s.code() == StatusCode::kInvalidArgument) {
-        // The apiserver rejects what the spec asks for: retrying cannot help.
-        // Plan again at once with the rejection; the planner fails the job
-        // (InvalidSpec) and cleans up like after any other failure.
-        recorder_->Record(regarding, "Warning", "FailedCreate", "Create",
-                          "cannot create " + std::string(kind.name) + " " + child + ": " +
-                              SanitizeApiMessage(s.message()));
-        expectations_.ChildRejected(key, "the apiserver rejected " + std::string(kind.name) + " " +
-                                             child + ": " + s.message());
-        plan_again = stop = true;
-        continue;
-      }
-      if (first_error.ok()) first_error = s.WithContext("create " + child);
-      // No pod without its Secret: a pod created first would look, once the
-      // Secret is created, like one holding a key from a deleted Secret. Nor
-      // without its ConfigMap.
-      // Nor before its NetworkPolicy, nor a gang member before its PodGroup.
-      if (kind.kind == ChildRef::Kind::kSecret || kind.kind == ChildRef::Kind::kConfigMap ||
-          kind.kind == ChildRef::Kind::kNetworkPolicy || kind.kind == ChildRef::Kind::kPodGroup) {
-        stop = true;
-      }
+      if (!p.issued[i]) continue;  // not sent: planned again next time
+      HandleCreateResult(p, i);
     }
 
-    if (refusal && !refused_here && !refusal_cleared &&
-        (plan.creates.empty() || !plan.status.IsTrue(api::ConditionType::kCreateRefused))) {
+    if (p.refusal && !p.refused_here && !p.refusal_cleared &&
+        (p.plan.creates.empty() || !p.plan.status.IsTrue(api::ConditionType::kCreateRefused))) {
       // Nothing left to create, or the job stopped (finished, suspended):
       // nothing is refused any more; the next plan drops the condition.
       refusals_.Clear(key);
-      refusal_cleared = plan.status.IsTrue(api::ConditionType::kCreateRefused);
+      p.refusal_cleared = p.plan.status.IsTrue(api::ConditionType::kCreateRefused);
     }
-    if (plan_again) {
-      runtime::ReconcileResult again;
-      again.requeue_after = std::chrono::milliseconds(1);
-      return again;
-    }
+    if (p.plan_again) return PlanAgain();
+    return std::nullopt;
+  }
 
-    // 3. Deletes (foreground not needed: children have no children of their own).
-    for (const ChildRef& ref : plan.deletes) {
+  // What to do with a create's result, by the child's kind and the result's
+  // code: the first row of the table that matches both handles it.
+  struct CreateResultRule {
+    uint32_t kinds;  // KindBits
+    uint32_t codes;  // CodeBits; kOk is a create that went through
+    void (Impl::*handle)(Pass&, size_t);
+  };
+
+  // The result of creates[i] (issued): a name held by someone else refuses
+  // the job; a create that went through may clear the job's refusal; a failed
+  // one is no longer expected; then the table's row.
+  void HandleCreateResult(Pass& p, size_t i) {
+    using K = ChildRef::Kind;
+    using C = StatusCode;
+    static constexpr uint32_t kPresent = CodeBits(C::kOk, C::kAlreadyExists);
+    static constexpr uint32_t kAnyKind = ~0u, kAnyCode = ~0u;
+    static constexpr std::array<CreateResultRule, 10> kRules = {{
+        {KindBits(K::kSecret), kPresent, &Impl::SecretPresent},
+        {KindBits(K::kConfigMap), kPresent, &Impl::ConfigMapPresent},
+        {KindBits(K::kPodGroup), kPresent, &Impl::PodGroupPresent},
+        {KindBits(K::kNetworkPolicy), kPresent, &Impl::NetworkPolicyPresent},
+        {kAnyKind, kPresent, &Impl::Present},
+        {KindBits(K::kPodGroup), CodeBits(C::kNotFound, C::kPermissionDenied),
+         &Impl::GangUnavailable},
+        {KindBits(K::kNetworkPolicy),
+         CodeBits(C::kPermissionDenied, C::kInvalidArgument, C::kNotFound),
+         &Impl::NetworkPolicyNotCreated},
+        {kRefusableKinds, CodeBits(C::kPermissionDenied), &Impl::CreateRefused},
+        {kAnyKind, CodeBits(C::kInvalidArgument), &Impl::CreateRejected},
+        {kAnyKind, kAnyCode, &Impl::CreateFailed},
+    }};
+    const ChildCreate& create = (*p.creates)[i];
+    const ChildKindInfo& kind = Info(create.ref.kind);
+    const std::string& child = create.ref.name;
+    const Status& s = p.results[i];
+    const bool present = (kPresent & CodeBits(s.code())) != 0;
+    if ((kind.kind == K::kPod || kind.kind == K::kService) && s.code() == C::kAlreadyExists) {
+      if (auto holder = ForeignHolder(*p.c, p.ns, kind, child, p.job.metadata.uid)) {
+        // Someone else's object holds the name: creating again cannot help.
+        expectations_.ForgetCreate(p.key, create.ref);
+        Refuse(p, kind.kind, ChildNameConflict(kind.title, child, *holder));
+        return;
+      }
+    }
+    if (present && p.refusal && !p.refused_here && refusals_.Accepted(p.key, kind.kind)) {
+      // The cause went away: the rest go out now (concurrently), the
+      // condition goes with the next plan.
+      spdlog::info("{}: {} {} created; the job is no longer refused", p.key, kind.name, child);
+      p.refusal_cleared = true;
+      p.parallel_from = std::min(p.parallel_from, i + 1);
+    }
+    if (!present) expectations_.ForgetCreate(p.key, create.ref);
+    for (const CreateResultRule& rule : kRules) {
+      if ((rule.kinds & KindBits(kind.kind)) != 0 && (rule.codes & CodeBits(s.code())) != 0) {
+        (this->*rule.handle)(p, i);
+        return;
+      }
+    }
+  }
+
+  // Refuses the job for its create of a `k` (refusal.h).
+  void Refuse(Pass& p, ChildRef::Kind k, CreateRefusal r) {
+    p.refused_here = p.stop = true;
+    spdlog::info("{}: {} ({})", p.key, r.message, r.reason);
+    const std::string message = r.message;
+    const Refusals::Change change = refusals_.Refused(p.key, k, std::move(r));
+    if (change == Refusals::Change::kNew || change == Refusals::Change::kReasonChanged) {
+      // Like the Job controller's FailedCreate, once per refusal and cause
+      // (a repeat every probe would spend the job's event budget).
+      recorder_->Record(p.regarding, "Warning", "FailedCreate", "Create", message);
+    }
+    // The condition goes into the status at once, or follows its message.
+    if (change != Refusals::Change::kSame) p.plan_again = true;
+  }
+
+  // The Secret was created or already existed.
+  void SecretPresent(Pass& p, size_t i) {
+    const std::string& key = p.key;
+    const std::string& child = (*p.creates)[i].ref.name;
+    const Status& s = p.results[i];
+    const std::string& uid = p.job.metadata.uid;
+    expectations_.ChildExists(key, uid, ChildRef::Kind::kSecret);
+    if (s.ok()) expectations_.SecretCreated(key, uid);
+    if (s.code() == StatusCode::kAlreadyExists && !p.input.secret_not_ours && !p.live_pods &&
+        !expectations_.CreatedSecret(key, uid)) {
+      // Not known to be this job's: a same-named earlier job's Secret may
+      // still be there, with another shape's host list. Plan again at once;
+      // the pods read CLUSTER_CONFIG from the ConfigMap.
+      spdlog::info("{}: auth Secret {} already existed; the cluster goes in the ConfigMap", key,
+                   child);
+      expectations_.SecretNotOurs(key);
+      p.plan_again = p.stop = true;
+      return;
+    }
+    if (s.ok() && p.live_pods) {
+      // The Secret was gone although pods built with it live: they hold a key
+      // the new Secret does not. Plan again at once; the planner fails the job.
+      spdlog::warn("{}: auth Secret {} was missing while the job's pods ran", key, child);
+      expectations_.AuthSecretReplaced(key);
+      p.plan_again = p.stop = true;
+    }
+  }
+
+  // An existing ConfigMap may hold the cluster of an earlier spec (reshaped
+  // while suspended): replace it, once per content, before any pod reads it.
+  void ConfigMapPresent(Pass& p, size_t i) {
+    const ChildCreate& create = (*p.creates)[i];
+    const Status ensured = EnsureConfigMap(p.key, p.ns, create.object, p.results[i].ok());
+    if (ensured.ok()) return;
+    if (p.first_error.ok()) p.first_error = ensured.WithContext("update " + create.ref.name);
+    p.stop = true;
+  }
+
+  // An existing PodGroup may hold an earlier spec's gang: bring it up to
+  // date before any pod of the new spec is scheduled against it.
+  void PodGroupPresent(Pass& p, size_t i) {
+    const ChildCreate& create = (*p.creates)[i];
+    const Status ensured = EnsurePodGroup(p.key, p.ns, create.object, p.results[i].ok());
+    if (ensured.ok()) return;
+    if (p.first_error.ok()) p.first_error = ensured.WithContext("update " + create.ref.name);
+    p.stop = true;
+  }
+
+  void NetworkPolicyPresent(Pass& p, size_t i) {
+    expectations_.ChildExists(p.key, p.job.metadata.uid, ChildRef::Kind::kNetworkPolicy);
+    if (p.results[i].ok() && p.live_pods) {
+      recorder_->Record(p.regarding, "Warning", "NetworkPolicyRecreated", "Create",
+                        "NetworkPolicy " + (*p.creates)[i].ref.name +
+                            " was missing while the job's pods ran (deleted, or the operator "
+                            "ran without --network-policy): created again");
+    }
+  }
+
+  // A Pod or Service created, or already this job's.
+  void Present(Pass&, size_t) {}
+
+  // No PodGroup API or no right to use it: gang members created without
+  // their group would be scheduled one by one (or never, by a scheduler
+  // that is not there). Plan again at once; the planner fails the job.
+  void GangUnavailable(Pass& p, size_t i) {
+    const std::string& child = (*p.creates)[i].ref.name;
+    const Status& s = p.results[i];
+    expectations_.GangUnavailable(
+        p.key, s.code() == StatusCode::kNotFound
+                   ? "cannot create PodGroup " + child +
+                         ": the PodGroup API (scheduling.x-k8s.io/v1alpha1 podgroups) is not "
+                         "installed; install scheduler-plugins' PodGroup CRD and its "
+                         "Coscheduling scheduler, or run the job without gang scheduling"
+                   : "cannot create PodGroup " + child + ": " + s.message() +
+                         " (grant create and patch on scheduling.x-k8s.io podgroups: the Helm "
+                         "value gangScheduling.enabled or the kustomize component "
+                         "gang-scheduling)");
+    p.plan_again = p.stop = true;
+  }
+
+  // No RBAC for networkpolicies, or an apiserver that does not take this policy:
+  // the job runs without it (its traffic is still authenticated) and says so,
+  // rather than never starting. Transient errors retry (CreateFailed), before any pod.
+  void NetworkPolicyNotCreated(Pass& p, size_t i) {
+    recorder_->Record(p.regarding, "Warning", "NetworkPolicyNotCreated", "Create",
+                      "cannot create NetworkPolicy " + (*p.creates)[i].ref.name + ": " +
+                          p.results[i].message() +
+                          " (grant create on networking.k8s.io networkpolicies, or run the "
+                          "operator with --network-policy=false)");
+  }
+
+  // Quota, Pod Security, a forbidden priority class, RBAC: say so, and
+  // probe instead of retrying (refusal.h).
+  void CreateRefused(Pass& p, size_t i) {
+    const ChildRef& ref = (*p.creates)[i].ref;
+    const ChildKindInfo& kind = Info(ref.kind);
+    if (auto r = ClassifyRefusedCreate(kind.title, ref.name, p.results[i])) {
+      Refuse(p, kind.kind, std::move(*r));
+    }
+  }
+
+  // The apiserver rejects what the spec asks for: retrying cannot help.
+  // Plan again at once with the rejection; the planner fails the job
+  // (InvalidSpec) and cleans up like after any other failure.
+  void CreateRejected(Pass& p, size_t i) {
+    const ChildRef& ref = (*p.creates)[i].ref;
+    const std::string kind(Info(ref.kind).name);
+    const Status& s = p.results[i];
+    recorder_->Record(
+        p.regarding, "Warning", "FailedCreate", "Create",
+        "cannot create " + kind + " " + ref.name + ": " + SanitizeApiMessage(s.message()));
+    expectations_.ChildRejected(
+        p.key, "the apiserver rejected " + kind + " " + ref.name + ": " + s.message());
+    p.plan_again = p.stop = true;
+  }
+
+  // Transient: retried with backoff (MergeRequeues).
+  void CreateFailed(Pass& p, size_t i) {
+    const ChildRef& ref = (*p.creates)[i].ref;
+    if (p.first_error.ok()) p.first_error = p.results[i].WithContext("create " + ref.name);
+    // No pod without its Secret: a pod created first would look, once the
+    // Secret is created, like one holding a key from a deleted Secret. Nor
+    // without its ConfigMap.
+    // Nor before its NetworkPolicy, nor a gang member before its PodGroup.
+    if (ref.kind == ChildRef::Kind::kSecret || ref.kind == ChildRef::Kind::kConfigMap ||
+        ref.kind == ChildRef::Kind::kNetworkPolicy || ref.kind == ChildRef::Kind::kPodGroup) {
+      p.stop = true;
+    }
+  }
+
+  // Deletes (foreground not needed: children have no children of their own),
+  // pods stuck terminating on a lost node (options_.lost_pod_grace), and the
+  // job itself once its TTL after finishing has passed (its children with it).
+  void IssueDeletes(Pass& p) {
+    const std::string& ns = p.ns;
+    const api::TrainingJob& job = p.job;
+    for (const ChildRef& ref : p.plan.deletes) {
       if (ref.kind == ChildRef::Kind::kPod) {
-        auto pod = c->pods->store().Get(ns + "/" + ref.name);
+        auto pod = p.c->pods->store().Get(ns + "/" + ref.name);
         if (pod && pod->meta.controller && pod->meta.controller->uid == job.metadata.uid) {
-          DeletingPod(key, pod->pod.uid);
+          DeletingPod(p.key, pod->pod.uid);
         }
       }
-      expectations_.ExpectDelete(key, ref);
+      expectations_.ExpectDelete(p.key, ref);
       kube::DeleteOptions opts;
       opts.propagation_policy = "Background";
       const Status s = client_->Delete(*Info(ref.kind).resource, ns, ref.name, opts);
       metrics_->CountRequest("delete", StatusCodeName(s.code()));
       if (s.ok() || s.code() == StatusCode::kNotFound) continue;
-      if (first_error.ok()) first_error = s.WithContext("delete " + ref.name);
+      if (p.first_error.ok()) p.first_error = s.WithContext("delete " + ref.name);
     }
 
-    // 3b. Pods stuck terminating on a lost node (options_.lost_pod_grace).
-    const std::optional<std::chrono::milliseconds> lost_wait =
-        ForceDeleteLostPods(*c, ns, job, regarding, now);
+    p.lost_wait = ForceDeleteLostPods(*p.c, ns, job, p.regarding, p.now);
 
-    // 4. The TTL after finishing has passed: the job goes, its children with it.
-    if (plan.delete_job) {
+    if (p.plan.delete_job) {
       kube::DeleteOptions opts;
       opts.propagation_policy = "Background";
       opts.precondition_uid = job.metadata.uid;
-      const Status s = client_->Delete(is_tfjob ? kTFJobs : kTrainingJobs, ns, name, opts);
+      const Status s = client_->Delete(p.tfjob ? kTFJobs : kTrainingJobs, ns, p.name, opts);
       metrics_->CountRequest("delete", StatusCodeName(s.code()));
-      if (!s.ok() && s.code() != StatusCode::kNotFound && first_error.ok()) first_error = s;
-      if (s.ok()) spdlog::info("deleted {} {} after ttlSecondsAfterFinished", regarding.kind, key);
+      if (!s.ok() && s.code() != StatusCode::kNotFound && p.first_error.ok()) p.first_error = s;
+      if (s.ok()) {
+        spdlog::info("deleted {} {} after ttlSecondsAfterFinished", p.regarding.kind, p.key);
+      }
     }
-    if (!first_error.ok()) {
+  }
+
+  // A transient failure retries with backoff; else the soonest of the plan's
+  // requeue, Kueue's retry, a lost pod's grace, a deferred status write and a
+  // refused job's probe.
+  StatusOr<runtime::ReconcileResult> MergeRequeues(const Pass& p) {
+    if (!p.first_error.ok()) {
       // Transient (the permanent ones were handled above): retry with backoff.
-      return Status(StatusCode::kUnavailable, first_error.message());
+      return Status(StatusCode::kUnavailable, p.first_error.message());
     }
     runtime::ReconcileResult result;
-    if (plan.requeue_after) result.requeue_after = *plan.requeue_after;
-    if (kueue_sync.retry_after &&
-        (result.requeue_after.count() == 0 || *kueue_sync.retry_after < result.requeue_after)) {
-      result.requeue_after = *kueue_sync.retry_after;
+    if (p.plan.requeue_after) result.requeue_after = *p.plan.requeue_after;
+    if (p.kueue_sync.retry_after &&
+        (result.requeue_after.count() == 0 || *p.kueue_sync.retry_after < result.requeue_after)) {
+      result.requeue_after = *p.kueue_sync.retry_after;
     }
-    if (lost_wait && (result.requeue_after <= std::chrono::nanoseconds(0) ||
-                      *lost_wait < result.requeue_after)) {
-      result.requeue_after = std::max(*lost_wait, std::chrono::milliseconds(1));
+    if (p.lost_wait && (result.requeue_after <= std::chrono::nanoseconds(0) ||
+                        *p.lost_wait < result.requeue_after)) {
+      result.requeue_after = std::max(*p.lost_wait, std::chrono::milliseconds(1));
     }
-    if (status_wait > std::chrono::milliseconds(0) &&
+    if (p.status_wait > std::chrono::milliseconds(0) &&
         (result.requeue_after <= std::chrono::nanoseconds(0) ||
-         status_wait < result.requeue_after)) {
-      result.requeue_after = status_wait;
+         p.status_wait < result.requeue_after)) {
+      result.requeue_after = p.status_wait;
     }
     // The condition leaves with the next plan; a refused job probes on time.
     std::optional<std::chrono::milliseconds> probe;
-    if (refusal_cleared) {
+    if (p.refusal_cleared) {
       probe = std::chrono::milliseconds(1);
-    } else if (auto wait = refusals_.UntilProbe(key)) {
+    } else if (auto wait = refusals_.UntilProbe(p.key)) {
       probe = std::max(*wait, std::chrono::milliseconds(1));
     }
     if (probe &&
@@ -1185,12 +1358,7 @@ class JobController::Impl {
     return Status::Ok();
   }
 
-  // Kinds whose refused create (403) makes the job refused (refusal.h). A
-  // NetworkPolicy's is not (the job runs without it and says so), nor a
-  // PodGroup's (GangSchedulingUnavailable fails the job).
-  static bool Refusable(ChildRef::Kind kind) {
-    return kind != ChildRef::Kind::kNetworkPolicy && kind != ChildRef::Kind::kPodGroup;
-  }
+  static bool Refusable(ChildRef::Kind kind) { return (kRefusableKinds & KindBits(kind)) != 0; }
 
   // Whose the Pod or Service `name` is, whose create answered AlreadyExists,
   // when it is not job `uid`'s; nullopt when it is, or it is gone, or it

@@ -1994,6 +1994,25 @@ TEST(JobControllerTFJobTest, AllTakesEveryTFJobButAnotherControllersOne) {
   EXPECT_FALSE(api.Get(kTFJobs, "ml", "peer")->contains("status"));
 }
 
+TEST(JobControllerTFJobTest, ATFJobFinishedBeforeTheTakeoverIsNeverRunAgain) {
+  FakeApi api;
+  json done = TFJobObject("done");  // training-operator ran it to the end
+  done["status"] = {{"conditions",
+                     {{{"type", "Created"}, {"status", "True"}, {"reason", "TFJobCreated"}},
+                      {{"type", "Succeeded"}, {"status", "True"}, {"reason", "TFJobSucceeded"}}}}};
+  api.Seed(kTFJobs, done);
+  api.Seed(kTFJobs, TFJobObject("fresh"));
+  Running controller(&api, TFJobOptions(TFJobMode::kAll));
+  ASSERT_TRUE(Eventually([&] { return PodNames(api).count("fresh-worker-1") == 1; }));
+  ASSERT_TRUE(Settle(api, controller));
+  for (const auto& c : api.calls()) {
+    EXPECT_FALSE(c.name.starts_with("done")) << c.verb << " " << c.resource << "/" << c.name;
+  }
+  const json stored = *api.Get(kTFJobs, "ml", "done");
+  EXPECT_EQ(stored["status"], done["status"]);
+  EXPECT_FALSE(stored["metadata"].contains("annotations"));
+}
+
 TEST(JobControllerTFJobTest, OffNeitherListsNorTouchesTFJobs) {
   FakeApi api;
   api.Seed(kTFJobs, TFJobObject("ours", "kubetrain.io/operator"));

@@ -155,6 +155,18 @@ bool TakesTFJob(TFJobMode mode, const std::optional<std::string>& managed_by) {
   }
 }
 
+bool FinishedElsewhere(const json& tfjob) {
+  if (Path(tfjob, {"metadata", "annotations", kTFJobStateAnnotation.data()}) != nullptr) {
+    return false;
+  }
+  const json* conditions = Path(tfjob, {"status", "conditions"});
+  if (conditions == nullptr || !conditions->is_array()) return false;
+  return std::any_of(conditions->begin(), conditions->end(), [](const json& c) {
+    return c.is_object() && c.value("status", json()) == "True" &&
+           (c.value("type", json()) == "Succeeded" || c.value("type", json()) == "Failed");
+  });
+}
+
 bool IsTFJobKey(std::string_view key) {
   return key.starts_with(kTFJobKeyPrefix);
 }

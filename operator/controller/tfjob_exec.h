@@ -58,6 +58,11 @@ std::optional<std::string> TFJobManagedBy(const nlohmann::json& tfjob);
 // Whether an operator in `mode` takes a TFJob whose managedBy is `managed_by`.
 bool TakesTFJob(TFJobMode mode, const std::optional<std::string>& managed_by);
 
+// A TFJob that finished (Succeeded or Failed True in its status) without the
+// planner's state annotation: finished by another controller (training-operator
+// before a takeover) or found unrunnable here. Never run again.
+bool FinishedElsewhere(const nlohmann::json& tfjob);
+
 // Work-queue keys: "tfjob:<ns>/<name>" (a TrainingJob's is "<ns>/<name>"; the
 // two kinds may share a name).
 inline constexpr std::string_view kTFJobKeyPrefix = "tfjob:";

@@ -51,6 +51,17 @@ TEST(TFJobExecTest, ManagedByIsReadFromTheJobAsServed) {
   EXPECT_EQ(TFJobManagedBy(json::object()), std::nullopt);
 }
 
+TEST(TFJobExecTest, OnlyAJobFinishedWithoutThePlannersStateIsFinishedElsewhere) {
+  json tf = TFJob({{"Worker", Replica(1)}});
+  EXPECT_FALSE(FinishedElsewhere(tf));
+  tf["status"]["conditions"] = {{{"type", "Running"}, {"status", "True"}}};
+  EXPECT_FALSE(FinishedElsewhere(tf));  // running: taken over (docs: move between runs)
+  tf["status"]["conditions"].push_back({{"type", "Failed"}, {"status", "True"}});
+  EXPECT_TRUE(FinishedElsewhere(tf));
+  tf["metadata"]["annotations"][std::string(kTFJobStateAnnotation)] = "{}";
+  EXPECT_FALSE(FinishedElsewhere(tf));  // ours: the planner decides (TTL, cleanup)
+}
+
 TEST(TFJobExecTest, KeysOfTheTwoKindsNeverCollide) {
   EXPECT_EQ(TFJobKey("ml", "a"), "tfjob:ml/a");
   EXPECT_TRUE(IsTFJobKey(TFJobKey("ml", "a")));
