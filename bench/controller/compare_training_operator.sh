@@ -27,8 +27,11 @@
 #     training-operator, any other label is kubetrain's operator, configured by
 #     BIN_<label> (binary, default OPERATOR_BINARY), FLAGS_<label> (extra
 #     operator flags), SPEC_<label> (a YAML line added under the job's spec)
-#     and CRD_<label> (the TrainingJob CRD file), e.g.
-#     BENCH_CONTENDERS="old new" BIN_old=/tmp/old-operator.
+#     CRD_<label> (the TrainingJob CRD file) and KIND_<label>=tfjob (the
+#     label runs the peer's very TFJobs, with --tfjob=all and v1.9.3's TFJob
+#     CRD, or CRD_<label>: issue 29's figures), e.g.
+#     BENCH_CONTENDERS="old new" BIN_old=/tmp/old-operator, or
+#     KIND_kubetrain=tfjob for TFJobs side by side.
 #   BENCH_KEEP_AUDIT=DIR: keep each run's audit log there (audit-LABEL-RUN.log).
 # Both operators run outside a cluster with the admin kubeconfig and no leader
 # election; ours with --progress-qps 0 (the peer reads no metrics either, and
@@ -50,7 +53,12 @@ timeout_s="${KUBETRAIN_BENCH_TIMEOUT:-1200}"
 cluster_bin="$("${root}/tests/cluster/build")"  # fails the script if it cannot build
 export PATH="${cluster_bin}:${PATH}"
 peer_dir=""
-if [[ " ${contenders[*]} " == *" peer "* ]]; then
+tfjob_contender=0
+for c in "${contenders[@]}"; do
+  kind_var="KIND_${c}"
+  [[ "${!kind_var:-}" == tfjob ]] && tfjob_contender=1
+done
+if [[ " ${contenders[*]} " == *" peer "* || ${tfjob_contender} == 1 ]]; then
   peer_dir="$("$(dirname "${BASH_SOURCE[0]}")/build-training-operator")"
 fi
 pods=$((jobs * 5))
@@ -152,13 +160,22 @@ run_one() {  # run_one LABEL RUN: appends one JSON line of figures to ${results}
       --webhook-server-port "$(free_port)" >"${work}/operator-${label}-${r}.log" 2>&1 &
     op_pid=$!
   else
-    kind=trainingjobs
-    local bin_var="BIN_${label}" flags_var="FLAGS_${label}" spec_var="SPEC_${label}" crd_var="CRD_${label}"
-    local bin="${!bin_var:-${operator}}" spec="${!spec_var:-}" crd="${!crd_var:-${root}/crds/trainingjobs.kubetrain.io.yaml}"
+    local bin_var="BIN_${label}" flags_var="FLAGS_${label}" spec_var="SPEC_${label}" crd_var="CRD_${label}" kind_var="KIND_${label}"
+    local bin="${!bin_var:-${operator}}" spec="${!spec_var:-}"
     local -a extra; read -r -a extra <<<"${!flags_var:-}"
-    kubectl apply -f "${crd}" >/dev/null
-    "${root}/tests/tools/wait-crds" crd/trainingjobs.kubetrain.io >/dev/null
-    make_jobs ours "${spec}" >"${work}/jobs.yaml"
+    if [[ "${!kind_var:-}" == tfjob ]]; then  # the peer's TFJobs, taken over
+      kind=tfjobs
+      kubectl apply --server-side -f "${!crd_var:-${peer_dir}/crds/kubeflow.org_tfjobs.yaml}" >/dev/null
+      kubectl apply -f "${root}/crds/trainingjobs.kubetrain.io.yaml" >/dev/null  # the operator needs its own
+      "${root}/tests/tools/wait-crds" crd/tfjobs.kubeflow.org crd/trainingjobs.kubetrain.io >/dev/null
+      make_jobs peer "" >"${work}/jobs.yaml"
+      extra+=(--tfjob=all)
+    else
+      kind=trainingjobs
+      kubectl apply -f "${!crd_var:-${root}/crds/trainingjobs.kubetrain.io.yaml}" >/dev/null
+      "${root}/tests/tools/wait-crds" crd/trainingjobs.kubetrain.io >/dev/null
+      make_jobs ours "${spec}" >"${work}/jobs.yaml"
+    fi
     "${bin}" "${ours_flags[@]}" "${extra[@]}" --progress-qps 0 --metrics-addr 127.0.0.1:0 \
       --health-addr "127.0.0.1:${health}" >"${work}/operator-${label}-${r}.log" 2>&1 &
     op_pid=$!

@@ -5,7 +5,8 @@ message), as Argo CD's resource_customizations test does, under a real Lua 5.1
 (Argo CD's gopher-lua speaks 5.1). Also: the argocd-cm snippet is current.
 
 argocd_cases.py                 run every case; exit 1 on any mismatch
-argocd_cases.py health KIND F   print "<status>|<message>" of the object in F (JSON or YAML)
+argocd_cases.py health KIND F   print "<status>|<message>" of the object in F (JSON or YAML),
+                                by deploy/argocd/<group>/KIND/health.lua
 """
 import json
 import pathlib
@@ -47,7 +48,8 @@ def health(script, obj):
 def main():
     if sys.argv[1:2] == ["health"]:
         kind, path = sys.argv[2], sys.argv[3]
-        print(health(argocd / "kubetrain.io" / kind / "health.lua", yaml.safe_load(open(path))))
+        script, = argocd.glob(f"*/{kind}/health.lua")  # kubetrain.io's kinds, kubeflow.org's TFJob
+        print(health(script, yaml.safe_load(open(path))))
         return 0
     failures = 0
     kinds = sorted(p.parent for p in argocd.glob("*/*/health.lua"))

@@ -60,6 +60,28 @@ check "kustomize: components/no-network-policy drops it" \
   "$(kubectl kustomize "${overlay}" | policy_shape)" ""
 check "kustomize: ... and keeps the deployment" \
   "$(kubectl kustomize "${overlay}" | grep -c '^kind: Deployment')" 1
+# The TFJob components: the operator's flag and the TFJob RBAC, no CRD.
+tfjob_overlay() {  # tfjob_overlay COMPONENT: the base with it, rendered
+  printf 'resources: [%s]\ncomponents: [%s]\n' \
+    "$(realpath --relative-to="${overlay}" "${root}/deploy/kustomize/base")" \
+    "$(realpath --relative-to="${overlay}" "${root}/deploy/kustomize/components/$1")" \
+    >"${overlay}/kustomization.yaml"
+  kubectl kustomize "${overlay}" | python3 -c '
+import sys, yaml
+docs = [d for d in yaml.safe_load_all(sys.stdin) if d]
+dep = [d for d in docs if d["kind"] == "Deployment"][0]
+args = [a for a in dep["spec"]["template"]["spec"]["containers"][0]["args"] if a.startswith("--tfjob")]
+res = sorted({"%s:%s" % (r, ",".join(rule["verbs"])) for d in docs if d["kind"] == "ClusterRole"
+              for rule in d["rules"] if "kubeflow.org" in rule["apiGroups"] for r in rule["resources"]})
+bound = [d["subjects"][0]["name"] for d in docs if d["kind"] == "ClusterRoleBinding" and d["roleRef"]["name"] == "kubetrain-operator-tfjob"]
+crds = sum(d["kind"] == "CustomResourceDefinition" for d in docs)
+print(" ".join(args), " ".join(res), "bound to", " ".join(bound), "CRDs", crds)'
+}
+tfjob_rules="tfjobs/finalizers:update tfjobs/status:get,update,patch tfjobs:get,list,watch,update,delete"
+check "kustomize: components/tfjob: --tfjob=managed, the TFJob RBAC, no CRD" \
+  "$(tfjob_overlay tfjob)" "--tfjob=managed ${tfjob_rules} bound to kubetrain-operator CRDs 0"
+check "kustomize: components/tfjob-all: --tfjob=all, the same RBAC" \
+  "$(tfjob_overlay tfjob-all)" "--tfjob=all ${tfjob_rules} bound to kubetrain-operator CRDs 0"
 rm -rf "${overlay}"
 
 # The jobs' NetworkPolicies admit the operator's pods and the monitoring namespaces given.
@@ -128,6 +150,10 @@ deleted="$(kubectl delete -k "${root}/deploy/kustomize/base" --dry-run=server -o
 check "kubectl delete -k base deletes the operator" "$(grep -c '^deployment.apps/kubetrain-operator$' <<<"${deleted}")" 1
 check "kubectl delete -k base deletes no CRD" "$(grep -c customresourcedefinition <<<"${deleted}")" 0
 users_can kustomize
+# The TFJob component's RBAC (the base's ServiceAccount), removed again on exit:
+# the other tests run the operator as this ServiceAccount with the base's rules.
+kubectl apply -k "${root}/deploy/kustomize/components/tfjob/rbac" >/dev/null
+check "kustomize: the TFJob component's RBAC applied" "$?" 0
 check "both installs' operator NetworkPolicies exist" \
   "$(kubectl -n "${ns}" get networkpolicy kt-kubetrain -o name)/$(kubectl -n kubetrain-system get networkpolicy kubetrain-operator -o name)" \
   "networkpolicy.networking.k8s.io/kt-kubetrain/networkpolicy.networking.k8s.io/kubetrain-operator"
@@ -185,11 +211,12 @@ done
 # but what is cluster-scoped (with --kueue: flavors and priority classes).
 ns_scoped=kubetrain-helm-ns
 watched=(kt-rbac-a kt-rbac-b)
-trap 'kubectl delete namespace "${ns}" "${ns_scoped}" "${users}" "${watched[@]}" --wait=false >/dev/null 2>&1' EXIT
+trap 'kubectl delete namespace "${ns}" "${ns_scoped}" "${users}" "${watched[@]}" --wait=false >/dev/null 2>&1
+  kubectl delete -k "${root}/deploy/kustomize/components/tfjob/rbac" --ignore-not-found >/dev/null 2>&1' EXIT
 kubectl create namespace "${ns_scoped}" >/dev/null
 for w in "${watched[@]}"; do kubectl create namespace "${w}" >/dev/null; done
 helm template kts "${chart}" -n "${ns_scoped}" --set "watchNamespaces={kt-rbac-a,kt-rbac-b}" \
-  --set kueue.enabled=true 2>/dev/null | kubectl apply -f - >/dev/null  # Roles name their namespaces
+  --set kueue.enabled=true --set tfjob.enabled=true 2>/dev/null | kubectl apply -f - >/dev/null  # Roles name their namespaces
 check "namespaced chart applied" "$?" 0
 sa="${ns_scoped}:kts-kubetrain"
 echo "== ${sa} (watchNamespaces: ${watched[*]})"
@@ -207,13 +234,26 @@ rules_in() { kubectl auth can-i --list -n "$1" --as="system:serviceaccount:${sa}
 check "kueue: workloads in a watched namespace only" \
   "$(rules_in kt-rbac-a | grep -c '^workloads.kueue.x-k8s.io ')/$(rules_in team-a | grep -c '^workloads.kueue.x-k8s.io ')" 1/0
 check "kueue: resource flavors (cluster-scoped)" "$(rules_in team-a | grep -c '^resourceflavors.kueue.x-k8s.io ')" 1
+# TFJobs (tfjob.enabled), read from the rules too: the TFJob CRD may not be installed.
+tfjob_rows() {  # tfjob_rows SA NAMESPACE: its tfjobs rows of `kubectl auth can-i --list`, in one line
+  kubectl auth can-i --list -n "$2" --as="system:serviceaccount:$1" 2>/dev/null |
+    sed -nE 's/^(tfjobs\.kubeflow\.org[^ ]*) +\[\] +\[\] +(\[[^]]*\]).*/\1 \2/p' | sort | tr '\n' ' '
+}
+tfjob_can="tfjobs.kubeflow.org [get list watch update delete] tfjobs.kubeflow.org/finalizers [update] tfjobs.kubeflow.org/status [get update patch] "
+check "tfjob: tfjobs in a watched namespace" "$(tfjob_rows "${sa}" kt-rbac-a)" "${tfjob_can}"
+check "tfjob: no tfjobs in an unwatched namespace" "$(tfjob_rows "${sa}" team-a)" ""
+check "tfjob: the kustomize component's rights in any namespace" \
+  "$(tfjob_rows kubetrain-system:kubetrain-operator team-a)" "${tfjob_can}"
+check "tfjob: none for the chart without tfjob.enabled" "$(tfjob_rows "${ns}:kt-kubetrain" team-a)" ""
 
 # What each install may do, as docs/operations.md ("RBAC") shows it.
+kubectl delete -k "${root}/deploy/kustomize/components/tfjob/rbac" >/dev/null  # the base's own rules below
 for who in "kubetrain-system:kubetrain-operator team-a" "${ns}:kt-kubetrain team-a" "${sa} kt-rbac-a"; do
   read -r s where <<<"${who}"
   echo "== kubectl auth can-i --list -n ${where} as ${s}"
   kubectl auth can-i --list -n "${where}" --as="system:serviceaccount:${s}" 2>/dev/null |
     grep -v -E '\[/|^Resources|authorization.k8s.io|authentication.k8s.io'
+  echo "----"
 done
 
 ((failures == 0)) && echo "deploy test passed"

@@ -56,6 +56,8 @@ got="$(helm install kt-bad "${chart}" -n "${ns}" --set replicas=2 2>&1)"
   fail "an unknown value is not refused by name: ${got}"
 got="$(helm install kt-bad "${chart}" -n "${ns}" --set logLevel=verbose 2>&1)"
 [[ "${got}" == *"/logLevel"*"value must be one of"* ]] || fail "logLevel=verbose is not refused: ${got}"
+got="$(helm install kt-bad "${chart}" -n "${ns}" --set tfjob.enabled=true --set tfjob.mode=everything 2>&1)"
+[[ "${got}" == *"/tfjob/mode"*"value must be one of 'managed', 'all'"* ]] || fail "tfjob.mode=everything is not refused: ${got}"
 check "nothing was installed" "$(helm list -n "${ns}" -a -q)" ""
 
 # Values combinations: lint --strict, then a server-side dry run of what they render
@@ -77,7 +79,9 @@ declare -A combos=(
 --set-json topologySpreadConstraints=[{\"maxSkew\":1,\"topologyKey\":\"kubernetes.io/hostname\",\"whenUnsatisfiable\":\"ScheduleAnyway\"}] \
 --set extraArgs[0]=--progress-qps=5 --set metrics.serviceMonitor.enabled=true --set metrics.serviceMonitor.labels.release=prom \
 --set metrics.podMonitor.enabled=true --set podDisruptionBudget.maxUnavailable=50%"
-  [namespaced]="--set watchNamespaces={${watched}} --set kueue.enabled=true --set gangScheduling.enabled=true"
+  [namespaced]="--set watchNamespaces={${watched}} --set kueue.enabled=true --set gangScheduling.enabled=true \
+--set tfjob.enabled=true"
+  [tfjob]="--set tfjob.enabled=true --set tfjob.mode=all --set tfjob.installCRD=true"
   [minimal]="--set crds.install=false --set networkPolicy=false --set operatorNetworkPolicy.enabled=false \
 --set rbac.aggregateToDefaultRoles=false --set podDisruptionBudget.enabled=false --set metrics.service.enabled=true"
 )
@@ -88,12 +92,13 @@ declare -A want_kinds=(
   [production]="ClusterRole=3 ClusterRoleBinding=1 CustomResourceDefinition=2 Deployment=1 NetworkPolicy=1 PodDisruptionBudget=1 PodMonitor=1 Role=1 RoleBinding=1 Service=1 ServiceAccount=1 ServiceMonitor=1"
   [namespaced]="ClusterRole=3 ClusterRoleBinding=1 CustomResourceDefinition=2 Deployment=1 NetworkPolicy=1 PodDisruptionBudget=1 Role=3 RoleBinding=3 ServiceAccount=1"
   [minimal]="ClusterRole=1 ClusterRoleBinding=1 Deployment=1 Role=1 RoleBinding=1 Service=1 ServiceAccount=1"
+  [tfjob]="ClusterRole=3 ClusterRoleBinding=1 CustomResourceDefinition=3 Deployment=1 NetworkPolicy=1 PodDisruptionBudget=1 Role=1 RoleBinding=1 ServiceAccount=1"
 )
 kinds() { python3 -c '
 import collections, sys, yaml
 c = collections.Counter(d["kind"] for d in yaml.safe_load_all(sys.stdin) if d)
 print(" ".join("%s=%d" % kv for kv in sorted(c.items())))'; }
-for combo in default single production namespaced minimal; do
+for combo in default single production namespaced minimal tfjob; do
   read -r -a args <<<"${combos[${combo}]}"
   h lint --strict "${chart}" "${args[@]}" >"${work}/lint" || { fail "${combo}: helm lint --strict"; cat "${work}/lint"; }
   h template kt-combo "${chart}" -n "${ns}" "${args[@]}" >"${work}/${combo}.yaml" || fail "${combo}: helm template"
@@ -109,17 +114,39 @@ print(d["metadata"]["annotations"]["team"], s["imagePullSecrets"][0]["name"], s[
       s["topologySpreadConstraints"][0]["labelSelector"]["matchLabels"]["app.kubernetes.io/instance"],
       s["containers"][0]["args"][-1], s["containers"][0]["resources"]["requests"]["cpu"])' "${work}/production.yaml")" \
   "ml regcred system-cluster-critical kt-combo --progress-qps=5 200m"
-check "the chart's CRDs are crds/ (but for labels and the keep annotation)" "$(python3 - "${work}/default.yaml" "${root}/crds" <<'PY'
+check "the chart's CRDs are crds/ (but for labels and the keep annotation)" "$(python3 - "${work}/tfjob.yaml" "${root}/crds" <<'PY'
 import sys, yaml
 for d in yaml.safe_load_all(open(sys.argv[1])):
     if d and d["kind"] == "CustomResourceDefinition":
         md = d["metadata"]
         keep = md.pop("annotations")["helm.sh/resource-policy"]
         md.pop("labels")
-        print(md["name"], keep, d == yaml.safe_load(open("%s/%s.yaml" % (sys.argv[2], md["name"]))))
+        sub = "tfjob/" if md["name"] == "tfjobs.kubeflow.org" else ""
+        print(md["name"], keep, d == yaml.safe_load(open("%s/%s%s.yaml" % (sys.argv[2], sub, md["name"]))))
 PY
 )" "trainingjobs.kubetrain.io keep True
-trainingsweeps.kubetrain.io keep True"
+trainingsweeps.kubetrain.io keep True
+tfjobs.kubeflow.org keep True"
+# TFJobs: the mode is the operator's flag, the RBAC follows tfjob.enabled, the CRD only by choice.
+tfjob_shape() {  # tfjob_shape FILE: the --tfjob args, the tfjobs rules' resources, the TFJob CRD
+  python3 - "$1" <<'PY'
+import sys, yaml
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+dep = [d for d in docs if d["kind"] == "Deployment"][0]
+args = [a for a in dep["spec"]["template"]["spec"]["containers"][0]["args"] if a.startswith("--tfjob")]
+res = sorted({"%s:%s" % (r, ",".join(rule["verbs"])) for d in docs if d["kind"] in ("ClusterRole", "Role")
+              and not d["metadata"]["name"].endswith(("-edit", "-view"))
+              for rule in d.get("rules") or [] if "kubeflow.org" in rule["apiGroups"] for r in rule["resources"]})
+crd = [d["metadata"]["name"] for d in docs if d["kind"] == "CustomResourceDefinition" and "kubeflow" in d["metadata"]["name"]]
+print(" ".join(args) or "-", " ".join(res) or "-", " ".join(crd) or "-")
+PY
+}
+check "tfjob: --tfjob=all, the TFJob RBAC and CRD" "$(tfjob_shape "${work}/tfjob.yaml")" \
+  "--tfjob=all tfjobs/finalizers:update tfjobs/status:get,update,patch tfjobs:get,list,watch,update,delete tfjobs.kubeflow.org"
+check "tfjob: the namespaced install's Roles have the TFJob rules (mode managed by default), no CRD" \
+  "$(tfjob_shape "${work}/namespaced.yaml")" \
+  "--tfjob=managed tfjobs/finalizers:update tfjobs/status:get,update,patch tfjobs:get,list,watch,update,delete -"
+check "tfjob: off by default: no flag, no rule, no CRD" "$(tfjob_shape "${work}/default.yaml")" "- - -"
 
 # helm upgrade from chart 0.1.0 changes the CRD. The 0.1.0 chart installs its CRDs from
 # crds/ (here, where they exist already, Helm skips them) and never upgrades them. What
