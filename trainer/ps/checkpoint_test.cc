@@ -67,7 +67,7 @@ class FakeS3 {
       res.set_content(body, "application/octet-stream");
     });
     server_.Put("/bkt/(.*)", [this](const httplib::Request& req, httplib::Response& res) {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       const std::string key = req.matches[1];
       if (req.has_header("If-None-Match") && objects_.count(key) != 0) {
         res.status = 412;
@@ -124,7 +124,7 @@ class FakeS3 {
     garbled_reads_[key] = reads;
   }
   void Flip(const std::string& key) {  // damages a stored object (its checksum goes too)
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     objects_[key][objects_[key].size() / 2] ^= 1;
   }
   int Requests(const std::string& key) {
