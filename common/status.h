@@ -62,23 +62,86 @@ class [[nodiscard]] Status {
   std::string message_;
 };
 
+// A factory and a predicate for every code: `return NotFound("...")`,
+// `if (IsNotFound(s))`. The predicates name what a caller branches on
+// instead of comparing codes.
 inline Status InvalidArgument(std::string message) {
   return Status(StatusCode::kInvalidArgument, std::move(message));
 }
 inline Status NotFound(std::string message) {
   return Status(StatusCode::kNotFound, std::move(message));
 }
-inline Status Internal(std::string message) {
-  return Status(StatusCode::kInternal, std::move(message));
+inline Status AlreadyExists(std::string message) {
+  return Status(StatusCode::kAlreadyExists, std::move(message));
+}
+inline Status Conflict(std::string message) {
+  return Status(StatusCode::kConflict, std::move(message));
+}
+inline Status PermissionDenied(std::string message) {
+  return Status(StatusCode::kPermissionDenied, std::move(message));
+}
+inline Status Unauthenticated(std::string message) {
+  return Status(StatusCode::kUnauthenticated, std::move(message));
+}
+inline Status ResourceExhausted(std::string message) {
+  return Status(StatusCode::kResourceExhausted, std::move(message));
+}
+inline Status FailedPrecondition(std::string message) {
+  return Status(StatusCode::kFailedPrecondition, std::move(message));
+}
+inline Status Gone(std::string message) {
+  return Status(StatusCode::kGone, std::move(message));
 }
 inline Status Unavailable(std::string message) {
   return Status(StatusCode::kUnavailable, std::move(message));
 }
+inline Status DeadlineExceeded(std::string message) {
+  return Status(StatusCode::kDeadlineExceeded, std::move(message));
+}
+inline Status Internal(std::string message) {
+  return Status(StatusCode::kInternal, std::move(message));
+}
 inline Status DataLoss(std::string message) {
   return Status(StatusCode::kDataLoss, std::move(message));
 }
-inline Status FailedPrecondition(std::string message) {
-  return Status(StatusCode::kFailedPrecondition, std::move(message));
+inline bool IsInvalidArgument(const Status& s) {
+  return s.code() == StatusCode::kInvalidArgument;
+}
+inline bool IsNotFound(const Status& s) {
+  return s.code() == StatusCode::kNotFound;
+}
+inline bool IsAlreadyExists(const Status& s) {
+  return s.code() == StatusCode::kAlreadyExists;
+}
+inline bool IsConflict(const Status& s) {
+  return s.code() == StatusCode::kConflict;
+}
+inline bool IsPermissionDenied(const Status& s) {
+  return s.code() == StatusCode::kPermissionDenied;
+}
+inline bool IsUnauthenticated(const Status& s) {
+  return s.code() == StatusCode::kUnauthenticated;
+}
+inline bool IsResourceExhausted(const Status& s) {
+  return s.code() == StatusCode::kResourceExhausted;
+}
+inline bool IsFailedPrecondition(const Status& s) {
+  return s.code() == StatusCode::kFailedPrecondition;
+}
+inline bool IsGone(const Status& s) {
+  return s.code() == StatusCode::kGone;
+}
+inline bool IsUnavailable(const Status& s) {
+  return s.code() == StatusCode::kUnavailable;
+}
+inline bool IsDeadlineExceeded(const Status& s) {
+  return s.code() == StatusCode::kDeadlineExceeded;
+}
+inline bool IsInternal(const Status& s) {
+  return s.code() == StatusCode::kInternal;
+}
+inline bool IsDataLoss(const Status& s) {
+  return s.code() == StatusCode::kDataLoss;
 }
 
 // Holds either a T or a non-OK Status.

@@ -18,6 +18,42 @@ TEST(StatusTest, ErrorCarriesCodeAndMessageWithContext) {
   EXPECT_EQ(s.ToString(), "NotFound: reconcile job a: pod ps-0");
 }
 
+// Every code has a factory that makes it and a predicate true for it alone.
+TEST(StatusTest, EveryCodeHasAFactoryAndAPredicate) {
+  struct Row {
+    StatusCode code;
+    Status (*make)(std::string);
+    bool (*is)(const Status&);
+  };
+  const Row rows[] = {
+      {StatusCode::kInvalidArgument, InvalidArgument, IsInvalidArgument},
+      {StatusCode::kNotFound, NotFound, IsNotFound},
+      {StatusCode::kAlreadyExists, AlreadyExists, IsAlreadyExists},
+      {StatusCode::kConflict, Conflict, IsConflict},
+      {StatusCode::kPermissionDenied, PermissionDenied, IsPermissionDenied},
+      {StatusCode::kUnauthenticated, Unauthenticated, IsUnauthenticated},
+      {StatusCode::kResourceExhausted, ResourceExhausted, IsResourceExhausted},
+      {StatusCode::kFailedPrecondition, FailedPrecondition, IsFailedPrecondition},
+      {StatusCode::kGone, Gone, IsGone},
+      {StatusCode::kUnavailable, Unavailable, IsUnavailable},
+      {StatusCode::kDeadlineExceeded, DeadlineExceeded, IsDeadlineExceeded},
+      {StatusCode::kInternal, Internal, IsInternal},
+      {StatusCode::kDataLoss, DataLoss, IsDataLoss},
+  };
+  // kOk is 0 and kDataLoss the last: every other code is in the table.
+  ASSERT_EQ(std::size(rows), static_cast<size_t>(StatusCode::kDataLoss));
+  for (const Row& row : rows) {
+    const Status s = row.make("m");
+    EXPECT_EQ(s.code(), row.code) << StatusCodeName(row.code);
+    EXPECT_EQ(s.message(), "m");
+    for (const Row& other : rows) {
+      EXPECT_EQ(other.is(s), other.code == row.code)
+          << StatusCodeName(row.code) << " tested as " << StatusCodeName(other.code);
+    }
+    EXPECT_FALSE(row.is(Status::Ok()));
+  }
+}
+
 TEST(StatusOrTest, HoldsValueOrError) {
   StatusOr<int> v = 7;
   ASSERT_TRUE(v.ok());

@@ -1244,10 +1244,21 @@ class JobController::Impl {
       metrics_->CountRequest("update", StatusCodeName(written.status().code()));
     }
     if (!written.ok()) {
-      if (written.status().code() == StatusCode::kNotFound) return Status::Ok();
+      if (IsNotFound(written.status())) return Status::Ok();
       // A conflict means our view is stale: drop the remembered status and let
       // the rate-limited retry plan again from the cache.
       expectations_.ForgetStatus(key);
+      if (IsInvalidArgument(written.status()) || IsPermissionDenied(written.status())) {
+        // Refused (a 422 from the CRD's schema, a 403 from RBAC): nothing
+        // else happens to the job until its status is written (status
+        // first), so say so where the user looks; the reconcile error is
+        // retried with backoff, as a newer plan or a fixed CRD or role may
+        // be taken.
+        recorder_->Record({std::string(api::kApiVersion), std::string(api::kKind), cached.meta.ns,
+                           cached.meta.name, cached.meta.uid},
+                          "Warning", "StatusWriteFailed", "Reconcile",
+                          SanitizeApiMessage(written.status().message()));
+      }
       return written.status().WithContext("update status of " + key);
     }
     {

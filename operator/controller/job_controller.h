@@ -31,6 +31,7 @@
 
 #include "common/clock.h"
 #include "common/status.h"
+#include "operator/api/kube_resources.h"
 #include "operator/api/resources.h"
 #include "operator/controller/job_client.h"
 #include "operator/controller/metrics.h"
@@ -43,8 +44,7 @@
 
 namespace kubetrain::controller {
 
-inline const kube::ResourceRef kTrainingJobs{std::string(api::kGroup), std::string(api::kVersion),
-                                             std::string(api::kTrainingJobsPlural), true};
+inline const kube::ResourceRef& kTrainingJobs = api::kTrainingJobsResource;
 
 struct JobControllerOptions {
   // Namespaces to watch; empty or {""} = all namespaces.

@@ -202,25 +202,23 @@ void RunWorkers(WorkQueue& queue, int workers, const Reconciler& reconcile) {
             return Internal(std::string("reconcile threw: ") + e.what());
           }
         }();
-        const char* outcome = r.ok() ? (r->requeue_after.count() > 0 ? "requeue" : "success")
-                              : (r.status().code() == StatusCode::kInvalidArgument ||
-                                 r.status().code() == StatusCode::kFailedPrecondition)
-                                  ? "permanent_error"
-                                  : "error";
+        const char* outcome = !r.ok()                        ? "error"
+                              : r->terminal.has_value()      ? "permanent_error"
+                              : r->requeue_after.count() > 0 ? "requeue"
+                                                             : "success";
         DefaultMetrics().Add("kubetrain_reconcile_total",
                              std::string("result=\"") + outcome + "\"");
-        if (r.ok()) {
-          queue.Forget(*key);
-          if (r->requeue_after.count() > 0) queue.AddAfter(*key, r->requeue_after);
-        } else if (r.status().code() == StatusCode::kInvalidArgument ||
-                   r.status().code() == StatusCode::kFailedPrecondition) {
-          spdlog::error("reconcile {}: permanent error, not retrying: {}", *key,
-                        r.status().ToString());
-          queue.Forget(*key);
-        } else {
+        if (!r.ok()) {
           spdlog::warn("reconcile {}: {} (retry {})", *key, r.status().ToString(),
                        queue.NumRequeues(*key) + 1);
           queue.AddRateLimited(*key);
+        } else if (r->terminal) {
+          spdlog::error("reconcile {}: permanent error, not retrying: {}", *key,
+                        r->terminal->ToString());
+          queue.Forget(*key);
+        } else {
+          queue.Forget(*key);
+          if (r->requeue_after.count() > 0) queue.AddAfter(*key, r->requeue_after);
         }
         queue.Done(*key);
       }

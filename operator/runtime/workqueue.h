@@ -127,6 +127,17 @@ class WorkQueue {
 struct ReconcileResult {
   // > 0: run again after this long even if nothing changes (timers, TTLs).
   std::chrono::nanoseconds requeue_after{0};
+  // Set: retrying cannot help, and the reconciler says why (its object is
+  // recorded as failed where it could be, or nothing can be written for it).
+  // The key is dropped until an event adds it again; requeue_after is ignored.
+  // Only the reconciler knows this: an error's code never makes it permanent.
+  std::optional<Status> terminal;
+
+  static ReconcileResult Terminal(Status reason) {
+    ReconcileResult r;
+    r.terminal = std::move(reason);
+    return r;
+  }
 };
 using Reconciler = std::function<StatusOr<ReconcileResult>(const std::string& key)>;
 
@@ -134,8 +145,10 @@ using Reconciler = std::function<StatusOr<ReconcileResult>(const std::string& ke
 // drains. What happens after a reconcile is decided here, in one place:
 //   ok, requeue_after == 0  -> Forget (done)
 //   ok, requeue_after > 0   -> Forget, AddAfter(requeue_after)
-//   error kInvalidArgument / kFailedPrecondition -> permanent: logged, Forget
-//   any other error         -> AddRateLimited (transient; exponential backoff)
+//   ok, terminal            -> logged with its reason, counted as
+//                              result="permanent_error", Forget
+//   any error               -> AddRateLimited (transient; exponential backoff
+//                              up to WorkQueueOptions::max_delay)
 // Blocks until every worker has exited.
 void RunWorkers(WorkQueue& queue, int workers, const Reconciler& reconcile);
 

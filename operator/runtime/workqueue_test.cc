@@ -194,27 +194,35 @@ TEST(RunWorkersTest, ResultDecidesForgetRequeueOrRetry) {
       n = ++calls[key];
     }
     if (key == "flaky" && n < 3) return Unavailable("transient");
+    // An error's code does not make it permanent: a 422 is retried too.
+    if (key == "refused" && n < 2) return InvalidArgument("Invalid (422)");
     if (key == "bad") {
       ++finished;
-      return InvalidArgument("permanent");
+      return ReconcileResult::Terminal(InvalidArgument("permanent"));
     }
-    if (key == "timer" && n == 1) return ReconcileResult{20ms};
+    if (key == "timer" && n == 1) {
+      ReconcileResult again;
+      again.requeue_after = 20ms;
+      return again;
+    }
     ++finished;
     return ReconcileResult{};
   };
   q.Add("flaky");
   q.Add("bad");
   q.Add("timer");
+  q.Add("refused");
   std::thread runner([&] { RunWorkers(q, 2, r); });
   auto deadline = std::chrono::steady_clock::now() + 10s;
-  while (finished.load() < 3 && std::chrono::steady_clock::now() < deadline)
+  while (finished.load() < 4 && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(1ms);  // polling with a deadline
   q.ShutDown();
   runner.join();
   std::lock_guard lock(mu);
-  EXPECT_EQ(calls["flaky"], 3);  // retried until it succeeded
-  EXPECT_EQ(calls["bad"], 1);    // permanent: not retried
-  EXPECT_EQ(calls["timer"], 2);  // requeue_after ran it again
+  EXPECT_EQ(calls["flaky"], 3);    // retried until it succeeded
+  EXPECT_EQ(calls["bad"], 1);      // terminal: not retried
+  EXPECT_EQ(calls["refused"], 2);  // an error, whatever its code: retried
+  EXPECT_EQ(calls["timer"], 2);    // requeue_after ran it again
   EXPECT_EQ(q.NumRequeues("flaky"), 0);
 }
 

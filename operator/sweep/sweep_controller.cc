@@ -53,17 +53,22 @@ StatusOr<CachedTrial> ToCachedTrial(const json& obj) {
 
 class SweepController::Impl {
  public:
-  Impl(kube::Client* client, runtime::EventRecorder* recorder, controller::Metrics* metrics,
+  Impl(std::unique_ptr<runtime::ApiClient> owned, runtime::ApiClient* client,
+       runtime::EventRecorder* recorder, controller::Metrics* metrics,
        SweepControllerOptions options)
-      : client_(client), recorder_(recorder), metrics_(metrics), options_(std::move(options)) {
+      : owned_client_(std::move(owned)),
+        client_(client != nullptr ? client : owned_client_.get()),
+        recorder_(recorder),
+        metrics_(metrics),
+        options_(std::move(options)) {
     if (options_.namespaces.empty()) options_.namespaces.push_back("");
     for (const std::string& ns : options_.namespaces) {
       auto c = std::make_unique<Caches>();
       c->sweeps = std::make_unique<runtime::Informer<runtime::GenericObject>>(
-          runtime::NewKubeListerWatcher(client_, kTrainingSweeps, ns), runtime::ToGenericObject,
+          client_->ListWatch(kTrainingSweeps, ns, "", nullptr), runtime::ToGenericObject,
           runtime::ReflectorOptions{.name = "trainingsweeps"});
       c->trials = std::make_unique<runtime::Informer<CachedTrial>>(
-          runtime::NewKubeListerWatcher(client_, kTrainingJobs, ns, std::string(kSweepNameLabel)),
+          client_->ListWatch(kTrainingJobs, ns, std::string(kSweepNameLabel), nullptr),
           ToCachedTrial, runtime::ReflectorOptions{.name = "trials"});
       c->sweeps->AddHandlers({
           .on_add = [this](const auto& s) { queue_.Add(s->meta.Key()); },
@@ -117,6 +122,8 @@ class SweepController::Impl {
     return true;
   }
 
+  bool Idle() const { return queue_.Idle(); }
+
  private:
   struct Caches {
     std::unique_ptr<runtime::Informer<runtime::GenericObject>> sweeps;
@@ -152,7 +159,7 @@ class SweepController::Impl {
     MutexLock lock(mu_);
     auto it = created_.find(key);
     if (it == created_.end()) return false;
-    const auto now = std::chrono::steady_clock::now();
+    const auto now = options_.clock->Now();
     std::erase_if(it->second, [&](const auto& kv) { return now - kv.second > kCreateExpiry; });
     return it->second.contains(trial);
   }
@@ -197,7 +204,7 @@ class SweepController::Impl {
         }
       }
     }
-    const api::Time now = api::Now();
+    const api::Time now = api::Now(*options_.clock);
     SweepPlan plan;
     if (!parse_error.empty()) {
       plan.status = sweep.status;
@@ -221,10 +228,10 @@ class SweepController::Impl {
         std::string(api::kApiVersion), std::string(api::kSweepKind), ns, name, cached->meta.uid};
     if (plan.status_changed) {
       Status written = WriteStatus(key, *cached, rv, plan.status);
-      // A refused write (too large, invalid) stops the sweep until it is fixed: say why where
-      // the user looks, not only in the operator's log. Conflicts are retried at once.
-      if (!written.ok() && written.code() != StatusCode::kConflict &&
-          written.code() != StatusCode::kNotFound) {
+      // A refused write (a 422: too large, invalid; a 403) stops the sweep until it is taken:
+      // say why where the user looks, not only in the operator's log. Every error is retried
+      // with backoff (a newer plan, a fixed CRD or role may be taken).
+      if (IsInvalidArgument(written) || IsPermissionDenied(written)) {
         recorder_->Record(regarding, "Warning", "StatusWriteFailed", "Reconcile",
                           api::BoundText(written.message(), 1024));
       }
@@ -246,22 +253,21 @@ class SweepController::Impl {
                                                          {"uid", cached->meta.uid},
                                                          {"controller", true},
                                                          {"blockOwnerDeletion", true}}});
-      auto created = client_->Create(kTrainingJobs, ns, obj);
-      metrics_->CountRequest("create", StatusCodeName(created.status().code()));
-      if (created.ok() || created.status().code() == StatusCode::kAlreadyExists) {
+      const Status created = client_->Create(kTrainingJobs, ns, obj);
+      metrics_->CountRequest("create", StatusCodeName(created.code()));
+      if (created.ok() || IsAlreadyExists(created)) {
         MutexLock lock(mu_);
-        created_[key][trial.metadata.name] = std::chrono::steady_clock::now();
+        created_[key][trial.metadata.name] = options_.clock->Now();
         continue;
       }
-      if (first_error.ok())
-        first_error = created.status().WithContext("create " + trial.metadata.name);
+      if (first_error.ok()) first_error = created.WithContext("create " + trial.metadata.name);
     }
     // 3. Suspend or resume running trials with the sweep.
     for (const auto& [trial, suspend] : plan.set_suspend) {
       const json patch = {{"spec", {{"runPolicy", {{"suspend", suspend}}}}}};
       auto patched = client_->Patch(kTrainingJobs, ns, trial, kube::PatchType::kMerge, patch);
       metrics_->CountRequest("patch", StatusCodeName(patched.status().code()));
-      if (patched.ok() || patched.status().code() == StatusCode::kNotFound) continue;
+      if (patched.ok() || IsNotFound(patched.status())) continue;
       if (first_error.ok()) first_error = patched.status().WithContext("suspend " + trial);
     }
     // 4. Stop trials (goal reached, too many failures, sweep finished).
@@ -270,7 +276,7 @@ class SweepController::Impl {
       opts.propagation_policy = "Background";
       const Status s = client_->Delete(kTrainingJobs, ns, trial, opts);
       metrics_->CountRequest("delete", StatusCodeName(s.code()));
-      if (s.ok() || s.code() == StatusCode::kNotFound) continue;
+      if (s.ok() || IsNotFound(s)) continue;
       if (first_error.ok()) first_error = s.WithContext("delete " + trial);
     }
     if (!first_error.ok()) return Status(StatusCode::kUnavailable, first_error.message());
@@ -289,7 +295,7 @@ class SweepController::Impl {
     if (!written.ok()) {
       MutexLock lock(mu_);
       written_.erase(key);
-      if (written.status().code() == StatusCode::kNotFound) return written.status();
+      if (IsNotFound(written.status())) return written.status();
       return written.status().WithContext("update status of sweep " + key);
     }
     const std::string to_rv =
@@ -300,23 +306,28 @@ class SweepController::Impl {
   }
 
   // Constant after construction.
-  kube::Client* const client_;
+  const std::unique_ptr<runtime::ApiClient> owned_client_;  // when built from a kube::Client
+  runtime::ApiClient* const client_;
   runtime::EventRecorder* const recorder_;
   controller::Metrics* const metrics_;
   SweepControllerOptions options_;
   std::map<std::string, std::unique_ptr<Caches>> caches_;
 
-  runtime::WorkQueue queue_{runtime::WorkQueueOptions{.name = "trainingsweeps"}};
+  runtime::WorkQueue queue_{
+      runtime::WorkQueueOptions{.name = "trainingsweeps", .clock = options_.clock}};
   Mutex mu_;
   std::map<std::string, StatusWrite> written_ GUARDED_BY(mu_);
   // Trials created per sweep key, by name.
-  std::map<std::string, std::map<std::string, std::chrono::steady_clock::time_point>> created_
-      GUARDED_BY(mu_);
+  std::map<std::string, std::map<std::string, Clock::TimePoint>> created_ GUARDED_BY(mu_);
 };
 
 SweepController::SweepController(kube::Client* client, runtime::EventRecorder* recorder,
                                  controller::Metrics* metrics, SweepControllerOptions options)
-    : impl_(std::make_unique<Impl>(client, recorder, metrics, std::move(options))) {}
+    : impl_(std::make_unique<Impl>(runtime::NewKubeApiClient(client), nullptr, recorder, metrics,
+                                   std::move(options))) {}
+SweepController::SweepController(runtime::ApiClient* client, runtime::EventRecorder* recorder,
+                                 controller::Metrics* metrics, SweepControllerOptions options)
+    : impl_(std::make_unique<Impl>(nullptr, client, recorder, metrics, std::move(options))) {}
 SweepController::~SweepController() = default;
 void SweepController::Start() {
   impl_->Start();
@@ -326,6 +337,9 @@ void SweepController::Run(std::stop_token stop) {
 }
 bool SweepController::Synced() const {
   return impl_->Synced();
+}
+bool SweepController::Idle() const {
+  return impl_->Idle();
 }
 
 }  // namespace kubetrain::sweep

@@ -20,9 +20,13 @@
 //    collector deletes them (and their pods) with the sweep.
 //  - No sweep is planned before the trial cache has synced (a Running row whose
 //    trial is not yet listed would look deleted).
+//  - A status write the apiserver refuses (422, 403) is reported on the sweep
+//    (a StatusWriteFailed event) and retried with backoff like any error.
 // Contract: Start() starts the informers and returns at once (the CRD may be
 // installed after the operator); Run() blocks running the workers until `stop`.
-// The client, recorder and metrics must outlive the controller.
+// Every API call goes through a runtime::ApiClient (a kube::Client in the
+// operator, a fake apiserver in sweep_controller_test.cc). The client,
+// recorder, metrics and clock must outlive the controller.
 #pragma once
 
 #include <chrono>
@@ -31,29 +35,35 @@
 #include <string>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/status.h"
-#include "operator/api/resources.h"
+#include "operator/api/kube_resources.h"
 #include "operator/controller/metrics.h"
 #include "operator/kube/client.h"
+#include "operator/runtime/api_client.h"
 #include "operator/runtime/events.h"
 
 namespace kubetrain::sweep {
 
-inline const kube::ResourceRef kTrainingSweeps{std::string(api::kGroup), std::string(api::kVersion),
-                                               std::string(api::kTrainingSweepsPlural), true};
+inline const kube::ResourceRef& kTrainingSweeps = api::kTrainingSweepsResource;
 // The sweeps' trials.
-inline const kube::ResourceRef kTrainingJobs{std::string(api::kGroup), std::string(api::kVersion),
-                                             std::string(api::kTrainingJobsPlural), true};
+inline const kube::ResourceRef& kTrainingJobs = api::kTrainingJobsResource;
 
 struct SweepControllerOptions {
   // Namespaces to watch; empty or {""} = all namespaces.
   std::vector<std::string> namespaces;
   int workers = 2;
+  // Time for the status rows, the retries and requeues, and how long a
+  // create is remembered; must outlive the controller (tests: a FakeClock).
+  Clock* clock = &RealClock();
 };
 
 class SweepController {
  public:
   SweepController(kube::Client* client, runtime::EventRecorder* recorder,
+                  controller::Metrics* metrics, SweepControllerOptions options);
+  // Every API call through `client` (a fake apiserver in tests).
+  SweepController(runtime::ApiClient* client, runtime::EventRecorder* recorder,
                   controller::Metrics* metrics, SweepControllerOptions options);
   ~SweepController();
   SweepController(const SweepController&) = delete;
@@ -63,6 +73,8 @@ class SweepController {
   void Run(std::stop_token stop);
   // True once every cache has synced.
   bool Synced() const;
+  // Nothing queued, in flight or due (WorkQueue::Idle): for tests on a FakeClock.
+  bool Idle() const;
 
   class Impl;
 

@@ -1,11 +1,11 @@
-#include "operator/controller/job_client.h"
+#include "operator/runtime/api_client.h"
 
-namespace kubetrain::controller {
+namespace kubetrain::runtime {
 namespace {
 
-class KubeJobClient final : public JobClient {
+class KubeApiClient final : public ApiClient {
  public:
-  explicit KubeJobClient(kube::Client* client) : client_(client) {}
+  explicit KubeApiClient(kube::Client* client) : client_(client) {}
 
   Status Create(const kube::ResourceRef& r, const std::string& ns,
                 const nlohmann::json& object) override {
@@ -32,10 +32,10 @@ class KubeJobClient final : public JobClient {
                 const kube::DeleteOptions& options) override {
     return client_->Delete(r, ns, name, options);
   }
-  std::unique_ptr<runtime::ListerWatcher> ListWatch(
+  std::unique_ptr<ListerWatcher> ListWatch(
       const kube::ResourceRef& r, const std::string& ns, const std::string& selector,
       std::shared_ptr<const kube::FieldFilter> fields) override {
-    return runtime::NewKubeListerWatcher(client_, r, ns, selector, "", 500, std::move(fields));
+    return NewKubeListerWatcher(client_, r, ns, selector, "", 500, std::move(fields));
   }
 
  private:
@@ -44,8 +44,8 @@ class KubeJobClient final : public JobClient {
 
 }  // namespace
 
-std::unique_ptr<JobClient> NewKubeJobClient(kube::Client* client) {
-  return std::make_unique<KubeJobClient>(client);
+std::unique_ptr<ApiClient> NewKubeApiClient(kube::Client* client) {
+  return std::make_unique<KubeApiClient>(client);
 }
 
-}  // namespace kubetrain::controller
+}  // namespace kubetrain::runtime
