@@ -1231,7 +1231,8 @@ class JobController::Impl {
                      const TFJobView* tfjob = nullptr) {
     json obj = cached.Object();
     obj["metadata"]["resourceVersion"] = rv;
-    obj["status"] = tfjob ? V1Status(*tfjob, status) : api::StatusToJson(status);
+    obj["status"] = tfjob ? V1Status(*tfjob, status, obj.value("status", json::object()))
+                          : api::StatusToJson(status);
     auto written = client_->UpdateStatus(tfjob ? kTFJobs : kTrainingJobs, cached.meta.ns, obj);
     metrics_->CountRequest("update_status", StatusCodeName(written.status().code()));
     std::string via_rv;

@@ -286,8 +286,20 @@ void ToV1Children(const TFJobView& view, Plan& plan, std::string_view custom_clu
   }
 }
 
-json V1Status(const TFJobView& view, const api::TrainingJobStatus& status) {
-  return tfjob_v1::Status(status, view.shape, view.type_of);
+json V1Status(const TFJobView& view, const api::TrainingJobStatus& status,
+              const json& served_status) {
+  json out = tfjob_v1::Status(status, view.shape, view.type_of);
+  if (!served_status.is_object() || !served_status.contains("replicaStatuses")) return out;
+  bool finished = false;
+  if (auto it = served_status.find("conditions"); it != served_status.end() && it->is_array()) {
+    for (const json& c : *it) {
+      if (!c.is_object()) continue;
+      const std::string type = c.value("type", std::string());
+      finished |= (type == "Succeeded" || type == "Failed") && c.value("status", "") == "True";
+    }
+  }
+  if (finished) out["replicaStatuses"] = served_status["replicaStatuses"];
+  return out;
 }
 
 std::optional<json> UnconvertibleStatus(const json& tfjob, const std::string& message,

@@ -101,8 +101,12 @@ void ToPlannerNames(const TFJobView& view, ObservedChildren& observed);
 // CUSTOM_CLUSTER_DOMAIN ("": unset).
 void ToV1Children(const TFJobView& view, Plan& plan, std::string_view custom_cluster_domain);
 
-// The TFJob's status stanza (v1's shape) for the planner's `status`.
-nlohmann::json V1Status(const TFJobView& view, const api::TrainingJobStatus& status);
+// The TFJob's status stanza (v1's shape) for the planner's `status`. Once
+// `served_status` (the TFJob's status as served) says Succeeded or Failed, its
+// replicaStatuses are kept as they are: v1 stops counting at the end, so the
+// pods cleanup deletes afterwards do not lower the counts.
+nlohmann::json V1Status(const TFJobView& view, const api::TrainingJobStatus& status,
+                        const nlohmann::json& served_status);
 // The status stanza of a TFJob that does not convert: Failed (reason
 // TFJobFailed, v1's) with `message`, Created before it, on `now`. Unchanged
 // (nullopt) when `served_status` already says Failed.

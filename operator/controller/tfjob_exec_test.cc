@@ -134,5 +134,29 @@ TEST(TFJobExecTest, MasterChildrenKeepV1sNamesBothWays) {
             R"({"chief":["mnist-master-0.ml.svc.cluster.local:2222"]})");
 }
 
+// v1 stops counting replicas once a TFJob has finished: cleanup deleting its pods
+// (cleanPodPolicy All or Running) leaves replicaStatuses as they were at the end.
+// Before, the next status write recounted the deleted pods as nothing.
+TEST(TFJobExecTest, AFinishedTFJobKeepsItsReplicaStatusesThroughCleanup) {
+  auto view = ReadTFJob(TFJob({{"PS", Replica(2)}, {"Worker", Replica(4)}}));
+  ASSERT_TRUE(view.ok()) << view.status().ToString();
+  api::TrainingJobStatus status;
+  status.conditions.push_back({api::ConditionType::kSucceeded, true, "", "", api::Time{}});
+  status.replica_statuses[api::ReplicaType::kPS] = {};  // its pods are gone
+  status.replica_statuses[api::ReplicaType::kWorker] = {};
+  const json served = {
+      {"conditions", {{{"type", "Succeeded"}, {"status", "True"}, {"reason", "TFJobSucceeded"}}}},
+      {"replicaStatuses", {{"PS", {{"succeeded", 2}}}, {"Worker", {{"succeeded", 4}}}}}};
+  const json v1 = V1Status(*view, status, served);
+  EXPECT_EQ(v1["replicaStatuses"], served["replicaStatuses"]);
+
+  // Not finished as served (the write that finishes it): counted from the pods.
+  status.replica_statuses[api::ReplicaType::kWorker].succeeded = 4;
+  status.replica_statuses[api::ReplicaType::kPS].active = 2;
+  const json counted = V1Status(*view, status, json{{"replicaStatuses", json::object()}});
+  EXPECT_EQ(counted["replicaStatuses"]["PS"], (json{{"succeeded", 2}}));
+  EXPECT_EQ(counted["replicaStatuses"]["Worker"], (json{{"succeeded", 4}}));
+}
+
 }  // namespace
 }  // namespace kubetrain::controller
