@@ -1,11 +1,6 @@
 #include "trainer/ps/shard.h"
 
-#include <fcntl.h>
-#include <openssl/evp.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -68,100 +63,6 @@ class Cursor {
  private:
   const std::string_view s_;
   size_t pos_ = 0;
-};
-
-// A local file written front to back through a buffer, hashed (SHA-256) on the way, then
-// committed atomically like storage::WriteFileAtomic (temp file beside it, fsync, rename,
-// fsync of the directory); removed unless committed. Not thread-safe.
-class StreamingFile {
- public:
-  static constexpr size_t kBufferBytes = size_t{1} << 20;
-
-  StreamingFile() : sha_(EVP_MD_CTX_new()) {}
-  ~StreamingFile() {
-    if (fd_ >= 0) {
-      ::close(fd_);
-      ::unlink(tmp_.c_str());
-    }
-    EVP_MD_CTX_free(sha_);
-  }
-  StreamingFile(const StreamingFile&) = delete;
-  StreamingFile& operator=(const StreamingFile&) = delete;
-
-  Status Open(const std::string& path) {
-    path_ = path;
-    KT_ASSIGN_OR_RETURN(fd_, storage::CreateTempBeside(path, &tmp_));
-    if (sha_ == nullptr || EVP_DigestInit_ex(sha_, EVP_sha256(), nullptr) != 1) {
-      return Internal("SHA-256 unavailable");
-    }
-    buffer_.reserve(kBufferBytes);
-    return Status::Ok();
-  }
-  void Append(const void* data, size_t n) {
-    const char* p = static_cast<const char*>(data);
-    if (buffer_.size() + n > kBufferBytes) Flush();
-    if (n >= kBufferBytes) {
-      Write(p, n);
-    } else {
-      buffer_.append(p, n);
-    }
-  }
-  StatusOr<ShardDigest> Commit() {
-    Flush();
-    if (!error_.empty()) return Internal("cannot write " + tmp_ + ": " + error_);
-    unsigned char md[EVP_MAX_MD_SIZE];
-    unsigned int md_len = 0;
-    if (EVP_DigestFinal_ex(sha_, md, &md_len) != 1) return Internal("SHA-256 failed");
-    if (::fsync(fd_) != 0) return Internal("cannot fsync " + tmp_ + ": " + std::strerror(errno));
-    ::close(fd_);
-    fd_ = -1;
-    if (::rename(tmp_.c_str(), path_.c_str()) != 0) {
-      const int err = errno;
-      ::unlink(tmp_.c_str());
-      return Internal("cannot rename " + tmp_ + " to " + path_ + ": " + std::strerror(err));
-    }
-    const std::string dir = std::filesystem::path(path_).parent_path().string();
-    if (const int dfd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        dfd >= 0) {
-      ::fsync(dfd);
-      ::close(dfd);
-    }
-    static constexpr char kHex[] = "0123456789abcdef";
-    ShardDigest digest{bytes_, ""};
-    for (unsigned int i = 0; i < md_len; ++i) {
-      digest.sha256 += kHex[md[i] >> 4];
-      digest.sha256 += kHex[md[i] & 0xf];
-    }
-    return digest;
-  }
-
- private:
-  void Flush() {
-    Write(buffer_.data(), buffer_.size());
-    buffer_.clear();
-  }
-  void Write(const char* p, size_t n) {
-    if (n == 0 || !error_.empty()) return;
-    EVP_DigestUpdate(sha_, p, n);
-    bytes_ += n;
-    while (n > 0) {
-      const ssize_t w = ::write(fd_, p, n);
-      if (w < 0 && errno == EINTR) continue;
-      if (w <= 0) {
-        error_ = std::strerror(errno);
-        return;
-      }
-      p += w;
-      n -= static_cast<size_t>(w);
-    }
-  }
-
-  EVP_MD_CTX* const sha_;
-  std::string path_, tmp_;
-  int fd_ = -1;
-  std::string buffer_;
-  uint64_t bytes_ = 0;
-  std::string error_;
 };
 
 // Locks `mu`, adding the wait to *wait_ns when another thread holds it.
@@ -430,34 +331,25 @@ StatusOr<ShardDigest> ParamShard::WriteLocked(const std::string& path, bool delt
   rows_.ForEachChangedSince(since_epoch, [&](uint64_t, const float*) { ++count; });
   Put<uint64_t>(&head, count);
   const size_t stride = RowStride();
-  if (storage::IsS3Path(path)) {
-    // Streamed in parts (multipart upload): memory stays a few parts whatever the table's size.
-    KT_ASSIGN_OR_RETURN(auto out, storage::ObjectWriter::Open(path));
-    KT_RETURN_IF_ERROR(out->Append(head));
-    Status s;
-    std::string chunk;  // rows go out 1 MiB at a time
-    chunk.reserve((size_t{1} << 20) + 64 + stride * sizeof(float));
-    rows_.ForEachChangedSince(since_epoch, [&](uint64_t id, const float* row) {
-      Put<uint64_t>(&chunk, id);
-      PutFloats(&chunk, row, stride);
-      if (chunk.size() >= (size_t{1} << 20)) {
-        if (s.ok()) s = out->Append(chunk);
-        chunk.clear();
-      }
-    });
-    if (s.ok()) s = out->Append(chunk);
-    KT_RETURN_IF_ERROR(s);
-    KT_ASSIGN_OR_RETURN(const storage::WrittenObject written, out->Commit());
-    return ShardDigest{written.bytes, written.sha256};
-  }
-  StreamingFile file;
-  KT_RETURN_IF_ERROR(file.Open(path));
-  file.Append(head.data(), head.size());
+  // Local or S3, through one writer: rows go out 1 MiB at a time, so memory stays a buffer
+  // (a few parts on S3, multipart upload) whatever the table's size.
+  KT_ASSIGN_OR_RETURN(auto out, storage::ObjectWriter::Open(path));
+  KT_RETURN_IF_ERROR(out->Append(head));
+  Status s;
+  std::string chunk;
+  chunk.reserve((size_t{1} << 20) + 64 + stride * sizeof(float));
   rows_.ForEachChangedSince(since_epoch, [&](uint64_t id, const float* row) {
-    file.Append(&id, sizeof(id));
-    file.Append(row, stride * sizeof(float));
+    Put<uint64_t>(&chunk, id);
+    PutFloats(&chunk, row, stride);
+    if (chunk.size() >= (size_t{1} << 20)) {
+      if (s.ok()) s = out->Append(chunk);
+      chunk.clear();
+    }
   });
-  return file.Commit();
+  if (s.ok()) s = out->Append(chunk);
+  KT_RETURN_IF_ERROR(s);
+  KT_ASSIGN_OR_RETURN(const storage::WrittenObject written, out->Commit());
+  return ShardDigest{written.bytes, written.sha256};
 }
 
 StatusOr<ShardDigest> ParamShard::Save(const std::string& path) const {
