@@ -25,7 +25,10 @@ namespace kubetrain::controller {
 namespace {
 
 using nlohmann::json;
+using runtime::AdvanceUntil;
+using runtime::Eventually;
 using runtime::FakeApi;
+using runtime::Settle;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
@@ -160,17 +163,6 @@ class Running {
   std::jthread thread_;  // stopped and joined first
 };
 
-// Polls `done` until it holds or 20 s pass.
-template <typename F>
-bool Eventually(F done) {
-  const auto deadline = std::chrono::steady_clock::now() + seconds(20);
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (done()) return true;
-    std::this_thread::sleep_for(milliseconds(10));  // poll interval, not synchronisation
-  }
-  return done();
-}
-
 // The controller on a FakeClock: timers (retries, requeues, the coalescing
 // window) fire only when the test moves the clock, so "nothing more happens"
 // is asserted after the controller is done rather than after a sleep.
@@ -185,18 +177,6 @@ std::chrono::system_clock::time_point TestWallStart() {
   return std::chrono::sys_days(std::chrono::year{2026} / 11 / 23);
 }
 
-// Waits (up to 20 s) until the controller has done everything it will do at
-// the clock's present time: every watch event handed to its caches, no
-// reconcile queued, running or due. Nothing more happens until the clock
-// moves or the apiserver changes (no other source queues work in these tests:
-// progress reads and Kueue are off).
-bool Settle(FakeApi& api, const Running& controller) {
-  return Eventually([&] {
-    const int64_t rv = api.rv();
-    return api.Delivered() && controller.Idle() && api.rv() == rv;
-  });
-}
-
 // Moves `clock` forward by `total` in `steps` and lets the controller settle
 // after each, so what a step makes due (a retry, a requeue) runs before the
 // next: `total` of the controller's time, in no real time.
@@ -207,20 +187,6 @@ void AdvanceAndSettle(FakeClock& clock, FakeApi& api, const Running& controller,
     clock.Advance(i + 1 < steps ? total / steps : total - (steps - 1) * (total / steps));
     ASSERT_TRUE(Settle(api, controller)) << "step " << i;
   }
-}
-
-// Moves `clock` forward by `step` until `done` holds after the controller
-// settled (at most `max_steps` times): for a test on a FakeClock whose
-// progress needs retries.
-template <typename F>
-bool AdvanceUntil(FakeClock& clock, FakeApi& api, const Running& controller, F done,
-                  std::chrono::milliseconds step = milliseconds(100), int max_steps = 100) {
-  for (int i = 0; i <= max_steps; ++i) {
-    if (!Settle(api, controller)) return false;
-    if (done()) return true;
-    clock.Advance(step);
-  }
-  return false;
 }
 
 std::string Reason(const json& job, const std::string& type) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <map>
@@ -13,8 +14,10 @@
 #include <set>
 #include <stop_token>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "common/clock.h"
 #include "operator/kube/client.h"
 #include "operator/runtime/api_client.h"
 
@@ -403,5 +406,45 @@ class FakeApi final : public ApiClient {
   std::map<std::string, std::set<std::string>> served_;         // guarded by mu_
   std::map<std::string, std::pair<int, Status>> refusals_;      // guarded by mu_
 };
+
+// The controllers' tests wait with these rather than with sleeps.
+
+// Polls `done` until it holds or 20 s pass.
+template <typename F>
+bool Eventually(F done) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (done()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));  // poll interval
+  }
+  return done();
+}
+
+// Everything `controller` will do at its clock's present time is done: every
+// watch event delivered, the controller idle (and synced, where it says so),
+// the resourceVersion stable.
+template <typename Controller>
+bool Settle(FakeApi& api, const Controller& controller) {
+  return Eventually([&] {
+    const int64_t rv = api.rv();
+    bool synced = true;
+    if constexpr (requires { controller.Synced(); }) synced = controller.Synced();
+    return synced && api.Delivered() && controller.Idle() && api.rv() == rv;
+  });
+}
+
+// Moves `clock` forward by `step` until `done` holds after the controller
+// settled (at most `max_steps` times).
+template <typename Controller, typename F>
+bool AdvanceUntil(FakeClock& clock, FakeApi& api, const Controller& controller, F done,
+                  std::chrono::milliseconds step = std::chrono::milliseconds(100),
+                  int max_steps = 100) {
+  for (int i = 0; i <= max_steps; ++i) {
+    if (!Settle(api, controller)) return false;
+    if (done()) return true;
+    clock.Advance(step);
+  }
+  return false;
+}
 
 }  // namespace kubetrain::runtime

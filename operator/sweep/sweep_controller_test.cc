@@ -16,7 +16,10 @@ namespace kubetrain::sweep {
 namespace {
 
 using nlohmann::json;
+using runtime::AdvanceUntil;
+using runtime::Eventually;
 using runtime::FakeApi;
+using runtime::Settle;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
@@ -80,37 +83,6 @@ class Running {
   SweepController controller_;
   std::jthread thread_;  // stopped and joined first
 };
-
-// Polls `done` until it holds or 20 s pass.
-template <typename F>
-bool Eventually(F done) {
-  const auto deadline = std::chrono::steady_clock::now() + seconds(20);
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (done()) return true;
-    std::this_thread::sleep_for(milliseconds(10));  // poll interval, not synchronisation
-  }
-  return done();
-}
-
-// Everything the controller will do at the clock's present time is done.
-bool Settle(FakeApi& api, const Running& controller) {
-  return Eventually([&] {
-    const int64_t rv = api.rv();
-    return controller.Synced() && api.Delivered() && controller.Idle() && api.rv() == rv;
-  });
-}
-
-// Moves the clock by `step` until `done` holds after the controller settled.
-template <typename F>
-bool AdvanceUntil(FakeClock& clock, FakeApi& api, const Running& controller, F done,
-                  milliseconds step = milliseconds(100), int max_steps = 100) {
-  for (int i = 0; i <= max_steps; ++i) {
-    if (!Settle(api, controller)) return false;
-    if (done()) return true;
-    clock.Advance(step);
-  }
-  return false;
-}
 
 std::vector<std::string> TrialNames(FakeApi& api) {
   std::vector<std::string> names;
