@@ -255,9 +255,17 @@ sweep_one_worker)
 sweep_early_stop)
   # Issue 32 item 4: a grid over Adam's learning rate where 1, 10 and 20 diverge (training
   # loss 4 to 80 against 0.3). With earlyStopping (medianStop, 2 trials, from step 100) they
-  # are stopped once two good trials succeeded; the good ones run to the end and the best
-  # is among them. One trial at a time, so the order (good ones first) is fixed.
-  sed 's/STEPS/20000/; s/parallelism: 2/parallelism: 1/' "$jobs/sweep-early-stop.yaml" >"$KT_TEST_DIR/sweep.yaml"
+  # are stopped once two trials succeeded; the others run to the end and the best is among
+  # them. One trial at a time, so the order (the two that set the median first) is fixed.
+  # The first two are slow learners (lr 1e-4 and 2e-4: a loss near 0.6 for 2000 steps), so
+  # the good lr 0.01 of trial 4 is below their median at every step. The job file's grid
+  # (0.01, 0.003, then 0.02 judged against them) made trial 4 a coin toss: per-batch losses
+  # of good rates overlap, and CI of 2eb8504 stopped lr 0.02 at step 1824 (0.261 > 0.249).
+  sed 's/STEPS/20000/; s/parallelism: 2/parallelism: 1/
+       s/values: \[.*\]/values: ["0.0001", "0.0002", "1", "10", "0.01", "20"]/' \
+    "$jobs/sweep-early-stop.yaml" >"$KT_TEST_DIR/sweep.yaml"
+  grep -q '"0.0001", "0.0002", "1", "10", "0.01", "20"' "$KT_TEST_DIR/sweep.yaml" ||
+    fail "the grid was not replaced in $jobs/sweep-early-stop.yaml"
   run_job "$KT_TEST_DIR/sweep.yaml" --work-dir "$KT_TEST_DIR/sweep"
   [[ $rc -eq 0 ]] || fail "exit code $rc, want 0"
   expect_out '^result: TrainingSweep early-stop Succeeded in .*AllTrialsFinished: 6 trials finished'

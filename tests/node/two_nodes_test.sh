@@ -57,9 +57,13 @@ kt_node 1; check "echo-1's IP is on node 1's subnet (${ip1})" "${ip1%.*}.0/24" "
 kt_node 2; check "echo-2's IP is on node 2's subnet (${ip2})" "${ip2%.*}.0/24" "${KT_NODE_SUBNET}"
 kt_node 1
 
-# from POD, connect to HOST:PORT and print the first line (or "unreachable").
+# from POD, connect to HOST:PORT and print the first line (or "unreachable"), in at most 5 s
+# with the connect included. (A connect to a Service IP before kube-proxy has written its
+# rules sends a SYN that conntrack then remembers un-NATed: its retries never reach a pod and
+# an unbounded connect hung ~2 min, past the wait below; the next connect, from a new port,
+# is NATed. That made this test fail on a fixture just brought up.)
 probe() {
-  k exec "$1" -- bash -c "exec 3<>/dev/tcp/$2/$3 && timeout 5 head -n1 <&3" 2>/dev/null || echo unreachable
+  k exec "$1" -- timeout 5 bash -c "exec 3<>/dev/tcp/$2/$3 && head -n1 <&3" 2>/dev/null || echo unreachable
 }
 # (Services take kube-proxy a moment: poll, then check.)
 for pair in "1 2" "2 1"; do
