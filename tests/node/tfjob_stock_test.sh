@@ -17,10 +17,12 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 crd="${root}/crds/tfjob/tfjobs.kubeflow.org.yaml"
 job=ps-keras
 
-restore() {
+restore() {  # after node_cleanup (which prints the operator's logs on failure)
+  node_cleanup
+  mkdir -p "${work}"
   ensure_operator >/dev/null 2>&1
   kubectl delete crd tfjobs.kubeflow.org --wait=false >/dev/null 2>&1
-  node_cleanup
+  rm -rf "${work}"
 }
 trap restore EXIT
 
@@ -66,6 +68,7 @@ kubectl create --dry-run=client -o json -f "${root}/examples/tfjob/ps-keras.yaml
   python3 -c '
 import json, sys
 job = json.load(sys.stdin)
+job["metadata"].pop("namespace", None)
 for spec in job["spec"]["tfReplicaSpecs"].values():
     pod = spec["template"]["spec"]
     pod["nodeSelector"] = {"type": "real"}
