@@ -2,7 +2,7 @@
 
 Every replica runs this file; TF_CONFIG (written by the operator, as training-operator
 v1 writes it) says which one it is:
-  ps, worker   start a tf.distribute.Server and serve until the job ends (the operator
+  ps, worker   start a tf.distribute.Server and serve until SIGTERM (the operator
                removes them after success: cleanPodPolicy Running);
   chief        the coordinator: ParameterServerStrategy + Keras model.fit, which a
                ClusterCoordinator turns into steps scheduled on the workers, with the
@@ -18,7 +18,9 @@ Environment (optional): EPOCHS (3), STEPS_PER_EPOCH (10), BATCH (32).
 """
 import json
 import os
+import signal
 import sys
+import time
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
@@ -34,7 +36,11 @@ def log(*args):
 
 
 def serve(resolver, task):
-    # Workers and PS only serve: the chief sends them the work.
+    # Workers and PS only serve: the chief sends them the work. The server runs on its own
+    # threads; the main thread waits for SIGTERM, which ends the process at once (as PID 1
+    # of its container, Python would otherwise ignore it and the pod take its whole grace
+    # period to go when the operator removes it after success).
+    signal.signal(signal.SIGTERM, lambda signum, frame: os._exit(0))
     server = tf.distribute.Server(
         resolver.cluster_spec(),
         job_name=task["type"],
@@ -43,7 +49,10 @@ def serve(resolver, task):
         start=True,
     )
     log(f"{task['type']} {task['index']}: serving on {server.target}")
-    server.join()
+    while True:
+        # Short sleeps: the signal may land on one of TensorFlow's threads, and Python runs
+        # the handler only when the main thread next wakes.
+        time.sleep(1)
 
 
 def dataset_fn(input_context):

@@ -94,7 +94,9 @@ job_pods_of() {  # job_pods_of TYPE: pods of the job's TYPE replicas
   k get pods -l "training.kubeflow.org/job-name=${job},training.kubeflow.org/replica-type=$1" -o name 2>/dev/null
 }
 no_ps() { [[ -z "$(job_pods_of ps)" && -z "$(job_pods_of worker)" ]]; }
+t0=${SECONDS}
 wait_until "the PS and worker pods to be removed after success" no_ps
+t_clean=$((SECONDS - t0))
 check "PS pods left after success" "$(job_pods_of ps | wc -l)" 0
 check "worker pods left after success" "$(job_pods_of worker | wc -l)" 0
 check "the chief pod stays, Succeeded" "$(k get pod "${job}-chief-0" -o jsonpath='{.status.phase}' 2>/dev/null)" Succeeded
@@ -113,5 +115,6 @@ if ((failures)); then
   k get pods -o wide
   for p in $(k get pods -o name); do echo "== ${p}"; k logs "${p}" --tail 20 2>&1; done
 fi
-((failures == 0)) && echo "tfjob_stock test passed (image ${t_image} s, import ${t_import} s, job ${t_run} s)"
+((failures == 0)) &&
+  echo "tfjob_stock test passed (image ${t_image} s, import ${t_import} s, job ${t_run} s, PS and worker gone ${t_clean} s later)"
 ((failures == 0))
