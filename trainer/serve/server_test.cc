@@ -1,10 +1,12 @@
 #include "trainer/serve/server.h"
 
 #include <gtest/gtest.h>
+#include <omp.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "common/http_test_client.h"
 #include "trainer/storage/files.h"
@@ -21,12 +23,12 @@ using nlohmann::json;
 // model/ (its initial parameters from `seed`) and model.json, as the trainer writes them.
 // Returns the trainer's own model for comparison.
 std::unique_ptr<Model> WriteMlpOutput(const std::string& dir, int64_t step, uint64_t seed,
-                                      bool record_optimizer = true) {
+                                      bool record_optimizer = true, std::vector<int> hidden = {4}) {
   MlpClassifierConfig c;
   c.batch_size = 2;
   c.num_features = 3;
   c.num_classes = 2;
-  c.hidden = {4};
+  c.hidden = hidden;
   auto model = CreateMlpClassifier(c);
   EXPECT_TRUE(model.ok());
   OptimizerConfig opt;
@@ -37,7 +39,7 @@ std::unique_ptr<Model> WriteMlpOutput(const std::string& dir, int64_t step, uint
   spec.kind = "mlp";
   spec.num_features = 3;
   spec.num_classes = 2;
-  spec.hidden = {4};
+  spec.hidden = hidden;
   auto m = ReadTrainedModel(spec, opt, storage::JoinPath(dir, "model"));
   EXPECT_TRUE(m.ok()) << m.status().ToString();
   json j = DescribeInputs(*m);
@@ -59,6 +61,47 @@ std::string TempDir() {
 std::optional<http_test::Response> Post(int port, const std::string& path,
                                         const std::string& body) {
   return http_test::Get(port, path, 10s, "POST", "Content-Type: application/json\r\n", body);
+}
+
+// The OS threads of this process.
+int ProcessThreads() {
+  return static_cast<int>(
+      std::distance(fs::directory_iterator("/proc/self/task"), fs::directory_iterator()));
+}
+
+// oneDNN fixes a primitive's thread count when Load creates it: a server loaded on a
+// thread with the machine's OpenMP count ran --threads 1 on every core. Loads and runs on
+// a fresh thread (its own OpenMP pool) whose count is 4: a predictor for 1 thread must
+// never start an OpenMP thread, in Load (weight reorders) or in Run.
+TEST(Predictor, ComputesOnTheThreadsItWasLoadedForWhateverTheLoadingThreadsCount) {
+  const std::string dir = TempDir();
+  WriteMlpOutput(dir, 1, 3, true, {512, 512});
+  const auto threads_started = [&](int compute_threads) {
+    int started = -1;
+    std::thread([&] {
+      omp_set_num_threads(4);
+      const int before = ProcessThreads();
+      PredictorOptions po;
+      po.model_dir = dir;
+      po.max_batch = 256;
+      po.compute_threads = compute_threads;
+      auto p = Predictor::Load(po);
+      ASSERT_TRUE(p.ok()) << p.status().ToString();
+      Batch b;
+      b.size = 256;
+      b.num_dense = 3;
+      b.dense.assign(256 * 3, 0.5f);
+      b.label.assign(256, 0.f);
+      std::vector<float> probs;
+      ASSERT_TRUE((*p)->Run(b, &probs).ok());
+      started = ProcessThreads() - before;
+    }).join();
+    return started;
+  };
+  EXPECT_EQ(threads_started(1), 0);
+  // Without the count (the old server's Load): the loading thread's 4, so the check
+  // above can fail.
+  EXPECT_GE(threads_started(0), 1);
 }
 
 TEST(ModelServer, ServesTheTrainersPredictionsOverV2AndTfAndRefusesBadRequests) {
