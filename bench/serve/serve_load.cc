@@ -6,6 +6,9 @@
 //
 //   serve_load --port P --path /v2/models/m/infer --body FILE --examples E
 //              [--requests N] [--concurrency C] [--warmup W] [--keep-alive 1]
+// Prints its own CPU time (user + system, all threads) over the measured requests.
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cctype>
@@ -95,6 +98,13 @@ int main(int argc, char** argv) {
     }
   }
   if (warm_fd >= 0) ::close(warm_fd);
+  const auto cpu_seconds = [] {
+    rusage u{};
+    ::getrusage(RUSAGE_SELF, &u);
+    return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+           static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+  };
+  const double cpu_start = cpu_seconds();
   std::vector<std::vector<double>> lat(concurrency);
   std::atomic<int> next{0}, failed{0};
   const auto start = Clock::now();
@@ -112,6 +122,7 @@ int main(int argc, char** argv) {
   }
   for (auto& th : threads) th.join();
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  const double client_cpu = cpu_seconds() - cpu_start;
   std::vector<double> all;
   for (auto& l : lat) all.insert(all.end(), l.begin(), l.end());
   std::sort(all.begin(), all.end());
@@ -120,8 +131,8 @@ int main(int argc, char** argv) {
   };
   std::printf(
       "requests %d failed %d concurrency %d examples/request %d keep-alive %d: latency p50 %.3f ms "
-      "p99 %.3f ms; %.0f requests/s, %.0f examples/s\n",
-      requests, failed.load(), concurrency, examples, keep_alive, pct(0.5), pct(0.99),
+      "p99 %.3f ms; client CPU %.3f s; %.0f requests/s, %.0f examples/s\n",
+      requests, failed.load(), concurrency, examples, keep_alive, pct(0.5), pct(0.99), client_cpu,
       requests / seconds, requests * static_cast<double>(examples) / seconds);
   return failed.load() == 0 ? 0 : 1;
 }
