@@ -267,10 +267,27 @@ def serve_checks(server, port, tmp, trainer, model_flags, data, out, dense, cat,
         ("huge body", "POST", v2, b" " * ((1 << 20) + 1), 413),
         ("a body claiming 1 GiB", "POST", v2, None, 413),
     ]
+    # Binary tensor data whose sizes do not fit (the JSON header's length in the first
+    # element: sent as Inference-Header-Content-Length).
+    bin_head = json.dumps({"inputs": [
+        {"name": "dense", "datatype": "FP32", "shape": [1, 13],
+         "parameters": {"binary_data_size": 52}}, good_cat]}).encode()
+    bin_body = bin_head + dense[0].tobytes()
+    cases += [
+        ("binary: header length past the body", "POST", v2,
+         (len(bin_body) + 1, bin_body), 400),
+        ("binary: binary_data_size past the data", "POST", v2,
+         (len(bin_head), bin_body[:-4]), 400),
+        ("binary: bytes left over", "POST", v2, (len(bin_head), bin_body + b"xxxx"), 400),
+        ("binary: header length not a number", "POST", v2, ("52x", bin_body), 400),
+    ]
     for what, method, path, body, status in cases:
         headers = dict(hdr)
         if body is None:
             headers["Content-Length"] = str(1 << 30)
+        if isinstance(body, tuple):
+            headers["Inference-Header-Content-Length"] = str(body[0])
+            body = body[1]
         try:
             got_status, text = request(port, method, path, body, headers)
         except OSError as e:
