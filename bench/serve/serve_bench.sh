@@ -10,7 +10,8 @@
 #   exported model.onnx (intra_op_num_threads = the same threads); and onnxruntime
 #   in-process (no HTTP, no JSON; same venv) on the same threads. Every figure is the
 #   median of KT_BENCH_ROUNDS rounds (default 3); a round measures every server in turn,
-#   so a busy machine slows all columns alike. Beside the throughput: CPU milliseconds per
+#   so a busy machine slows all columns alike. kubetrain-serve's batch-256 throughput also
+#   with the v2 binary tensor data extension (binary inputs and output). Beside the throughput: CPU milliseconds per
 #   1,000 examples at batch 256 (the server's process and its children, from /proc; with
 #   the load client's own, which shares the cores; onnxruntime in-process: its process),
 #   and examples per server CPU-second, which a loaded machine disturbs less than ex/s.
@@ -63,6 +64,21 @@ def body(rs):
          "data": [v for r in rs for v in r["cat_ids"]]}]})
 open(w + "/body1.json", "w").write(body(rows[:1]))
 open(w + "/body256.json", "w").write(body(rows[:256]))
+# The same 256 examples in the binary tensor data extension (binary inputs, binary output);
+# the JSON header's length goes in Inference-Header-Content-Length.
+import struct
+rs = rows[:256]
+head = json.dumps({"inputs": [
+    {"name": "dense", "datatype": "FP32", "shape": [256, 13],
+     "parameters": {"binary_data_size": 256 * 13 * 4}},
+    {"name": "cat_ids", "datatype": "INT64", "shape": [256, 26],
+     "parameters": {"binary_data_size": 256 * 26 * 8}}],
+    "outputs": [{"name": "probability", "parameters": {"binary_data": True}}]}).encode()
+dense = [v for r in rs for v in r["dense"]]
+cat = [v for r in rs for v in r["cat_ids"]]
+open(w + "/body256.bin", "wb").write(
+    head + struct.pack(f"<{len(dense)}f", *dense) + struct.pack(f"<{len(cat)}q", *cat))
+open(w + "/body256.bin.header", "w").write(str(len(head)))
 PY
 
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
@@ -103,7 +119,9 @@ stop_server() {
   wait "${server_pid}" || true
   server_pid=""
 }
-record() { echo "$1 $2 $3 $4" >>"${work}/figures"; }  # IMPL THREADS METRIC VALUE
+record() {  # IMPL THREADS METRIC VALUE (none: a failed run, not recorded)
+  if [[ -n ${4:-} ]]; then echo "$1 $2 $3 $4" >>"${work}/figures"; fi
+}
 # CPU seconds (user + system, every thread) of the server and its child processes.
 cpu_of() {
   local tick total=0 p
@@ -144,6 +162,15 @@ for round in $(seq 1 "${rounds}"); do
       record "${impl}" "${threads}" cpu "$(bc <<<"scale=3; (${cpu1} - ${cpu0}) * 1000000 / (${batches} * 256)")"
       record "${impl}" "${threads}" cpuall \
         "$(bc <<<"scale=3; (${cpu1} - ${cpu0} + ${client}) * 1000000 / (${batches} * 256)")"
+      if [[ ${impl} != kserve ]]; then  # binary tensor data: kubetrain-serve only
+        out="$("${load}" --port "${port}" --path /v2/models/m/infer --body "${work}/body256.bin" \
+          --content-type application/octet-stream --examples 256 --requests "${batches}" \
+          --concurrency 2 --warmup 10 \
+          --header "Inference-Header-Content-Length: $(cat "${work}/body256.bin.header")")" ||
+          out="failed"
+        echo "  batch 256, binary: ${out}" >&2
+        record "${impl}" "${threads}" bintput "$(sed -n 's/.*, \([0-9]*\) examples\/s.*/\1/p' <<<"${out}")"
+      fi
       if [[ ${round} == 1 ]]; then
         curl -sf -X POST -H 'Content-Type: application/json' --data-binary "@${work}/body1.json" \
           "http://127.0.0.1:${port}/v2/models/m/infer" >"${work}/answer-${impl}-${threads}.json"
@@ -227,6 +254,8 @@ rows = [("batch-1 latency p50, 1 thread", "1", "p50", "ms"),
         ("batch-1 latency p99, 1 thread", "1", "p99", "ms"),
         ("batch-256 throughput, 1 thread", "1", "tput", "ex/s"),
         ("batch-256 throughput, 2 threads", "2", "tput", "ex/s"),
+        ("batch-256, binary tensors, 1 thread", "1", "bintput", "ex/s"),
+        ("batch-256, binary tensors, 2 threads", "2", "bintput", "ex/s"),
         ("server CPU per 1k ex, 1 thread", "1", "cpu", "cpu"),
         ("server CPU per 1k ex, 2 threads", "2", "cpu", "cpu"),
         ("+ client CPU per 1k ex, 2 threads", "2", "cpuall", "cpu"),

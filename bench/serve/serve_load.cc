@@ -6,6 +6,7 @@
 //
 //   serve_load --port P --path /v2/models/m/infer --body FILE --examples E
 //              [--requests N] [--concurrency C] [--warmup W] [--keep-alive 1]
+//              [--header "Name: value"] [--content-type T]
 // Prints its own CPU time (user + system, all threads) over the measured requests.
 #include <sys/resource.h>
 
@@ -28,7 +29,7 @@ using Clock = std::chrono::steady_clock;
 
 int main(int argc, char** argv) {
   int port = 0, requests = 2000, concurrency = 1, examples = 1, warmup = 100, keep_alive = 1;
-  std::string path, body_file;
+  std::string path, body_file, extra_header, content_type = "application/json";
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i], value = argv[i + 1];
     if (flag == "--port")
@@ -47,12 +48,16 @@ int main(int argc, char** argv) {
       warmup = std::atoi(value.c_str());
     else if (flag == "--keep-alive")
       keep_alive = std::atoi(value.c_str());
+    else if (flag == "--header")
+      extra_header = value + "\r\n";
+    else if (flag == "--content-type")
+      content_type = value;
     else {
       std::fprintf(stderr, "unknown flag %s\n", flag.c_str());
       return 2;
     }
   }
-  std::ifstream in(body_file);
+  std::ifstream in(body_file, std::ios::binary);
   std::stringstream ss;
   ss << in.rdbuf();
   const std::string body = ss.str();
@@ -60,15 +65,14 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: serve_load --port P --path PATH --body FILE --examples E\n");
     return 2;
   }
-  const std::string request = "POST " + path +
-                              " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-                              "Content-Length: " +
-                              std::to_string(body.size()) + "\r\n\r\n" + body;
+  const std::string request =
+      "POST " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: " + content_type + "\r\n" +
+      extra_header + "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
   // One request on the thread's connection `fd` (-1: none open yet); reconnects as needed.
   auto one = [&](int& fd) -> bool {
     if (!keep_alive) {
-      auto r = kubetrain::http_test::Get(port, path, 30s, "POST",
-                                         "Content-Type: application/json\r\n", body);
+      auto r = kubetrain::http_test::Get(
+          port, path, 30s, "POST", "Content-Type: " + content_type + "\r\n" + extra_header, body);
       return r.has_value() && r->status == 200;
     }
     for (int attempt = 0; attempt < 2; ++attempt) {
