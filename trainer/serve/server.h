@@ -4,7 +4,10 @@
 // Endpoints (name = ServerOptions::model_name):
 //   GET  /v2/health/live, /v2/health/ready         200, or 503 while not ready
 //   GET  /v2, /v2/models/{name}, /v2/models/{name}/ready
-//   POST /v2/models/{name}/infer                   Open Inference Protocol v2 (JSON data)
+//   POST /v2/models/{name}/infer                   Open Inference Protocol v2 (JSON data, or
+//                                                  the binary tensor data extension)
+//   GET  /v2/models/{name}/versions/{v}[/ready], POST .../versions/{v}/infer: the same for
+//        the version served now (the model's step); another version: 404 naming the served one
 //   GET  /v1/models/{name}                         TF Serving model status
 //   POST /v1/models/{name}:predict                 TF Serving predict (instances / inputs)
 //   GET  /metrics                                  Prometheus text
