@@ -20,10 +20,8 @@ constexpr double kLatencyLe[] = {0.0005, 0.001, 0.002, 0.005, 0.01, 0.02,
 ModelServer::ModelServer(ServerOptions options)
     : o_(std::move(options)),
       http_(o_.http),
-      batcher_(o_.batcher, [this](const Batch& b, std::vector<float>* probs) {
-        std::shared_ptr<Predictor> p = predictor();
-        if (!p) return Unavailable("no model loaded");
-        return p->Run(b, probs);
+      batcher_(o_.batcher, [](Predictor& p, const Batch& b, std::vector<float>* probs) {
+        return p.Run(b, probs);
       }) {
   static_assert(sizeof kLatencyLe / sizeof kLatencyLe[0] == kLatencyBuckets);
   const std::string name = o_.model_name;
@@ -209,9 +207,13 @@ void ModelServer::Infer(HttpRequest req, HttpResponder respond, bool v2) {
   // worker and back. It holds the loop for one small forward pass (~0.1 ms for batch 1
   // of the default Wide & Deep); under concurrent load requests queue and batch as before.
   if (parsed->examples.size <= o_.inline_max_examples && !req.more_ready) {
-    if (auto probs = batcher_.RunNowIfIdle(parsed->examples)) return finish(std::move(*probs));
+    if (auto probs = batcher_.RunNowIfIdle(*p, parsed->examples)) {
+      return finish(std::move(*probs));
+    }
   }
-  Status s = batcher_.Submit(std::move(parsed->examples), std::move(finish));
+  // Computed by `p`, the model the request was checked against and whose version the
+  // answer names, even when a newer one is swapped in while it waits.
+  Status s = batcher_.Submit(std::move(p), std::move(parsed->examples), std::move(finish));
   if (!s.ok()) {
     c_.unavailable.fetch_add(1, std::memory_order_relaxed);
     respond(Json(503, RenderError(s.message())));

@@ -19,8 +19,8 @@
 //   answers each through the HTTP server's responder. A lone small request (at most
 //   inline_max_examples, nothing queued or running, no other connection ready) runs on the
 //   loop thread instead (Batcher::RunNowIfIdle), answered with no thread hand-off. SetPredictor
-//   swaps the model for the next batches (a hot reload); a batch in flight finishes on the model it
-//   started with.
+//   swaps the model for requests that arrive after it (a hot reload); a request accepted
+//   before is computed by the model it was checked against, the version its answer names.
 // Thread safety: every method from any thread.
 #pragma once
 
@@ -54,7 +54,7 @@ class ModelServer {
 
   // Binds and serves (not ready until the first SetPredictor). Returns the port.
   [[nodiscard]] StatusOr<int> Start(std::string_view host, int port);
-  // Serves `p` from the next batch on; ready from now on.
+  // Serves `p` to the requests that arrive from now on; ready from now on.
   void SetPredictor(std::shared_ptr<Predictor> p);
   // The model served now (null before the first).
   std::shared_ptr<Predictor> predictor() const;
@@ -71,7 +71,7 @@ class ModelServer {
 
   const ServerOptions o_;
   HttpServer http_;
-  Batcher batcher_;
+  Batcher<Predictor> batcher_;
 
   mutable Mutex mu_;
   std::shared_ptr<Predictor> predictor_ GUARDED_BY(mu_);
