@@ -316,10 +316,13 @@ void EmbeddingStore::Clear() {
     st.changed_epoch = 0;
     st.rows = 0;
   }
+  changes_listed_.store(false, std::memory_order_relaxed);
 }
 
 void EmbeddingStore::Swap(EmbeddingStore& other) {
   std::swap(stripes_, other.stripes_);
+  changes_listed_.store(false, std::memory_order_relaxed);
+  other.changes_listed_.store(false, std::memory_order_relaxed);
   // The counters describe this run, not the table: they stay with their store.
   for (size_t s = 0; s < kStripes; ++s) {
     std::swap(stripes_[s].admitted, other.stripes_[s].admitted);

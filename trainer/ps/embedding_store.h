@@ -191,7 +191,8 @@ class EmbeddingStore {
     for (size_t s = 0; s < kStripes; ++s) {
       const Stripe& st = stripes_[s];
       std::shared_lock lock(st.mu);
-      if (limits_.list_changes && epoch != 0 && epoch + 1 == now) {
+      if (limits_.list_changes && epoch != 0 && epoch + 1 == now &&
+          changes_listed_.load(std::memory_order_relaxed)) {
         if (st.changed_epoch != now) continue;  // nothing stamped `now` in this stripe
         for (const uint32_t r : st.changed) {
           const char* entry = Entry(st, r);
@@ -240,7 +241,12 @@ class EmbeddingStore {
   void set_tick(uint32_t tick) { tick_.store(tick, std::memory_order_relaxed); }
   uint32_t epoch() const { return epoch_.load(std::memory_order_relaxed); }
   // Later updates stamp their rows with `epoch` (>= 1); the caller excludes Update meanwhile.
-  void set_epoch(uint32_t epoch) { epoch_.store(epoch, std::memory_order_relaxed); }
+  // A later epoch than the current one starts the changed lists afresh (no row has it yet).
+  void set_epoch(uint32_t epoch) {
+    if (epoch > epoch_.load(std::memory_order_relaxed))
+      changes_listed_.store(true, std::memory_order_relaxed);
+    epoch_.store(epoch, std::memory_order_relaxed);
+  }
 
   size_t size() const;
   StoreCounters counters() const;
@@ -442,6 +448,9 @@ class EmbeddingStore {
   std::unique_ptr<Stripe[]> stripes_;
   std::atomic<uint32_t> tick_{0};
   std::atomic<uint32_t> epoch_{1};
+  // False from a Swap or Clear to the next set_epoch: rows swapped in were stamped by another
+  // store, unlisted, so ForEachChangedSince scans until a new epoch starts.
+  std::atomic<bool> changes_listed_{true};
   mutable std::atomic<uint64_t> lock_wait_ns_{0};
   mutable std::atomic<size_t> next_start_{0};  // where the next call starts (VisitStripes)
 };
