@@ -77,7 +77,7 @@ bound = [d["subjects"][0]["name"] for d in docs if d["kind"] == "ClusterRoleBind
 crds = sum(d["kind"] == "CustomResourceDefinition" for d in docs)
 print(" ".join(args), " ".join(res), "bound to", " ".join(bound), "CRDs", crds)'
 }
-tfjob_rules="tfjobs/finalizers:update tfjobs/status:get,update,patch tfjobs:get,list,watch,update,delete"
+tfjob_rules="tfjobs/finalizers:update tfjobs/status:get,update,patch tfjobs:get,list,watch,patch,delete"
 check "kustomize: components/tfjob: --tfjob=managed, the TFJob RBAC, no CRD" \
   "$(tfjob_overlay tfjob)" "--tfjob=managed ${tfjob_rules} bound to kubetrain-operator CRDs 0"
 check "kustomize: components/tfjob-all: --tfjob=all, the same RBAC" \
@@ -134,6 +134,24 @@ kubectl create namespace "${ns}" >/dev/null
 helm template kt "${chart}" -n "${ns}" --include-crds 2>/dev/null | kubectl apply -n "${ns}" -f - >/dev/null
 check "chart applied" "$?" 0
 users_can helm
+# TFJobs join the users' roles only with the chart's own TFJob CRD
+# (tfjob.installCRD): read from the rules, the TFJob CRD need not be installed.
+check "helm: no TFJob rights for users without tfjob.installCRD" \
+  "$(user_can alice create tfjobs.kubeflow.org)/$(user_can bob list tfjobs.kubeflow.org)" no/no
+helm template kt "${chart}" -n "${ns}" --set tfjob.installCRD=true --show-only templates/user-roles.yaml 2>/dev/null |
+  kubectl apply -f - >/dev/null
+wait_until "helm, tfjob.installCRD: edit may create tfjobs" user_can_is yes alice create tfjobs.kubeflow.org
+wait_until "helm, tfjob.installCRD: view may list tfjobs" user_can_is yes bob list tfjobs.kubeflow.org
+check "helm, tfjob.installCRD: edit may create, delete, patch, watch tfjobs" \
+  "$(user_can alice create tfjobs.kubeflow.org)/$(user_can alice delete tfjobs.kubeflow.org)/$(user_can alice patch tfjobs.kubeflow.org)/$(user_can alice watch tfjobs.kubeflow.org)" \
+  yes/yes/yes/yes
+check "helm, tfjob.installCRD: view may get, list, watch tfjobs and their status" \
+  "$(user_can bob get tfjobs.kubeflow.org)/$(user_can bob list tfjobs.kubeflow.org)/$(user_can bob watch tfjobs.kubeflow.org)/$(user_can bob get tfjobs.kubeflow.org/status)" \
+  yes/yes/yes/yes
+check "helm, tfjob.installCRD: view may not create, delete or patch tfjobs" \
+  "$(user_can bob create tfjobs.kubeflow.org)/$(user_can bob delete tfjobs.kubeflow.org)/$(user_can bob patch tfjobs.kubeflow.org)" no/no/no
+check "helm, tfjob.installCRD: edit may not write tfjobs/status (the operator's)" \
+  "$(user_can alice update tfjobs.kubeflow.org/status)" no
 kubectl delete clusterrole kt-kubetrain-edit kt-kubetrain-view >/dev/null
 wait_until "helm's roles gone: edit may not create trainingjobs" \
   user_can_is no alice create trainingjobs.kubetrain.io
@@ -239,7 +257,7 @@ tfjob_rows() {  # tfjob_rows SA NAMESPACE: its tfjobs rows of `kubectl auth can-
   kubectl auth can-i --list -n "$2" --as="system:serviceaccount:$1" 2>/dev/null |
     sed -nE 's/^(tfjobs\.kubeflow\.org[^ ]*) +\[\] +\[\] +(\[[^]]*\]).*/\1 \2/p' | sort | tr '\n' ' '
 }
-tfjob_can="tfjobs.kubeflow.org [get list watch update delete] tfjobs.kubeflow.org/finalizers [update] tfjobs.kubeflow.org/status [get update patch] "
+tfjob_can="tfjobs.kubeflow.org [get list watch patch delete] tfjobs.kubeflow.org/finalizers [update] tfjobs.kubeflow.org/status [get update patch] "
 check "tfjob: tfjobs in a watched namespace" "$(tfjob_rows "${sa}" kt-rbac-a)" "${tfjob_can}"
 check "tfjob: no tfjobs in an unwatched namespace" "$(tfjob_rows "${sa}" team-a)" ""
 check "tfjob: the kustomize component's rights in any namespace" \
