@@ -1388,7 +1388,9 @@ class JobController::Impl {
   // Whose the Pod or Service `name` is, whose create answered AlreadyExists,
   // when it is not job `uid`'s; nullopt when it is, or it is gone, or it
   // cannot be read (then the create counts as done, and expectations wait for
-  // it). From the caches, else (an object without the job label) one GET.
+  // it). From the caches, else (an object without the job label) one GET. An
+  // object the job controls that lacks the job label counts as another's: no
+  // cache would ever show it (another controller made it for the job).
   std::optional<std::string> ForeignHolder(Caches& c, const std::string& ns,
                                            const ChildKindInfo& kind, const std::string& name,
                                            const std::string& uid) {
@@ -1414,6 +1416,15 @@ class JobController::Impl {
       if (!meta.ok()) return std::nullopt;
       controller = meta->controller;
       deleting = !meta->deletion_timestamp.empty();
+      if (controller && controller->uid == uid && meta->Label(kJobNameLabel) == nullptr) {
+        // The job's own, but not made by kubetrain: the caches (which select on the job
+        // label) never show it, so counting the create as done would wait for it for
+        // ever. training-operator leaves such pods and Services when a TFJob it ran
+        // half-way is taken over (docs/migrating-from-tfjob.md).
+        return Holder(controller, deleting) +
+               " but made by another controller: it lacks the label " + std::string(kJobNameLabel) +
+               ", as training-operator's pods and Services do";
+      }
     }
     if (controller && controller->uid == uid) return std::nullopt;
     return Holder(controller, deleting);

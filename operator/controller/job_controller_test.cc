@@ -1575,6 +1575,60 @@ std::string Env(const json& container, const std::string& name) {
   return "";
 }
 
+// A TFJob training-operator left half-way: its pod holds the child's name and is the
+// TFJob's own (its controller) but lacks kubetrain's job label, so no cache shows it.
+// Before, the create's AlreadyExists counted as done and the job waited for a pod that
+// never showed, again and again, with no reason anywhere. Now the create is refused
+// with whose the pod is, and the name is taken once the pod is deleted.
+TEST(JobControllerTFJobTest, APodTrainingOperatorLeftForTheTFJobIsReportedAndItsNameTakenOnceFree) {
+  FakeApi api;
+  api.Seed(kTFJobs, TFJobObject("half"));
+  json left = {{"apiVersion", "v1"},
+               {"kind", "Pod"},
+               {"metadata",
+                {{"name", "half-worker-1"},
+                 {"namespace", "ml"},
+                 {"uid", "left-uid"},
+                 {"labels",
+                  {{"training.kubeflow.org/job-name", "half"},
+                   {"training.kubeflow.org/replica-type", "worker"},
+                   {"training.kubeflow.org/replica-index", "1"}}},
+                 {"ownerReferences",
+                  {{{"apiVersion", "kubeflow.org/v1"},
+                    {"kind", "TFJob"},
+                    {"name", "half"},
+                    {"uid", "half-uid"},
+                    {"controller", true}}}}}},
+               {"spec", {{"containers", {{{"name", "tensorflow"}, {"image", "tf:2"}}}}}},
+               {"status", {{"phase", "Running"}}}};
+  api.Seed(kube::kPods, left);
+  EventSink events;
+  JobControllerOptions o = TFJobOptions(TFJobMode::kAll);
+  o.refused_probe = FastProbes().refused_probe;
+  Running controller(&api, o, &events);
+  ASSERT_TRUE(Eventually([&] { return events.With("FailedCreate").size() == 1; }));
+  const std::string message = events.With("FailedCreate")[0].value("note", "");
+  EXPECT_NE(message.find("cannot create pod half-worker-1"), std::string::npos) << message;
+  EXPECT_NE(message.find("controlled by TFJob half"), std::string::npos) << message;
+  EXPECT_NE(message.find("lacks the label kubetrain.io/job-name"), std::string::npos) << message;
+  // The reason is in the job's own state too (v1's status has no place for it).
+  ASSERT_TRUE(Eventually([&] {
+    const json tf = *api.Get(kTFJobs, "ml", "half");
+    const json annotations = tf["metadata"].value("annotations", json::object());
+    return annotations.value("kubetrain.io/tfjob-state", "").find("ChildNameConflict") !=
+           std::string::npos;
+  })) << api.Get(kTFJobs, "ml", "half")->dump();
+  EXPECT_EQ((*api.Get(kube::kPods, "ml", "half-worker-1"))["metadata"].value("uid", ""),
+            "left-uid");  // never deleted by kubetrain
+
+  ASSERT_TRUE(api.Delete(kube::kPods, "ml", "half-worker-1", {}).ok());
+  ASSERT_TRUE(Eventually([&] {
+    auto pod = api.Get(kube::kPods, "ml", "half-worker-1");
+    return pod && (*pod)["metadata"].contains("labels") &&
+           (*pod)["metadata"]["labels"].contains("kubetrain.io/job-name");
+  }));
+}
+
 TEST(JobControllerTFJobTest, ManagedTakesOnlyTFJobsManagedByKubetrain) {
   FakeApi api;
   api.Seed(kTFJobs, TFJobObject("ours", "kubetrain.io/operator"));
