@@ -10,7 +10,7 @@
 #include <deque>
 #include <numeric>
 
-#include "trainer/data/metrics.h"
+#include "trainer/data/eval_metrics.h"
 #include "trainer/data/read_ahead.h"
 #include "trainer/metrics/metrics.h"
 
