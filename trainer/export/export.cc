@@ -417,17 +417,9 @@ StatusOr<int64_t> WritePredictions(Model& model, const TrainedModel& m, StripeRe
   while (max_examples <= 0 || written < max_examples) {
     KT_ASSIGN_OR_RETURN(const int real, reader.Next(model.batch_size(), &batch));
     if (real == 0) break;
-    // Pad a short final batch with copies of its first example (not printed).
+    // A short final batch is padded; the padding is not printed.
     const int nd = batch.num_dense, nc = batch.num_cat;
-    batch.size = model.batch_size();
-    batch.dense.resize(static_cast<size_t>(batch.size) * nd);
-    batch.cat.resize(static_cast<size_t>(batch.size) * nc);
-    batch.label.resize(batch.size);
-    for (int s = real; s < batch.size; ++s) {
-      std::copy_n(batch.dense.begin(), nd, batch.dense.begin() + static_cast<size_t>(s) * nd);
-      std::copy_n(batch.cat.begin(), nc, batch.cat.begin() + static_cast<size_t>(s) * nc);
-      batch.label[s] = batch.label[0];
-    }
+    PadBatch(batch, real, model.batch_size());
     lookup.Assign(batch);
     rows.assign(lookup.ids.size() * dim, 0.f);  // unknown ids: the zero row
     for (size_t i = 0; i < lookup.ids.size(); ++i) {
