@@ -50,6 +50,7 @@ CLI::Validator ParsedBy(StatusOr<Enum> (*parse)(std::string_view), std::string n
 CLI::Validator PositiveLayerSize() {
   return CLI::Validator(
       [](std::string& text) -> std::string {
+        CLI::detail::trim(text);  // "256, 128" as before
         int v = 0;
         const char* end = text.data() + text.size();
         const auto [at, ec] = std::from_chars(text.data(), end, v);
@@ -109,7 +110,7 @@ void AddTrainerFlags(CLI::App& app, Config* c) {
       ->capture_default_str();
   app.add_option("--layers", c->layers, "hidden layer sizes, comma-separated")
       ->delimiter(',')
-      ->check(PositiveLayerSize())
+      ->transform(PositiveLayerSize())
       ->default_str("1024,512,256");
   app.add_option("--embedding-dim", c->embedding_dim, "embedding dimension")->capture_default_str();
   app.add_option("--num-features", c->num_features, "mlp: dense features per line");

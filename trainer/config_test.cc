@@ -59,6 +59,7 @@ TEST(TrainerConfigTest, NamedValuesParseOnceIntoTypes) {
   EXPECT_EQ(c.wire_precision, WireFloat::kBf16);
   EXPECT_EQ(c.generate_profile, GeneratorProfile::kCriteoKaggle);
   EXPECT_THAT(c.layers, ElementsAre(64, 32));  // replaces the default, not appended to it
+  EXPECT_THAT(Parse({"--layers", "256, 128"}).layers, ElementsAre(256, 128));
   EXPECT_TRUE(CheckConfig(c).ok());
 }
 
