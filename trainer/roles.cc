@@ -175,6 +175,40 @@ std::string ReplicaName() {
   return cluster.ok() ? cluster->TaskName() : std::string(contract::kLocalReplica);
 }
 
+// Live metrics (status.progress, Prometheus) on --metrics-port, unless 0 or this parameter
+// server's own port (`cluster` null: one process). Optional: a port in use costs the metrics,
+// not the training. Returns the port it serves on, 0 for none.
+int StartMetrics(const Config& c, const ClusterInfo* cluster, MetricsServer& metrics) {
+  int ps_port = c.listen_port;  // a PS's own port goes to the PS, never to the metrics
+  if (cluster != nullptr && cluster->role == "ps" && ps_port < 0) {
+    auto hp = SplitHostPort(cluster->Members("ps")[cluster->index]);
+    if (hp.ok()) ps_port = hp->port;
+  }
+  if (c.metrics_port <= 0) return 0;
+  if (c.metrics_port == ps_port) {
+    spdlog::warn("--metrics-port {} is this parameter server's port; no metrics endpoint",
+                 c.metrics_port);
+    return 0;
+  }
+  auto port = metrics.Start(c.metrics_port);
+  if (!port.ok()) {
+    spdlog::warn("{}; training without a metrics endpoint", port.status().message());
+    return 0;
+  }
+  spdlog::info("metrics on port {} (GET /metrics)", *port);
+  return *port;
+}
+
+// The job's key for parameter-server traffic (KUBETRAIN_AUTH_KEY).
+StatusOr<AuthKey> AuthKeyFromEnv() {
+  const char* text = std::getenv(contract::kEnvAuthKey.data());
+  if (text == nullptr || *text == '\0') {
+    return FailedPrecondition(
+        "KUBETRAIN_AUTH_KEY is not set: parameter-server traffic must be authenticated");
+  }
+  return ParseAuthKey(text);
+}
+
 // Logs a role's error (the one place it is logged) and returns the exit code for its result.
 int Conclude(const RoleResult& r) {
   if (!r.ok()) spdlog::error("{}", r.status().ToString());
@@ -267,27 +301,9 @@ int RunRole(const Config& config) {
   if (!distributed || cluster->role != "ps") {
     if (Status s = MaybeGenerateData(c); !s.ok()) return Conclude(s);
   }
-  // Live metrics (status.progress, Prometheus). Optional: a port in use costs
-  // the metrics, not the training.
   MetricsServer metrics(&TrainerMetrics::Global());
-  int metrics_port = 0;         // where it serves, once started
-  int ps_port = c.listen_port;  // a PS's own port goes to the PS, never to the metrics
-  if (distributed && cluster->role == "ps" && ps_port < 0) {
-    auto hp = SplitHostPort(cluster->Members("ps")[cluster->index]);
-    if (hp.ok()) ps_port = hp->port;
-  }
-  if (c.metrics_port > 0 && c.metrics_port == ps_port) {
-    spdlog::warn("--metrics-port {} is this parameter server's port; no metrics endpoint",
-                 c.metrics_port);
-  } else if (c.metrics_port > 0) {
-    auto port = metrics.Start(c.metrics_port);
-    if (port.ok()) {
-      metrics_port = *port;
-      spdlog::info("metrics on port {} (GET /metrics)", *port);
-    } else {
-      spdlog::warn("{}; training without a metrics endpoint", port.status().message());
-    }
-  }
+  const int metrics_port =
+      StartMetrics(c, distributed ? &*cluster : static_cast<const ClusterInfo*>(nullptr), metrics);
   // A successful trainer waits (at most --metrics-final-wait) until its last
   // step has been read, so a job shorter than the reader's interval still
   // reports how far it got.
@@ -319,12 +335,7 @@ int RunRole(const Config& config) {
     return deadline.Outcome(Conclude(RunEvaluator(c, *cluster, **model, opt, summaries.get())));
   }
 
-  const char* key_text = std::getenv(contract::kEnvAuthKey.data());
-  if (key_text == nullptr || *key_text == '\0') {
-    return deadline.Outcome(Conclude(FailedPrecondition(
-        "KUBETRAIN_AUTH_KEY is not set: parameter-server traffic must be authenticated")));
-  }
-  auto key = ParseAuthKey(key_text);
+  auto key = AuthKeyFromEnv();
   if (!key.ok()) return deadline.Outcome(Conclude(key.status()));
   if (cluster->role == "ps") {
     return deadline.Outcome(Conclude(RunPs(c, *cluster, **model, opt, *key)));
