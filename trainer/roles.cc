@@ -2,887 +2,73 @@
 
 #include <spdlog/spdlog.h>
 
-#include <array>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <iostream>
-#include <limits>
 #include <memory>
-#include <nlohmann/json.hpp>
-#include <optional>
-#include <sstream>
-#include <thread>
 
 #include "common/workload_contract.h"
 #include "kubetrain/version.h"
 #include "trainer/cluster/cluster.h"
 #include "trainer/data/generator.h"
-#include "trainer/data/reader.h"
-#include "trainer/export/export.h"
 #include "trainer/metrics/metrics.h"
-#include "trainer/model/model.h"
 #include "trainer/net/transport.h"
 #include "trainer/observe/log_tail.h"
 #include "trainer/observe/summaries.h"
-#include "trainer/ps/checkpoint.h"
-#include "trainer/ps/server.h"
+#include "trainer/roles/role.h"
 #include "trainer/stop/stop.h"
 #include "trainer/storage/files.h"
-#include "trainer/worker/evaluator.h"
-#include "trainer/worker/params.h"
-#include "trainer/worker/remote.h"
-#include "trainer/worker/train.h"
 
 namespace kubetrain::trainer {
 namespace {
 
-using contract::kExitPermanent;
-using contract::kExitRetryable;
-using contract::kExitTargetMissed;
-
-int ExitCodeFor(const Status& s) {
-  if (s.ok()) return 0;
-  switch (s.code()) {
-    case StatusCode::kUnavailable:
-    case StatusCode::kDeadlineExceeded:
-      return kExitRetryable;
-    default:
-      return kExitPermanent;
-  }
-}
-
-StatusOr<std::vector<int>> ParseLayers(const std::string& text) {
-  std::vector<int> out;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    try {
-      size_t used = 0;
-      const int v = std::stoi(item, &used);
-      if (used != item.size() || v <= 0) throw std::invalid_argument(item);
-      out.push_back(v);
-    } catch (const std::exception&) {
-      return InvalidArgument("--layers: \"" + item + "\" is not a positive integer");
-    }
-  }
-  return out;
-}
-
-StatusOr<std::unique_ptr<Model>> BuildModel(const Flags& f, Precision precision) {
-  KT_ASSIGN_OR_RETURN(std::vector<int> hidden, ParseLayers(f.layers));
-  if (f.model == "wide_deep") {
-    if (f.data_format == "dense_csv") return InvalidArgument("wide_deep needs Criteo data");
-    WideDeepConfig c;
-    c.batch_size = f.batch_size;
-    c.embedding_dim = f.embedding_dim;
-    c.hidden = hidden;
-    c.precision = precision;
-    return CreateWideDeep(c);
-  }
-  if (f.model == "mlp") {
-    if (f.data_format != "dense_csv" || f.num_features <= 0) {
-      return InvalidArgument("--model mlp needs --data-format dense_csv and --num-features");
-    }
-    MlpClassifierConfig c;
-    c.batch_size = f.batch_size;
-    c.num_features = f.num_features;
-    c.num_classes = f.num_classes;
-    c.hidden = hidden;
-    c.precision = precision;
-    return CreateMlpClassifier(c);
-  }
-  return InvalidArgument("unknown --model \"" + f.model + "\" (expected wide_deep or mlp)");
-}
-
-// The architecture as the exporter sees it (BuildModel has checked the flags).
-ModelSpec SpecFromFlags(const Flags& f) {
-  ModelSpec s;
-  s.kind = f.model;
-  s.hidden = ParseLayers(f.layers).value();
-  s.embedding_dim = f.embedding_dim;
-  s.num_features = f.num_features;
-  s.num_classes = f.num_classes;
-  return s;
-}
-
-StatusOr<OptimizerConfig> BuildOptimizer(const Flags& f) {
-  KT_ASSIGN_OR_RETURN(auto kind, ParseOptimizerKind(f.optimizer));
-  if (!(f.lr > 0)) return InvalidArgument("--lr must be positive");
-  OptimizerConfig c;
-  c.kind = kind;
-  c.lr = f.lr;
-  c.adagrad_initial = f.adagrad_initial;
-  return c;
-}
-
-}  // namespace
-
-StatusOr<EmbeddingOptions> BuildEmbeddingOptions(const Flags& f, int updates_per_step) {
-  EmbeddingOptions o;
-  if (f.embedding_admit_count < 0 || f.embedding_admit_count > 255) {
-    return InvalidArgument(
-        "--embedding-admit-count must be between 0 and 255 (its counters are "
-        "8 bits), not " +
-        std::to_string(f.embedding_admit_count));
-  }
-  o.limits.admit_count = static_cast<uint32_t>(f.embedding_admit_count);
-  const int64_t min_capacity = static_cast<int64_t>(EmbeddingStore::kStripes) * 16;
-  if (f.embedding_capacity < 0 ||
-      (f.embedding_capacity > 0 && f.embedding_capacity < min_capacity)) {
-    return InvalidArgument("--embedding-capacity must be 0 (unbounded) or at least " +
-                           std::to_string(min_capacity) + " rows (16 per lock stripe), not " +
-                           std::to_string(f.embedding_capacity));
-  }
-  o.limits.capacity = static_cast<size_t>(f.embedding_capacity);
-  // The store counts updates, not steps: a PS gets one per worker and step (asynchronous)
-  // or one per step (synchronous), the single process one per step.
-  const int64_t per_step = std::max(1, updates_per_step);
-  if (f.embedding_evict_steps < 0 ||
-      f.embedding_evict_steps > int64_t{std::numeric_limits<uint32_t>::max()} / per_step / 2) {
-    return InvalidArgument(
-        "--embedding-evict-steps must be between 0 and " +
-        std::to_string(int64_t{std::numeric_limits<uint32_t>::max()} / per_step / 2) + ", not " +
-        std::to_string(f.embedding_evict_steps));
-  }
-  o.evict_after_updates = static_cast<uint32_t>(f.embedding_evict_steps * per_step);
-  if (f.checkpoint_full_every < 1 || f.checkpoint_full_every > static_cast<int>(kMaxChainLinks)) {
-    return InvalidArgument("--checkpoint-full-every must be between 1 and " +
-                           std::to_string(kMaxChainLinks) + ", not " +
-                           std::to_string(f.checkpoint_full_every));
-  }
-  o.full_every = f.checkpoint_full_every;
-  if (f.embedding_evict_steps > 0 && f.checkpoint_dir.empty() && f.output.empty()) {
-    spdlog::warn(
-        "--embedding-evict-steps evicts when a checkpoint is saved; without "
-        "--checkpoint-dir or --output none is");
-  }
-  return o;
-}
-
-namespace {
-
-nlohmann::json EmbeddingJson(const EmbeddingStats& e) {
-  return {{"rows", e.rows},
-          {"bytes", e.bytes},
-          {"admitted", e.admitted},
-          {"filtered", e.filtered},
-          {"evicted", e.evicted}};
-}
-
-std::array<uint64_t, 5> EmbeddingArray(const EmbeddingStats& e) {
-  return {e.rows, e.bytes, e.admitted, e.filtered, e.evicted};
-}
+using observe::TrainingSummaries;
+using roles::BuildModel;
+using roles::Ending;
+using roles::ExitCode;
+using roles::RoleResult;
+using roles::RunEvaluator;
+using roles::RunModelTool;
+using roles::RunPs;
+using roles::RunSingleProcess;
+using roles::RunWorker;
+using roles::WriteTerminationMessage;
 
 // Writes synthetic train/eval files unless they exist. Several processes may do this at
 // once: the files are written atomically and are identical, so any winner is fine.
-Status MaybeGenerateData(const Flags& f) {
-  if (f.generate_data <= 0) return Status::Ok();
-  if (storage::IsS3Path(f.data_dir)) {
-    return InvalidArgument("--generate-data writes local files; --data-dir is " + f.data_dir);
+Status MaybeGenerateData(const Config& c) {
+  if (c.generate_data <= 0) return Status::Ok();
+  if (storage::IsS3Path(c.data_dir)) {
+    return InvalidArgument("--generate-data writes local files; --data-dir is " + c.data_dir);
   }
-  if (f.data_format != "criteo_tsv") return InvalidArgument("--generate-data writes criteo_tsv");
-  KT_ASSIGN_OR_RETURN(const GeneratorProfile profile, ParseGeneratorProfile(f.generate_profile));
+  if (c.data_format != DataFormat::kCriteoTsv) {
+    return InvalidArgument("--generate-data writes criteo_tsv");
+  }
   std::error_code ec;
-  std::filesystem::create_directories(f.data_dir, ec);
-  if (ec) return InvalidArgument("cannot create --data-dir " + f.data_dir + ": " + ec.message());
+  std::filesystem::create_directories(c.data_dir, ec);
+  if (ec) return InvalidArgument("cannot create --data-dir " + c.data_dir + ": " + ec.message());
   const struct {
     std::string name;
     int64_t n;
     uint64_t sample_seed;
   } files[] = {
-      {"train.tsv", f.generate_data, f.data_seed * 2 + 1},
+      {"train.tsv", c.generate_data, c.data_seed * 2 + 1},
       {"eval.tsv",
-       f.generate_eval > 0 ? f.generate_eval : std::max<int64_t>(1000, f.generate_data / 5),
-       f.data_seed * 2 + 2}};
+       c.generate_eval > 0 ? c.generate_eval : std::max<int64_t>(1000, c.generate_data / 5),
+       c.data_seed * 2 + 2}};
   for (const auto& file : files) {
-    const std::string path = f.data_dir + "/" + file.name;
+    const std::string path = c.data_dir + "/" + file.name;
     if (std::filesystem::exists(path)) continue;
     GeneratorOptions g;
-    g.profile = profile;
-    g.model_seed = f.data_seed;
+    g.profile = c.generate_profile;
+    g.model_seed = c.data_seed;
     g.sample_seed = file.sample_seed;
     KT_ASSIGN_OR_RETURN(auto auc, WriteSyntheticCriteo(path, file.n, g));
     spdlog::info("generated {} lines in {} (ground-truth AUC {:.4f})", file.n, path, auc);
   }
   return Status::Ok();
-}
-
-StatusOr<ReaderOptions> Reader(const Flags& f, const std::string& dir, const std::string& match,
-                               int stripe, int stripes, bool loop) {
-  KT_ASSIGN_OR_RETURN(auto format, ParseDataFormat(f.data_format));
-  KT_ASSIGN_OR_RETURN(auto files, ListDataFiles(dir, match));
-  ReaderOptions o;
-  o.files = std::move(files);
-  o.format = format;
-  o.num_features = f.num_features;
-  o.stripe = stripe;
-  o.num_stripes = stripes;
-  o.max_bad_lines = f.max_bad_lines;
-  o.loop = loop;
-  return o;
-}
-
-// The evaluation files: --eval-data, else --data-dir (those matching --eval-files).
-const std::string& EvalDir(const Flags& f) {
-  return f.eval_data.empty() ? f.data_dir : f.eval_data;
-}
-
-// S3 data: each worker streams whole objects of its own (see StripeReader).
-SourceOptions Source(const Flags& f, const std::string& dir) {
-  SourceOptions s;
-  s.stripe_by_file = storage::IsS3Path(dir);
-  s.stream.cache_dir = f.data_cache;
-  return s;
-}
-
-// On resume, skips the batches this process already trained on before the checkpoint, so
-// the input order continues where it stopped (exactly so in one process or with --sync).
-Status SkipConsumed(StripeReader& reader, int batch_size, int64_t steps) {
-  if (steps <= 0) return Status::Ok();
-  spdlog::info("skipping the {} batches trained on before step {}", steps, steps);
-  Batch skip;
-  for (int64_t i = 0; i < steps; ++i) {
-    KT_RETURN_IF_ERROR(reader.Next(batch_size, &skip).status());
-  }
-  return Status::Ok();
-}
-
-// Opens this process's stripe of the training data (looping), positioned after the `start`
-// batches it already trained on.
-StatusOr<std::unique_ptr<StripeReader>> OpenTrainingData(const Flags& f, int stripe, int stripes,
-                                                         int batch_size, int64_t start) {
-  KT_ASSIGN_OR_RETURN(ReaderOptions o,
-                      Reader(f, f.data_dir, f.train_match, stripe, stripes, /*loop=*/true));
-  auto reader = std::make_unique<StripeReader>(o, Source(f, f.data_dir));
-  KT_RETURN_IF_ERROR(SkipConsumed(*reader, batch_size, start));
-  return reader;
-}
-
-using observe::TrainingSummaries;
-
-// The training loop's options from the flags; periodic checkpoints only when `checkpoints`;
-// TensorBoard points to `summaries` (may be null).
-TrainOptions TrainOptionsFrom(const Flags& f, bool checkpoints, TrainingSummaries* summaries) {
-  TrainOptions t;
-  if (summaries != nullptr) {
-    t.on_step = [summaries](int64_t step, float loss, int examples) {
-      summaries->Step(step, loss, examples);
-    };
-  }
-  t.steps = f.steps;
-  t.log_every = f.log_every;
-  if (checkpoints) {
-    t.checkpoint_dir = f.checkpoint_dir;
-    t.checkpoint_every = f.checkpoint_every;
-  }
-  t.loss_curve_path = f.loss_curve;
-  t.stop = StopRequested;
-  return t;
-}
-
-// Writes the final metrics where Kubernetes picks them up; a failure is only a warning.
-void WriteTerminationMessage(const Flags& f, const nlohmann::json& j);
-
-// A process stopped on SIGTERM tells the operator what the stop cost (its termination
-// message's "stopped": the PodDisrupted event and lastDisruption), then exits 143.
-int StoppedSaying(const Flags& f, const std::string& cost) {
-  WriteTerminationMessage(f, {{std::string(contract::kTerminationStopped), cost}});
-  return kExitStopped;
-}
-
-// A process that stopped on SIGTERM: what it leaves behind (logged, and said to the
-// operator), then 143.
-int Stopped(const Flags& f, const TrainResult& r) {
-  std::string cost;
-  if (f.checkpoint_dir.empty()) {
-    cost = fmt::format(
-        "stopped by SIGTERM at step {}: no --checkpoint-dir, so this progress is lost (the job "
-        "starts over)",
-        r.last_step);
-    spdlog::warn("{}", cost);
-  } else if (r.last_saved >= 0) {
-    cost = fmt::format("stopped by SIGTERM at step {}; checkpoint {} committed in {}", r.last_step,
-                       r.last_saved, f.checkpoint_dir);
-    spdlog::info("{}", cost);
-  } else {
-    cost =
-        fmt::format("stopped by SIGTERM at step {} (the checkpoint it started from)", r.last_step);
-    spdlog::info("{}", cost);
-  }
-  return StoppedSaying(f, cost);
-}
-
-// Writes the final metrics where Kubernetes picks them up; a failure is only a warning.
-void WriteTerminationMessage(const Flags& f, const nlohmann::json& j) {
-  if (f.termination_log.empty()) return;
-  std::ofstream out(f.termination_log, std::ios::trunc);
-  out << j.dump() << "\n";
-  out.flush();
-  if (!out) spdlog::warn("cannot write metrics to {}", f.termination_log);
-}
-
-// Reads the model in the checkpoint root `model_dir` and writes model.onnx + model.json
-// to `dir` (large tensors in model.onnx.data past 2 GiB or --onnx-external-threshold). A
-// model that ONNX cannot hold even so is not an error here: its reason goes to
-// `*unexportable` (the checkpoint stays the trained model).
-Status ExportOnnx(const Flags& f, const std::string& model_dir, const std::string& dir,
-                  std::string* unexportable) {
-  const auto start = std::chrono::steady_clock::now();
-  KT_ASSIGN_OR_RETURN(const OptimizerConfig opt, BuildOptimizer(f));
-  KT_ASSIGN_OR_RETURN(const TrainedModel m, ReadTrainedModel(SpecFromFlags(f), opt, model_dir));
-  OnnxExportOptions options;
-  options.external_threshold = f.onnx_external_threshold;
-  KT_ASSIGN_OR_RETURN(const OnnxExportFiles files, WriteOnnxExport(m, dir, options, unexportable));
-  if (!unexportable->empty()) return Status::Ok();
-  if (files.external) {
-    spdlog::info("model.onnx ({} bytes) keeps its large tensors in {} ({} bytes)",
-                 files.model_bytes, kOnnxDataFile, files.data_bytes);
-  }
-  spdlog::info("exported the model (step {}, {} embedding rows) as ONNX to {} in {:.2f} s", m.step,
-               m.ids.size(), dir,
-               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-  return Status::Ok();
-}
-
-// --predict / --export: one-shot tools on the model in --checkpoint-dir.
-int RunModelTool(const Flags& f, Model& model) {
-  if (f.checkpoint_dir.empty()) {
-    spdlog::error("--predict and --export read the model from --checkpoint-dir");
-    return kExitPermanent;
-  }
-  if (!f.export_dir.empty()) {
-    std::string unexportable;
-    Status s = ExportOnnx(f, f.checkpoint_dir, f.export_dir, &unexportable);
-    if (s.ok() && !unexportable.empty()) s = InvalidArgument(unexportable);
-    if (!s.ok()) {
-      spdlog::error("export: {}", s.ToString());
-      return ExitCodeFor(s);
-    }
-  }
-  if (f.predict.empty()) return 0;
-  auto opt = BuildOptimizer(f);
-  if (!opt.ok()) {
-    spdlog::error("{}", opt.status().message());
-    return kExitPermanent;
-  }
-  auto m = ReadTrainedModel(SpecFromFlags(f), *opt, f.checkpoint_dir);
-  auto ro = Reader(f, EvalDir(f), f.eval_match, 0, 1, /*loop=*/false);
-  if (!m.ok() || !ro.ok()) {
-    const Status& s = !m.ok() ? m.status() : ro.status();
-    spdlog::error("predict: {}", s.ToString());
-    return ExitCodeFor(s);
-  }
-  StripeReader reader(*ro, Source(f, EvalDir(f)));
-  std::ofstream file;
-  if (f.predict != "-") {
-    file.open(f.predict, std::ios::trunc);
-    if (!file) {
-      spdlog::error("predict: cannot write {}", f.predict);
-      return kExitPermanent;
-    }
-  }
-  auto n =
-      WritePredictions(model, *m, reader, f.eval_examples, f.predict == "-" ? std::cout : file);
-  if (n.ok()) file.close();
-  if (!n.ok() || (f.predict != "-" && !file)) {
-    spdlog::error("predict: {}",
-                  n.ok() ? "writing " + f.predict + " failed" : n.status().ToString());
-    return n.ok() ? kExitPermanent : ExitCodeFor(n.status());
-  }
-  spdlog::info("wrote predictions for {} examples (model step {}) to {}", *n, m->step, f.predict);
-  return 0;
-}
-
-// Evaluates (unless disabled), writes the metrics and checks the targets.
-int Finish(const Flags& f, Model& model, ParamClient& params, const TrainResult& r,
-           nlohmann::json metrics, TrainingSummaries* summaries) {
-  metrics["steps"] = r.last_step;
-  metrics["train_loss"] = r.last_loss;
-  metrics["samples_per_second"] = r.samples_per_s;
-  metrics["samples_per_cpu_second"] = r.samples_per_cpu_s;
-  if (const auto e = params.embedding_stats(); e) metrics["embedding"] = EmbeddingJson(*e);
-  bool target_ok = true;
-  if (!f.no_eval) {
-    auto ro = Reader(f, EvalDir(f), f.eval_match, 0, 1, /*loop=*/false);
-    if (!ro.ok()) {
-      spdlog::error("evaluation data: {}", ro.status().ToString());
-      return ExitCodeFor(ro.status());
-    }
-    StripeReader eval(*ro, Source(f, EvalDir(f)));
-    auto m = Evaluate(model, eval, params, f.eval_examples);
-    if (!m.ok()) {
-      spdlog::error("evaluation failed: {}", m.status().ToString());
-      return ExitCodeFor(m.status());
-    }
-    metrics["eval"] = {
-        {"examples", m->examples}, {"log_loss", m->log_loss}, {"accuracy", m->accuracy}};
-    if (summaries != nullptr) {
-      summaries->Evaluation(r.last_step,
-                            model.num_outputs() == 1 ? std::optional<double>(m->auc) : std::nullopt,
-                            m->log_loss, m->accuracy);
-    }
-    if (model.num_outputs() == 1) {
-      metrics["eval"]["auc"] = m->auc;
-      spdlog::info("evaluation on {} examples: log loss {:.5f} AUC {:.5f} accuracy {:.5f}",
-                   m->examples, m->log_loss, m->auc, m->accuracy);
-    } else {
-      spdlog::info("evaluation on {} examples: log loss {:.5f} accuracy {:.5f}", m->examples,
-                   m->log_loss, m->accuracy);
-    }
-    if (f.target_auc > 0 && m->auc < f.target_auc) {
-      spdlog::error("AUC {:.5f} is below --target-auc {:.5f}", m->auc, f.target_auc);
-      target_ok = false;
-    }
-    if (f.target_accuracy > 0 && m->accuracy < f.target_accuracy) {
-      spdlog::error("accuracy {:.5f} is below --target-accuracy {:.5f}", m->accuracy,
-                    f.target_accuracy);
-      target_ok = false;
-    }
-  } else if (f.target_auc > 0 || f.target_accuracy > 0) {
-    spdlog::error("a target metric was set but evaluation is disabled");
-    target_ok = false;
-  }
-  metrics["target_reached"] = target_ok;
-  if (!f.output.empty()) {
-    // The trained model (a checkpoint: every PS's shard, then the MANIFEST), then the metrics.
-    const std::string model_dir = storage::JoinPath(f.output, "model");
-    Status s = params.SaveCheckpoint(model_dir, r.last_step);
-    std::string unexportable;
-    if (s.ok()) s = ExportOnnx(f, model_dir, f.output, &unexportable);
-    if (!unexportable.empty()) {
-      // Training succeeded and model/ holds the result: the job does not fail for this.
-      spdlog::error("no model.onnx: {}", unexportable);
-      metrics["onnx_export_error"] = unexportable;
-    }
-    if (s.ok()) {
-      s = storage::WriteObject(storage::JoinPath(f.output, "metrics.json"), metrics.dump(2) + "\n",
-                               storage::WriteMode::kReplace, "application/json");
-    }
-    if (!s.ok()) {
-      spdlog::error("writing --output {}: {}", f.output, s.ToString());
-      return ExitCodeFor(s);
-    }
-    spdlog::info("wrote the model (step {}) and metrics.json to {}", r.last_step, f.output);
-  }
-  WriteTerminationMessage(f, metrics);
-  return target_ok ? 0 : kExitTargetMissed;
-}
-
-// Trains in this process with every parameter local: no cluster, or a cluster whose only
-// training replica is this one and which has no PS (`task` names it in the metrics). Its
-// checkpoints have one shard; the last one is marked FINAL, so an evaluator beside it
-// evaluates it as the end of training.
-int RunSingleProcess(const Flags& f, Model& model, const OptimizerConfig& opt,
-                     const std::string& task, TrainingSummaries* summaries) {
-  auto embedding = BuildEmbeddingOptions(f, 1);
-  if (!embedding.ok()) {
-    spdlog::error("{}", embedding.status().message());
-    return kExitPermanent;
-  }
-  LocalParams params(model, f.seed, opt, *embedding);
-  TrainerMetrics::Global().SetEmbeddingSource(
-      [&params] { return EmbeddingArray(params.shard().embedding_stats()); });
-  struct Unset {
-    ~Unset() { TrainerMetrics::Global().ClearEmbeddingSource(); }
-  } unset;
-  int64_t start = 0;
-  std::optional<int64_t> restored;  // the committed checkpoint this run starts from
-  if (!f.checkpoint_dir.empty()) {
-    auto latest = params.Restore(f.checkpoint_dir);
-    if (!latest.ok()) {
-      spdlog::error("restore: {}", latest.status().ToString());
-      return ExitCodeFor(latest.status());
-    }
-    restored = *latest;
-    if (latest->has_value()) {
-      start = **latest;
-      spdlog::info("resumed from checkpoint {} in {}", start, f.checkpoint_dir);
-    }
-  }
-  auto reader = OpenTrainingData(f, 0, 1, model.batch_size(), start);
-  if (!reader.ok()) {
-    spdlog::error("training data: {}", reader.status().ToString());
-    return ExitCodeFor(reader.status());
-  }
-  auto r =
-      Train(model, **reader, params, TrainOptionsFrom(f, /*checkpoints=*/true, summaries), start);
-  if (!r.ok()) {
-    spdlog::error("training failed: {}", r.status().ToString());
-    return ExitCodeFor(r.status());
-  }
-  if (r->stopped) return Stopped(f, *r);
-  if (!f.checkpoint_dir.empty()) {
-    Status s;
-    if (r->last_step > start) {
-      s = params.SaveCheckpoint(f.checkpoint_dir, r->last_step);
-    } else if (restored != r->last_step) {
-      s = FailedPrecondition("no committed checkpoint at step " + std::to_string(r->last_step));
-    }
-    if (s.ok()) s = WriteFinalMarker(f.checkpoint_dir, r->last_step);
-    if (!s.ok()) spdlog::warn("final checkpoint: {}", s.ToString());
-  }
-  return Finish(f, model, params, *r, {{"task", task}}, summaries);
-}
-
-int RunPs(const Flags& f, const ClusterInfo& cluster, Model& model, const OptimizerConfig& opt,
-          const AuthKey& key) {
-  const int k = cluster.index, n = cluster.NumPs();
-  std::vector<float> init(model.NumDenseParams());
-  model.InitDense(f.seed, init.data());
-  auto embedding = BuildEmbeddingOptions(f, f.sync ? 1 : cluster.NumTrainers());
-  if (!embedding.ok()) {
-    spdlog::error("{}", embedding.status().message());
-    return kExitPermanent;
-  }
-  const ShardConfig sc = MakeShardConfig(model, k, n, f.seed, opt, *embedding);
-  ParamShard shard(sc, init.data() + sc.dense_begin);
-  TrainerMetrics::Global().SetEmbeddingSource(
-      [&shard] { return EmbeddingArray(shard.embedding_stats()); });
-  struct Unset {
-    ~Unset() { TrainerMetrics::Global().ClearEmbeddingSource(); }
-  } unset;
-  if (!f.checkpoint_dir.empty()) {
-    auto latest = FindCheckpoint(f.checkpoint_dir, n);
-    if (!latest.ok()) {
-      spdlog::error("{}", latest.status().ToString());
-      return ExitCodeFor(latest.status());
-    }
-    if (latest->has_value()) {
-      Status s = LoadShard(shard, f.checkpoint_dir, **latest, k, n);
-      if (!s.ok()) {
-        spdlog::error("restore: {}", s.ToString());
-        return ExitCodeFor(s);
-      }
-      spdlog::info("restored shard from checkpoint {} ({} rows)", (*latest)->step,
-                   shard.num_rows());
-    }
-  }
-  int port = f.listen_port;
-  if (port < 0) {
-    auto hp = SplitHostPort(cluster.Members("ps")[k]);
-    if (!hp.ok()) return ExitCodeFor(hp.status());
-    port = hp->port;
-  }
-  auto listener = Listener::Listen(port);
-  if (!listener.ok()) {
-    spdlog::error("{}", listener.status().ToString());
-    return ExitCodeFor(listener.status());
-  }
-  PsServerOptions o;
-  o.shard_index = k;
-  o.num_shards = n;
-  o.num_trainers = cluster.NumTrainers();
-  o.sync = f.sync;
-  o.checkpoint_dir = f.checkpoint_dir;
-  o.key = key;
-  o.total_dense = model.NumDenseParams();
-  o.stop_requested = StopRequested;
-  o.drain_timeout = std::chrono::milliseconds(static_cast<int64_t>(f.stop_timeout_s * 500));
-  PsServer server(&shard, std::move(*listener), o);
-  Status s = server.Serve();
-  if (server.stopped_on_signal()) {
-    std::string cost;
-    if (server.saved_on_stop() >= 0) {
-      cost =
-          fmt::format("stopped by SIGTERM; this shard is in checkpoint {}", server.saved_on_stop());
-      spdlog::info("{}", cost);
-    } else {
-      cost = f.checkpoint_dir.empty()
-                 ? "stopped by SIGTERM: no --checkpoint-dir, so this shard's training is lost "
-                   "(the job starts over)"
-                 : "stopped by SIGTERM without a checkpoint request: this shard's updates since "
-                   "its last checkpoint are lost";
-    }
-    return StoppedSaying(f, cost);
-  }
-  if (!s.ok()) {
-    spdlog::error("{}", s.ToString());
-    return ExitCodeFor(s);
-  }
-  // Each push applied once (ps/ledger.h): per worker rank, what was applied and what was
-  // a re-sent duplicate, acknowledged and not applied again.
-  const PushCounts pushes = shard.Pushes();
-  nlohmann::json by_rank = nlohmann::json::object();
-  for (const auto& [rank, c] : shard.PushesByRank()) {
-    by_rank[std::to_string(rank)] = {{"applied", c.applied}, {"duplicate", c.duplicate}};
-  }
-  WriteTerminationMessage(f, {{"task", cluster.TaskName()},
-                              {"embedding_rows", shard.num_rows()},
-                              {"embedding", EmbeddingJson(shard.embedding_stats())},
-                              {"updates", shard.updates()},
-                              {"pushes_applied", pushes.applied},
-                              {"pushes_duplicate", pushes.duplicate},
-                              {"pushes_by_worker", by_rank}});
-  spdlog::info(
-      "done: {} embedding rows, {} dense updates, {} pushes applied, {} duplicates not "
-      "applied",
-      shard.num_rows(), shard.updates(), pushes.applied, pushes.duplicate);
-  return 0;
-}
-
-// How many pushes this process numbered for each PS (each is applied once there).
-nlohmann::json PushesSent(const RemoteParams& params, int num_ps) {
-  nlohmann::json out = nlohmann::json::array();
-  for (int k = 0; k < num_ps; ++k) out.push_back(params.pushes_to(k));
-  return out;
-}
-
-int RunWorker(const Flags& f, const ClusterInfo& cluster, Model& model, const AuthKey& key,
-              TrainingSummaries* summaries) {
-  const int rank = cluster.TrainerRank(), trainers = cluster.NumTrainers();
-  if (cluster.NumPs() == 0) {
-    spdlog::error("the cluster has workers but no parameter servers");
-    return kExitPermanent;
-  }
-  int64_t start = 0;
-  std::optional<int64_t> restored;  // the committed checkpoint this run starts from
-  if (!f.checkpoint_dir.empty()) {
-    auto latest = LatestCheckpoint(f.checkpoint_dir, cluster.NumPs());
-    if (!latest.ok()) {
-      spdlog::error("{}", latest.status().ToString());
-      return ExitCodeFor(latest.status());
-    }
-    restored = *latest;
-    if (latest->has_value()) start = **latest;
-  }
-  RemoteOptions ro;
-  ro.ps_addresses = cluster.Members("ps");
-  ro.key = key;
-  ro.rank = rank;
-  ro.startup_timeout = std::chrono::seconds(f.startup_timeout_s);
-  ro.reconnect_timeout = std::chrono::seconds(f.reconnect_timeout_s);
-  ro.pipeline = !f.sync && !f.no_pipeline;
-  ro.stop = StopRequested;
-  if (auto wire = ParseWireFloat(f.wire_precision); wire.ok()) ro.wire = *wire;  // checked at start
-  auto params = RemoteParams::Connect(model, ro);
-  if (!params.ok() && StopRequested()) {
-    spdlog::info("stopped by SIGTERM before training: {}", params.status().message());
-    return kExitStopped;
-  }
-  if (!params.ok()) {
-    spdlog::error("{}", params.status().ToString());
-    return ExitCodeFor(params.status());
-  }
-  if (f.sync && (*params)->last_ps_step() > start) {
-    // Restarted into a running synchronous job: join the others at their step.
-    start = (*params)->last_ps_step();
-    spdlog::info("joining the running synchronous job after step {}", start);
-  } else if (start > 0) {
-    spdlog::info("resuming at step {} from {}", start, f.checkpoint_dir);
-  }
-  auto reader = OpenTrainingData(f, rank, trainers, model.batch_size(), start);
-  if (!reader.ok()) {
-    spdlog::error("training data: {}", reader.status().ToString());
-    return ExitCodeFor(reader.status());
-  }
-  // Only the coordinator checkpoints: it asks every PS to save its shard, at its periodic
-  // steps and when a PS says it got SIGTERM.
-  TrainOptions to = TrainOptionsFrom(f, cluster.IsCoordinator(), summaries);
-  if (cluster.IsCoordinator()) to.save_now = [&p = **params] { return p.TakeCheckpointRequest(); };
-  auto r = Train(model, **reader, **params, to, start);
-  if (!r.ok() && StopRequested()) {
-    // A PS went away during the stop (it was stopped too): the last committed checkpoint
-    // stays the one to resume from.
-    spdlog::warn("stopped by SIGTERM without a new checkpoint: {}", r.status().ToString());
-    return kExitStopped;
-  }
-  if (!r.ok()) {
-    spdlog::error("training failed: {}", r.status().ToString());
-    return ExitCodeFor(r.status());
-  }
-  if (r->stopped) {
-    // The last push goes in before this process exits (the coordinator's save drained it).
-    Status s = (*params)->Flush();
-    if (!s.ok()) spdlog::warn("last push on SIGTERM: {}", s.ToString());
-    if (cluster.IsCoordinator()) return Stopped(f, *r);
-    const std::string cost = fmt::format(
-        "stopped by SIGTERM after pushing step {}; the coordinator checkpoints", r->last_step);
-    spdlog::info("{}", cost);
-    return StoppedSaying(f, cost);
-  }
-  auto done = (*params)->MarkDone();
-  if (!done.ok()) {
-    spdlog::error("{}", done.status().ToString());
-    return ExitCodeFor(done.status());
-  }
-  // What training cost on the wire (every push was sent: MarkDone waits for them).
-  const TrainerMetrics& wire = TrainerMetrics::Global();
-  const nlohmann::json ps_bytes = {{"sent", wire.ps_sent_bytes()},
-                                   {"received", wire.ps_received_bytes()},
-                                   {"wire_precision", f.wire_precision}};
-  if (!cluster.IsCoordinator()) {
-    WriteTerminationMessage(f, {{"task", cluster.TaskName()},
-                                {"steps", r->last_step},
-                                {"train_loss", r->last_loss},
-                                {"samples_per_second", r->samples_per_s},
-                                {"samples_per_cpu_second", r->samples_per_cpu_s},
-                                {"pushes", PushesSent(**params, cluster.NumPs())},
-                                {"ps_bytes", ps_bytes}});
-    spdlog::info("finished {} steps; the coordinator ends the job", r->last_step);
-    return 0;
-  }
-  // The coordinator waits for every worker, evaluates, checkpoints, then stops the PS.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(f.finish_timeout_s);
-  int count = *done;
-  while (count < trainers) {
-    if (StopRequested()) {
-      // Training is over here; the others' pushes since then go into this checkpoint too.
-      TrainResult stopped = *r;
-      if (!f.checkpoint_dir.empty() && r->last_step > start && r->last_saved != r->last_step) {
-        Status s = (*params)->SaveCheckpoint(f.checkpoint_dir, r->last_step);
-        if (s.ok()) {
-          stopped.last_saved = r->last_step;
-        } else {
-          spdlog::error("checkpoint on SIGTERM: {}", s.ToString());
-        }
-      }
-      return Stopped(f, stopped);
-    }
-    if (std::chrono::steady_clock::now() > deadline) {
-      spdlog::error("only {} of {} workers finished within --finish-timeout", count, trainers);
-      return kExitRetryable;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // poll interval
-    auto c = (*params)->DoneCount();
-    if (!c.ok()) {
-      spdlog::error("{}", c.status().ToString());
-      return ExitCodeFor(c.status());
-    }
-    count = *c;
-  }
-  spdlog::info("all {} workers finished", trainers);
-  if (!f.checkpoint_dir.empty()) {
-    // The last checkpoint (unless the run resumed from it), then FINAL, which tells an
-    // evaluator that this checkpoint is the end of training.
-    Status s;
-    if (r->last_step > start) {
-      s = (*params)->SaveCheckpoint(f.checkpoint_dir, r->last_step);
-    } else if (restored != r->last_step) {
-      s = FailedPrecondition("no committed checkpoint at step " + std::to_string(r->last_step));
-    }
-    if (s.ok()) s = WriteFinalMarker(f.checkpoint_dir, r->last_step);
-    if (s.ok()) {
-      spdlog::info("checkpoint {} is the final one ({}/FINAL)", r->last_step, f.checkpoint_dir);
-    } else {
-      spdlog::warn("final checkpoint: {} (an evaluator will not see the end of training)",
-                   s.ToString());
-    }
-  }
-  const int code = Finish(f, model, **params, *r,
-                          {{"task", cluster.TaskName()},
-                           {"pushes", PushesSent(**params, cluster.NumPs())},
-                           {"ps_bytes", ps_bytes}},
-                          summaries);
-  Status s = (*params)->ShutdownAll();
-  if (!s.ok()) spdlog::warn("stopping parameter servers: {}", s.ToString());
-  return code;
-}
-
-// The side-car evaluator: evaluates every checkpoint the coordinator commits to
-// --checkpoint-dir, keeps each one's metrics (<--output or --checkpoint-dir>/<task>/
-// ckpt-<step>.json, final.json for the last), and exits 0 after the final checkpoint
-// (trainer/worker/evaluator.h). It talks to no parameter server.
-int RunEvaluator(const Flags& f, const ClusterInfo& cluster, Model& model,
-                 const OptimizerConfig& opt, TrainingSummaries* summaries) {
-  if (f.checkpoint_dir.empty()) {
-    spdlog::error(
-        "the evaluator evaluates the checkpoints in --checkpoint-dir: give it the "
-        "--checkpoint-dir of the chief (or worker 0), on storage both reach (a shared volume or "
-        "s3://)");
-    return kExitPermanent;
-  }
-  // One shard per PS; a lone training replica without PS trains in-process and writes
-  // one-shard checkpoints (RunSingleProcess).
-  const int num_shards =
-      cluster.NumPs() > 0 ? cluster.NumPs() : (cluster.NumTrainers() == 1 ? 1 : 0);
-  if (num_shards == 0) {
-    spdlog::error("the cluster has no parameter servers: there are no checkpoints to evaluate");
-    return kExitPermanent;
-  }
-  if (f.no_eval) spdlog::warn("--no-eval is ignored by an evaluator");
-  auto ro = Reader(f, EvalDir(f), f.eval_match, 0, 1, /*loop=*/false);
-  if (!ro.ok()) {
-    spdlog::error("evaluation data: {}", ro.status().ToString());
-    return ExitCodeFor(ro.status());
-  }
-  const std::string out =
-      storage::JoinPath(f.output.empty() ? f.checkpoint_dir : f.output, cluster.TaskName());
-  const bool binary = model.num_outputs() == 1;
-  double last_rate = 0;     // examples/s of the last evaluation, for its report
-  int64_t gauge_step = -1;  // the step /metrics shows
-  WatchOptions w;
-  w.checkpoint_dir = f.checkpoint_dir;
-  w.num_shards = num_shards;
-  w.final_step_at_least = f.steps;
-  w.poll_interval = std::chrono::milliseconds(static_cast<int64_t>(f.eval_poll_s * 1000));
-  w.wait_timeout = std::chrono::seconds(f.eval_timeout_s);
-  WatchCallbacks cb;
-  cb.load = [&](const Checkpoint& c) -> StatusOr<std::unique_ptr<ParamClient>> {
-    KT_ASSIGN_OR_RETURN(
-        auto p, CheckpointParams::Load(model, f.seed, opt, f.checkpoint_dir, c, num_shards));
-    return std::unique_ptr<ParamClient>(std::move(p));
-  };
-  cb.evaluate = [&](ParamClient& params) -> StatusOr<EvalMetrics> {
-    StripeReader eval(*ro, Source(f, EvalDir(f)));
-    const auto started = std::chrono::steady_clock::now();
-    auto m = Evaluate(model, eval, params, f.eval_examples);
-    const double s =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-    if (m.ok()) last_rate = m->examples / std::max(s, 1e-9);
-    return m;
-  };
-  cb.report = [&](int64_t step, const EvalMetrics& m, bool final) -> Status {
-    nlohmann::json j = {{"task", cluster.TaskName()},
-                        {"step", step},
-                        {"final", final},
-                        {"checkpoint", CheckpointDir(f.checkpoint_dir, step)},
-                        {"examples", m.examples},
-                        {"log_loss", m.log_loss},
-                        {"accuracy", m.accuracy},
-                        {"examples_per_second", last_rate}};
-    if (binary) j["auc"] = m.auc;
-    if (step != gauge_step) {
-      TrainerMetrics::Global().CheckpointEvaluated(step, binary ? m.auc : 0, m.log_loss, m.accuracy,
-                                                   last_rate);
-      if (summaries != nullptr) {
-        summaries->Evaluation(step, binary ? std::optional<double>(m.auc) : std::nullopt,
-                              m.log_loss, m.accuracy);
-      }
-      gauge_step = step;
-    }
-    // ckpt-<step>.json for every checkpoint; the final one also as final.json.
-    const std::string text = j.dump(2) + "\n";
-    KT_RETURN_IF_ERROR(
-        storage::WriteObject(storage::JoinPath(out, "ckpt-" + std::to_string(step) + ".json"), text,
-                             storage::WriteMode::kReplace, "application/json"));
-    if (!final) return Status::Ok();
-    return storage::WriteObject(storage::JoinPath(out, "final.json"), text,
-                                storage::WriteMode::kReplace, "application/json");
-  };
-  spdlog::info("evaluating every checkpoint in {} ({} shards) until the final one; metrics to {}",
-               f.checkpoint_dir, num_shards, out);
-  auto r = WatchCheckpoints(w, cb);
-  if (!r.ok()) {
-    spdlog::error("{}", r.status().ToString());
-    return ExitCodeFor(r.status());
-  }
-  nlohmann::json metrics = {{"task", cluster.TaskName()},
-                            {"step", r->final_step},
-                            {"checkpoints_evaluated", r->evaluated},
-                            {"checkpoints_corrupt", r->corrupt},
-                            {"eval",
-                             {{"examples", r->final_metrics.examples},
-                              {"log_loss", r->final_metrics.log_loss},
-                              {"accuracy", r->final_metrics.accuracy}}}};
-  if (binary) metrics["eval"]["auc"] = r->final_metrics.auc;
-  WriteTerminationMessage(f, metrics);
-  spdlog::info("evaluated {} checkpoints; the final one (step {}) is in {}", r->evaluated,
-               r->final_step, storage::JoinPath(out, "final.json"));
-  return 0;
 }
 
 // The shapes the trainer cannot run: several training replicas share parameters only
@@ -950,21 +136,21 @@ class TeardownDeadline {
   }
 
  private:
-  int code_ = kExitPermanent;
+  int code_ = contract::kExitPermanent;
 };
 
 // This replica's TensorBoard summaries, or null: no --logdir and no --output, or the event
 // file cannot be created (a warning: TensorBoard is not worth failing training for).
-std::unique_ptr<TrainingSummaries> OpenSummaries(const Flags& f, const std::string& replica,
+std::unique_ptr<TrainingSummaries> OpenSummaries(const Config& c, const std::string& replica,
                                                  bool ps_mode) {
-  const std::string root = !f.logdir.empty() ? f.logdir
-                           : !f.output.empty()
-                               ? storage::JoinPath(f.output, contract::kTensorBoardDir)
+  const std::string root = !c.logdir.empty() ? c.logdir
+                           : !c.output.empty()
+                               ? storage::JoinPath(c.output, contract::kTensorBoardDir)
                                : "";
   if (root.empty()) return nullptr;
   observe::EventWriter::Options w;
   w.dir = storage::JoinPath(root, replica);
-  w.flush_interval = std::chrono::milliseconds(static_cast<int64_t>(f.summary_flush_s * 1000));
+  w.flush_interval = std::chrono::milliseconds(static_cast<int64_t>(c.summary_flush_s * 1000));
   auto writer = observe::EventWriter::Open(std::move(w));
   if (!writer.ok()) {
     spdlog::warn("no TensorBoard events: {}", writer.status().ToString());
@@ -972,8 +158,8 @@ std::unique_ptr<TrainingSummaries> OpenSummaries(const Flags& f, const std::stri
   }
   spdlog::info("TensorBoard events to {}", (*writer)->path());
   TrainingSummaries::Options o;
-  o.every = f.summary_every;
-  o.learning_rate = f.lr;
+  o.every = c.summary_every;
+  o.learning_rate = c.lr;
   if (ps_mode) {
     o.ps_bytes = [] {
       const TrainerMetrics& m = TrainerMetrics::Global();
@@ -989,7 +175,47 @@ std::string ReplicaName() {
   return cluster.ok() ? cluster->TaskName() : std::string(contract::kLocalReplica);
 }
 
-int RunRole(const Flags& flags);
+// Live metrics (status.progress, Prometheus) on --metrics-port, unless 0 or this parameter
+// server's own port (`cluster` null: one process). Optional: a port in use costs the metrics,
+// not the training. Returns the port it serves on, 0 for none.
+int StartMetrics(const Config& c, const ClusterInfo* cluster, MetricsServer& metrics) {
+  int ps_port = c.listen_port;  // a PS's own port goes to the PS, never to the metrics
+  if (cluster != nullptr && cluster->role == "ps" && ps_port < 0) {
+    auto hp = SplitHostPort(cluster->Members("ps")[cluster->index]);
+    if (hp.ok()) ps_port = hp->port;
+  }
+  if (c.metrics_port <= 0) return 0;
+  if (c.metrics_port == ps_port) {
+    spdlog::warn("--metrics-port {} is this parameter server's port; no metrics endpoint",
+                 c.metrics_port);
+    return 0;
+  }
+  auto port = metrics.Start(c.metrics_port);
+  if (!port.ok()) {
+    spdlog::warn("{}; training without a metrics endpoint", port.status().message());
+    return 0;
+  }
+  spdlog::info("metrics on port {} (GET /metrics)", *port);
+  return *port;
+}
+
+// The job's key for parameter-server traffic (KUBETRAIN_AUTH_KEY).
+StatusOr<AuthKey> AuthKeyFromEnv() {
+  const char* text = std::getenv(contract::kEnvAuthKey.data());
+  if (text == nullptr || *text == '\0') {
+    return FailedPrecondition(
+        "KUBETRAIN_AUTH_KEY is not set: parameter-server traffic must be authenticated");
+  }
+  return ParseAuthKey(text);
+}
+
+// Logs a role's error (the one place it is logged) and returns the exit code for its result.
+int Conclude(const RoleResult& r) {
+  if (!r.ok()) spdlog::error("{}", r.status().ToString());
+  return ExitCode(r);
+}
+
+int RunRole(const Config& config);
 
 }  // namespace
 
@@ -999,12 +225,12 @@ int RunRole(const Flags& flags);
 // <--output>/logs/<replica>.log. A SIGTERM that a role turns into an exit code passes
 // through here too; the exit watchdog's _exit after --stop-timeout, SIGKILL and the OOM
 // killer do not.
-int Run(const Flags& flags) {
+int Run(const Config& config) {
   auto tail = std::make_shared<observe::LogTail>();
   spdlog::default_logger()->sinks().push_back(observe::MakeLogTailSink(tail));
-  const int code = RunRole(flags);
-  if (flags.output.empty() || !flags.predict.empty() || !flags.export_dir.empty()) return code;
-  const std::string path = storage::JoinPath(flags.output, contract::LogTailPath(ReplicaName()));
+  const int code = RunRole(config);
+  if (config.output.empty() || config.IsModelTool()) return code;
+  const std::string path = storage::JoinPath(config.output, contract::LogTailPath(ReplicaName()));
   spdlog::info("exit code {}; the last {} KiB of this log go to {}", code,
                observe::kLogTailBytes / 1024, path);
   Status s = storage::WriteObject(path, tail->Contents(), storage::WriteMode::kReplace,
@@ -1015,68 +241,53 @@ int Run(const Flags& flags) {
 
 namespace {
 
-int RunRole(const Flags& flags) {
+int RunRole(const Config& config) {
   auto cluster = ClusterFromEnv([](const char* name) { return std::getenv(name); });
   const bool distributed = cluster.ok();
   if (!cluster.ok() && cluster.status().code() != StatusCode::kNotFound) {
-    spdlog::error("{}", cluster.status().message());
-    return kExitPermanent;
+    return Conclude(cluster.status());
   }
-  if (flags.predict.empty() && flags.export_dir.empty() &&
-      (!distributed || cluster->role != "evaluator")) {
+  if (!config.IsModelTool() && (!distributed || cluster->role != "evaluator")) {
     // Training roles save on SIGTERM; the evaluator and the one-shot tools have nothing to
     // save and keep the default action. First, before this process starts any thread.
     InstallStopHandler(
-        std::chrono::milliseconds(static_cast<int64_t>(flags.stop_timeout_s * 1000)));
+        std::chrono::milliseconds(static_cast<int64_t>(config.stop_timeout_s * 1000)));
   }
   const std::string task = distributed ? cluster->TaskName() : "local";
   spdlog::set_pattern("[%Y-%m-%dT%H:%M:%S.%e] [%l] [" + task + "] %v");
-  Flags f = flags;
+  if (Status s = CheckConfig(config); !s.ok()) return Conclude(s);
+  Config c = config;
   if (distributed) {
     if (const std::string why = UnsupportedShape(*cluster); !why.empty()) {
-      spdlog::error("{}", why);
-      WriteTerminationMessage(f, {{"task", task}, {"error", why}});
-      return kExitPermanent;
+      WriteTerminationMessage(c, {{"task", task}, {"error", why}});
+      return Conclude(FailedPrecondition(why));
     }
   }
   // A lone training replica with no PS trains in-process, as a single process does.
   const bool in_process = !distributed || (cluster->NumPs() == 0 && cluster->role != "evaluator");
   GeneratedDataDir generated;
-  if (f.data_dir.empty()) {
-    const bool generates = f.generate_data > 0 && (!distributed || cluster->role != "ps");
-    if (!generates || !f.predict.empty() || !f.export_dir.empty()) {
-      f.data_dir = "/data";
+  if (c.data_dir.empty()) {
+    const bool generates = c.generate_data > 0 && (!distributed || cluster->role != "ps");
+    if (!generates || c.IsModelTool()) {
+      c.data_dir = "/data";
     } else if (auto dir = generated.Create(); dir.ok()) {
-      f.data_dir = *dir;
+      c.data_dir = *dir;
     } else {
-      spdlog::error("{}", dir.status().message());
-      WriteTerminationMessage(f, {{"task", task}, {"error", dir.status().message()}});
-      return kExitPermanent;
+      WriteTerminationMessage(c, {{"task", task}, {"error", dir.status().message()}});
+      return Conclude(dir.status());
     }
   }
-  if (!f.predict.empty() || !f.export_dir.empty()) {
-    SetComputeThreads(f.threads > 0 ? f.threads : DefaultThreadCount());
-    auto model = BuildModel(f, Precision::kFp32);
-    if (!model.ok()) {
-      spdlog::error("{}", model.status().message());
-      return kExitPermanent;
-    }
-    return RunModelTool(f, **model);
+  if (c.IsModelTool()) {
+    SetComputeThreads(c.threads > 0 ? c.threads : DefaultThreadCount());
+    auto model = BuildModel(c, Precision::kFp32);
+    if (!model.ok()) return Conclude(model.status());
+    return Conclude(RunModelTool(c, **model));
   }
-  const int threads = f.threads > 0 ? f.threads : DefaultThreadCount();
+  const int threads = c.threads > 0 ? c.threads : DefaultThreadCount();
   SetComputeThreads(threads);
-  auto wanted = ParsePrecision(f.precision);
-  if (!wanted.ok()) {
-    spdlog::error("--precision: {}", wanted.status().message());
-    return kExitPermanent;
-  }
-  if (auto wire = ParseWireFloat(f.wire_precision); !wire.ok()) {
-    spdlog::error("--wire-precision: {}", wire.status().message());
-    return kExitPermanent;
-  }
   // A PS only stores and updates FP32 parameters: the precision is the trainers' concern.
   const bool computes = !distributed || cluster->role != "ps";
-  const PrecisionChoice precision = ResolvePrecision(computes ? *wanted : Precision::kFp32);
+  const PrecisionChoice precision = ResolvePrecision(computes ? c.precision : Precision::kFp32);
   if (!precision.fallback.empty()) spdlog::warn("{}", precision.fallback);
   const std::string mode = !distributed ? "single process"
                            : in_process ? task + " alone, no parameter servers: one process"
@@ -1084,90 +295,53 @@ int RunRole(const Flags& flags) {
   spdlog::info("kubetrain-trainer {} ({}), {} compute threads{}", kVersion, mode, threads,
                precision.precision == Precision::kBf16 ? ", BF16 inner products" : "");
 
-  auto model = BuildModel(f, precision.precision);
-  if (!model.ok()) {
-    spdlog::error("{}", model.status().message());
-    return kExitPermanent;
-  }
-  auto opt = BuildOptimizer(f);
-  if (!opt.ok()) {
-    spdlog::error("{}", opt.status().message());
-    return kExitPermanent;
-  }
-  if (auto e = BuildEmbeddingOptions(f, 1); !e.ok()) {  // every role refuses bad bounds alike
-    spdlog::error("{}", e.status().message());
-    return kExitPermanent;
-  }
+  auto model = BuildModel(c, precision.precision);
+  if (!model.ok()) return Conclude(model.status());
+  const OptimizerConfig opt = c.Optimizer();
   if (!distributed || cluster->role != "ps") {
-    Status s = MaybeGenerateData(f);
-    if (!s.ok()) {
-      spdlog::error("{}", s.ToString());
-      return ExitCodeFor(s);
-    }
+    if (Status s = MaybeGenerateData(c); !s.ok()) return Conclude(s);
   }
-  // Live metrics (status.progress, Prometheus). Optional: a port in use costs
-  // the metrics, not the training.
   MetricsServer metrics(&TrainerMetrics::Global());
-  int metrics_port = 0;         // where it serves, once started
-  int ps_port = f.listen_port;  // a PS's own port goes to the PS, never to the metrics
-  if (distributed && cluster->role == "ps" && ps_port < 0) {
-    auto hp = SplitHostPort(cluster->Members("ps")[cluster->index]);
-    if (hp.ok()) ps_port = hp->port;
-  }
-  if (f.metrics_port > 0 && f.metrics_port == ps_port) {
-    spdlog::warn("--metrics-port {} is this parameter server's port; no metrics endpoint",
-                 f.metrics_port);
-  } else if (f.metrics_port > 0) {
-    auto port = metrics.Start(f.metrics_port);
-    if (port.ok()) {
-      metrics_port = *port;
-      spdlog::info("metrics on port {} (GET /metrics)", *port);
-    } else {
-      spdlog::warn("{}; training without a metrics endpoint", port.status().message());
-    }
-  }
+  const int metrics_port =
+      StartMetrics(c, distributed ? &*cluster : static_cast<const ClusterInfo*>(nullptr), metrics);
   // A successful trainer waits (at most --metrics-final-wait) until its last
   // step has been read, so a job shorter than the reader's interval still
   // reports how far it got.
   const bool serving = metrics_port > 0;
-  auto read_last_step = [&](int code) {
-    if (code != 0 || !serving || f.metrics_final_wait_s <= 0) return code;
+  auto read_last_step = [&](RoleResult r) {
+    if (!r.ok() || *r != Ending::kDone || !serving || c.metrics_final_wait_s <= 0) return r;
     const auto deadline = std::chrono::steady_clock::now() +
                           std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                              std::chrono::duration<double>(f.metrics_final_wait_s));
+                              std::chrono::duration<double>(c.metrics_final_wait_s));
     if (!metrics.WaitUntilServed(TrainerMetrics::Global().version(), deadline)) {
       spdlog::info("nobody read the final metrics within --metrics-final-wait {}s",
-                   f.metrics_final_wait_s);
+                   c.metrics_final_wait_s);
     }
-    return code;
+    return r;
   };
   // TensorBoard: the training replicas and the evaluator (a PS has no curve of its own).
   const std::string replica = distributed ? task : std::string(contract::kLocalReplica);
   const std::unique_ptr<TrainingSummaries> summaries =
       distributed && cluster->role == "ps"
           ? nullptr
-          : OpenSummaries(f, replica, /*ps_mode=*/!in_process && cluster->role != "evaluator");
+          : OpenSummaries(c, replica, /*ps_mode=*/!in_process && cluster->role != "evaluator");
   // From here every return is the outcome; what runs after it is bounded.
   TeardownDeadline deadline;
   if (in_process) {
     return deadline.Outcome(
-        read_last_step(RunSingleProcess(f, **model, *opt, task, summaries.get())));
+        Conclude(read_last_step(RunSingleProcess(c, **model, opt, task, summaries.get()))));
   }
-  if (cluster->role == "evaluator")
-    return deadline.Outcome(RunEvaluator(f, *cluster, **model, *opt, summaries.get()));
+  if (cluster->role == "evaluator") {
+    return deadline.Outcome(Conclude(RunEvaluator(c, *cluster, **model, opt, summaries.get())));
+  }
 
-  const char* key_text = std::getenv(contract::kEnvAuthKey.data());
-  if (key_text == nullptr || *key_text == '\0') {
-    spdlog::error("KUBETRAIN_AUTH_KEY is not set: parameter-server traffic must be authenticated");
-    return deadline.Outcome(kExitPermanent);
+  auto key = AuthKeyFromEnv();
+  if (!key.ok()) return deadline.Outcome(Conclude(key.status()));
+  if (cluster->role == "ps") {
+    return deadline.Outcome(Conclude(RunPs(c, *cluster, **model, opt, *key)));
   }
-  auto key = ParseAuthKey(key_text);
-  if (!key.ok()) {
-    spdlog::error("{}", key.status().message());
-    return deadline.Outcome(kExitPermanent);
-  }
-  if (cluster->role == "ps") return deadline.Outcome(RunPs(f, *cluster, **model, *opt, *key));
-  return deadline.Outcome(read_last_step(RunWorker(f, *cluster, **model, *key, summaries.get())));
+  return deadline.Outcome(
+      Conclude(read_last_step(RunWorker(c, *cluster, **model, *key, summaries.get()))));
 }
 
 }  // namespace

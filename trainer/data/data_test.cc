@@ -8,8 +8,8 @@
 #include <sstream>
 #include <thread>
 
+#include "trainer/data/eval_metrics.h"
 #include "trainer/data/generator.h"
-#include "trainer/data/metrics.h"
 #include "trainer/data/reader.h"
 
 namespace kubetrain::trainer {

@@ -13,7 +13,7 @@
 #include <filesystem>
 #include <vector>
 
-#include "trainer/data/metrics.h"
+#include "trainer/data/eval_metrics.h"
 #include "trainer/data/reader.h"
 
 namespace kubetrain::trainer {

@@ -21,48 +21,6 @@ namespace {
 constexpr int kNumDense = kCriteoDense;
 constexpr int kNumCat = kCriteoCat;
 
-// The number of shards of the newest committed checkpoint under `root` whose MANIFEST
-// reads and parses (corrupt ones are skipped with a warning, as FindCheckpoint skips
-// them), or NotFound. FindCheckpoint then checks it and every shard.
-StatusOr<int> NewestShardCount(const std::string& root) {
-  KT_ASSIGN_OR_RETURN(auto names, storage::ListObjects(root));
-  std::vector<std::pair<int64_t, std::string>> manifests;  // (step, name)
-  for (const std::string& name : names) {
-    if (name.rfind("ckpt-", 0) != 0) continue;
-    const size_t slash = name.find('/');
-    if (slash == std::string::npos || name.substr(slash + 1) != "MANIFEST") continue;
-    try {
-      manifests.emplace_back(std::stoll(name.substr(5, slash - 5)), name);
-    } catch (const std::exception&) {
-      continue;  // not one of ours
-    }
-  }
-  std::sort(manifests.rbegin(), manifests.rend());
-  for (const auto& [step, name] : manifests) {
-    const std::string path = storage::JoinPath(root, name);
-    auto text = storage::ReadObject(path);
-    std::string why;
-    if (text.status().code() == StatusCode::kDataLoss) {
-      why = text.status().message();
-    } else if (!text.ok()) {
-      return text.status();
-    } else {
-      try {
-        const int n = nlohmann::json::parse(*text).at("num_shards").get<int>();
-        if (n > 0) return n;
-        why = "num_shards must be positive";
-      } catch (const std::exception& e) {
-        why = e.what();
-      }
-    }
-    spdlog::warn("checkpoint manifest {} is corrupt ({}); trying the previous checkpoint", path,
-                 why);
-  }
-  if (!manifests.empty())
-    return InvalidArgument("every checkpoint manifest in " + root + " is corrupt");
-  return NotFound("no complete checkpoint in " + root);
-}
-
 onnx::Node MakeNode(std::string op, std::vector<std::string> in, std::vector<std::string> out,
                     std::vector<onnx::Attribute> attrs = {}, std::string domain = "") {
   onnx::Node n;
@@ -237,24 +195,6 @@ static const char* OptimizerName(OptimizerKind k) {
   return "?";
 }
 
-StatusOr<int64_t> NewestCommittedStep(const std::string& root) {
-  KT_ASSIGN_OR_RETURN(auto names, storage::ListObjects(root));
-  std::optional<int64_t> newest;
-  for (const std::string& name : names) {
-    if (name.rfind("ckpt-", 0) != 0) continue;
-    const size_t slash = name.find('/');
-    if (slash == std::string::npos || name.substr(slash + 1) != "MANIFEST") continue;
-    try {
-      const int64_t step = std::stoll(name.substr(5, slash - 5));
-      if (!newest || step > *newest) newest = step;
-    } catch (const std::exception&) {
-      continue;  // not one of ours
-    }
-  }
-  if (!newest) return NotFound("no committed checkpoint in " + root);
-  return *newest;
-}
-
 StatusOr<ModelDescription> ParseModelDescription(const nlohmann::json& j) {
   ModelDescription d;
   try {
@@ -291,9 +231,10 @@ StatusOr<TrainedModel> ReadTrainedModel(const ModelSpec& spec, const OptimizerCo
   if (spec.kind != "wide_deep" && spec.kind != "mlp") {
     return InvalidArgument("cannot export a model of kind \"" + spec.kind + "\"");
   }
-  KT_ASSIGN_OR_RETURN(const int n, NewestShardCount(root));
-  KT_ASSIGN_OR_RETURN(auto found, FindCheckpoint(root, n));
+  // The newest complete checkpoint, with as many shards as the job that wrote it had PS.
+  KT_ASSIGN_OR_RETURN(auto found, FindCheckpoint(root, kAnyShardCount));
   if (!found.has_value()) return NotFound("no complete checkpoint in " + root);
+  const int n = found->num_shards;
   TrainedModel m;
   m.spec = spec;
   m.step = found->step;
@@ -476,17 +417,9 @@ StatusOr<int64_t> WritePredictions(Model& model, const TrainedModel& m, StripeRe
   while (max_examples <= 0 || written < max_examples) {
     KT_ASSIGN_OR_RETURN(const int real, reader.Next(model.batch_size(), &batch));
     if (real == 0) break;
-    // Pad a short final batch with copies of its first example (not printed).
+    // A short final batch is padded; the padding is not printed.
     const int nd = batch.num_dense, nc = batch.num_cat;
-    batch.size = model.batch_size();
-    batch.dense.resize(static_cast<size_t>(batch.size) * nd);
-    batch.cat.resize(static_cast<size_t>(batch.size) * nc);
-    batch.label.resize(batch.size);
-    for (int s = real; s < batch.size; ++s) {
-      std::copy_n(batch.dense.begin(), nd, batch.dense.begin() + static_cast<size_t>(s) * nd);
-      std::copy_n(batch.cat.begin(), nc, batch.cat.begin() + static_cast<size_t>(s) * nc);
-      batch.label[s] = batch.label[0];
-    }
+    PadBatch(batch, real, model.batch_size());
     lookup.Assign(batch);
     rows.assign(lookup.ids.size() * dim, 0.f);  // unknown ids: the zero row
     for (size_t i = 0; i < lookup.ids.size(); ++i) {

@@ -78,11 +78,6 @@ struct TrainedModel {
 StatusOr<TrainedModel> ReadTrainedModel(const ModelSpec& spec, const OptimizerConfig& optimizer,
                                         const std::string& root);
 
-// The step of the newest committed checkpoint (a ckpt-<step>/MANIFEST) under `root`, from
-// one listing and no reads: a cheap "is there something newer" for a poller, which then
-// reads it with ReadTrainedModel (which skips a corrupt one). NotFound when there is none.
-StatusOr<int64_t> NewestCommittedStep(const std::string& root);
-
 // The architecture and optimizer that model.json (DescribeInputs) records. Errors:
 // InvalidArgument for a description this trainer cannot read the checkpoint of (a
 // model.json from before "optimizer" was recorded names none: then `*optimizer` is unset

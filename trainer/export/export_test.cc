@@ -452,5 +452,44 @@ TEST(ReadTrainedModel, ErrorsWithoutACheckpointOrForAnotherArchitecture) {
   fs::remove_all(root);
 }
 
+TEST(ReadTrainedModel, ReadsTheNewestCheckpointWhateverTheShardCountOfOlderOnes) {
+  // An --output reused by a run with another number of PS: model/ holds a 2-shard
+  // checkpoint at step 1 and a 1-shard one at step 5. Export and serving take step 5.
+  const std::string root = TempRoot();
+  OptimizerConfig opt;
+  MlpClassifierConfig mc;
+  mc.batch_size = 2;
+  mc.num_features = 3;
+  mc.hidden = {4};
+  auto model = CreateMlpClassifier(mc);
+  ASSERT_TRUE(model.ok());
+  std::vector<float> old_dense((*model)->NumDenseParams(), 7.f);
+  std::vector<ShardDigest> digests;
+  ASSERT_TRUE(PrepareCheckpointDir(root, 1).ok());
+  for (int k = 0; k < 2; ++k) {
+    ShardConfig c;
+    std::tie(c.dense_begin, c.dense_end) = DenseRange(old_dense.size(), k, 2);
+    c.optimizer = opt;
+    ParamShard shard(c, old_dense.data() + c.dense_begin);
+    auto d = shard.Save(ShardPath(root, 1, k, 2));
+    ASSERT_TRUE(d.ok()) << d.status().ToString();
+    digests.push_back(*d);
+  }
+  ASSERT_TRUE(WriteManifest(root, 1, digests).ok());
+  LocalParams params(**model, 1, opt);
+  ASSERT_TRUE(params.SaveCheckpoint(root, 5).ok());
+  ModelSpec spec;
+  spec.kind = "mlp";
+  spec.num_features = 3;
+  spec.hidden = {4};
+  auto m = ReadTrainedModel(spec, opt, root);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(m->step, 5);
+  std::vector<float> expect((*model)->NumDenseParams());
+  (*model)->InitDense(1, expect.data());
+  EXPECT_EQ(m->dense, expect);
+  fs::remove_all(root);
+}
+
 }  // namespace
 }  // namespace kubetrain::trainer

@@ -2,6 +2,8 @@
 // features already hashed to 64-bit ids. Plain data, shared by data/ and model/.
 #pragma once
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -15,6 +17,25 @@ struct Batch {
   std::vector<uint64_t> cat;  // size x num_cat hashed ids
   std::vector<float> label;   // size; 0/1 for binary models, the class index otherwise
 };
+
+// Pads a batch holding `real` examples (1 <= real <= size) to `size`, the batch size the
+// model's primitives were built for, by repeating its last real example. Callers use only
+// the first `real` outputs. Which example pads changes no result (padding is neither scored
+// nor printed and adds no new ids); the last is what evaluation always used, and the one
+// routine keeps evaluation and --predict from differing in it.
+inline void PadBatch(Batch& b, int real, int size) {
+  const size_t nd = static_cast<size_t>(b.num_dense), nc = static_cast<size_t>(b.num_cat);
+  const size_t last = static_cast<size_t>(real - 1);
+  b.size = size;
+  b.dense.resize(static_cast<size_t>(size) * nd);
+  b.cat.resize(static_cast<size_t>(size) * nc);
+  b.label.resize(static_cast<size_t>(size));
+  for (size_t s = static_cast<size_t>(real); s < static_cast<size_t>(size); ++s) {
+    std::copy_n(b.dense.begin() + last * nd, nd, b.dense.begin() + s * nd);
+    std::copy_n(b.cat.begin() + last * nc, nc, b.cat.begin() + s * nc);
+    b.label[s] = b.label[last];
+  }
+}
 
 // The distinct ids of a batch and, for every (sample, field), the position of its id in
 // `ids`. Rows are pulled and pushed once per distinct id, not once per occurrence.

@@ -201,6 +201,21 @@ TEST(DenseLayerTest, FusedReluBackwardGivesOneDnnsBits) {
   SetComputeThreads(1);
 }
 
+TEST(BatchTest, PadBatchRepeatsTheLastRealExample) {
+  Batch b;
+  b.size = 2;
+  b.num_dense = 2;
+  b.num_cat = 1;
+  b.dense = {1, 2, 3, 4};
+  b.cat = {10, 20};
+  b.label = {0, 1};
+  PadBatch(b, 2, 4);
+  EXPECT_EQ(b.size, 4);
+  EXPECT_EQ(b.dense, (std::vector<float>{1, 2, 3, 4, 3, 4, 3, 4}));
+  EXPECT_EQ(b.cat, (std::vector<uint64_t>{10, 20, 20, 20}));
+  EXPECT_EQ(b.label, (std::vector<float>{0, 1, 1, 1}));
+}
+
 TEST(DenseLayerTest, RejectsNonPositiveSizes) {
   DnnlContext ctx;
   auto layer = DenseLayer::Create(&ctx, 0, 3, 3, true);

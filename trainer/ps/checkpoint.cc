@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <charconv>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
@@ -17,9 +18,33 @@ std::string CheckpointDir(const std::string& root, int64_t step) {
   return storage::JoinPath(root, "ckpt-" + std::to_string(step));
 }
 
+namespace {
+
+std::string ShardFile(int shard, int num_shards) {
+  return "shard-" + std::to_string(shard) + "-of-" + std::to_string(num_shards) + ".bin";
+}
+
+// The step of a listed name "ckpt-<step>/MANIFEST" (storage::ListObjects), or nullopt for
+// any other name.
+std::optional<int64_t> ManifestStep(const std::string& name) {
+  constexpr std::string_view kPrefix = "ckpt-", kSuffix = "/MANIFEST";
+  if (!name.starts_with(kPrefix) || !name.ends_with(kSuffix)) return std::nullopt;
+  const char* begin = name.data() + kPrefix.size();
+  const char* end = name.data() + name.size() - kSuffix.size();
+  int64_t step = -1;
+  const auto [at, ec] = std::from_chars(begin, end, step);
+  if (ec != std::errc() || at != end || step < 0) return std::nullopt;
+  return step;
+}
+
+}  // namespace
+
 std::string ShardPath(const std::string& root, int64_t step, int shard, int num_shards) {
-  return storage::JoinPath(CheckpointDir(root, step), "shard-" + std::to_string(shard) + "-of-" +
-                                                          std::to_string(num_shards) + ".bin");
+  return storage::JoinPath(CheckpointDir(root, step), ShardFile(shard, num_shards));
+}
+
+std::string ManifestPath(const std::string& root, int64_t step) {
+  return storage::JoinPath(CheckpointDir(root, step), "MANIFEST");
 }
 
 Status PrepareCheckpointDir(const std::string& root, int64_t step) {
@@ -31,10 +56,6 @@ Status PrepareCheckpointDir(const std::string& root, int64_t step) {
 }
 
 namespace {
-
-std::string ShardFile(int shard, int num_shards) {
-  return "shard-" + std::to_string(shard) + "-of-" + std::to_string(num_shards) + ".bin";
-}
 
 // Why checkpoint `c` cannot be used, or "" if every shard matches its MANIFEST. Corrupt: a
 // shard missing, or whose bytes disagree with the MANIFEST or (S3, DataLoss) with the
@@ -87,8 +108,8 @@ Status WriteManifest(const std::string& root, int64_t step,
   const nlohmann::json m = {{"step", step}, {"num_shards", num_shards}, {"shards", files}};
   // Created once, never replaced: a MANIFEST that exists describes a complete checkpoint
   // (S3: If-None-Match: *). One already there for this step is the same commit done twice.
-  Status s = storage::WriteObject(storage::JoinPath(CheckpointDir(root, step), "MANIFEST"),
-                                  m.dump(), storage::WriteMode::kCreateOnly, "application/json");
+  Status s = storage::WriteObject(ManifestPath(root, step), m.dump(),
+                                  storage::WriteMode::kCreateOnly, "application/json");
   if (s.code() == StatusCode::kAlreadyExists) return Status::Ok();
   return s;
 }
@@ -99,9 +120,7 @@ StatusOr<CheckpointList> ListCheckpoints(const std::string& root, int num_shards
   CheckpointList list;
   for (const std::string& name : *names) {
     // ckpt-<step>/MANIFEST only: a checkpoint without one is incomplete and never loaded.
-    if (name.rfind("ckpt-", 0) != 0) continue;
-    const size_t slash = name.find('/');
-    if (slash == std::string::npos || name.substr(slash + 1) != "MANIFEST") continue;
+    if (!ManifestStep(name).has_value()) continue;
     const std::string path = storage::JoinPath(root, name);
     auto text = storage::ReadObject(path);
     if (text.status().code() == StatusCode::kDataLoss) {
@@ -117,6 +136,8 @@ StatusOr<CheckpointList> ListCheckpoints(const std::string& root, int num_shards
       const nlohmann::json m = nlohmann::json::parse(*text);
       c.step = m.at("step").get<int64_t>();
       n = m.at("num_shards").get<int>();
+      if (n <= 0) throw std::invalid_argument("num_shards must be positive");
+      c.num_shards = n;
       if (m.contains("shards")) {
         for (const auto& f : m.at("shards")) {
           ShardDigest d{f.at("bytes").get<uint64_t>(), f.at("sha256").get<std::string>(), {}};
@@ -144,7 +165,7 @@ StatusOr<CheckpointList> ListCheckpoints(const std::string& root, int num_shards
       list.corrupt.push_back(path + ": " + e.what());
       continue;
     }
-    if (n != num_shards) {
+    if (num_shards != kAnyShardCount && n != num_shards) {
       return InvalidArgument("checkpoint " + CheckpointDir(root, c.step) + " has " +
                              std::to_string(n) + " shards but the job has " +
                              std::to_string(num_shards) + " parameter servers");
@@ -163,7 +184,7 @@ StatusOr<std::optional<Checkpoint>> FindCheckpoint(const std::string& root, int 
                                 std::make_move_iterator(list.committed.rend()));
   std::vector<std::string> corrupt = std::move(list.corrupt);
   for (size_t i = 0; i < found.size(); ++i) {
-    auto why = CorruptionOf(root, found[i], num_shards);
+    auto why = CorruptionOf(root, found[i], found[i].num_shards);
     if (!why.ok()) return why.status();
     if (why->empty()) {
       if (!corrupt.empty()) {
@@ -183,6 +204,17 @@ StatusOr<std::optional<Checkpoint>> FindCheckpoint(const std::string& root, int 
                            "); move them away to start training over");
   }
   return std::optional<Checkpoint>();
+}
+
+StatusOr<int64_t> NewestCommittedStep(const std::string& root) {
+  KT_ASSIGN_OR_RETURN(auto names, storage::ListObjects(root));
+  std::optional<int64_t> newest;
+  for (const std::string& name : names) {
+    const std::optional<int64_t> step = ManifestStep(name);
+    if (step.has_value() && (!newest || *step > *newest)) newest = step;
+  }
+  if (!newest) return NotFound("no committed checkpoint in " + root);
+  return *newest;
 }
 
 StatusOr<std::optional<int64_t>> LatestCheckpoint(const std::string& root, int num_shards) {

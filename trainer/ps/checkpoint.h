@@ -1,4 +1,6 @@
-// Checkpoint layout and commit protocol.
+// Checkpoint layout and commit protocol. This module is the one owner of the layout: every
+// reader (the trainer's roles, the evaluator, export, kubetrain-serve) finds "the newest
+// committed checkpoint under a root" and "the files of checkpoint N" through it.
 //
 // Layout: <dir>/ckpt-<step>/shard-<k>-of-<n>.bin for every PS k, then
 //         <dir>/ckpt-<step>/MANIFEST (JSON: step, num_shards, and per shard its file, size
@@ -50,6 +52,8 @@ namespace kubetrain::trainer {
 
 std::string CheckpointDir(const std::string& root, int64_t step);
 std::string ShardPath(const std::string& root, int64_t step, int shard, int num_shards);
+// <root>/ckpt-<step>/MANIFEST: present once checkpoint `step` is committed.
+std::string ManifestPath(const std::string& root, int64_t step);
 // Creates ckpt-<step>/ (idempotent).
 Status PrepareCheckpointDir(const std::string& root, int64_t step);
 // Commits checkpoint `step` with one digest per shard (shards.size() shards): call only
@@ -60,7 +64,13 @@ Status WriteManifest(const std::string& root, int64_t step, const std::vector<Sh
 struct Checkpoint {
   int64_t step = 0;
   std::vector<ShardDigest> shards;  // empty for a MANIFEST from before checksums
+  int num_shards = 0;               // as its MANIFEST records
 };
+
+// As the `num_shards` of ListCheckpoints and FindCheckpoint: take each checkpoint with the
+// number of shards its MANIFEST records. For a reader of a finished model (export,
+// serving) that does not know how many parameter servers wrote it.
+inline constexpr int kAnyShardCount = 0;
 
 // Every committed checkpoint (a MANIFEST that parses) in step order, shards not checked,
 // and the MANIFESTs that do not parse or are corrupt objects ("<path>: why"). Errors:
@@ -81,6 +91,11 @@ StatusOr<CheckpointList> ListCheckpoints(const std::string& root, int num_shards
 StatusOr<std::optional<Checkpoint>> FindCheckpoint(const std::string& root, int num_shards);
 // FindCheckpoint's step.
 StatusOr<std::optional<int64_t>> LatestCheckpoint(const std::string& root, int num_shards);
+
+// The step of the newest committed checkpoint (a ckpt-<step>/MANIFEST) under `root`, from
+// one listing and no reads: a cheap "is there something newer" for a poller, which then
+// reads it through FindCheckpoint (which skips a corrupt one). NotFound when there is none.
+StatusOr<int64_t> NewestCommittedStep(const std::string& root);
 
 // Loads shard `k` of `checkpoint` into `shard`, checking it against the MANIFEST again (it
 // is read again).

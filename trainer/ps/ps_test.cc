@@ -531,6 +531,38 @@ TEST(CheckpointTest, BitFlippedShardFallsBackToThePreviousCheckpoint) {
   fs::remove_all(root);
 }
 
+TEST(CheckpointTest, AReaderOfAnyShardCountTakesTheNewestWithItsOwnCount) {
+  // Export and kubetrain-serve do not know how many PS wrote a model: the newest committed
+  // checkpoint comes with its MANIFEST's shard count, whatever the older ones had.
+  const std::string root = TempRoot();
+  const float init[3] = {1, 2, 3};
+  ParamShard s(SmallConfig(), init);
+  Commit(root, 10, s, 2);
+  Commit(root, 20, s, 3);
+  ASSERT_TRUE(PrepareCheckpointDir(root, 30).ok());  // never committed: no MANIFEST
+  auto found = FindCheckpoint(root, kAnyShardCount);
+  ASSERT_TRUE(found.ok()) << found.status().ToString();
+  ASSERT_TRUE(found->has_value());
+  EXPECT_EQ((*found)->step, 20);
+  EXPECT_EQ((*found)->num_shards, 3);
+  EXPECT_FALSE(FindCheckpoint(root, 2).ok()) << "a job of 2 PS takes a 3-shard checkpoint";
+  auto newest = NewestCommittedStep(root);
+  ASSERT_TRUE(newest.ok()) << newest.status().ToString();
+  EXPECT_EQ(*newest, 20);
+  // Names that only look like the layout are not checkpoints.
+  fs::create_directories(root + "/ckpt-99x");
+  std::ofstream(root + "/ckpt-99x/MANIFEST") << "{}";
+  std::ofstream(root + "/ckpt-40.MANIFEST") << "{}";
+  newest = NewestCommittedStep(root);
+  ASSERT_TRUE(newest.ok());
+  EXPECT_EQ(*newest, 20);
+  EXPECT_EQ(ManifestPath(root, 20), root + "/ckpt-20/MANIFEST");
+  const std::string empty = TempRoot();
+  EXPECT_TRUE(IsNotFound(NewestCommittedStep(empty).status()));
+  fs::remove_all(empty);
+  fs::remove_all(root);
+}
+
 TEST(CheckpointTest, TruncatedShardFallsBackToThePreviousCheckpoint) {
   const std::string root = TempRoot();
   const float init[3] = {1, 2, 3};

@@ -215,8 +215,7 @@ bool PsServer::DrainDone(Clock::time_point* deadline) {
   }
   if (step >= 0) {
     // The shard is written; the coordinator commits it with the MANIFEST right after.
-    auto committed =
-        storage::ObjectExists(storage::JoinPath(CheckpointDir(root, step), "MANIFEST"));
+    auto committed = storage::ObjectExists(ManifestPath(root, step));
     if (committed.ok() && *committed) {
       spdlog::info("SIGTERM: checkpoint {} committed; stopping", step);
     } else if (Clock::now() > *deadline) {

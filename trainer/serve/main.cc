@@ -23,6 +23,7 @@
 #include "kubetrain/version.h"
 #include "trainer/export/export.h"
 #include "trainer/model/model.h"
+#include "trainer/ps/checkpoint.h"
 #include "trainer/serve/server.h"
 
 namespace {

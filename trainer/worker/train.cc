@@ -10,7 +10,7 @@
 #include <deque>
 #include <numeric>
 
-#include "trainer/data/metrics.h"
+#include "trainer/data/eval_metrics.h"
 #include "trainer/data/read_ahead.h"
 #include "trainer/metrics/metrics.h"
 
@@ -279,19 +279,8 @@ StatusOr<EvalMetrics> Evaluate(Model& model, StripeReader& reader, ParamClient& 
   while (max_examples <= 0 || static_cast<int64_t>(labels.size()) < max_examples) {
     KT_ASSIGN_OR_RETURN(const int real, reader.Next(model.batch_size(), &batch));
     if (real == 0) break;
-    // Pad a short final batch by repeating its last example; the padding is not scored.
-    if (real < model.batch_size()) {
-      const int nd = batch.num_dense, nc = batch.num_cat;
-      batch.size = model.batch_size();
-      batch.dense.resize(static_cast<size_t>(batch.size) * nd);
-      batch.cat.resize(static_cast<size_t>(batch.size) * nc);
-      batch.label.resize(batch.size);
-      for (int s = real; s < batch.size; ++s) {
-        std::copy_n(batch.dense.begin() + (real - 1) * nd, nd, batch.dense.begin() + s * nd);
-        std::copy_n(batch.cat.begin() + (real - 1) * nc, nc, batch.cat.begin() + s * nc);
-        batch.label[s] = batch.label[real - 1];
-      }
-    }
+    // A short final batch is padded; the padding is not scored.
+    if (real < model.batch_size()) PadBatch(batch, real, model.batch_size());
     lookup.Assign(batch);
     rows.resize(lookup.ids.size() * model.SparseRowDim());
     KT_RETURN_IF_ERROR(params.Pull(lookup.ids, rows.data(), dense.pull_target()));

@@ -1,4 +1,5 @@
-// Evaluation metrics over (score, label) pairs.
+// Evaluation metrics over (score, label) pairs: AUC, log loss, accuracy. (The live
+// Prometheus metrics a process serves are trainer/metrics/.)
 #pragma once
 
 #include <cstddef>

@@ -1,4 +1,4 @@
-#include "trainer/data/metrics.h"
+#include "trainer/data/eval_metrics.h"
 
 #include <algorithm>
 #include <cmath>
