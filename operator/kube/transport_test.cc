@@ -88,6 +88,40 @@ TEST_F(TransportTest, ExecPluginTokenIsRefreshedAfter401) {
   std::filesystem::remove_all(dir);
 }
 
+// A refresh that fails keeps the old credential and is handed to
+// Config::on_credential_error (the kube library logs nothing itself).
+TEST_F(TransportTest, ExecPluginRefreshFailureGoesToTheCredentialErrorHook) {
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("kt-exec-fail-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string plugin = (dir / "plugin.sh").string();
+  std::ofstream(plugin) << "#!/bin/sh\necho broken >&2\nexit 3\n";
+  std::filesystem::permissions(plugin, std::filesystem::perms::owner_all);
+  std::vector<std::string> seen;
+  std::mutex mu;
+  server_.Get("/api/v1/namespaces/ns/configmaps/x", [&](const httplib::Request& req, auto& res) {
+    std::lock_guard lock(mu);
+    seen.push_back(req.get_header_value("Authorization"));
+    res.status = 401;
+    res.set_content(R"({"kind":"Status","reason":"Unauthorized"})", "application/json");
+  });
+  std::vector<Status> reported;
+  Config cfg;
+  cfg.exec = ExecPlugin{"client.authentication.k8s.io/v1", plugin, {}, {}, "", false};
+  cfg.token = "t0";
+  cfg.on_credential_error = [&](const Status& error) {
+    std::lock_guard lock(mu);
+    reported.push_back(error);
+  };
+  auto r = NewClient(cfg)->Get(kConfigMaps, "ns", "x");
+  EXPECT_EQ(r.status().code(), StatusCode::kUnauthenticated) << r.status().ToString();
+  std::lock_guard lock(mu);
+  EXPECT_EQ(seen, (std::vector<std::string>{"Bearer t0", "Bearer t0"}));  // the old one kept
+  ASSERT_EQ(reported.size(), 1u);
+  EXPECT_FALSE(reported[0].ok());
+  std::filesystem::remove_all(dir);
+}
+
 // Issue 27 item 11: a plugin that returns only a client certificate ran on
 // every request (the cache was keyed on the token it never returned).
 TEST_F(TransportTest, ExecPluginCertificateWithoutExpiryIsNotFetchedPerRequest) {

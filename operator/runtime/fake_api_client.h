@@ -352,7 +352,8 @@ class FakeApi final : public ApiClient {
     json Served(const json& obj) const {
       api_->served_[resource_ + " " + selector_].insert(obj["metadata"].value("name", ""));
       if (!fields_) return obj;
-      return kube::ParseServedJson(obj.dump(), kube::ServedShape::kObject, true, fields_.get());
+      return kube::ParseServedJson(obj.dump(), kube::ServedShape::kObject, true, fields_.get())
+          .value();
     }
 
     FakeApi* const api_;
