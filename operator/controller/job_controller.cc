@@ -588,9 +588,7 @@ class JobController::Impl {
     p.first_status = p.unwritten || p.job.status.conditions.empty();
     p.was_created = p.job.status.IsTrue(api::ConditionType::kCreated);
     p.was_finished = p.job.status.Finished();
-    p.regarding = runtime::ObjectReference{
-        std::string(is_tfjob ? api::kTFJobApiVersion : api::kApiVersion),
-        std::string(is_tfjob ? api::kTFJobKind : api::kKind), p.ns, p.name, p.job.metadata.uid};
+    p.regarding = JobReference(p.ns, p.name, p.job.metadata.uid, is_tfjob);
     return std::nullopt;
   }
 
@@ -1189,8 +1187,7 @@ class JobController::Impl {
         // first), so say so where the user looks; the reconcile error is
         // retried with backoff, as a newer plan or a fixed CRD or role may
         // be taken.
-        recorder_->Record({std::string(api::kApiVersion), std::string(api::kKind), cached.meta.ns,
-                           cached.meta.name, cached.meta.uid},
+        recorder_->Record(JobReference(cached.meta.ns, cached.meta.name, cached.meta.uid),
                           "Warning", "StatusWriteFailed", "Reconcile",
                           SanitizeApiMessage(written.status().message()));
       }
@@ -1220,9 +1217,8 @@ class JobController::Impl {
     UpdateState(status, now);
     KT_RETURN_IF_ERROR(WriteStatus(key, cached, cached.meta.resource_version, status));
     metrics_->JobFailed();
-    recorder_->Record({std::string(api::kApiVersion), std::string(api::kKind), cached.meta.ns,
-                       cached.meta.name, cached.meta.uid},
-                      "Warning", "InvalidSpec", "Reconcile", error.message());
+    recorder_->Record(JobReference(cached.meta.ns, cached.meta.name, cached.meta.uid), "Warning",
+                      "InvalidSpec", "Reconcile", error.message());
     return runtime::ReconcileResult{};
   }
 
