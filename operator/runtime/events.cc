@@ -151,7 +151,8 @@ void EventRecorder::Send(const Pending& p) {
     Series& s = it->second;
     s.count++;
     s.last = now;
-    json patch = {{"series", {{"count", s.count}, {"lastObservedTime", MicroTimeNow(*opts_.clock)}}}};
+    json patch = {
+        {"series", {{"count", s.count}, {"lastObservedTime", MicroTimeNow(*opts_.clock)}}}};
     auto r = client_->Patch(kube::kEvents, s.ns, s.event_name, kube::PatchType::kMerge, patch);
     if (r.ok()) return;
     spdlog::warn("event: updating series of {} failed: {}", s.event_name, r.status().ToString());
