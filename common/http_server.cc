@@ -74,6 +74,8 @@ std::string Serialize(const HttpResponse& r, bool head, bool allow_post = false,
   out.append(Reason(r.status));
   out += "\r\nContent-Type: " + r.content_type;
   out += "\r\nContent-Length: " + std::to_string(r.body.size());
+  for (const auto& [name, value] : r.headers)
+    out.append("\r\n").append(name).append(": ").append(value);
   if (r.status == 405) out += allow_post ? "\r\nAllow: GET, HEAD, POST" : "\r\nAllow: GET, HEAD";
   out += keep_alive ? "\r\nConnection: keep-alive\r\n\r\n" : "\r\nConnection: close\r\n\r\n";
   if (!head) out += r.body;
@@ -509,6 +511,7 @@ class HttpServer::Loop {
     if (sp2 == std::string_view::npos || line.find(' ', sp2 + 1) != std::string_view::npos)
       return bad(400);
     HttpRequest& req = it->request;
+    req.headers.clear();
     req.method = line.substr(0, sp1);
     const std::string_view target = line.substr(sp1 + 1, sp2 - sp1 - 1);
     const std::string_view version = line.substr(sp2 + 1);
@@ -527,6 +530,7 @@ class HttpServer::Loop {
       const size_t colon = h.find(':');
       if (colon == std::string_view::npos) continue;  // the blank line
       const std::string_view name = h.substr(0, colon), value = Trim(h.substr(colon + 1));
+      req.headers.emplace_back(name, value);
       if (IEquals(name, "transfer-encoding")) return bad(501);
       if (IEquals(name, "content-length")) {
         if (value.empty() || value.find_first_not_of("0123456789") != std::string_view::npos)
@@ -571,7 +575,19 @@ class HttpServer::Loop {
     // Bytes after the request (a pipelining client): answered, then closed.
     if (c.in.size() > c.header_len + c.body_len) c.wants_keep_alive = false;
     c.request.more_ready = more_ready_;
-    const auto h = handlers_.find(c.request.path);
+    auto h = handlers_.find(c.request.path);
+    if (h == handlers_.end() || h->first.ends_with('*')) {
+      h = handlers_.end();
+      size_t longest = 0;  // the longest prefix handler (key "prefix*") the path begins with
+      for (auto p = handlers_.begin(); p != handlers_.end(); ++p) {
+        const std::string_view prefix = std::string_view(p->first).substr(0, p->first.size() - 1);
+        if (p->first.ends_with('*') && c.request.path.starts_with(prefix) &&
+            prefix.size() >= longest) {
+          h = p;
+          longest = prefix.size();
+        }
+      }
+    }
     if (h == handlers_.end()) return Respond(it, Error(404), c.head_only);
     c.request.body = c.in.substr(c.header_len, c.body_len);
     c.in = std::string();
@@ -735,6 +751,13 @@ class HttpServer::Loop {
   Clock::time_point accept_resume_;
 };
 
+std::optional<std::string_view> HttpRequest::Header(std::string_view name) const {
+  for (const auto& [n, v] : headers) {
+    if (IEquals(n, name)) return std::string_view(v);
+  }
+  return std::nullopt;
+}
+
 void AppendHttpStats(std::string_view metric,
                      const std::vector<std::pair<std::string_view, HttpServerStats>>& servers,
                      std::string* out) {
@@ -769,6 +792,10 @@ void HttpServer::Handle(std::string path, HttpHandler handler) {
 
 void HttpServer::HandleAsync(std::string path, AsyncHttpHandler handler) {
   handlers_[std::move(path)] = std::move(handler);
+}
+
+void HttpServer::HandlePrefixAsync(std::string prefix, AsyncHttpHandler handler) {
+  handlers_[std::move(prefix) + "*"] = std::move(handler);
 }
 
 StatusOr<int> HttpServer::Start(std::string_view host, int port) {

@@ -82,6 +82,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -110,16 +111,23 @@ struct HttpRequest {
   std::string path;    // the target up to '?'
   std::string query;   // after '?', without it
   std::string body;    // POST only
+  // The header lines as received (name as sent, value trimmed); bounded by max_header_bytes.
+  std::vector<std::pair<std::string, std::string>> headers;
   // Other connections had events ready when this request was dispatched: a hint that
   // requests are arriving concurrently (kubetrain-serve batches then, rather than answer
   // on the loop thread).
   bool more_ready = false;
+
+  // The value of the first header named `name` (case-insensitive), if any.
+  std::optional<std::string_view> Header(std::string_view name) const;
 };
 
 struct HttpResponse {
   int status = 200;
   std::string content_type = "text/plain; charset=utf-8";
   std::string body;
+  // More header lines (names and values without CR or LF), written after Content-Length.
+  std::vector<std::pair<std::string, std::string>> headers;
 };
 
 using HttpHandler = std::function<HttpResponse(const HttpRequest&)>;
@@ -160,6 +168,9 @@ class HttpServer {
   void Handle(std::string path, HttpHandler handler);
   // Serves `path` with a handler that may answer later. Before Start() only.
   void HandleAsync(std::string path, AsyncHttpHandler handler);
+  // Serves every path that begins with `prefix` and has no exact handler (the longest
+  // such prefix wins). Before Start() only.
+  void HandlePrefixAsync(std::string prefix, AsyncHttpHandler handler);
 
   // Binds `host`:`port` and starts the loop thread. An empty host, "::" or "*"
   // binds every address: IPv6 dual-stack, else IPv4 0.0.0.0. Port 0 binds any
@@ -182,6 +193,7 @@ class HttpServer {
 
   // Constant after construction / Start().
   const HttpLimits limits_;
+  // Exact paths; a key ending in '*' is a prefix (HandlePrefixAsync).
   std::map<std::string, AsyncHttpHandler, std::less<>> handlers_;
   Counters counters_;
 

@@ -483,6 +483,38 @@ TEST(HttpServerTest, PostBodiesUpToTheLimitReachTheHandlerAndLargerOnesGet413) {
   EXPECT_NE(put->head.find("Allow: GET, HEAD, POST\r\n"), std::string::npos) << put->head;
 }
 
+// Handlers read the request's headers (case-insensitive) and add their own to the answer;
+// a prefix handler takes the paths with no exact handler, the longest prefix first.
+TEST(HttpServerTest, HeadersBothWaysAndPrefixHandlers) {
+  HttpLimits limits;
+  limits.max_body_bytes = 100;
+  HttpServer server(limits);
+  server.Handle("/h", [](const HttpRequest& r) {
+    HttpResponse out = Text(std::string(r.Header("x-thing").value_or("none")));
+    out.headers.emplace_back("X-Answer", "42");
+    return out;
+  });
+  const auto named = [](std::string name) {
+    return [name](HttpRequest r, HttpResponder respond) { respond(Text(name + " " + r.path)); };
+  };
+  server.HandlePrefixAsync("/p/", named("short"));
+  server.HandlePrefixAsync("/p/long/", named("long"));
+  server.HandleAsync("/p/long/exact", named("exact"));
+  auto port = server.Start("127.0.0.1", 0);
+  ASSERT_TRUE(port.ok()) << port.status().ToString();
+
+  auto h = http_test::Get(*port, "/h", 2s, "GET", "X-Thing:  a value \r\n");
+  ASSERT_TRUE(h.has_value());
+  EXPECT_EQ(h->body, "a value");
+  EXPECT_NE(h->head.find("\r\nX-Answer: 42\r\n"), std::string::npos) << h->head;
+  EXPECT_EQ(http_test::Get(*port, "/h", 2s)->body, "none");
+  EXPECT_EQ(http_test::Get(*port, "/p/x", 2s)->body, "short /p/x");
+  EXPECT_EQ(http_test::Get(*port, "/p/long/y/z", 2s)->body, "long /p/long/y/z");
+  EXPECT_EQ(http_test::Get(*port, "/p/long/exact", 2s)->body, "exact /p/long/exact");
+  EXPECT_EQ(http_test::Get(*port, "/p", 2s)->status, 404);
+  EXPECT_EQ(http_test::Get(*port, "/p/*", 2s)->body, "short /p/*");
+}
+
 // A client that sends its body while the server answers 413 from the header
 // (as curl, Python's http.client and tritonclient do) must get to read the
 // 413: the server drops the body it still sends instead of closing into it,

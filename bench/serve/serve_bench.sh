@@ -10,7 +10,11 @@
 #   exported model.onnx (intra_op_num_threads = the same threads); and onnxruntime
 #   in-process (no HTTP, no JSON; same venv) on the same threads. Every figure is the
 #   median of KT_BENCH_ROUNDS rounds (default 3); a round measures every server in turn,
-#   so a busy machine slows all columns alike.
+#   so a busy machine slows all columns alike. kubetrain-serve's batch-256 throughput also
+#   with the v2 binary tensor data extension (binary inputs and output). Beside the throughput: CPU milliseconds per
+#   1,000 examples at batch 256 (the server's process and its children, from /proc; with
+#   the load client's own, which shares the cores; onnxruntime in-process: its process),
+#   and examples per server CPU-second, which a loaded machine disturbs less than ex/s.
 #
 #   bench/serve/serve_bench.sh [BUILD_DIR]   (default build/release; needs kubetrain-trainer,
 #                                             kubetrain-serve and bench/serve/serve_load)
@@ -60,6 +64,21 @@ def body(rs):
          "data": [v for r in rs for v in r["cat_ids"]]}]})
 open(w + "/body1.json", "w").write(body(rows[:1]))
 open(w + "/body256.json", "w").write(body(rows[:256]))
+# The same 256 examples in the binary tensor data extension (binary inputs, binary output);
+# the JSON header's length goes in Inference-Header-Content-Length.
+import struct
+rs = rows[:256]
+head = json.dumps({"inputs": [
+    {"name": "dense", "datatype": "FP32", "shape": [256, 13],
+     "parameters": {"binary_data_size": 256 * 13 * 4}},
+    {"name": "cat_ids", "datatype": "INT64", "shape": [256, 26],
+     "parameters": {"binary_data_size": 256 * 26 * 8}}],
+    "outputs": [{"name": "probability", "parameters": {"binary_data": True}}]}).encode()
+dense = [v for r in rs for v in r["dense"]]
+cat = [v for r in rs for v in r["cat_ids"]]
+open(w + "/body256.bin", "wb").write(
+    head + struct.pack(f"<{len(dense)}f", *dense) + struct.pack(f"<{len(cat)}q", *cat))
+open(w + "/body256.bin.header", "w").write(str(len(head)))
 PY
 
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
@@ -100,7 +119,19 @@ stop_server() {
   wait "${server_pid}" || true
   server_pid=""
 }
-record() { echo "$1 $2 $3 $4" >>"${work}/figures"; }  # IMPL THREADS METRIC VALUE
+record() {  # IMPL THREADS METRIC VALUE (none: a failed run, not recorded)
+  if [[ -n ${4:-} ]]; then echo "$1 $2 $3 $4" >>"${work}/figures"; fi
+}
+# CPU seconds (user + system, every thread) of the server and its child processes.
+cpu_of() {
+  local tick total=0 p
+  tick="$(getconf CLK_TCK)"
+  for p in "$1" $(pgrep -P "$1" || true); do
+    [[ -r /proc/${p}/stat ]] || continue
+    total=$((total + $(sed 's/.*) //' "/proc/${p}/stat" | awk '{print $12 + $13}')))
+  done
+  echo "scale=3; ${total} / ${tick}" | bc
+}
 
 impls=(after kserve)
 [[ -n ${before} ]] && impls=(after before kserve)
@@ -117,10 +148,29 @@ for round in $(seq 1 "${rounds}"); do
         record "${impl}" 1 p50 "$(sed -n 's/.*p50 \([0-9.]*\) ms.*/\1/p' <<<"${out}")"
         record "${impl}" 1 p99 "$(sed -n 's/.*p99 \([0-9.]*\) ms.*/\1/p' <<<"${out}")"
       fi
+      # The warm-up outside the CPU count.
+      "${load}" --port "${port}" --path /v2/models/m/infer --body "${work}/body256.json" \
+        --examples 256 --requests 10 --concurrency 2 --warmup 0 >/dev/null
+      cpu0="$(cpu_of "${server_pid}")"
       out="$("${load}" --port "${port}" --path /v2/models/m/infer --body "${work}/body256.json" \
-        --examples 256 --requests "${batches}" --concurrency 2 --warmup 10)"
-      echo "  batch 256: ${out}" >&2
+        --examples 256 --requests "${batches}" --concurrency 2 --warmup 0)"
+      cpu1="$(cpu_of "${server_pid}")"
+      echo "  batch 256: ${out}; server CPU $(bc <<<"${cpu1} - ${cpu0}") s" >&2
       record "${impl}" "${threads}" tput "$(sed -n 's/.*, \([0-9]*\) examples\/s.*/\1/p' <<<"${out}")"
+      # CPU milliseconds per 1,000 examples: the server's, and the server's with the client's.
+      client="$(sed -n 's/.*client CPU \([0-9.]*\) s.*/\1/p' <<<"${out}")"
+      record "${impl}" "${threads}" cpu "$(bc <<<"scale=3; (${cpu1} - ${cpu0}) * 1000000 / (${batches} * 256)")"
+      record "${impl}" "${threads}" cpuall \
+        "$(bc <<<"scale=3; (${cpu1} - ${cpu0} + ${client}) * 1000000 / (${batches} * 256)")"
+      if [[ ${impl} != kserve ]]; then  # binary tensor data: kubetrain-serve only
+        out="$("${load}" --port "${port}" --path /v2/models/m/infer --body "${work}/body256.bin" \
+          --content-type application/octet-stream --examples 256 --requests "${batches}" \
+          --concurrency 2 --warmup 10 \
+          --header "Inference-Header-Content-Length: $(cat "${work}/body256.bin.header")")" ||
+          out="failed"
+        echo "  batch 256, binary: ${out}" >&2
+        record "${impl}" "${threads}" bintput "$(sed -n 's/.*, \([0-9]*\) examples\/s.*/\1/p' <<<"${out}")"
+      fi
       if [[ ${round} == 1 ]]; then
         curl -sf -X POST -H 'Content-Type: application/json' --data-binary "@${work}/body1.json" \
           "http://127.0.0.1:${port}/v2/models/m/infer" >"${work}/answer-${impl}-${threads}.json"
@@ -163,10 +213,13 @@ for _ in range(rounds):
             print(f"ort 1 p99 {lat[int(0.99 * len(lat))]:.3f}")
         for _ in range(10):
             s.run(["probability"], {"dense": dense, "cat_ids": cat})
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         for _ in range(batches):
             s.run(["probability"], {"dense": dense, "cat_ids": cat})
-        print(f"ort {threads} tput {batches * 256 / (time.perf_counter() - t0):.0f}")
+        t1, c1 = time.perf_counter(), time.process_time()
+        print(f"ort {threads} tput {batches * 256 / (t1 - t0):.0f}")
+        print(f"ort {threads} cpu {(c1 - c0) * 1e6 / (batches * 256):.3f}")
+        print(f"ort {threads} cpuall {(c1 - c0) * 1e6 / (batches * 256):.3f}")
 PY
 
 sed 's/^/figure: /' "${work}/figures" >&2  # the rounds, for the record
@@ -200,12 +253,26 @@ print(f"{'':34}" + "".join(f"{c[2]:>17}" for c in cols))
 rows = [("batch-1 latency p50, 1 thread", "1", "p50", "ms"),
         ("batch-1 latency p99, 1 thread", "1", "p99", "ms"),
         ("batch-256 throughput, 1 thread", "1", "tput", "ex/s"),
-        ("batch-256 throughput, 2 threads", "2", "tput", "ex/s")]
+        ("batch-256 throughput, 2 threads", "2", "tput", "ex/s"),
+        ("batch-256, binary tensors, 1 thread", "1", "bintput", "ex/s"),
+        ("batch-256, binary tensors, 2 threads", "2", "bintput", "ex/s"),
+        ("server CPU per 1k ex, 1 thread", "1", "cpu", "cpu"),
+        ("server CPU per 1k ex, 2 threads", "2", "cpu", "cpu"),
+        ("+ client CPU per 1k ex, 2 threads", "2", "cpuall", "cpu"),
+        ("ex per server CPU-s, 2 threads", "2", "pcpu", "ex/s")]
+for impl, _, _ in cols:
+    if (impl, "2", "cpu") in med:
+        med[(impl, "2", "pcpu")] = 1e6 / med[(impl, "2", "cpu")]
 for label, t, m, unit in rows:
     cells = []
     for impl, _, _ in cols:
         v = med.get((impl, t, m))
-        cells.append("-" if v is None else (f"{v:.3f} {unit}" if unit == "ms" else f"{v:.0f} {unit}"))
+        if v is None:
+            cells.append("-")
+        elif unit == "cpu":
+            cells.append(f"{v:.1f} ms")
+        else:
+            cells.append(f"{v:.3f} {unit}" if unit == "ms" else f"{v:.0f} {unit}")
     print(f"{label:34}" + "".join(f"{c:>17}" for c in cells))
 for t in ("1", "2"):
     a = med[("after", t, "tput")]

@@ -8,6 +8,8 @@
 #   with PS=1 in the environment, also once per profile 2 PS + 2 workers over 127.0.0.1:
 #     samples/s, and each PS's peak RSS against its rows x payload (dim 16 + wide weight,
 #     with Adagrad's accumulators: 2 x 17 floats = 136 bytes per row).
+#   with BOUNDS=1, also one process on criteo-kaggle with --embedding-admit-count 2 and with
+#     --embedding-capacity half the rows of the unbounded run: AUC, rows, samples/s.
 # Samples per CPU-second (the trainer's own figure) is printed beside samples/s: on a machine
 # shared with other work the wall-clock rate mostly says how much CPU each run was given.
 # Peak RSS is /usr/bin/time's maximum resident set size. The last lines are the figures.
@@ -35,10 +37,12 @@ for profile in small criteo-kaggle; do
     "${common[@]}" >"${work}/gen.log" 2>&1 || { cat "${work}/gen.log" >&2; exit 1; }
 done
 
-one() {  # one PROFILE ROUND
-  /usr/bin/time -f %M -o "${work}/rss.$1.$2" "${trainer}" --data-dir "${work}/$1" --steps "${steps}" \
-    --termination-log "${work}/one.$1.$2.json" "${common[@]}" >"${work}/one.log" 2>&1 ||
-    { cat "${work}/one.log" >&2; exit 1; }
+one() {  # one PROFILE ROUND [flags...]
+  local profile="$1" round="$2"
+  shift 2
+  /usr/bin/time -f %M -o "${work}/rss.${profile}.${round}" "${trainer}" --data-dir "${work}/${profile}" \
+    --steps "${steps}" --termination-log "${work}/one.${profile}.${round}.json" "${common[@]}" "$@" \
+    >"${work}/one.log" 2>&1 || { cat "${work}/one.log" >&2; exit 1; }
 }
 for r in $(seq 1 "${reps}"); do
   one small "${r}"
@@ -67,10 +71,17 @@ if [[ "${PS:-0}" == 1 ]]; then
   cluster small
   cluster criteo-kaggle
 fi
+if [[ "${BOUNDS:-0}" == 1 ]]; then
+  half=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["embedding"]["rows"] // 2)' \
+    "${work}/one.criteo-kaggle.1.json")
+  one criteo-kaggle admit2 --embedding-admit-count 2
+  one criteo-kaggle capacity --embedding-capacity "${half}"
+fi
 
-python3 - "${work}" "${reps}" "${lines}" "${payload}" "${PS:-0}" <<'PY'
+python3 - "${work}" "${reps}" "${lines}" "${payload}" "${PS:-0}" "${BOUNDS:-0}" <<'PY'
 import glob, json, os, statistics, sys
 work, reps, lines, payload, ps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5] == "1"
+bounds = sys.argv[6] == "1"
 med = statistics.median
 def j(p): return json.load(open(p))
 def rss(p): return int(open(p).read().split()[-1]) * 1024  # KiB -> bytes
@@ -104,5 +115,15 @@ if ps:
                 lines_out.append(
                     f"ps-{k} criteo-kaggle: peak RSS / (rows x {payload} B) = {m / (rows * payload):.2f}x; "
                     f"above the small-profile PS ({base[k] / 1e6:.0f} MB): {(m - base[k]) / (rows * payload):.2f}x")
+if bounds:
+    base = one["criteo-kaggle"][0]
+    for name in ("admit2", "capacity"):
+        k = j(f"{work}/one.criteo-kaggle.{name}.json")
+        e = k["embedding"]
+        lines_out.append(
+            f"one process, criteo-kaggle, {name}: eval AUC {k['eval']['auc']:.4f} (unbounded "
+            f"{base['eval']['auc']:.4f}, cost {base['eval']['auc'] - k['eval']['auc']:+.4f}), rows {e['rows']} "
+            f"(unbounded {base['embedding']['rows']}), filtered {e['filtered']}, evicted {e['evicted']}, "
+            f"{k['samples_per_second']:.0f} samples/s, peak RSS {rss(f'{work}/rss.criteo-kaggle.{name}') / 1e6:.0f} MB")
 print("\n".join(lines_out))
 PY

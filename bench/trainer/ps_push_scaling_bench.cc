@@ -8,13 +8,23 @@
 // time spent inside ApplyPush, summed over threads. Medians of `reps` repetitions. With 2
 // cores here, more than 2 threads cannot add throughput; the share says whether the lock
 // or the memory is the limit. The last lines are the figures, with their units.
+// Beside it, two figures that tell the lock from the scheduler on a small or busy machine:
+// "cores used", the threads' CPU time inside ApplyPush over the wall time (what the process
+// got from the machine), and the same pushes with one private shard per thread ("no shared
+// lock": nothing to wait for), whose updates/s are the ceiling the shared shard is held to.
+// When threads outnumber the free cores, a thread that is descheduled holds a stripe that the
+// running ones will need, so they sleep on its lock instead of waiting in the run queue: the
+// wait share then tracks 1 - cores/threads while updates/s stay at the ceiling.
 // Run: ps_push_scaling_bench [--rows R] [--dense D] [--table N] [--pushes P] [--reps K]
+//        [--ceiling 0|1]
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -32,11 +42,18 @@ struct Options {
   size_t table = 1000000;
   int pushes = 200;  // per thread
   int reps = 5;
+  bool ceiling = true;  // also measure one private shard per thread
 };
 
 struct Run {
-  double pushes_per_s = 0, rows_per_s = 0, wait_share = 0;
+  double pushes_per_s = 0, rows_per_s = 0, wait_share = 0, cores = 0;
 };
+
+double ThreadCpuSeconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
 
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -68,14 +85,18 @@ uint64_t LockWait(const ParamShard& shard) {
 }
 #endif
 
-Run Measure(const Options& o, int threads) {
+// With `shared`, every thread pushes into one shard; otherwise each into its own.
+Run Measure(const Options& o, int threads, bool shared) {
   ShardConfig c;
   c.sparse_dim = kDim;
   c.dense_end = o.dense;
   c.optimizer.kind = OptimizerKind::kAdagrad;
   const std::vector<float> dense_init(o.dense, 0.01f);
-  ParamShard shard(c, dense_init.data());
-  {
+  std::vector<std::unique_ptr<ParamShard>> shards;
+  for (int t = 0; t < (shared ? 1 : threads); ++t)
+    shards.push_back(std::make_unique<ParamShard>(c, dense_init.data()));
+  for (auto& owned : shards) {
+    ParamShard& shard = *owned;
     // Fill the table, so pushes update rows more than they create them.
     std::vector<uint64_t> ids;
     const std::vector<float> g(4096 * kDim, 0.f);
@@ -92,13 +113,17 @@ Run Measure(const Options& o, int threads) {
     for (int p = 0; p < 8; ++p) ids[t].push_back(PushIds(o.rows, o.table, t * 8 + p + 1));
   const std::vector<float> row_grads(o.rows * kDim, 0.001f);
   const std::vector<float> dense_grad(o.dense, 0.001f);
-  for (int t = 0; t < threads; ++t) shard.Hello(t, 1000 + t);
-  const uint64_t wait_before = LockWait(shard);
-  std::vector<double> inside(threads, 0);
+  const auto shard_of = [&](int t) -> ParamShard& { return *shards[shared ? 0 : t]; };
+  uint64_t wait_before = 0;
+  for (int t = 0; t < threads; ++t) shard_of(t).Hello(t, 1000 + t);
+  for (auto& shard : shards) wait_before += LockWait(*shard);
+  std::vector<double> inside(threads, 0), cpu(threads, 0);
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<std::thread> workers;
   for (int t = 0; t < threads; ++t) {
     workers.emplace_back([&, t] {
+      ParamShard& shard = shard_of(t);
+      const double cpu0 = ThreadCpuSeconds();
       for (int p = 0; p < o.pushes; ++p) {
         const auto& push = ids[t][p % ids[t].size()];
         const auto a = std::chrono::steady_clock::now();
@@ -107,17 +132,22 @@ Run Measure(const Options& o, int threads) {
                               row_grads.data());
         inside[t] += std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count();
       }
+      cpu[t] = ThreadCpuSeconds() - cpu0;
     });
   }
   for (auto& w : workers) w.join();
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  double total_inside = 0;
+  double total_inside = 0, total_cpu = 0;
   for (double s : inside) total_inside += s;
+  for (double s : cpu) total_cpu += s;
+  uint64_t wait_after = 0;
+  for (auto& shard : shards) wait_after += LockWait(*shard);
   Run run;
   const double pushes = static_cast<double>(threads) * o.pushes;
   run.pushes_per_s = pushes / wall;
   run.rows_per_s = pushes * static_cast<double>(o.rows) / wall;
-  run.wait_share = static_cast<double>(LockWait(shard) - wait_before) / 1e9 / total_inside;
+  run.wait_share = static_cast<double>(wait_after - wait_before) / 1e9 / total_inside;
+  run.cores = total_cpu / wall;
   return run;
 }
 
@@ -140,6 +170,8 @@ int main(int argc, char** argv) {
       o.pushes = static_cast<int>(v);
     else if (flag == "--reps")
       o.reps = static_cast<int>(v);
+    else if (flag == "--ceiling")
+      o.ceiling = v != 0;
     else {
       std::fprintf(stderr, "unknown flag %s\n", flag.c_str());
       return 2;
@@ -150,17 +182,28 @@ int main(int argc, char** argv) {
       "%d pushes per thread, median of %d; %u cores\n",
       o.rows, kDim, o.dense, o.table, o.pushes, o.reps, std::thread::hardware_concurrency());
   for (const int threads : {1, 2, 4, 8}) {
-    std::vector<double> pushes, rows, wait;
-    for (int r = 0; r < o.reps; ++r) {
-      const Run run = Measure(o, threads);
+    std::vector<double> pushes, rows, wait, cores, ceiling, ratio;
+    for (int r = 0; r < o.reps; ++r) {  // shared and private alternate: same machine load
+      const Run run = Measure(o, threads, true);
       pushes.push_back(run.pushes_per_s);
       rows.push_back(run.rows_per_s);
       wait.push_back(run.wait_share);
+      cores.push_back(run.cores);
+      if (o.ceiling) {
+        const Run own = Measure(o, threads, false);
+        ceiling.push_back(own.rows_per_s);
+        ratio.push_back(run.rows_per_s / own.rows_per_s);
+      }
     }
     std::printf(
         "%d client threads: %.0f pushes/s, %.2fM row updates/s, lock wait %.1f%% of "
-        "apply time\n",
-        threads, Median(pushes), Median(rows) / 1e6, 100 * Median(wait));
+        "apply time, %.2f cores used",
+        threads, Median(pushes), Median(rows) / 1e6, 100 * Median(wait), Median(cores));
+    if (o.ceiling) {
+      std::printf("; one shard per thread (no shared lock): %.2fM row updates/s, shared / own %.2f",
+                  Median(ceiling) / 1e6, Median(ratio));
+    }
+    std::printf("\n");
   }
   return 0;
 }

@@ -14,6 +14,7 @@ import json
 import os
 import sys
 import time
+import zlib
 
 import numpy as np
 
@@ -38,8 +39,11 @@ def load(path, bins, limit=None):
                 continue
             label.append(float(parts[0]))
             dense.append([np.log1p(float(v)) if v else 0.0 for v in parts[1:14]])
-            # Per-field hashing into one shared table.
-            cat.append([offsets[f] + (hash((f, v)) % bins[f]) for f, v in enumerate(parts[14:40])])
+            # Per-field hashing into one shared table. CRC-32, not hash(): Python salts str
+            # hashes per process (PYTHONHASHSEED), which made the buckets, and so the AUC,
+            # differ from run to run.
+            cat.append([offsets[f] + (zlib.crc32(f"{f}\t{v}".encode()) % bins[f])
+                        for f, v in enumerate(parts[14:40])])
     return (np.asarray(dense, np.float32), np.asarray(cat, np.int64), np.asarray(label, np.float32))
 
 

@@ -122,6 +122,13 @@ void Expectations::StatusDeferred(const std::string& key, std::string rv,
   jobs_[key].status = StatusWrite{std::move(rv), std::move(to_rv), std::move(status), true, {}};
 }
 
+bool Expectations::HalfWritten(const std::string& key, const std::string& cached_rv) {
+  MutexLock lock(mu_);
+  auto it = jobs_.find(key);
+  return it != jobs_.end() && it->second.status && !it->second.status->via_rv.empty() &&
+         it->second.status->via_rv == cached_rv;
+}
+
 void Expectations::ForgetStatus(const std::string& key) {
   MutexLock lock(mu_);
   auto it = jobs_.find(key);

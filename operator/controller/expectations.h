@@ -74,6 +74,10 @@ class Expectations {
   // plans start from it, so its times (startTime, the Created condition's)
   // stay those of the first plan.
   void StatusDeferred(const std::string& key, std::string rv, api::TrainingJobStatus status);
+  // Whether the cache shows `cached_rv`, the first half of a two-request
+  // status write (StatusWritten's via_rv) whose second half succeeded: its
+  // watch event is on the way and wakes the job again.
+  bool HalfWritten(const std::string& key, const std::string& cached_rv);
   // A status write failed (conflict): plan from the cache again.
   void ForgetStatus(const std::string& key);
   struct WrittenStatus {

@@ -113,6 +113,24 @@ TEST(ExpectationsTest, TheWrittenStatusStandsWhileTheCacheShowsTheOldVersion) {
   EXPECT_FALSE(e.LastStatus("ml/tj", "10").has_value());
 }
 
+// A TFJob's status goes in two writes (status, then the state annotation):
+// the cache showing the first is half-written, not the version before it,
+// nor the final one, nor after the write failed.
+TEST(ExpectationsTest, TheFirstOfTwoStatusWritesIsHalfWritten) {
+  Expectations e(seconds(60));
+  api::TrainingJobStatus status;
+  status.state = "Running";
+  EXPECT_FALSE(e.HalfWritten("tfjob:ml/tf", "11"));
+  e.StatusWritten("tfjob:ml/tf", "10", "12", status, "11");
+  EXPECT_FALSE(e.HalfWritten("tfjob:ml/tf", "10"));
+  EXPECT_TRUE(e.HalfWritten("tfjob:ml/tf", "11"));
+  EXPECT_FALSE(e.HalfWritten("tfjob:ml/tf", "12"));
+  e.StatusWritten("ml/tj", "10", "11", status);  // one request: never half
+  EXPECT_FALSE(e.HalfWritten("ml/tj", ""));
+  e.ForgetStatus("tfjob:ml/tf");
+  EXPECT_FALSE(e.HalfWritten("tfjob:ml/tf", "11"));
+}
+
 TEST(ExpectationsTest, ARejectionIsPlannedUntilRecorded) {
   Expectations e(seconds(60));
   e.ChildRejected("ml/tj", "the apiserver rejected pod tj-worker-0: bad");

@@ -47,6 +47,7 @@ struct CachedChild {
 
 StatusOr<CachedChild> ToCachedChild(const json& obj) {
   KT_ASSIGN_OR_RETURN(runtime::ObjectMeta meta, runtime::ParseObjectMeta(obj));
+  meta.labels = {};  // never read (the store indexes by owner)
   CachedChild out{std::move(meta), std::nullopt};
   const json& m = obj.at("metadata");
   if (m.contains("deletionTimestamp") && m["deletionTimestamp"].is_string()) {
@@ -56,10 +57,15 @@ StatusOr<CachedChild> ToCachedChild(const json& obj) {
   return out;
 }
 
-// ToCachedChild reads a Service's metadata only.
+// ToCachedChild reads a Service's metadata only, and not its labels or
+// annotations (a TFJob's Services carry eight labels).
 const std::shared_ptr<const kube::FieldFilter>& CachedChildFields() {
+  using F = kube::KeptField;
   static const auto* const fields = new std::shared_ptr<const kube::FieldFilter>(
-      std::make_shared<const kube::FieldFilter>(kube::FieldFilter{{"metadata", {}}}));
+      std::make_shared<const kube::FieldFilter>(kube::FieldFilter{
+          F{"metadata",
+            {F{"name", {}}, F{"namespace", {}}, F{"uid", {}}, F{"resourceVersion", {}},
+             F{"generation", {}}, F{"deletionTimestamp", {}}, F{"ownerReferences", {}}}}}));
   return *fields;
 }
 
@@ -162,7 +168,7 @@ class JobController::Impl {
         // Every TFJob in the namespace; which ones are ours is decided per
         // reconcile from the object (TakesTFJob), never by the event.
         caches->tfjobs = caches->Add<runtime::CompactObject>(
-            "tfjobs", client_->ListWatch(kTFJobs, ns, "", nullptr), runtime::ToCompactObject);
+            "tfjobs", client_->ListWatch(kTFJobs, ns, "", nullptr), ToCachedTFJob);
         caches->tfjobs->AddHandlers({
             .on_add = [this](const auto& j) { queue_.Add(TFJobKey(j->meta.ns, j->meta.name)); },
             .on_update = [this](const auto&,
@@ -417,16 +423,18 @@ class JobController::Impl {
 
   // Reads the metrics of the replica that decides success (chief-0, else
   // worker-0) while the job runs and that pod is Running with an IP and a
-  // "metrics" port; otherwise reads nothing for the job.
+  // "metrics" port; otherwise reads nothing for the job. A TFJob's pod has
+  // v1's name (a Master's chief is <job>-master-0).
   void UpdateProgressTarget(const std::string& key, Caches& c, const api::TrainingJob& job,
-                            const api::TrainingJobStatus& status) {
+                            const api::TrainingJobStatus& status, const TFJobView* tfjob) {
     if (!progress_) return;
     std::optional<progress::ScrapeTarget> target;
     if (!status.Finished() && !job.spec.run_policy.suspend) {
       const std::string replica =
           PodNameEnv(api::CoordinatorRole(job.spec), contract::kCoordinatorIndex);
-      auto pod =
-          c.pods->store().Get(job.metadata.namespace_ + "/" + job.metadata.name + "-" + replica);
+      std::string name = job.metadata.name + "-" + replica;
+      if (tfjob != nullptr) name = V1Name(*tfjob, std::move(name));
+      auto pod = c.pods->store().Get(job.metadata.namespace_ + "/" + name);
       if (pod && pod->pod.phase == PodPhase::kRunning && !pod->pod.deletion_timestamp &&
           !pod->metrics_url.empty() && pod->meta.controller &&
           pod->meta.controller->uid == job.metadata.uid) {
@@ -567,6 +575,9 @@ class JobController::Impl {
     }
     p.now = api::Now(*options_.clock);
     p.cached_rv = p.cached->meta.resource_version;
+    // The TFJob's status is written, its state annotation's event follows and
+    // wakes it again: planning now would only repeat that plan.
+    if (is_tfjob && expectations_.HalfWritten(key, p.cached_rv)) return runtime::ReconcileResult{};
     if (is_tfjob) {
       if (Ending end = ReadTFJobSpec(p)) return end;
     } else {
@@ -682,7 +693,7 @@ class JobController::Impl {
       }
       KT_RETURN_IF_ERROR(merged);
     }
-    UpdateProgressTarget(p.key, *p.c, p.job, p.plan.status);
+    UpdateProgressTarget(p.key, *p.c, p.job, p.plan.status, p.tfjob ? &*p.tfjob : nullptr);
     return std::nullopt;
   }
 
@@ -1169,12 +1180,13 @@ class JobController::Impl {
     metrics_->CountRequest("update_status", StatusCodeName(written.status().code()));
     std::string via_rv;
     if (written.ok() && tfjob) {
-      json state = std::move(*written);
-      via_rv = state["metadata"].value("resourceVersion", std::string());
-      state["metadata"]["annotations"][std::string(kTFJobStateAnnotation)] =
-          api::StatusToJson(status).dump();
-      written = client_->Update(kTFJobs, cached.meta.ns, state);
-      metrics_->CountRequest("update", StatusCodeName(written.status().code()));
+      // A merge patch of the annotation alone, conditional on the version the
+      // status write made (a Conflict otherwise, as a PUT would get): a few
+      // hundred bytes each way instead of the whole TFJob.
+      via_rv = written->value("metadata", json::object()).value("resourceVersion", std::string());
+      written = client_->Patch(kTFJobs, cached.meta.ns, cached.meta.name, kube::PatchType::kMerge,
+                               TFJobStatePatch(via_rv, status));
+      metrics_->CountRequest("patch", StatusCodeName(written.status().code()));
     }
     if (!written.ok()) {
       if (IsNotFound(written.status())) return Status::Ok();
@@ -1238,8 +1250,8 @@ class JobController::Impl {
     }
     metrics_->JobFailed();
     spdlog::warn("{}: TFJob not run: {}", key, error.message());
-    recorder_->Record({std::string(api::kTFJobApiVersion), std::string(api::kTFJobKind),
-                       cached.meta.ns, cached.meta.name, cached.meta.uid},
+    recorder_->Record(JobReference(cached.meta.ns, cached.meta.name, cached.meta.uid,
+                                   /*tfjob=*/true),
                       "Warning", "InvalidSpec", "Reconcile", error.message());
     return runtime::ReconcileResult{};
   }

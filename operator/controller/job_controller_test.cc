@@ -18,6 +18,7 @@
 #include "operator/controller/job_client.h"
 #include "operator/controller/kueue_integration.h"
 #include "operator/kueue/workload.h"
+#include "operator/progress/fake_metrics_servers.h"
 #include "operator/runtime/fake_api_client.h"
 #include "operator/runtime/metrics.h"
 
@@ -1689,6 +1690,44 @@ TEST(JobControllerTFJobTest, AMasterKeepsV1sNameAndTaskType) {
   EXPECT_EQ(Count(api.calls(), "delete", "pods", StatusCode::kOk), 0u);
 }
 
+// status.progress of a Master TFJob: read from <job>-master-0 (the planner's
+// chief-0), kept in the state annotation (v1's CRD prunes status.progress).
+TEST(JobControllerTFJobTest, ProgressIsReadFromAMastersPod) {
+  progress::FakeMetricsServers servers;
+  auto url = servers.Add(progress::FakeMetricsServers::Mode::kMetrics,
+                         "kubetrain_trainer_step 7\nkubetrain_trainer_total_steps 10\n"
+                         "kubetrain_trainer_samples_per_second 1000\n");
+  ASSERT_TRUE(url.ok()) << url.status().ToString();
+  const int port = std::stoi(url->substr(url->rfind(':') + 1));
+  FakeApi api;
+  api.Seed(kTFJobs, TFJobObject("mnist", std::nullopt, "Master"));
+  JobControllerOptions o = TFJobOptions(TFJobMode::kAll);
+  o.read_progress = true;
+  o.progress.schedule = {.qps = 1000, .burst = 100, .interval = milliseconds(10)};
+  o.progress.tracker.min_publish_interval = seconds(0);
+  Running controller(&api, o);
+  ASSERT_TRUE(Eventually([&] { return PodNames(api).size() == 2; }));
+  for (const char* n : {"mnist-master-0", "mnist-worker-0"}) {
+    json pod = *api.Get(kube::kPods, "ml", n);
+    for (json& p : pod["spec"]["containers"][0]["ports"]) {  // the trainer's, served here
+      if (p.value("name", "") == "metrics") p["containerPort"] = port;
+    }
+    pod["status"] = {{"phase", "Running"}, {"podIP", "127.0.0.1"}};
+    ASSERT_TRUE(api.Update(kube::kPods, "ml", pod).ok());
+  }
+  auto state = [&] {
+    const json tf = *api.Get(kTFJobs, "ml", "mnist");
+    const json* a = tf.contains("metadata") && tf["metadata"].contains("annotations")
+                        ? &tf["metadata"]["annotations"]
+                        : nullptr;
+    if (a == nullptr || !a->contains(std::string(kTFJobStateAnnotation))) return json::object();
+    return json::parse((*a)[std::string(kTFJobStateAnnotation)].get<std::string>());
+  };
+  ASSERT_TRUE(Eventually([&] { return state().contains("progress"); }))
+      << state().dump() << " reads: " << servers.requests(*url);
+  EXPECT_EQ(state()["progress"].value("step", 0), 7) << state().dump();
+}
+
 TEST(JobControllerTFJobTest, StatusGoesCreatedRunningSucceededInV1sShape) {
   FakeApi api;
   api.Seed(kTFJobs, TFJobObject("mnist"));
@@ -1724,6 +1763,11 @@ TEST(JobControllerTFJobTest, StatusGoesCreatedRunningSucceededInV1sShape) {
   EXPECT_GE(tf["status"]["replicaStatuses"]["Worker"].value("succeeded", 0), 1) << tf.dump();
   // cleanPodPolicy unset: kubetrain's Running (docs/migrating-from-tfjob.md): the PS goes.
   EXPECT_FALSE(api.Get(kube::kPods, "ml", "mnist-ps-0").has_value());
+  // The state annotation: a merge patch after each status write, never a PUT
+  // of the whole TFJob (the RBAC grants patch, not update, on tfjobs).
+  EXPECT_EQ(Count(api.calls(), "patch", "tfjobs", StatusCode::kOk),
+            Count(api.calls(), "update_status", "tfjobs", StatusCode::kOk));
+  EXPECT_EQ(Count(api.calls(), "update", "tfjobs", StatusCode::kOk), 0u);
 }
 
 TEST(JobControllerTFJobTest, AFailedWorkerUnderV1sDefaultNeverFailsTheTFJob) {

@@ -1,7 +1,11 @@
 #include "operator/controller/observe_pod.h"
 
+#include <array>
+
 #include "common/utf8.h"
 #include "operator/api/json.h"
+#include "operator/planner/env_contract.h"
+#include "operator/planner/gang.h"
 #include "operator/progress/endpoint.h"
 
 namespace kubetrain::controller {
@@ -19,6 +23,10 @@ PodPhase PodPhaseFromString(std::string_view phase) {
 namespace {
 
 using api::Member;
+// The pod labels ObservedPod keeps: the replica's (ReplicaFromLabels) and its
+// gang's (the planner's PodGroup check).
+constexpr std::array<std::string_view, 3> kReadPodLabels = {kReplicaTypeLabel, kReplicaIndexLabel,
+                                                            kPodGroupLabel};
 // The kubelet caps a termination message at 4096 bytes; a reason is one word.
 constexpr size_t kMaxMessageBytes = 4096;
 constexpr size_t kMaxReasonBytes = 256;
@@ -67,9 +75,13 @@ StatusOr<ObservedPod> ObservePodUnsafe(const json& pod) {
   ObservedPod out;
   out.name = api::StringField(meta, "name");
   out.uid = api::StringField(meta, "uid");
+  // Only the labels the planner reads (a TFJob's pods carry v1's four more,
+  // every pod the job name): kept for every cached pod, they add up.
   if (meta.contains("labels") && meta["labels"].is_object()) {
-    for (const auto& [k, v] : meta["labels"].items()) {
-      if (v.is_string()) out.labels[k] = v.get<std::string>();
+    for (std::string_view k : kReadPodLabels) {
+      auto v = meta["labels"].find(k);
+      if (v != meta["labels"].end() && v->is_string())
+        out.labels[std::string(k)] = v->get<std::string>();
     }
   }
   if (meta.contains("annotations") && meta["annotations"].is_object()) {
@@ -165,6 +177,7 @@ bool SameForTheController(const CachedPod& a, const CachedPod& b) {
 
 StatusOr<CachedPod> ToCachedPod(const json& obj) {
   KT_ASSIGN_OR_RETURN(runtime::ObjectMeta meta, runtime::ParseObjectMeta(obj));
+  meta.labels = {};  // the pod store indexes by owner; the planner's labels are in `pod`
   KT_ASSIGN_OR_RETURN(ObservedPod pod, ObservePod(obj));
   std::string node;
   if (const json& spec = api::Member(obj, "spec", kNoObject); spec.is_object()) {
@@ -178,7 +191,14 @@ const std::shared_ptr<const kube::FieldFilter>& CachedPodFields() {
   using F = kube::KeptField;
   static const auto* const fields = new std::shared_ptr<const kube::FieldFilter>(
       std::make_shared<const kube::FieldFilter>(kube::FieldFilter{
-          F{"metadata", {}},
+          F{"metadata",
+            {F{"name", {}}, F{"namespace", {}}, F{"uid", {}}, F{"resourceVersion", {}},
+             F{"generation", {}}, F{"creationTimestamp", {}}, F{"deletionTimestamp", {}},
+             F{"deletionGracePeriodSeconds", {}}, F{"ownerReferences", {}},
+             F{"labels",
+               {F{std::string(kReplicaTypeLabel), {}}, F{std::string(kReplicaIndexLabel), {}},
+                F{std::string(kPodGroupLabel), {}}}},
+             F{"annotations", {F{std::string(kSpecHashAnnotation), {}}}}}},
           F{"spec",
             {F{"nodeName", {}},
              F{"containers",

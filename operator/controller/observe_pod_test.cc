@@ -175,9 +175,12 @@ TEST(CachedPodTest, SameForTheControllerIgnoresOnlyWhatTheCacheDoesNotKeep) {
   json deleting = bound;
   deleting["metadata"]["deletionTimestamp"] = "2026-01-01T00:01:00Z";
   EXPECT_FALSE(SameForTheController(a, *ToCachedPod(deleting)));
-  json relabelled = bound;
+  json relabelled = bound;  // a label nothing reads is not kept
   relabelled["metadata"]["labels"]["extra"] = "x";
-  EXPECT_FALSE(SameForTheController(a, *ToCachedPod(relabelled)));
+  EXPECT_TRUE(SameForTheController(a, *ToCachedPod(relabelled)));
+  json regrouped = bound;  // the planner reads the gang's
+  regrouped["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"] = "tj";
+  EXPECT_FALSE(SameForTheController(a, *ToCachedPod(regrouped)));
   json orphaned = bound;
   orphaned["metadata"].erase("ownerReferences");
   EXPECT_FALSE(SameForTheController(a, *ToCachedPod(orphaned)));
@@ -196,9 +199,12 @@ TEST(CachedPodTest, CachedPodFieldsHoldEverythingToCachedPodReads) {
     "metadata": {"name": "tj-worker-1", "namespace": "ns", "uid": "u1", "resourceVersion": "7",
                  "generation": 2, "creationTimestamp": "2026-01-01T00:00:00Z",
                  "deletionTimestamp": "2026-01-01T00:01:00Z",
-                 "annotations": {"kubetrain.io/spec-hash": "0123456789abcdef"},
+                 "annotations": {"kubetrain.io/spec-hash": "0123456789abcdef",
+                                 "example.com/note": "not read"},
                  "labels": {"kubetrain.io/job-name": "tj", "kubetrain.io/replica-type": "worker",
-                            "kubetrain.io/replica-index": "1"},
+                            "kubetrain.io/replica-index": "1",
+                            "training.kubeflow.org/job-name": "tj",
+                            "training.kubeflow.org/replica-type": "worker"},
                  "ownerReferences": [{"kind": "TrainingJob", "name": "tj", "uid": "j1",
                                       "controller": true}],
                  "managedFields": [{"manager": "kubetrain"}]},
@@ -229,6 +235,9 @@ TEST(CachedPodTest, CachedPodFieldsHoldEverythingToCachedPodReads) {
   EXPECT_FALSE(built["spec"].contains("volumes"));
   EXPECT_FALSE(built["spec"]["containers"][1].contains("image"));
   EXPECT_FALSE(built["spec"]["containers"][1]["env"][0].contains("value"));
+  // Nor the labels and annotations nothing reads (a TFJob's pods carry v1's too).
+  EXPECT_EQ(built["metadata"]["labels"].size(), 2u) << built["metadata"].dump();
+  EXPECT_EQ(built["metadata"]["annotations"].size(), 1u) << built["metadata"].dump();
 
   auto whole = ToCachedPod(pod);
   auto kept = ToCachedPod(built);
@@ -243,6 +252,10 @@ TEST(CachedPodTest, CachedPodFieldsHoldEverythingToCachedPodReads) {
   EXPECT_TRUE(kept->pod.legacy_auth_secret);
   EXPECT_EQ(kept->pod.exit_code, 137);
   EXPECT_EQ(kept->pod.spec_hash, "0123456789abcdef");
+  EXPECT_EQ(kept->pod.role, api::ReplicaType::kWorker);
+  EXPECT_EQ(kept->pod.index, 1);
+  EXPECT_EQ(kept->pod.labels.size(), 2u);
+  EXPECT_TRUE(kept->meta.labels.empty());
   EXPECT_EQ(kept->pod.unschedulable, "0/2 nodes are available");
   EXPECT_EQ(kept->pod.cannot_start, "ErrImagePull: no such image");
   ASSERT_TRUE(kept->meta.controller);

@@ -155,6 +155,17 @@ bool TakesTFJob(TFJobMode mode, const std::optional<std::string>& managed_by) {
   }
 }
 
+StatusOr<runtime::CompactObject> ToCachedTFJob(const json& tfjob) {
+  static constexpr const char* kLastApplied = "kubectl.kubernetes.io/last-applied-configuration";
+  const json* annotations = Path(tfjob, {"metadata", "annotations"});
+  if (annotations == nullptr || !annotations->is_object() || !annotations->contains(kLastApplied)) {
+    return runtime::ToCompactObject(tfjob);
+  }
+  json copy = tfjob;
+  copy["metadata"]["annotations"].erase(kLastApplied);
+  return runtime::ToCompactObject(copy);
+}
+
 bool FinishedElsewhere(const json& tfjob) {
   if (Path(tfjob, {"metadata", "annotations", kTFJobStateAnnotation.data()}) != nullptr) {
     return false;
@@ -229,6 +240,11 @@ StatusOr<TFJobView> ReadTFJob(const json& tfjob) {
   return view;
 }
 
+std::string V1Name(const TFJobView& view, std::string planner_name) {
+  if (auto it = view.to_v1.find(planner_name); it != view.to_v1.end()) return it->second;
+  return planner_name;
+}
+
 void ToPlannerNames(const TFJobView& view, ObservedChildren& observed) {
   if (view.to_planner.empty()) return;
   auto rename = [&](std::string& name) {
@@ -300,6 +316,13 @@ json V1Status(const TFJobView& view, const api::TrainingJobStatus& status,
   }
   if (finished) out["replicaStatuses"] = served_status["replicaStatuses"];
   return out;
+}
+
+json TFJobStatePatch(const std::string& rv, const api::TrainingJobStatus& status) {
+  return {{"metadata",
+           {{"resourceVersion", rv},
+            {"annotations",
+             {{std::string(kTFJobStateAnnotation), api::StatusToJson(status).dump()}}}}}};
 }
 
 std::optional<json> UnconvertibleStatus(const json& tfjob, const std::string& message,

@@ -32,6 +32,7 @@
 #include "operator/kube/client.h"
 #include "operator/planner/planner.h"
 #include "operator/planner/tfjob_v1.h"
+#include "operator/runtime/object.h"
 
 namespace kubetrain::controller {
 
@@ -63,6 +64,12 @@ bool TakesTFJob(TFJobMode mode, const std::optional<std::string>& managed_by);
 // before a takeover) or found unrunnable here. Never run again.
 bool FinishedElsewhere(const nlohmann::json& tfjob);
 
+// The TFJob informer's transform: runtime::ToCompactObject without kubectl's
+// last-applied-configuration annotation (a second copy of the manifest on
+// every TFJob a GitOps tool applied; ConvertTFJob does not read it, and the
+// status writes send no metadata the apiserver keeps).
+StatusOr<runtime::CompactObject> ToCachedTFJob(const nlohmann::json& tfjob);
+
 // Work-queue keys: "tfjob:<ns>/<name>" (a TrainingJob's is "<ns>/<name>"; the
 // two kinds may share a name).
 inline constexpr std::string_view kTFJobKeyPrefix = "tfjob:";
@@ -91,6 +98,9 @@ struct TFJobView {
 // than one replica).
 StatusOr<TFJobView> ReadTFJob(const nlohmann::json& tfjob);
 
+// The v1 name of the child the planner calls `planner_name` (they differ for
+// a Master's: <job>-chief-0 is <job>-master-0); other names as they are.
+std::string V1Name(const TFJobView& view, std::string planner_name);
 // Observed pods, vanished pods and Services under the planner's names.
 void ToPlannerNames(const TFJobView& view, ObservedChildren& observed);
 // The plan's children as v1 makes them: Pods and Services renamed, with v1's
@@ -107,6 +117,11 @@ void ToV1Children(const TFJobView& view, Plan& plan, std::string_view custom_clu
 // pods cleanup deletes afterwards do not lower the counts.
 nlohmann::json V1Status(const TFJobView& view, const api::TrainingJobStatus& status,
                         const nlohmann::json& served_status);
+// The merge patch that writes the planner's `status` to kTFJobStateAnnotation,
+// conditional on resourceVersion `rv` (the one the status write made): the
+// apiserver answers Conflict when the TFJob has moved on.
+nlohmann::json TFJobStatePatch(const std::string& rv, const api::TrainingJobStatus& status);
+
 // The status stanza of a TFJob that does not convert: Failed (reason
 // TFJobFailed, v1's) with `message`, Created before it, on `now`. Unchanged
 // (nullopt) when `served_status` already says Failed.

@@ -28,6 +28,27 @@ json Replica(int replicas) {
       {"template", {{"spec", {{"containers", {{{"name", "tensorflow"}, {"image", "tf:2"}}}}}}}}};
 }
 
+// The cache keeps a TFJob without kubectl's copy of the applied manifest, and
+// reads the same TFJob from what it keeps.
+TEST(TFJobExecTest, TheCacheDropsKubectlsLastAppliedCopy) {
+  json tf = json::parse(R"({"apiVersion": "kubeflow.org/v1", "kind": "TFJob",
+    "metadata": {"name": "mnist", "namespace": "ml", "uid": "u1", "resourceVersion": "5",
+                 "annotations": {"team": "a"}},
+    "spec": {"tfReplicaSpecs": {"Worker": {"replicas": 2, "template": {"spec":
+      {"containers": [{"name": "tensorflow", "image": "tf:2"}]}}}}}})");
+  tf["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"] = tf.dump();
+  auto cached = ToCachedTFJob(tf);
+  ASSERT_TRUE(cached.ok()) << cached.status().ToString();
+  EXPECT_EQ(cached->text.find("last-applied"), std::string::npos) << cached->text;
+  EXPECT_LT(cached->text.size(), tf.dump().size() / 2 + 64);
+  const json kept = cached->Object();
+  EXPECT_EQ(kept["metadata"]["annotations"], (json{{"team", "a"}}));
+  EXPECT_EQ(cached->meta.resource_version, "5");
+  auto whole = ReadTFJob(tf), read = ReadTFJob(kept);
+  ASSERT_TRUE(whole.ok() && read.ok());
+  EXPECT_EQ(api::ToJson(read->job), api::ToJson(whole->job));
+}
+
 TEST(TFJobExecTest, ModesTakeOnlyTheirTFJobs) {
   const std::optional<std::string> unset, ours = std::string(api::kTFJobManagedByKubetrain),
                                           peer = std::string(kTrainingOperatorManagedBy),

@@ -321,10 +321,15 @@ json Status(const api::TrainingJobStatus& status, const Shape& shape,
         (!running->status || restarting->last_transition_time >= running->last_transition_time);
     std::erase(kept, drop_running ? running : restarting);
   }
-  // Newest last; within a second, False before True, then in the order v1 sets them.
+  // Newest last; within a second, Created first (v1 sets it when it first
+  // sees the job, before anything else), then False before True (v1 turns
+  // Suspended False before Running True), then in the order v1 sets them.
   std::stable_sort(kept.begin(), kept.end(), [](const api::Condition* a, const api::Condition* b) {
-    return std::make_tuple(a->last_transition_time, a->status, V1Order(a->type)) <
-           std::make_tuple(b->last_transition_time, b->status, V1Order(b->type));
+    auto key = [](const api::Condition* c) {
+      return std::make_tuple(c->last_transition_time, c->type != api::ConditionType::kCreated,
+                             c->status, V1Order(c->type));
+    };
+    return key(a) < key(b);
   });
   json conditions = json::array();
   for (const api::Condition* c : kept) {

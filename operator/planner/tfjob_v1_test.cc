@@ -278,5 +278,23 @@ TEST(TFJobV1Test, StatusSuspendedAndResumed) {
   EXPECT_EQ(v1["conditions"][1]["message"], "TFJob test-tfjob is resumed.");
 }
 
+// Within one second, Created stays first as in v1 (it is set when v1 first
+// sees the job): a job created suspended, or one that succeeds in the second
+// it was created, lists Running=False after it, not before.
+TEST(TFJobV1Test, CreatedStaysFirstWithinTheSecondOfAFalseCondition) {
+  const Shape s = Job("ns", {{"Worker", 1, 2222}});
+  api::TrainingJobStatus st;
+  st.conditions = {Cond(api::ConditionType::kCreated, true, 100),
+                   Cond(api::ConditionType::kRunning, false, 100, "Suspended"),
+                   Cond(api::ConditionType::kSuspended, true, 100, "Suspended")};
+  EXPECT_EQ(Types(Status(st, s, {})),
+            (std::vector<std::string>{"Created=True", "Running=False", "Suspended=True"}));
+  st.conditions = {Cond(api::ConditionType::kCreated, true, 100),
+                   Cond(api::ConditionType::kSucceeded, true, 100, "AllWorkersSucceeded"),
+                   Cond(api::ConditionType::kRunning, false, 100, "Succeeded")};
+  EXPECT_EQ(Types(Status(st, s, {})),
+            (std::vector<std::string>{"Created=True", "Running=False", "Succeeded=True"}));
+}
+
 }  // namespace
 }  // namespace kubetrain::controller::tfjob_v1

@@ -188,7 +188,7 @@ class FakeApi final : public ApiClient {
     (void)Log("update_status", r, name, Status::Ok());
     return Store(r, std::move(obj), kube::WatchEventType::kModified);
   }
-  // JSON patches only (what the controller sends).
+  // JSON and merge patches (what the controllers send).
   StatusOr<json> Patch(const kube::ResourceRef& r, const std::string& ns, const std::string& name,
                        kube::PatchType type, const json& patch) override {
     std::lock_guard lock(mu_);
@@ -197,10 +197,20 @@ class FakeApi final : public ApiClient {
     if (it == objects_[r.resource].end()) {
       return Log("patch", r, name, Status(StatusCode::kNotFound, "NotFound (404)"));
     }
-    if (type != kube::PatchType::kJson) {
+    json obj = it->second;
+    if (type == kube::PatchType::kJson) {
+      obj = obj.patch(patch);
+    } else if (type == kube::PatchType::kMerge) {
+      // As the apiserver: a resourceVersion in the patch is a precondition.
+      const json* rv = patch.contains("metadata") ? &patch["metadata"] : nullptr;
+      if (rv != nullptr && rv->contains("resourceVersion") &&
+          (*rv)["resourceVersion"] != obj["metadata"].value("resourceVersion", "")) {
+        return Log("patch", r, name, Status(StatusCode::kConflict, "Conflict (409)"));
+      }
+      obj.merge_patch(patch);
+    } else {
       return Log("patch", r, name, Status(StatusCode::kInvalidArgument, "unsupported patch"));
     }
-    json obj = it->second.patch(patch);
     (void)Log("patch", r, name, Status::Ok());
     return Store(r, std::move(obj), kube::WatchEventType::kModified);
   }

@@ -77,7 +77,7 @@ bound = [d["subjects"][0]["name"] for d in docs if d["kind"] == "ClusterRoleBind
 crds = sum(d["kind"] == "CustomResourceDefinition" for d in docs)
 print(" ".join(args), " ".join(res), "bound to", " ".join(bound), "CRDs", crds)'
 }
-tfjob_rules="tfjobs/finalizers:update tfjobs/status:get,update,patch tfjobs:get,list,watch,update,delete"
+tfjob_rules="tfjobs/finalizers:update tfjobs/status:get,update,patch tfjobs:get,list,watch,patch,delete"
 check "kustomize: components/tfjob: --tfjob=managed, the TFJob RBAC, no CRD" \
   "$(tfjob_overlay tfjob)" "--tfjob=managed ${tfjob_rules} bound to kubetrain-operator CRDs 0"
 check "kustomize: components/tfjob-all: --tfjob=all, the same RBAC" \
@@ -134,6 +134,26 @@ kubectl create namespace "${ns}" >/dev/null
 helm template kt "${chart}" -n "${ns}" --include-crds 2>/dev/null | kubectl apply -n "${ns}" -f - >/dev/null
 check "chart applied" "$?" 0
 users_can helm
+# TFJobs join the users' roles only with the chart's own TFJob CRD
+# (tfjob.installCRD). Read from the rules: the TFJob CRD need not be installed
+# here, and can-i cannot resolve a resource the server does not serve.
+user_tfjob_rows() {  # user_tfjob_rows USER: the tfjobs rows of its `kubectl auth can-i --list`, in one line
+  kubectl auth can-i --list -n "${users}" --as="$1" 2>/dev/null |
+    sed -nE 's/^(tfjobs\.kubeflow\.org[^ ]*) +\[\] +\[\] +(\[[^]]*\]).*/\1 \2/p' | sort | tr '\n' ' '
+}
+user_tfjob_rows_are() { [[ "$(user_tfjob_rows "$1")" == "$2" ]]; }  # for wait_until
+check "helm: no TFJob rights for users without tfjob.installCRD" \
+  "$(user_tfjob_rows alice)/$(user_tfjob_rows bob)" /
+helm template kt "${chart}" -n "${ns}" --set tfjob.installCRD=true --show-only templates/user-roles.yaml 2>/dev/null |
+  kubectl apply -f - >/dev/null
+# edit includes view: it reads tfjobs/status and never writes it (the operator's).
+edit_tfjobs="tfjobs.kubeflow.org [create delete deletecollection get list patch update watch] tfjobs.kubeflow.org/status [get list watch] "
+view_tfjobs="tfjobs.kubeflow.org [get list watch] tfjobs.kubeflow.org/status [get list watch] "
+wait_until "helm, tfjob.installCRD: edit may create, change and delete tfjobs" user_tfjob_rows_are alice "${edit_tfjobs}"
+wait_until "helm, tfjob.installCRD: view may read tfjobs and their status" user_tfjob_rows_are bob "${view_tfjobs}"
+check "helm, tfjob.installCRD: edit's TFJob rights (tfjobs/status read only: the operator's)" \
+  "$(user_tfjob_rows alice)" "${edit_tfjobs}"
+check "helm, tfjob.installCRD: view's TFJob rights (read only)" "$(user_tfjob_rows bob)" "${view_tfjobs}"
 kubectl delete clusterrole kt-kubetrain-edit kt-kubetrain-view >/dev/null
 wait_until "helm's roles gone: edit may not create trainingjobs" \
   user_can_is no alice create trainingjobs.kubetrain.io
@@ -239,7 +259,7 @@ tfjob_rows() {  # tfjob_rows SA NAMESPACE: its tfjobs rows of `kubectl auth can-
   kubectl auth can-i --list -n "$2" --as="system:serviceaccount:$1" 2>/dev/null |
     sed -nE 's/^(tfjobs\.kubeflow\.org[^ ]*) +\[\] +\[\] +(\[[^]]*\]).*/\1 \2/p' | sort | tr '\n' ' '
 }
-tfjob_can="tfjobs.kubeflow.org [get list watch update delete] tfjobs.kubeflow.org/finalizers [update] tfjobs.kubeflow.org/status [get update patch] "
+tfjob_can="tfjobs.kubeflow.org [get list watch patch delete] tfjobs.kubeflow.org/finalizers [update] tfjobs.kubeflow.org/status [get update patch] "
 check "tfjob: tfjobs in a watched namespace" "$(tfjob_rows "${sa}" kt-rbac-a)" "${tfjob_can}"
 check "tfjob: no tfjobs in an unwatched namespace" "$(tfjob_rows "${sa}" team-a)" ""
 check "tfjob: the kustomize component's rights in any namespace" \

@@ -142,10 +142,10 @@ print(" ".join(args) or "-", " ".join(res) or "-", " ".join(crd) or "-")
 PY
 }
 check "tfjob: --tfjob=all, the TFJob RBAC and CRD" "$(tfjob_shape "${work}/tfjob.yaml")" \
-  "--tfjob=all tfjobs/finalizers:update tfjobs/status:get,update,patch tfjobs:get,list,watch,update,delete tfjobs.kubeflow.org"
+  "--tfjob=all tfjobs/finalizers:update tfjobs/status:get,update,patch tfjobs:get,list,watch,patch,delete tfjobs.kubeflow.org"
 check "tfjob: the namespaced install's Roles have the TFJob rules (mode managed by default), no CRD" \
   "$(tfjob_shape "${work}/namespaced.yaml")" \
-  "--tfjob=managed tfjobs/finalizers:update tfjobs/status:get,update,patch tfjobs:get,list,watch,update,delete -"
+  "--tfjob=managed tfjobs/finalizers:update tfjobs/status:get,update,patch tfjobs:get,list,watch,patch,delete -"
 check "tfjob: off by default: no flag, no rule, no CRD" "$(tfjob_shape "${work}/default.yaml")" "- - -"
 
 # helm upgrade from chart 0.1.0 changes the CRD. The 0.1.0 chart installs its CRDs from

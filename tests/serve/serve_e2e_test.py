@@ -7,7 +7,8 @@ A tiny Wide & Deep trains in one process (--output), `kubetrain-trainer --predic
 its predictions for 1,000 evaluation examples (every 7th with a value never seen in
 training), then kubetrain-serve serves --output and:
   - tritonclient.http (KServe Open Inference Protocol v2, JSON tensors) gets the same
-    probabilities (max |diff| <= 1e-6), from dense + cat_ids tensors and from raw lines;
+    probabilities (max |diff| <= 1e-6), from dense + cat_ids tensors and from raw lines,
+    as JSON and as binary tensor data (binary inputs, binary output), by version too;
   - the TF Serving REST form ("instances" and "inputs") and raw lines through it too;
   - bad requests get their 4xx (malformed JSON, wrong shape, wrong dtype, unknown model,
     a huge body) while the server's RSS stays bounded under a flood of large bodies;
@@ -28,6 +29,7 @@ import time
 
 import numpy as np
 import tritonclient.http as httpclient
+from tritonclient.utils import InferenceServerException
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
 from checks import check, failures, free_port  # noqa: E402
@@ -195,6 +197,32 @@ def serve_checks(server, port, tmp, trainer, model_flags, data, out, dense, cat,
         got.append(client.infer("ctr", [i], outputs=[o]).as_numpy("probability"))
     compare("tritonclient v2 criteo_line", np.concatenate(got), want)
 
+    # The binary tensor data extension: binary inputs (dense, cat_ids; criteo_line as
+    # BYTES), binary output, in requests of 250; and by version (/versions/150/infer).
+    got, got_lines = [], []
+    for begin in range(0, N_EXAMPLES, 250):
+        end = min(begin + 250, N_EXAMPLES)
+        d = httpclient.InferInput("dense", [end - begin, 13], "FP32")
+        d.set_data_from_numpy(dense[begin:end], binary_data=True)
+        c = httpclient.InferInput("cat_ids", [end - begin, 26], "INT64")
+        c.set_data_from_numpy(cat[begin:end], binary_data=True)
+        o = httpclient.InferRequestedOutput("probability", binary_data=True)
+        got.append(client.infer("ctr", [d, c], outputs=[o], model_version="150")
+                   .as_numpy("probability"))
+        lines = np.array(raw[begin:end], dtype=np.object_)
+        i = httpclient.InferInput("criteo_line", [len(lines)], "BYTES")
+        i.set_data_from_numpy(lines, binary_data=True)
+        got_lines.append(client.infer("ctr", [i], outputs=[o]).as_numpy("probability"))
+    compare("tritonclient v2 binary dense + cat_ids, binary output, version 150",
+            np.concatenate(got), want)
+    compare("tritonclient v2 binary criteo_line, binary output", np.concatenate(got_lines), want)
+    try:
+        client.infer("ctr", tensors(0, 1), outputs=output, model_version="7")
+        check(False, "tritonclient: an unknown version is refused")
+    except InferenceServerException as e:
+        check("no version" in str(e) and "150" in str(e),
+              f"tritonclient: an unknown version is refused, naming the served one ({e})")
+
     # TF Serving REST: instances (rows), inputs (columns), raw lines.
     def tf(body):
         status, text = request(port, "POST", "/v1/models/ctr:predict", json.dumps(body),
@@ -239,10 +267,27 @@ def serve_checks(server, port, tmp, trainer, model_flags, data, out, dense, cat,
         ("huge body", "POST", v2, b" " * ((1 << 20) + 1), 413),
         ("a body claiming 1 GiB", "POST", v2, None, 413),
     ]
+    # Binary tensor data whose sizes do not fit (the JSON header's length in the first
+    # element: sent as Inference-Header-Content-Length).
+    bin_head = json.dumps({"inputs": [
+        {"name": "dense", "datatype": "FP32", "shape": [1, 13],
+         "parameters": {"binary_data_size": 52}}, good_cat]}).encode()
+    bin_body = bin_head + dense[0].tobytes()
+    cases += [
+        ("binary: header length past the body", "POST", v2,
+         (len(bin_body) + 1, bin_body), 400),
+        ("binary: binary_data_size past the data", "POST", v2,
+         (len(bin_head), bin_body[:-4]), 400),
+        ("binary: bytes left over", "POST", v2, (len(bin_head), bin_body + b"xxxx"), 400),
+        ("binary: header length not a number", "POST", v2, ("52x", bin_body), 400),
+    ]
     for what, method, path, body, status in cases:
         headers = dict(hdr)
         if body is None:
             headers["Content-Length"] = str(1 << 30)
+        if isinstance(body, tuple):
+            headers["Inference-Header-Content-Length"] = str(body[0])
+            body = body[1]
         try:
             got_status, text = request(port, method, path, body, headers)
         except OSError as e:

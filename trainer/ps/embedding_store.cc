@@ -101,10 +101,15 @@ char* EmbeddingStore::Insert(Stripe& st, uint64_t id, uint64_t h, uint32_t tick,
   const uint32_t tag = TagOf(h);
   size_t pos = tag & mask;
   while (st.slots[pos] != 0) pos = (pos + 1) & mask;
+  const uint32_t epoch = epoch_.load(std::memory_order_relaxed);
   uint32_t r;
+  bool listed = false;
   if (!st.free.empty()) {
     r = st.free.back();
     st.free.pop_back();
+    // A free row's tick holds the epoch it was stamped in before its eviction (Remove): when
+    // that is this epoch, the row is on this epoch's changed list already.
+    listed = st.changed_epoch == epoch && TickOf(Entry(st, r)) == epoch;
   } else {
     r = st.rows;
     if (r % kSlabRows == 0) {
@@ -116,7 +121,8 @@ char* EmbeddingStore::Insert(Stripe& st, uint64_t id, uint64_t h, uint32_t tick,
   st.slots[pos] = (static_cast<uint64_t>(tag) << 32) | (static_cast<uint64_t>(r) + 1);
   char* entry = Entry(st, r);
   std::memcpy(entry, &id, sizeof(id));
-  Stamp(entry, tick, epoch_.load(std::memory_order_relaxed));
+  Stamp(entry, tick, epoch);
+  if (!listed) MarkChanged(st, r, epoch);
   return entry;
 }
 
@@ -138,7 +144,7 @@ void EmbeddingStore::Remove(Stripe& st, uint32_t r, bool log) {
     i = j;
   }
   st.slots[i] = 0;
-  Stamp(entry, 0, kFreeEpoch);
+  Stamp(entry, /*tick=*/EpochOf(entry), kFreeEpoch);  // the epoch, for Insert's list check
   st.free.push_back(r);
   ++st.evicted;
   if (log && limits_.log_deletions) {
@@ -152,35 +158,42 @@ void EmbeddingStore::Remove(Stripe& st, uint32_t r, bool log) {
 }
 
 void EmbeddingStore::EvictForRoom(Stripe& st, uint32_t tick) {
-  // The oldest 1/16 by tick (at least one row): one pass to find the cut, one to evict.
-  thread_local std::vector<uint32_t> ticks;
-  ticks.clear();
+  // The oldest 1/16 by age (AgeOf: right across a wrap of the count), at least one row: one
+  // pass to find the cut, one to evict.
+  const uint32_t now = tick_.load(std::memory_order_relaxed);
+  thread_local std::vector<uint32_t> ages;
+  ages.clear();
   for (uint32_t r = 0; r < st.rows; ++r) {
     const char* entry = Entry(st, r);
-    if (EpochOf(entry) != kFreeEpoch && TickOf(entry) != tick) ticks.push_back(TickOf(entry));
+    if (EpochOf(entry) != kFreeEpoch && TickOf(entry) != tick)
+      ages.push_back(AgeOf(now, TickOf(entry)));
   }
-  if (ticks.empty()) return;  // every row is the running call's: the cap gives way
+  if (ages.empty()) return;  // every row is the running call's: the cap gives way
   const size_t want = std::max<size_t>(1, stripe_cap_ / 16);
-  const size_t nth = std::min(want, ticks.size()) - 1;
-  std::nth_element(ticks.begin(), ticks.begin() + static_cast<ptrdiff_t>(nth), ticks.end());
-  const uint32_t cut = ticks[nth];
+  const size_t nth = std::min(want, ages.size()) - 1;
+  std::nth_element(ages.begin(), ages.begin() + static_cast<ptrdiff_t>(nth), ages.end(),
+                   std::greater<uint32_t>());
+  const uint32_t cut = ages[nth];
   size_t evicted = 0;
   for (uint32_t r = 0; r < st.rows && evicted < want; ++r) {
     const char* entry = Entry(st, r);
-    if (EpochOf(entry) == kFreeEpoch || TickOf(entry) == tick || TickOf(entry) > cut) continue;
+    if (EpochOf(entry) == kFreeEpoch || TickOf(entry) == tick || AgeOf(now, TickOf(entry)) < cut)
+      continue;
     Remove(st, r, true);
     ++evicted;
   }
 }
 
-size_t EmbeddingStore::EvictOlderThan(uint32_t tick) {
+size_t EmbeddingStore::EvictNotUpdatedIn(uint32_t updates) {
+  // A row updated by call t is updated "in the last `updates`" when now - t < updates.
+  const uint32_t now = tick_.load(std::memory_order_relaxed);
   size_t n = 0;
   for (size_t s = 0; s < kStripes; ++s) {
     Stripe& st = stripes_[s];
     std::unique_lock lock(st.mu);
     for (uint32_t r = 0; r < st.rows; ++r) {
       const char* entry = Entry(st, r);
-      if (EpochOf(entry) != kFreeEpoch && TickOf(entry) < tick) {
+      if (EpochOf(entry) != kFreeEpoch && AgeOf(now, TickOf(entry)) >= updates) {
         Remove(st, r, true);
         ++n;
       }
@@ -236,11 +249,17 @@ float* EmbeddingStore::Insert(uint64_t id, bool* created) {
   const uint64_t h = Hash(id);
   Stripe& st = stripes_[StripeOf(h)];
   const uint32_t tick = tick_.load(std::memory_order_relaxed);
-  char* entry = Find(st, id, h);
-  *created = entry == nullptr;
-  // A restore fills what was saved: no eviction here.
-  if (entry == nullptr) entry = Insert(st, id, h, tick, /*capped=*/false);
-  Stamp(entry, tick, epoch_.load(std::memory_order_relaxed));
+  const uint32_t epoch = epoch_.load(std::memory_order_relaxed);
+  const int64_t r = FindRow(st, id, h);
+  *created = r < 0;
+  char* entry;
+  if (r < 0) {
+    entry = Insert(st, id, h, tick, /*capped=*/false);  // a restore fills what was saved
+  } else {
+    entry = Entry(st, static_cast<uint32_t>(r));
+    if (EpochOf(entry) != epoch) MarkChanged(st, static_cast<uint32_t>(r), epoch);
+  }
+  Stamp(entry, tick, epoch);
   return RowOf(entry);
 }
 
@@ -270,7 +289,8 @@ size_t EmbeddingStore::bytes() const {
     std::shared_lock lock(st.mu);
     n += st.slots.capacity() * sizeof(uint64_t) + st.slabs.capacity() * sizeof(st.slabs[0]) +
          st.slabs.size() * kSlabRows * entry_bytes_ + st.free.capacity() * sizeof(uint32_t) +
-         st.sketch.capacity() + st.deleted.capacity() * sizeof(st.deleted[0]);
+         st.sketch.capacity() + st.deleted.capacity() * sizeof(st.deleted[0]) +
+         st.changed.capacity() * sizeof(uint32_t);
   }
   return n;
 }
@@ -292,12 +312,17 @@ void EmbeddingStore::Clear() {
     std::vector<std::unique_ptr<char[]>>().swap(st.slabs);
     std::vector<uint32_t>().swap(st.free);
     std::vector<std::pair<uint64_t, uint32_t>>().swap(st.deleted);
+    std::vector<uint32_t>().swap(st.changed);
+    st.changed_epoch = 0;
     st.rows = 0;
   }
+  changes_listed_.store(false, std::memory_order_relaxed);
 }
 
 void EmbeddingStore::Swap(EmbeddingStore& other) {
   std::swap(stripes_, other.stripes_);
+  changes_listed_.store(false, std::memory_order_relaxed);
+  other.changes_listed_.store(false, std::memory_order_relaxed);
   // The counters describe this run, not the table: they stay with their store.
   for (size_t s = 0; s < kStripes; ++s) {
     std::swap(stripes_[s].admitted, other.stripes_[s].admitted);

@@ -29,7 +29,8 @@
 //    the Update call that last updated the row): one pass over the stripe's ticks, so the cost
 //    per new row is O(16) amortised, and no list per row. Rows the running call touched are
 //    never evicted, so a stripe may hold a call's worth of rows above its cap.
-//  - EvictOlderThan(tick): drops rows not updated since (the PS calls it at checkpoint time).
+//  - EvictNotUpdatedIn(updates): drops rows not updated by the last `updates` Update calls
+//    (the PS calls it at checkpoint time).
 // Evicted ids are logged with their epoch (ForEachDeletedSince) for incremental checkpoints,
 // until TrimDeletions.
 //
@@ -42,7 +43,7 @@
 // contents (and ForEach's order) depend only on the sequence of Update calls, not on the
 // number of threads that served them.
 //
-// Thread-safe: Read, Update, ForEach*, EvictOlderThan, TrimDeletions, size, bytes and counters
+// Thread-safe: Read, Update, ForEach*, EvictNotUpdatedIn, TrimDeletions, size, bytes and counters
 // may be called from any threads at once (Read and ForEach lock stripes shared, Update and the
 // eviction exclusive, one stripe at a time, passing over a busy stripe to come back to it: a call
 // is not atomic across stripes). Reserve, Insert, Clear and Swap need the caller to exclude all
@@ -72,13 +73,16 @@ struct StoreLimits {
   // covering it (the caller then writes a full checkpoint).
   bool log_deletions = false;
   size_t max_deletions = size_t{1} << 22;
+  // List the rows stamped in the current epoch per stripe (4 bytes per changed row), so
+  // ForEachChangedSince the previous epoch visits only those (incremental checkpoints).
+  bool list_changes = false;
 };
 
 // What the bounds did, since construction (Clear keeps them).
 struct StoreCounters {
   uint64_t admitted = 0;  // rows created by Update
   uint64_t filtered = 0;  // updates of ids not admitted yet (not stored)
-  uint64_t evicted = 0;   // rows dropped by the capacity or EvictOlderThan
+  uint64_t evicted = 0;   // rows dropped by the capacity or EvictNotUpdatedIn
 };
 
 class EmbeddingStore {
@@ -100,10 +104,10 @@ class EmbeddingStore {
   template <typename Fn>
   void Read(const uint64_t* ids, size_t n, Fn fn) const {
     const Plan& plan = MakePlan(ids, n);
+    std::vector<float*>& rows = RowScratch(n);  // sized here: nothing allocates under a lock
     VisitStripes<std::shared_lock<std::shared_mutex>>(plan, 0, 1, [&](size_t s) {
       const Stripe& st = stripes_[s];
       // First every lookup (independent, so their misses overlap), then the rows in order.
-      thread_local std::vector<float*> rows;
       rows.resize(plan.begin[s + 1] - plan.begin[s]);
       for (uint32_t k = plan.begin[s]; k < plan.begin[s + 1]; ++k) {
         PrefetchSlot(st, plan, k, plan.begin[s + 1]);
@@ -128,25 +132,29 @@ class EmbeddingStore {
     const uint32_t tick = tick_.fetch_add(1, std::memory_order_relaxed) + 1;
     const uint32_t epoch = epoch_.load(std::memory_order_relaxed);
     ParallelParts(parallel, [&](int part, int parts) {
+      std::vector<float*>& rows = RowScratch(n);  // sized here: nothing allocates under a lock
       VisitStripes<std::unique_lock<std::shared_mutex>>(plan, part, parts, [&](size_t s) {
         Stripe& st = stripes_[s];
         // First every lookup (independent, so their misses overlap; a missing row is created
         // at its first occurrence), then the updates in order, the rows asked for ahead.
-        thread_local std::vector<float*> rows;
         rows.resize(plan.begin[s + 1] - plan.begin[s]);
         for (uint32_t k = plan.begin[s]; k < plan.begin[s + 1]; ++k) {
           PrefetchSlot(st, plan, k, plan.begin[s + 1]);
           const uint64_t id = ids[plan.order[k]];
-          char* entry = Find(st, id, plan.hash[k]);
-          if (entry == nullptr) {
+          const int64_t r = FindRow(st, id, plan.hash[k]);
+          char* entry;
+          if (r < 0) {
             if (!Admit(st, plan.hash[k])) {
               ++st.filtered;
               rows[k - plan.begin[s]] = nullptr;
               continue;
             }
-            entry = Insert(st, id, plan.hash[k], tick);
+            entry = Insert(st, id, plan.hash[k], tick);  // listed as changed by Insert
             ++st.admitted;
             init(id, RowOf(entry));
+          } else {
+            entry = Entry(st, static_cast<uint32_t>(r));
+            if (EpochOf(entry) != epoch) MarkChanged(st, static_cast<uint32_t>(r), epoch);
           }
           Stamp(entry, tick, epoch);
           rows[k - plan.begin[s]] = RowOf(entry);
@@ -173,12 +181,28 @@ class EmbeddingStore {
   void ForEach(Fn fn) const {
     ForEachChangedSince(0, fn);
   }
-  // The same for the rows stamped with an epoch after `epoch` (0: every row).
+  // The same for the rows stamped with an epoch after `epoch` (0: every row). Since the
+  // epoch before the current one (an incremental checkpoint's usual case) it visits only
+  // those rows, from each stripe's list of the rows stamped in the current epoch, in the
+  // order they were first stamped: the cost follows the changed rows, not the table.
   template <typename Fn>
   void ForEachChangedSince(uint32_t epoch, Fn fn) const {
+    const uint32_t now = epoch_.load(std::memory_order_relaxed);
     for (size_t s = 0; s < kStripes; ++s) {
       const Stripe& st = stripes_[s];
       std::shared_lock lock(st.mu);
+      if (limits_.list_changes && epoch != 0 && epoch + 1 == now &&
+          changes_listed_.load(std::memory_order_relaxed)) {
+        if (st.changed_epoch != now) continue;  // nothing stamped `now` in this stripe
+        for (const uint32_t r : st.changed) {
+          const char* entry = Entry(st, r);
+          if (EpochOf(entry) != now) continue;  // evicted since (its number may be reused)
+          uint64_t id;
+          std::memcpy(&id, entry, sizeof(id));
+          fn(id, reinterpret_cast<const float*>(entry + kHeadBytes));
+        }
+        continue;
+      }
       for (uint32_t r = 0; r < st.rows; ++r) {
         const char* entry = Entry(st, r);
         const uint32_t e = EpochOf(entry);
@@ -206,14 +230,23 @@ class EmbeddingStore {
   // Deletions logged and not trimmed; SIZE_MAX when some were not logged (over the bound).
   size_t deletions() const;
 
-  // Drops every row last updated by an Update call numbered before `tick` (tick() minus the
-  // updates to keep); returns how many. Logged for ForEachDeletedSince.
-  size_t EvictOlderThan(uint32_t tick);
-  // The number of the last Update call (calls are numbered from 1).
+  // Drops every row not updated by the last `updates` Update calls; returns how many.
+  // Logged for ForEachDeletedSince.
+  size_t EvictNotUpdatedIn(uint32_t updates);
+  // The number of the last Update call (calls are numbered from 1, modulo 2^32: ticks are
+  // compared by their distance back from the current one, so the count may wrap; a row not
+  // updated for 2^32 calls looks recent again, which only delays its eviction).
   uint32_t tick() const { return tick_.load(std::memory_order_relaxed); }
+  // Sets the tick count (tests of the wrap). Not thread-safe.
+  void set_tick(uint32_t tick) { tick_.store(tick, std::memory_order_relaxed); }
   uint32_t epoch() const { return epoch_.load(std::memory_order_relaxed); }
   // Later updates stamp their rows with `epoch` (>= 1); the caller excludes Update meanwhile.
-  void set_epoch(uint32_t epoch) { epoch_.store(epoch, std::memory_order_relaxed); }
+  // A later epoch than the current one starts the changed lists afresh (no row has it yet).
+  void set_epoch(uint32_t epoch) {
+    if (epoch > epoch_.load(std::memory_order_relaxed))
+      changes_listed_.store(true, std::memory_order_relaxed);
+    epoch_.store(epoch, std::memory_order_relaxed);
+  }
 
   size_t size() const;
   StoreCounters counters() const;
@@ -244,6 +277,11 @@ class EmbeddingStore {
     std::vector<uint8_t> sketch;  // kSketchDepth x kSketchWidth, when admission is on
     uint64_t sketch_adds = 0;     // increments since the last halving
     std::vector<std::pair<uint64_t, uint32_t>> deleted;  // (id, epoch) evicted
+    // The numbers of the rows stamped in epoch changed_epoch, each once (MarkChanged):
+    // ForEachChangedSince's list for incremental checkpoints. Its capacity is kept across
+    // epochs, so a steady run allocates nothing for it.
+    std::vector<uint32_t> changed;
+    uint32_t changed_epoch = 0;
     uint32_t overflow_epoch = 0;  // the last epoch a deletion was not logged in (0: none)
     uint64_t admitted = 0, filtered = 0, evicted = 0;
     size_t live() const { return rows - free.size(); }
@@ -280,27 +318,47 @@ class EmbeddingStore {
     std::memcpy(&e, entry + kIdBytes + sizeof(uint32_t), sizeof(e));
     return e;
   }
+  // Lists row `r` as stamped in `epoch` (the current one); the caller knows it is not listed
+  // yet: its stamp is of an older epoch, or it is new. A list of an older epoch is dropped.
+  void MarkChanged(Stripe& st, uint32_t r, uint32_t epoch) const {
+    if (!limits_.list_changes) return;
+    if (st.changed_epoch != epoch) {
+      st.changed.clear();
+      st.changed_epoch = epoch;
+    }
+    st.changed.push_back(r);
+  }
+  // How many Update calls back from `now` tick `t` was: the distance modulo 2^32, read as
+  // signed so a call that started after `now` was read (concurrently) is 0, not 2^32 - 1.
+  // Right across a wrap of the count, for distances under 2^31.
+  static uint32_t AgeOf(uint32_t now, uint32_t t) {
+    const auto d = static_cast<int32_t>(now - t);
+    return d < 0 ? 0 : static_cast<uint32_t>(d);
+  }
   static void Stamp(char* entry, uint32_t tick, uint32_t epoch) {
     std::memcpy(entry + kIdBytes, &tick, sizeof(tick));
     std::memcpy(entry + kIdBytes + sizeof(uint32_t), &epoch, sizeof(epoch));
   }
 
   // Calls visit(s) for each stripe s of part `part` (of `parts`) that `plan` has ids in,
-  // holding the stripe's lock (Lock: shared or exclusive). Stripes another thread holds are
-  // passed over and come back later; only when none of those left can be had at once does
-  // it wait (counted in lock_wait_ns_) for the first. Concurrent callers start at different
-  // stripes, so pushes that touch every stripe do not queue behind each other in lockstep.
-  // Each stripe's ids are visited in the call's order whatever the stripe order.
+  // holding the stripe's lock (Lock: shared or exclusive), each lock taken once per call.
+  // Stripes another thread holds are passed over and come back later; only when none of
+  // those left can be had at once does it wait (counted in lock_wait_ns_): first spinning
+  // over them for up to kSpinNs (a stripe is held for one call's few dozen rows, microseconds,
+  // far less than a sleep and a wake-up cost on a busy machine), then sleeping on the first.
+  // Concurrent callers start at different stripes, so pushes that touch every stripe do not
+  // queue behind each other in lockstep. Each stripe's ids are visited in the call's order
+  // whatever the stripe order. Allocates nothing.
   template <typename Lock, typename Visit>
   void VisitStripes(const Plan& plan, int part, int parts, Visit visit) const {
-    uint8_t pending[kStripes];
+    uint16_t pending[kStripes];
     size_t count = 0;
-    const size_t start = next_start_.fetch_add(7, std::memory_order_relaxed);
+    const size_t start = next_start_.fetch_add(37, std::memory_order_relaxed);
     for (size_t k = 0; k < kStripes; ++k) {
       const size_t s = (start + k) % kStripes;
       if (static_cast<int>(s % static_cast<size_t>(parts)) == part &&
           plan.begin[s] != plan.begin[s + 1])
-        pending[count++] = static_cast<uint8_t>(s);
+        pending[count++] = static_cast<uint16_t>(s);
     }
     while (count > 0) {
       size_t left = 0;
@@ -312,22 +370,38 @@ class EmbeddingStore {
           pending[left++] = pending[k];
         }
       }
-      if (left == count) {  // every stripe left is busy: wait for the first
-        Lock lock(stripes_[pending[0]].mu, std::defer_lock);
+      if (left == count) {  // every stripe left is busy: spin, then sleep on the first
         const auto t0 = std::chrono::steady_clock::now();
-        lock.lock();
+        Lock lock;
+        size_t got = left;
+        for (auto now = t0; got == left && now - t0 < std::chrono::nanoseconds(kSpinNs);
+             now = std::chrono::steady_clock::now()) {
+          for (size_t k = 0; k < left && got == left; ++k) {
+            Lock tried(stripes_[pending[k]].mu, std::try_to_lock);
+            if (tried.owns_lock()) {
+              lock = std::move(tried);
+              got = k;
+            }
+          }
+          for (int p = 0; got == left && p < 16; ++p) __builtin_ia32_pause();
+        }
+        if (got == left) {
+          lock = Lock(stripes_[pending[0]].mu);
+          got = 0;
+        }
         lock_wait_ns_.fetch_add(
             static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
                                       std::chrono::steady_clock::now() - t0)
                                       .count()),
             std::memory_order_relaxed);
-        visit(pending[0]);
-        std::copy(pending + 1, pending + left, pending);
+        visit(pending[got]);
+        std::copy(pending + got + 1, pending + left, pending + got);
         --left;
       }
       count = left;
     }
   }
+  static constexpr int64_t kSpinNs = 20000;
   // The index and rows are far bigger than the caches: lookups ask for the slot of the id
   // kSlotAhead places on, updates for the row kRowAhead places on, so misses overlap.
   static constexpr uint32_t kSlotAhead = 8;
@@ -343,6 +417,12 @@ class EmbeddingStore {
     for (size_t b = 0; b < entry_bytes_ - kHeadBytes; b += 64) __builtin_prefetch(row + b, 1);
   }
   static const Plan& MakePlan(const uint64_t* ids, size_t n);
+  // The calling thread's row-pointer buffer, with room for n (one stripe's share of a call).
+  static std::vector<float*>& RowScratch(size_t n) {
+    thread_local std::vector<float*> rows;
+    rows.reserve(n);
+    return rows;
+  }
   char* Entry(const Stripe& st, uint32_t r) const {
     return st.slabs[r / kSlabRows].get() + (r % kSlabRows) * entry_bytes_;
   }
@@ -355,7 +435,8 @@ class EmbeddingStore {
   bool Admit(Stripe& st, uint64_t h);
   // Removes row `r` from the index, marks it free, logs the deletion if `log`.
   void Remove(Stripe& st, uint32_t r, bool log);
-  // Evicts the least recently updated 1/16 of a full stripe, sparing rows stamped `tick`.
+  // Evicts the least recently updated 1/16 of a full stripe (by distance back from `tick`,
+  // so a wrapped count orders rightly), sparing rows stamped `tick`.
   void EvictForRoom(Stripe& st, uint32_t tick);
   void Grow(Stripe& st);
 
@@ -367,6 +448,9 @@ class EmbeddingStore {
   std::unique_ptr<Stripe[]> stripes_;
   std::atomic<uint32_t> tick_{0};
   std::atomic<uint32_t> epoch_{1};
+  // False from a Swap or Clear to the next set_epoch: rows swapped in were stamped by another
+  // store, unlisted, so ForEachChangedSince scans until a new epoch starts.
+  std::atomic<bool> changes_listed_{true};
   mutable std::atomic<uint64_t> lock_wait_ns_{0};
   mutable std::atomic<size_t> next_start_{0};  // where the next call starts (VisitStripes)
 };

@@ -343,12 +343,12 @@ TEST(EmbeddingStoreBoundsTest, CapacityKeepsTheRecentlyUpdatedRowsAndBoundsMemor
   EXPECT_EQ(seen, store.size());
 }
 
-TEST(EmbeddingStoreBoundsTest, EvictOlderThanDropsStaleRowsAndLogsThemAsDeletions) {
+TEST(EmbeddingStoreBoundsTest, EvictNotUpdatedInDropsStaleRowsAndLogsThemAsDeletions) {
   EmbeddingStore store(kFloats, {.admit_count = 0, .capacity = 0, .log_deletions = true});
   for (uint64_t id = 1; id <= 1000; ++id) Put(store, id, 1.f);  // ticks 1..1000
   store.set_epoch(2);
   for (uint64_t id = 1; id <= 100; ++id) Put(store, id, 2.f);  // refreshed: ticks 1001..1100
-  EXPECT_EQ(store.EvictOlderThan(1001), 900u);
+  EXPECT_EQ(store.EvictNotUpdatedIn(100), 900u);  // keeps the rows of the last 100 calls
   EXPECT_EQ(store.size(), 100u);
   std::set<uint64_t> deleted;
   store.ForEachDeletedSince(1, [&](uint64_t id) { deleted.insert(id); });
@@ -419,6 +419,79 @@ TEST(EmbeddingStoreBoundsTest, ConcurrentPullsPushesAndIterationWhileEvicting) {
   EXPECT_LE(store.size(), 1024u + 3 * 64);  // the cap, give or take running calls' rows
   EXPECT_GT(store.counters().evicted, 0u);
   EXPECT_GT(store.counters().filtered, 0u);
+}
+
+// The update count is 32 bits and wraps after ~4 billion pushes to a PS: ages are taken
+// back from the current count, so the rows updated just after the wrap (small ticks) are the
+// newest, not the oldest.
+TEST(EmbeddingStoreBoundsTest, CapacityKeepsTheRecentRowsAcrossAWrapOfTheUpdateCount) {
+  constexpr size_t kCap = 2048;
+  EmbeddingStore store(kFloats, {.admit_count = 0, .capacity = kCap, .log_deletions = false});
+  store.set_tick(UINT32_MAX - 10000);  // wraps at the 10,001st call below
+  for (uint64_t id = 1; id <= 20000; ++id) Put(store, id, static_cast<float>(id));
+  EXPECT_LT(store.tick(), 20000u);  // it did wrap
+  EXPECT_LE(store.size(), kCap);
+  std::vector<uint64_t> recent;
+  for (uint64_t id = 20000 - 500; id <= 20000; ++id) recent.push_back(id);
+  const std::vector<float> got = ReadFirst(store, recent);
+  size_t kept = 0;
+  for (size_t i = 0; i < recent.size(); ++i) kept += got[i] == static_cast<float>(recent[i]);
+  EXPECT_EQ(kept, recent.size());
+  // The rows of before the wrap are the ones that went.
+  EXPECT_EQ(ReadFirst(store, {5000, 9000}), (std::vector<float>{-1.f, -1.f}));
+  // EvictNotUpdatedIn counts back across the wrap too: the last 100 calls' rows stay.
+  store.EvictNotUpdatedIn(100);
+  EXPECT_EQ(store.size(), 100u);
+  EXPECT_EQ(ReadFirst(store, {20000})[0], 20000.f);
+}
+
+// An incremental checkpoint reads the rows changed since the previous epoch from per-stripe
+// lists, not from a scan: through updates, repeats, evictions and the reuse of evicted rows
+// within the epoch, each live row stamped in the epoch is visited exactly once, and no other.
+TEST(EmbeddingStoreBoundsTest, ChangedSinceThePreviousEpochVisitsEachChangedRowOnce) {
+  constexpr size_t kCap = 4096;
+  EmbeddingStore store(
+      kFloats, {.admit_count = 0, .capacity = kCap, .log_deletions = true, .list_changes = true});
+  for (uint64_t id = 1; id <= 3000; ++id) Put(store, id, 1.f);
+  store.set_epoch(2);
+  std::set<uint64_t> touched;
+  for (uint64_t id = 1; id <= 3000; id += 7) {  // updated twice each: listed once
+    Put(store, id, 2.f);
+    Put(store, id, 2.f);
+    touched.insert(id);
+  }
+  for (uint64_t id = 100000; id < 104000; ++id) {  // new rows: evictions and reuse in-epoch
+    Put(store, id, 2.f);
+    touched.insert(id);
+  }
+  std::set<uint64_t> live;
+  store.ForEach([&](uint64_t id, const float*) { live.insert(id); });
+  std::set<uint64_t> want;
+  for (const uint64_t id : touched) {
+    if (live.count(id) != 0) want.insert(id);
+  }
+  ASSERT_GT(store.counters().evicted, 1000u);  // rows were evicted and their numbers reused
+  std::multiset<uint64_t> got;
+  store.ForEachChangedSince(1, [&](uint64_t id, const float* row) {
+    got.insert(id);
+    EXPECT_EQ(row[0], 2.f);
+  });
+  EXPECT_EQ(got.size(), want.size());  // no row twice
+  EXPECT_EQ(std::set<uint64_t>(got.begin(), got.end()), want);
+  // A new epoch starts an empty list; older epochs fall back to the scan, same rows.
+  size_t all_since_1 = 0;
+  store.set_epoch(3);
+  store.ForEachChangedSince(1, [&](uint64_t, const float*) { ++all_since_1; });
+  EXPECT_EQ(all_since_1, want.size());
+  size_t since_2 = 0;
+  store.ForEachChangedSince(2, [&](uint64_t, const float*) { ++since_2; });
+  EXPECT_EQ(since_2, 0u);
+  Put(store, 1, 3.f);
+  store.ForEachChangedSince(2, [&](uint64_t id, const float*) {
+    ++since_2;
+    EXPECT_EQ(id, 1u);
+  });
+  EXPECT_EQ(since_2, 1u);
 }
 
 }  // namespace

@@ -82,6 +82,7 @@ std::unique_lock<std::mutex> LockCounted(std::mutex& mu, std::atomic<uint64_t>* 
 StoreLimits StoreLimitsOf(const ShardConfig& c) {
   StoreLimits l = c.embedding.limits;
   l.log_deletions = c.embedding.full_every > 1;
+  l.list_changes = c.embedding.full_every > 1;
   l.max_deletions = ParamShard::kMaxDeletions;
   return l;
 }
@@ -364,9 +365,7 @@ StatusOr<ShardDigest> ParamShard::SaveCheckpoint(const std::string& root, int64_
   std::unique_lock push(push_mu_);
   std::shared_lock table(table_mu_);
   const EmbeddingOptions& o = c_.embedding;
-  if (o.evict_after_updates != 0 && rows_.tick() > o.evict_after_updates) {
-    rows_.EvictOlderThan(rows_.tick() - o.evict_after_updates);
-  }
+  if (o.evict_after_updates != 0) rows_.EvictNotUpdatedIn(o.evict_after_updates);
   const auto prev = saved_.find(root);
   const bool delta = o.full_every > 1 && prev != saved_.end() && prev->second.step < step &&
                      prev->second.digest.chain.size() + 1 < static_cast<size_t>(o.full_every) &&

@@ -159,6 +159,7 @@ int main(int argc, char** argv) {
   po.checkpoint_dir = checkpoint_dir;
   po.precision = *prec;
   po.max_batch = max_batch;
+  po.compute_threads = threads;
   spdlog::info(
       "kubetrain-serve {} on port {}: model {} as \"{}\", {} threads, batches of <= {} "
       "(wait <= {} ms)",

@@ -8,6 +8,7 @@ namespace kubetrain::trainer::serve {
 
 StatusOr<std::unique_ptr<Predictor>> Predictor::Load(const PredictorOptions& o) {
   if (o.max_batch < 1) return InvalidArgument("max batch size must be at least 1");
+  if (o.compute_threads > 0) SetComputeThreads(o.compute_threads);  // before any primitive
   const std::string json_path = storage::JoinPath(o.model_dir, "model.json");
   KT_ASSIGN_OR_RETURN(const std::string text, storage::ReadObject(json_path));
   nlohmann::json j;

@@ -11,7 +11,8 @@
 // are built once per size at Load, never per request. Unknown ids get the zero row, as in
 // --predict and the ONNX export.
 //
-// Thread safety: Load from any thread; Run from one thread at a time (the batcher's).
+// Thread safety: Load from any thread (it sets that thread's compute threads when
+// options.compute_threads > 0); Run from one thread at a time (the batcher's).
 #pragma once
 
 #include <cstdint>
@@ -36,6 +37,12 @@ struct PredictorOptions {
   // Inference-only models (forward_inference, weights pre-reordered to oneDNN's blocked
   // layout at Load); false: the trainer's training models, for bench/serve/predictor_bench.
   bool inference_primitives = true;
+  // The threads every batch computes on. oneDNN (OpenMP runtime) fixes a primitive's
+  // thread count when it is created, from the creating thread's OpenMP count, and runs it
+  // with that many whatever the running thread's count is later: so Load sets this count
+  // on its own thread (SetComputeThreads) before it builds any primitive. 0: leave the
+  // calling thread's count (the machine's cores unless set).
+  int compute_threads = 0;
 };
 
 class Predictor {

@@ -1,8 +1,10 @@
 #include "trainer/serve/protocol.h"
 
 #include <algorithm>
+#include <bit>
 #include <charconv>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -213,26 +215,93 @@ StatusOr<Batch> Assemble(const TensorLayout& l, Columns& c, int max_examples) {
   return b;
 }
 
+// `count` values of input `name` (index as InputIndex) from its binary data, little-endian
+// as the extension sends them: FP32 and INT64 as 4 and 8 bytes each, BYTES as a 4-byte
+// length before each element. The same checks as the JSON data's.
+Status TakeBinary(std::string_view raw, const std::string& name, int index, size_t count,
+                  Columns* c) {
+  static_assert(std::endian::native == std::endian::little);
+  if (index == 2) {
+    if (c->lines) return Bad("input criteo_line given twice");
+    c->lines.emplace();
+    while (!raw.empty()) {
+      uint32_t n = 0;
+      if (raw.size() < sizeof n) return Bad("input criteo_line: binary data ends in a length");
+      std::memcpy(&n, raw.data(), sizeof n);
+      raw.remove_prefix(sizeof n);
+      if (n > raw.size()) return Bad("input criteo_line: an element runs past its binary data");
+      if (c->lines->size() >= count) break;  // more elements than the shape: said below
+      c->lines->emplace_back(raw.substr(0, n));
+      raw.remove_prefix(n);
+    }
+    if (c->lines->size() != count || !raw.empty()) {
+      return Bad("input criteo_line: shape says " + std::to_string(count) +
+                 " elements, the binary data has " + (raw.empty() ? "" : "more than ") +
+                 std::to_string(c->lines->size()));
+    }
+    return Status::Ok();
+  }
+  const size_t width = index == 0 ? sizeof(float) : sizeof(int64_t);
+  if (raw.size() != count * width) {
+    return Bad("input " + name + ": shape says " + std::to_string(count) + " values (" +
+               std::to_string(count * width) + " bytes), binary_data_size is " +
+               std::to_string(raw.size()));
+  }
+  if (index == 0) {
+    if (c->dense) return Bad("input " + name + " given twice");
+    std::vector<float>& out = c->dense.emplace(count);
+    std::memcpy(out.data(), raw.data(), raw.size());
+    for (size_t i = 0; i < count; ++i) {
+      if (!std::isfinite(out[i])) {
+        return Bad("input " + name + ": value " + std::to_string(i) +
+                   " of the binary data is not a finite FP32");
+      }
+    }
+  } else {
+    if (c->cat) return Bad("input cat_ids given twice");
+    std::vector<uint64_t>& out = c->cat.emplace(count);
+    std::memcpy(out.data(), raw.data(), raw.size());  // INT64 as two's complement: the ids
+  }
+  return Status::Ok();
+}
+
 // A v2 input tensor into `c`.
-Status TakeV2Input(const json& in, const TensorLayout& l, Columns* c) {
+// `binary` (null without the binary extension's header): the binary data not taken yet.
+Status TakeV2Input(const json& in, const TensorLayout& l, Columns* c, std::string_view* binary) {
   if (!in.is_object()) return Bad("each of \"inputs\" must be an object");
   const auto name_it = in.find("name");
   if (name_it == in.end() || !name_it->is_string()) return Bad("an input has no \"name\"");
   const std::string name = name_it->get<std::string>();
   const int index = InputIndex(l, name);
   if (index < 0) return UnknownInput(l, name);
-  if (const auto p = in.find("parameters");
-      p != in.end() && p->is_object() && p->contains("binary_data_size")) {
-    return Bad("input " + name +
-               ": the binary tensor data extension is not supported; send JSON data "
-               "(tritonclient: binary_data=False)");
+  // The binary tensor data extension: the data is the next binary_data_size bytes after
+  // the JSON header.
+  std::optional<std::string_view> raw;
+  if (const auto p = in.find("parameters"); p != in.end()) {
+    if (!p->is_object()) return Bad("input " + name + ": \"parameters\" must be an object");
+    if (const auto size = p->find("binary_data_size"); size != p->end()) {
+      if (!binary) {
+        return Bad("input " + name +
+                   ": binary_data_size without the Inference-Header-Content-Length header");
+      }
+      if (!size->is_number_unsigned())
+        return Bad("input " + name + ": binary_data_size must be a non-negative integer");
+      const uint64_t n = size->get<uint64_t>();
+      if (n > binary->size()) {
+        return Bad("input " + name + ": binary_data_size " + std::to_string(n) + ", but only " +
+                   std::to_string(binary->size()) + " bytes of binary data are left");
+      }
+      raw = binary->substr(0, n);
+      binary->remove_prefix(n);
+    }
   }
   const auto dt = in.find("datatype");
   const auto shape = in.find("shape");
   const auto data = in.find("data");
   if (dt == in.end() || !dt->is_string()) return Bad("input " + name + ": no \"datatype\"");
   if (shape == in.end() || !shape->is_array()) return Bad("input " + name + ": no \"shape\"");
-  if (data == in.end()) return Bad("input " + name + ": no \"data\"");
+  if (raw && data != in.end()) return Bad("input " + name + ": both \"data\" and binary_data_size");
+  if (!raw && data == in.end()) return Bad("input " + name + ": no \"data\"");
   std::vector<int64_t> dims;
   for (const json& d : *shape) {
     if (!d.is_number_integer() || d.get<int64_t>() < 0 || d.get<int64_t>() > (int64_t{1} << 30))
@@ -255,6 +324,12 @@ Status TakeV2Input(const json& in, const TensorLayout& l, Columns* c) {
   }
   const size_t count = static_cast<size_t>(dims[0]) * (index == 2 ? 1 : width);
   size_t got = 0;
+  if (raw) {
+    KT_RETURN_IF_ERROR(TakeBinary(*raw, name, index, count, c));
+    if (index == 0) c->dense_rows = dims[0];
+    if (index == 1) c->cat_rows = dims[0];
+    return Status::Ok();
+  }
   if (index == 0) {
     if (c->dense) return Bad("input " + name + " given twice");
     c->dense.emplace();
@@ -372,6 +447,8 @@ class V2Reader {
         } else if (key == "outputs") {
           if (seen_outputs || !Outputs()) return std::nullopt;
           seen_outputs = true;
+        } else if (key == "parameters") {
+          return std::nullopt;  // binary_data_output, perhaps: the reference reads it
         } else if (!Skip(1)) {
           return std::nullopt;
         }
@@ -691,20 +768,22 @@ std::string Quote(std::string_view s) {
 }
 
 StatusOr<ParsedRequest> ParseV2Json(std::string_view body, const TensorLayout& layout,
-                                    int max_examples);
+                                    int max_examples, std::optional<size_t> json_length);
 
 }  // namespace
 
 StatusOr<ParsedRequest> ParseV2Infer(std::string_view body, const TensorLayout& layout,
-                                     int max_examples) {
-  if (auto fast = V2Reader(body, layout, max_examples).Read()) return std::move(*fast);
-  return ParseV2InferReference(body, layout, max_examples);
+                                     int max_examples, std::optional<size_t> json_length) {
+  if (!json_length) {
+    if (auto fast = V2Reader(body, layout, max_examples).Read()) return std::move(*fast);
+  }
+  return ParseV2InferReference(body, layout, max_examples, json_length);
 }
 
 StatusOr<ParsedRequest> ParseV2InferReference(std::string_view body, const TensorLayout& layout,
-                                              int max_examples) {
+                                              int max_examples, std::optional<size_t> json_length) {
   try {
-    return ParseV2Json(body, layout, max_examples);
+    return ParseV2Json(body, layout, max_examples, json_length);
   } catch (const json::exception& e) {  // a type error in a request nlohmann parsed
     return Bad(std::string("bad request: ") + e.what());
   }
@@ -712,7 +791,16 @@ StatusOr<ParsedRequest> ParseV2InferReference(std::string_view body, const Tenso
 
 namespace {
 StatusOr<ParsedRequest> ParseV2Json(std::string_view body, const TensorLayout& layout,
-                                    int max_examples) {
+                                    int max_examples, std::optional<size_t> json_length) {
+  std::optional<std::string_view> binary;
+  if (json_length) {
+    if (*json_length > body.size()) {
+      return Bad("Inference-Header-Content-Length is " + std::to_string(*json_length) +
+                 ", but the body has " + std::to_string(body.size()) + " bytes");
+    }
+    binary = body.substr(*json_length);
+    body = body.substr(0, *json_length);
+  }
   KT_ASSIGN_OR_RETURN(json j, ParseJson(body));
   ParsedRequest r;
   r.form = RequestForm::kV2;
@@ -724,17 +812,30 @@ StatusOr<ParsedRequest> ParseV2Json(std::string_view body, const TensorLayout& l
   if (inputs == j.end() || !inputs->is_array() || inputs->empty())
     return Bad("the request needs \"inputs\": a non-empty list of tensors");
   Columns c;
-  for (const json& in : *inputs) KT_RETURN_IF_ERROR(TakeV2Input(in, layout, &c));
+  for (const json& in : *inputs)
+    KT_RETURN_IF_ERROR(TakeV2Input(in, layout, &c, binary ? &*binary : nullptr));
+  if (binary && !binary->empty()) {
+    return Bad(std::to_string(binary->size()) +
+               " bytes of binary data follow what the inputs' binary_data_size take");
+  }
+  const auto flag = [](const json& parameters, const char* key) -> StatusOr<bool> {
+    if (!parameters.is_object()) return Bad("\"parameters\" must be an object");
+    const auto v = parameters.find(key);
+    if (v == parameters.end()) return false;
+    if (!v->is_boolean()) return Bad(std::string(key) + " must be true or false");
+    return v->get<bool>();
+  };
+  if (const auto p = j.find("parameters"); p != j.end()) {
+    KT_ASSIGN_OR_RETURN(r.binary_output, flag(*p, "binary_data_output"));
+  }
   if (const auto outs = j.find("outputs"); outs != j.end()) {
     if (!outs->is_array()) return Bad("\"outputs\" must be a list");
     for (const json& o : *outs) {
       if (!o.is_object() || !o.contains("name") || o["name"] != layout.output_name)
         return Bad("unknown output requested; this model has \"" + layout.output_name + "\"");
-      if (const auto p = o.find("parameters");
-          p != o.end() && p->is_object() && p->value("binary_data", false)) {
-        return Bad("output " + layout.output_name +
-                   ": the binary tensor data extension is not supported "
-                   "(tritonclient: binary_data=False)");
+      if (const auto p = o.find("parameters"); p != o.end()) {
+        KT_ASSIGN_OR_RETURN(const bool binary_data, flag(*p, "binary_data"));
+        r.binary_output = binary_data;  // the output's own wish over the request's
       }
     }
   }
@@ -803,6 +904,26 @@ std::string RenderV2(const ParsedRequest& request, const TensorLayout& layout,
   out.append("],\"datatype\":\"FP32\",\"name\":").append(Quote(layout.output_name));
   out.append(",\"shape\":[").append(std::to_string(request.examples.size));
   out.append(",").append(std::to_string(layout.num_outputs)).append("]}]}");
+  return out;
+}
+
+std::string RenderV2Binary(const ParsedRequest& request, const TensorLayout& layout,
+                           std::string_view model_name, std::string_view version,
+                           const std::vector<float>& probs, size_t* json_length) {
+  const size_t count = static_cast<size_t>(request.examples.size) * layout.num_outputs;
+  std::string out;
+  out.reserve(200 + request.id.size() + 4 * count);
+  out.append("{");
+  if (!request.id.empty()) out.append("\"id\":").append(Quote(request.id)).append(",");
+  out.append("\"model_name\":").append(Quote(model_name));
+  out.append(",\"model_version\":").append(Quote(version));
+  out.append(",\"outputs\":[{\"datatype\":\"FP32\",\"name\":").append(Quote(layout.output_name));
+  out.append(",\"parameters\":{\"binary_data_size\":").append(std::to_string(4 * count));
+  out.append("},\"shape\":[").append(std::to_string(request.examples.size));
+  out.append(",").append(std::to_string(layout.num_outputs)).append("]}]}");
+  *json_length = out.size();
+  static_assert(std::endian::native == std::endian::little);
+  out.append(reinterpret_cast<const char*>(probs.data()), 4 * std::min(count, probs.size()));
   return out;
 }
 

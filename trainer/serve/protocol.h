@@ -17,7 +17,9 @@
 // Thread safety: pure functions.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -43,8 +45,9 @@ enum class RequestForm { kV2, kTfInstances, kTfInputs };
 
 struct ParsedRequest {
   RequestForm form = RequestForm::kV2;
-  std::string id;  // v2 "id", echoed back
-  Batch examples;  // examples.size rows; labels unused
+  std::string id;              // v2 "id", echoed back
+  Batch examples;              // examples.size rows; labels unused
+  bool binary_output = false;  // v2: the output asked as binary data (RenderV2Binary)
 };
 
 // POST /v2/models/{name}/infer. At most `max_examples` rows. A hand-written strict reader
@@ -52,12 +55,24 @@ struct ParsedRequest {
 // the Batch with std::from_chars (~10x nlohmann's speed at batch 256); whatever it does not
 // take, errors included, goes to ParseV2InferReference, so answers and messages are the
 // reference's.
+//
+// The binary tensor data extension (KServe / Triton): with `json_length` (the request's
+// Inference-Header-Content-Length) the body is that many bytes of JSON, then the binary
+// data of the inputs that give "parameters": {"binary_data_size": n}, in input order, raw
+// little-endian (BYTES: a 4-byte length before each element). The sizes must fit the
+// shapes and sum to exactly the bytes after the JSON; a header past the body, a size past
+// the data, bytes left over, binary_data_size without the header: InvalidArgument. Binary
+// data is checked like JSON data (finite FP32). An output asked with
+// "parameters": {"binary_data": true}, or the request's "binary_data_output": true, sets
+// binary_output (also for JSON inputs).
 StatusOr<ParsedRequest> ParseV2Infer(std::string_view body, const TensorLayout& layout,
-                                     int max_examples);
+                                     int max_examples,
+                                     std::optional<size_t> json_length = std::nullopt);
 // The same through nlohmann-json: every form and every error message. For ParseV2Infer's
 // fallback, its tests and the fuzz target (which checks that both agree).
 StatusOr<ParsedRequest> ParseV2InferReference(std::string_view body, const TensorLayout& layout,
-                                              int max_examples);
+                                              int max_examples,
+                                              std::optional<size_t> json_length = std::nullopt);
 // POST /v1/models/{name}:predict ("instances" or "inputs"). At most `max_examples` rows.
 StatusOr<ParsedRequest> ParseTfPredict(std::string_view body, const TensorLayout& layout,
                                        int max_examples);
@@ -66,6 +81,13 @@ StatusOr<ParsedRequest> ParseTfPredict(std::string_view body, const TensorLayout
 std::string RenderV2(const ParsedRequest& request, const TensorLayout& layout,
                      std::string_view model_name, std::string_view version,
                      const std::vector<float>& probs);
+// The same answer with the output as binary data (the extension): the JSON header, whose
+// output has "parameters": {"binary_data_size": 4 x values} instead of "data", then the
+// FP32 values little-endian. *json_length: the header's bytes (the response's
+// Inference-Header-Content-Length).
+std::string RenderV2Binary(const ParsedRequest& request, const TensorLayout& layout,
+                           std::string_view model_name, std::string_view version,
+                           const std::vector<float>& probs, size_t* json_length);
 std::string RenderTf(const ParsedRequest& request, const TensorLayout& layout,
                      const std::vector<float>& probs);
 

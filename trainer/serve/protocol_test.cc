@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "trainer/data/reader.h"
@@ -197,7 +199,7 @@ TEST(ServeProtocol, BadRequestsGetAMessageNamingTheProblem) {
                {"shape", {1, 13}},
                {"parameters", {{"binary_data_size", 52}}}}}}}
            .dump(),
-       "binary tensor data extension"},
+       "binary_data_size without the Inference-Header-Content-Length header"},
       {R"({"instances": [[1, 2]]})", "Wide & Deep instance is an object"},
       {R"({"instances": [], "inputs": {}})", "exactly one of"},
       {json{{"instances", {{{"dense", json::array({1, 2})}, {"cat_ids", cat}}}}}.dump(),
@@ -249,6 +251,11 @@ TEST(ServeProtocol, FastV2ReaderAgreesWithTheReferenceReader) {
       " \n" + body(dense, cat) + "\t\r\n",
       // Sorted keys ("data" before "name"), as nlohmann writes them.
       json::parse(body(dense, cat)).dump(),
+      // The output asked as binary data (the fast reader leaves it to the reference).
+      body(dense, cat,
+           ", \"outputs\": [{\"name\": \"probability\", \"parameters\": "
+           "{\"binary_data\": true}}]"),
+      body(dense, cat, ", \"parameters\": {\"binary_data_output\": true}"),
   };
   for (const std::string& b : good) {
     auto fast = ParseV2Infer(b, l, 10);
@@ -259,6 +266,8 @@ TEST(ServeProtocol, FastV2ReaderAgreesWithTheReferenceReader) {
     EXPECT_EQ(fast->examples.dense, ref->examples.dense) << b;
     EXPECT_EQ(fast->examples.cat, ref->examples.cat) << b;
     EXPECT_EQ(fast->examples.size, 1);
+    EXPECT_EQ(fast->binary_output, ref->binary_output) << b;
+    EXPECT_EQ(fast->binary_output, b.find(": true}") != std::string::npos) << b;
   }
   // `dense` / `cat` with the first value replaced.
   auto d0 = [&](const std::string& v) { return "[" + v + dense.substr(dense.find(',')); };
@@ -275,7 +284,8 @@ TEST(ServeProtocol, FastV2ReaderAgreesWithTheReferenceReader) {
       body(dense, cat, ", \"outputs\": [{\"name\": \"other\"}]"),
       body(dense, cat,
            ", \"outputs\": [{\"name\": \"probability\", \"parameters\": "
-           "{\"binary_data\": true}}]"),
+           "{\"binary_data\": 1}}]"),
+      body(dense, cat, ", \"parameters\": {\"binary_data_output\": \"yes\"}"),
       body(dense, cat) + "x",           // trailing bytes
       body(dense, cat).substr(0, 100),  // cut short
   };
@@ -308,6 +318,160 @@ TEST(ServeProtocol, RenderedFloatsReadBackAsTheSameFp32) {
   r.form = RequestForm::kTfInstances;
   const json tf = json::parse(RenderTf(r, l, probs));
   EXPECT_EQ(tf["predictions"][1][2].get<float>(), 6e-8f);
+}
+
+}  // namespace
+}  // namespace kubetrain::trainer::serve
+
+namespace kubetrain::trainer::serve {
+namespace {
+
+// `values` as the binary extension sends them (little-endian, as this machine).
+template <typename T>
+std::string Raw(const std::vector<T>& values) {
+  return std::string(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(T));
+}
+
+// A BYTES tensor's binary data: a 4-byte length before each element.
+std::string RawBytes(const std::vector<std::string>& elements) {
+  std::string out;
+  for (const std::string& e : elements) {
+    const auto n = static_cast<uint32_t>(e.size());
+    out.append(reinterpret_cast<const char*>(&n), sizeof n).append(e);
+  }
+  return out;
+}
+
+json BinaryTensor(const std::string& name, const std::string& dtype, json shape, size_t bytes) {
+  return json{{"name", name},
+              {"datatype", dtype},
+              {"shape", shape},
+              {"parameters", {{"binary_data_size", bytes}}}};
+}
+
+// The binary tensor data extension: the JSON header, then each binary input's bytes.
+TEST(ServeProtocol, BinaryTensorDataGivesTheSameExamplesAsJsonAndIsBoundedByItsSizes) {
+  const TensorLayout l = WideDeep();
+  std::vector<float> dense;
+  std::vector<int64_t> cat;
+  for (int r = 0; r < 2; ++r) {
+    for (const json& v : DenseRow()) dense.push_back(v.get<float>() + static_cast<float>(r));
+    for (const json& v : CatRow()) cat.push_back(v.get<int64_t>() + r);
+  }
+  cat[1] = std::numeric_limits<int64_t>::min();  // ids are all 64 bits
+  auto from_json = ParseV2Infer(
+      V2({V2Tensor("dense", "FP32", {2, 13}, dense), V2Tensor("cat_ids", "INT64", {2, 26}, cat)})
+          .dump(),
+      l, 10);
+  ASSERT_TRUE(from_json.ok()) << from_json.status().ToString();
+  const std::string header = V2({BinaryTensor("dense", "FP32", {2, 13}, 2 * 13 * 4),
+                                 BinaryTensor("cat_ids", "INT64", {2, 26}, 2 * 26 * 8)})
+                                 .dump();
+  const std::string data = Raw(dense) + Raw(cat);
+  auto binary = ParseV2Infer(header + data, l, 10, header.size());
+  ASSERT_TRUE(binary.ok()) << binary.status().ToString();
+  EXPECT_EQ(binary->id, "r1");
+  EXPECT_EQ(binary->examples.size, 2);
+  EXPECT_EQ(binary->examples.dense, from_json->examples.dense);
+  EXPECT_EQ(binary->examples.cat, from_json->examples.cat);
+  EXPECT_FALSE(binary->binary_output);
+
+  // One input binary, the other JSON; and the output asked as binary.
+  json mixed = V2({V2Tensor("dense", "FP32", {2, 13}, dense),
+                   BinaryTensor("cat_ids", "INT64", {2, 26}, 2 * 26 * 8)});
+  mixed["outputs"] = {{{"name", "probability"}, {"parameters", {{"binary_data", true}}}}};
+  auto half = ParseV2Infer(mixed.dump() + Raw(cat), l, 10, mixed.dump().size());
+  ASSERT_TRUE(half.ok()) << half.status().ToString();
+  EXPECT_EQ(half->examples.cat, from_json->examples.cat);
+  EXPECT_TRUE(half->binary_output);
+
+  // Criteo lines as binary BYTES.
+  const std::string lines_header =
+      V2({BinaryTensor("criteo_line", "BYTES", {2}, RawBytes({Line(1), Line(0)}).size())}).dump();
+  auto lines =
+      ParseV2Infer(lines_header + RawBytes({Line(1), Line(0)}), l, 10, lines_header.size());
+  ASSERT_TRUE(lines.ok()) << lines.status().ToString();
+  auto lines_json =
+      ParseV2Infer(V2({V2Tensor("criteo_line", "BYTES", {2}, {Line(1), Line(0)})}).dump(), l, 10);
+  ASSERT_TRUE(lines_json.ok());
+  EXPECT_EQ(lines->examples.cat, lines_json->examples.cat);
+  EXPECT_EQ(lines->examples.dense, lines_json->examples.dense);
+
+  // Every size is checked against the header, the shapes and the body: a clear 400.
+  const std::string one_dense = V2({BinaryTensor("dense", "FP32", {2, 13}, 104),
+                                    BinaryTensor("cat_ids", "INT64", {2, 26}, 416)})
+                                    .dump();
+  std::vector<float> nan = dense;
+  nan[5] = std::numeric_limits<float>::quiet_NaN();
+  struct Case {
+    std::string body;
+    size_t json_length;
+    std::string says;
+  };
+  const std::vector<Case> cases = {
+      {header + data, header.size() + data.size() + 1, "the body has"},
+      {header + data.substr(0, data.size() - 1), header.size(), "bytes of binary data are left"},
+      {header + data + "x", header.size(), "1 bytes of binary data follow"},
+      {header + data, header.size() - 1, "malformed JSON"},
+      {V2({BinaryTensor("dense", "FP32", {2, 13}, 100),
+           BinaryTensor("cat_ids", "INT64", {2, 26}, 420)})
+               .dump() +
+           data,
+       0, "(104 bytes), binary_data_size is 100"},
+      {header + Raw(nan) + Raw(cat), header.size(), "value 5 of the binary data is not a finite"},
+      {V2({BinaryTensor("dense", "FP32", {2, 13}, uint64_t{1} << 62)}).dump() + data, 0,
+       "only 520 bytes of binary data are left"},
+      {V2({json{{"name", "dense"},
+                {"datatype", "FP32"},
+                {"shape", {2, 13}},
+                {"parameters", {{"binary_data_size", -4}}}}})
+           .dump(),
+       0, "binary_data_size must be a non-negative integer"},
+      {V2({json{{"name", "dense"},
+                {"datatype", "FP32"},
+                {"shape", {2, 13}},
+                {"data", dense},
+                {"parameters", {{"binary_data_size", 104}}}}})
+               .dump() +
+           Raw(dense),
+       0, "both \"data\" and binary_data_size"},
+      {V2({BinaryTensor("criteo_line", "BYTES", {2}, RawBytes({Line(1)}).size() + 7)}).dump() +
+           RawBytes({Line(1)}) + std::string("\x10\0\0\0abc", 7),
+       0, "an element runs past its binary data"},
+      {V2({BinaryTensor("criteo_line", "BYTES", {2}, 3)}).dump() + "abc", 0,
+       "binary data ends in a length"},
+      {V2({BinaryTensor("criteo_line", "BYTES", {1}, RawBytes({Line(1), Line(0)}).size())}).dump() +
+           RawBytes({Line(1), Line(0)}),
+       0, "shape says 1 elements, the binary data has more than 1"},
+  };
+  for (const Case& c : cases) {
+    // json_length 0: the JSON is the body up to where its header ends (the first "}]}").
+    const size_t n = c.json_length > 0 ? c.json_length : c.body.find("}]}") + 3;
+    const std::string message = Error(ParseV2Infer(c.body, l, 10, n));
+    EXPECT_NE(message.find(c.says), std::string::npos)
+        << "body " << c.body.substr(0, 200) << "\n said: " << message << "\n expected: " << c.says;
+  }
+}
+
+TEST(ServeProtocol, BinaryOutputIsTheJsonHeaderThenTheFp32Values) {
+  const TensorLayout l = Mlp(3, 2);
+  ParsedRequest r;
+  r.form = RequestForm::kV2;
+  r.id = "q";
+  r.examples.size = 2;
+  const std::vector<float> probs = {0.1f, 0.9f, 0.25f, 0.75f};
+  size_t json_length = 0;
+  const std::string body = RenderV2Binary(r, l, "m", "7", probs, &json_length);
+  ASSERT_EQ(body.size(), json_length + 16);
+  const json head = json::parse(body.substr(0, json_length));
+  EXPECT_EQ(head["id"], "q");
+  EXPECT_EQ(head["model_version"], "7");
+  EXPECT_EQ(head["outputs"][0]["parameters"]["binary_data_size"], 16);
+  EXPECT_EQ(head["outputs"][0]["shape"], json({2, 2}));
+  EXPECT_FALSE(head["outputs"][0].contains("data"));
+  std::vector<float> got(4);
+  std::memcpy(got.data(), body.data() + json_length, 16);
+  EXPECT_EQ(got, probs);
 }
 
 }  // namespace

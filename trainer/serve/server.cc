@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <charconv>
+
 #include "kubetrain/version.h"
 
 namespace kubetrain::trainer::serve {
@@ -18,10 +20,8 @@ constexpr double kLatencyLe[] = {0.0005, 0.001, 0.002, 0.005, 0.01, 0.02,
 ModelServer::ModelServer(ServerOptions options)
     : o_(std::move(options)),
       http_(o_.http),
-      batcher_(o_.batcher, [this](const Batch& b, std::vector<float>* probs) {
-        std::shared_ptr<Predictor> p = predictor();
-        if (!p) return Unavailable("no model loaded");
-        return p->Run(b, probs);
+      batcher_(o_.batcher, [](Predictor& p, const Batch& b, std::vector<float>* probs) {
+        return p.Run(b, probs);
       }) {
   static_assert(sizeof kLatencyLe / sizeof kLatencyLe[0] == kLatencyBuckets);
   const std::string name = o_.model_name;
@@ -35,7 +35,7 @@ ModelServer::ModelServer(ServerOptions options)
   http_.Handle("/v2", [text](const HttpRequest&) {
     return text(200, nlohmann::json{{"name", "kubetrain-serve"},
                                     {"version", kVersion},
-                                    {"extensions", nlohmann::json::array()}}
+                                    {"extensions", {"binary_tensor_data"}}}
                          .dump());
   });
   http_.Handle("/v2/models/" + name, [this, text, name](const HttpRequest&) {
@@ -49,6 +49,33 @@ ModelServer::ModelServer(ServerOptions options)
   });
   http_.HandleAsync("/v2/models/" + name + "/infer", [this](HttpRequest r, HttpResponder respond) {
     Infer(std::move(r), std::move(respond), true);
+  });
+  // /v2/models/{name}/versions/{v}[/ready|/infer]: the version served now (the model's
+  // step), else 404.
+  http_.HandlePrefixAsync("/v2/models/" + name + "/versions/", [this, text, name](
+                                                                   HttpRequest r,
+                                                                   HttpResponder respond) {
+    std::string_view rest = r.path;
+    rest.remove_prefix(("/v2/models/" + name + "/versions/").size());
+    const size_t slash = rest.find('/');
+    const std::string version(rest.substr(0, slash));
+    const std::string_view what =
+        slash == std::string_view::npos ? std::string_view() : rest.substr(slash);
+    if (!what.empty() && what != "/ready" && what != "/infer")
+      return respond(Json(404, RenderError("no such endpoint: " + r.path)));
+    auto p = predictor();
+    if (!p) return respond(text(503, RenderError("no model loaded yet")));
+    const std::string served = std::to_string(p->step());
+    if (version != served) {
+      return respond(text(404, RenderError("model " + name + " has no version \"" + version +
+                                           "\"; it serves version " + served)));
+    }
+    if (what == "/infer") return Infer(std::move(r), std::move(respond), true);
+    if (what == "/ready") {
+      const bool ready = !draining_.load();
+      return respond(text(ready ? 200 : 503, ready ? R"({"ready":true})" : R"({"ready":false})"));
+    }
+    respond(text(200, RenderV2Metadata(p->layout(), name, served)));
   });
   http_.Handle("/v1/models/" + name, [this, text](const HttpRequest&) {
     auto p = predictor();
@@ -125,7 +152,21 @@ void ModelServer::Infer(HttpRequest req, HttpResponder respond, bool v2) {
     c_.unavailable.fetch_add(1, std::memory_order_relaxed);
     return respond(Json(503, RenderError(p ? "shutting down" : "no model loaded yet")));
   }
-  auto parsed = v2 ? ParseV2Infer(req.body, p->layout(), o_.max_request_examples)
+  // The binary tensor data extension: the JSON is the first Inference-Header-Content-Length
+  // bytes of the body (ParseV2Infer checks it against the body).
+  std::optional<size_t> json_length;
+  if (const auto h = req.Header("Inference-Header-Content-Length"); h && v2) {
+    size_t n = 0;
+    const auto [end, ec] = std::from_chars(h->data(), h->data() + h->size(), n);
+    if (h->empty() || ec != std::errc() || end != h->data() + h->size()) {
+      c_.bad_v2.fetch_add(1, std::memory_order_relaxed);
+      return respond(Json(400, RenderError("Inference-Header-Content-Length must be a byte count, "
+                                           "got \"" +
+                                           std::string(*h) + "\"")));
+    }
+    json_length = n;
+  }
+  auto parsed = v2 ? ParseV2Infer(req.body, p->layout(), o_.max_request_examples, json_length)
                    : ParseTfPredict(req.body, p->layout(), o_.max_request_examples);
   if (!parsed.ok()) {
     (v2 ? c_.bad_v2 : c_.bad_tf).fetch_add(1, std::memory_order_relaxed);
@@ -136,6 +177,7 @@ void ModelServer::Infer(HttpRequest req, HttpResponder respond, bool v2) {
   meta.form = parsed->form;
   meta.id = std::move(parsed->id);
   meta.examples.size = parsed->examples.size;
+  meta.binary_output = parsed->binary_output;
   const TensorLayout layout = p->layout();
   const std::string version = std::to_string(p->step());
   auto finish = [this, respond, meta = std::move(meta), layout, version, v2,
@@ -147,8 +189,17 @@ void ModelServer::Infer(HttpRequest req, HttpResponder respond, bool v2) {
       return;
     }
     (v2 ? c_.ok_v2 : c_.ok_tf).fetch_add(1, std::memory_order_relaxed);
-    respond(Json(200, v2 ? RenderV2(meta, layout, o_.model_name, version, *probs)
-                         : RenderTf(meta, layout, *probs)));
+    if (meta.binary_output) {
+      HttpResponse r;
+      size_t header_length = 0;
+      r.content_type = "application/octet-stream";
+      r.body = RenderV2Binary(meta, layout, o_.model_name, version, *probs, &header_length);
+      r.headers.emplace_back("Inference-Header-Content-Length", std::to_string(header_length));
+      respond(std::move(r));
+    } else {
+      respond(Json(200, v2 ? RenderV2(meta, layout, o_.model_name, version, *probs)
+                           : RenderTf(meta, layout, *probs)));
+    }
     ObserveLatency(Clock::now() - start);
   };
   // A lone small request (nothing queued, no batch running, no other connection ready
@@ -156,9 +207,13 @@ void ModelServer::Infer(HttpRequest req, HttpResponder respond, bool v2) {
   // worker and back. It holds the loop for one small forward pass (~0.1 ms for batch 1
   // of the default Wide & Deep); under concurrent load requests queue and batch as before.
   if (parsed->examples.size <= o_.inline_max_examples && !req.more_ready) {
-    if (auto probs = batcher_.RunNowIfIdle(parsed->examples)) return finish(std::move(*probs));
+    if (auto probs = batcher_.RunNowIfIdle(*p, parsed->examples)) {
+      return finish(std::move(*probs));
+    }
   }
-  Status s = batcher_.Submit(std::move(parsed->examples), std::move(finish));
+  // Computed by `p`, the model the request was checked against and whose version the
+  // answer names, even when a newer one is swapped in while it waits.
+  Status s = batcher_.Submit(std::move(p), std::move(parsed->examples), std::move(finish));
   if (!s.ok()) {
     c_.unavailable.fetch_add(1, std::memory_order_relaxed);
     respond(Json(503, RenderError(s.message())));

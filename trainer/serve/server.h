@@ -4,7 +4,10 @@
 // Endpoints (name = ServerOptions::model_name):
 //   GET  /v2/health/live, /v2/health/ready         200, or 503 while not ready
 //   GET  /v2, /v2/models/{name}, /v2/models/{name}/ready
-//   POST /v2/models/{name}/infer                   Open Inference Protocol v2 (JSON data)
+//   POST /v2/models/{name}/infer                   Open Inference Protocol v2 (JSON data, or
+//                                                  the binary tensor data extension)
+//   GET  /v2/models/{name}/versions/{v}[/ready], POST .../versions/{v}/infer: the same for
+//        the version served now (the model's step); another version: 404 naming the served one
 //   GET  /v1/models/{name}                         TF Serving model status
 //   POST /v1/models/{name}:predict                 TF Serving predict (instances / inputs)
 //   GET  /metrics                                  Prometheus text
@@ -16,8 +19,8 @@
 //   answers each through the HTTP server's responder. A lone small request (at most
 //   inline_max_examples, nothing queued or running, no other connection ready) runs on the
 //   loop thread instead (Batcher::RunNowIfIdle), answered with no thread hand-off. SetPredictor
-//   swaps the model for the next batches (a hot reload); a batch in flight finishes on the model it
-//   started with.
+//   swaps the model for requests that arrive after it (a hot reload); a request accepted
+//   before is computed by the model it was checked against, the version its answer names.
 // Thread safety: every method from any thread.
 #pragma once
 
@@ -51,7 +54,7 @@ class ModelServer {
 
   // Binds and serves (not ready until the first SetPredictor). Returns the port.
   [[nodiscard]] StatusOr<int> Start(std::string_view host, int port);
-  // Serves `p` from the next batch on; ready from now on.
+  // Serves `p` to the requests that arrive from now on; ready from now on.
   void SetPredictor(std::shared_ptr<Predictor> p);
   // The model served now (null before the first).
   std::shared_ptr<Predictor> predictor() const;
@@ -68,7 +71,7 @@ class ModelServer {
 
   const ServerOptions o_;
   HttpServer http_;
-  Batcher batcher_;
+  Batcher<Predictor> batcher_;
 
   mutable Mutex mu_;
   std::shared_ptr<Predictor> predictor_ GUARDED_BY(mu_);

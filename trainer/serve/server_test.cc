@@ -1,10 +1,15 @@
 #include "trainer/serve/server.h"
 
 #include <gtest/gtest.h>
+#include <omp.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "common/http_test_client.h"
 #include "trainer/storage/files.h"
@@ -21,12 +26,12 @@ using nlohmann::json;
 // model/ (its initial parameters from `seed`) and model.json, as the trainer writes them.
 // Returns the trainer's own model for comparison.
 std::unique_ptr<Model> WriteMlpOutput(const std::string& dir, int64_t step, uint64_t seed,
-                                      bool record_optimizer = true) {
+                                      bool record_optimizer = true, std::vector<int> hidden = {4}) {
   MlpClassifierConfig c;
   c.batch_size = 2;
   c.num_features = 3;
   c.num_classes = 2;
-  c.hidden = {4};
+  c.hidden = hidden;
   auto model = CreateMlpClassifier(c);
   EXPECT_TRUE(model.ok());
   OptimizerConfig opt;
@@ -37,7 +42,7 @@ std::unique_ptr<Model> WriteMlpOutput(const std::string& dir, int64_t step, uint
   spec.kind = "mlp";
   spec.num_features = 3;
   spec.num_classes = 2;
-  spec.hidden = {4};
+  spec.hidden = hidden;
   auto m = ReadTrainedModel(spec, opt, storage::JoinPath(dir, "model"));
   EXPECT_TRUE(m.ok()) << m.status().ToString();
   json j = DescribeInputs(*m);
@@ -59,6 +64,47 @@ std::string TempDir() {
 std::optional<http_test::Response> Post(int port, const std::string& path,
                                         const std::string& body) {
   return http_test::Get(port, path, 10s, "POST", "Content-Type: application/json\r\n", body);
+}
+
+// The OS threads of this process.
+int ProcessThreads() {
+  return static_cast<int>(
+      std::distance(fs::directory_iterator("/proc/self/task"), fs::directory_iterator()));
+}
+
+// oneDNN fixes a primitive's thread count when Load creates it: a server loaded on a
+// thread with the machine's OpenMP count ran --threads 1 on every core. Loads and runs on
+// a fresh thread (its own OpenMP pool) whose count is 4: a predictor for 1 thread must
+// never start an OpenMP thread, in Load (weight reorders) or in Run.
+TEST(Predictor, ComputesOnTheThreadsItWasLoadedForWhateverTheLoadingThreadsCount) {
+  const std::string dir = TempDir();
+  WriteMlpOutput(dir, 1, 3, true, {512, 512});
+  const auto threads_started = [&](int compute_threads) {
+    int started = -1;
+    std::thread([&] {
+      omp_set_num_threads(4);
+      const int before = ProcessThreads();
+      PredictorOptions po;
+      po.model_dir = dir;
+      po.max_batch = 256;
+      po.compute_threads = compute_threads;
+      auto p = Predictor::Load(po);
+      ASSERT_TRUE(p.ok()) << p.status().ToString();
+      Batch b;
+      b.size = 256;
+      b.num_dense = 3;
+      b.dense.assign(256 * 3, 0.5f);
+      b.label.assign(256, 0.f);
+      std::vector<float> probs;
+      ASSERT_TRUE((*p)->Run(b, &probs).ok());
+      started = ProcessThreads() - before;
+    }).join();
+    return started;
+  };
+  EXPECT_EQ(threads_started(1), 0);
+  // Without the count (the old server's Load): the loading thread's 4, so the check
+  // above can fail.
+  EXPECT_GE(threads_started(0), 1);
 }
 
 TEST(ModelServer, ServesTheTrainersPredictionsOverV2AndTfAndRefusesBadRequests) {
@@ -179,6 +225,85 @@ TEST(ModelServer, ServesTheTrainersPredictionsOverV2AndTfAndRefusesBadRequests) 
             std::string::npos)
       << metrics;
   EXPECT_NE(metrics.find("kubetrain_serve_model_step 9"), std::string::npos);
+
+  // The binary tensor data extension, as tritonclient sends it: the JSON header's length
+  // in Inference-Header-Content-Length, the FP32 values after it; the output asked as
+  // binary comes back the same way.
+  const std::vector<float> features = {0.5f, -1.f, 2.f, 3.f, 0.25f, -0.75f};
+  const std::string header =
+      R"({"inputs":[{"name":"features","datatype":"FP32","shape":[2,3],)"
+      R"("parameters":{"binary_data_size":24}}],)"
+      R"("outputs":[{"name":"probabilities","parameters":{"binary_data":true}}]})";
+  const std::string raw(reinterpret_cast<const char*>(features.data()), 24);
+  const auto binary_post = [&](const std::string& path, const std::string& length,
+                               const std::string& payload) {
+    return http_test::Get(*port, path, 10s, "POST",
+                          "Inference-Header-Content-Length: " + length + "\r\n", payload);
+  };
+  auto bin = binary_post("/v2/models/m/infer", std::to_string(header.size()), header + raw);
+  ASSERT_TRUE(bin.has_value());
+  ASSERT_EQ(bin->status, 200) << bin->body;
+  const std::string length_header = "\r\nInference-Header-Content-Length: ";
+  const size_t at = bin->head.find(length_header);
+  ASSERT_NE(at, std::string::npos) << bin->head;
+  const size_t json_length = std::stoul(bin->head.substr(at + length_header.size()));
+  ASSERT_EQ(bin->body.size(), json_length + 16);
+  EXPECT_EQ(
+      json::parse(bin->body.substr(0, json_length))["outputs"][0]["parameters"]["binary_data_size"],
+      16);
+  std::vector<float> got(4);
+  std::memcpy(got.data(), bin->body.data() + json_length, 16);
+  near(got, expect);
+  // Sizes that do not fit: 400 with the reason, and the server goes on.
+  EXPECT_EQ(binary_post("/v2/models/m/infer", "99999", header + raw)->status, 400);
+  EXPECT_EQ(binary_post("/v2/models/m/infer", "12x", header + raw)->status, 400);
+  auto short_data =
+      binary_post("/v2/models/m/infer", std::to_string(header.size()), header + raw.substr(0, 20));
+  EXPECT_EQ(short_data->status, 400);
+  EXPECT_NE(short_data->body.find("only 20 bytes"), std::string::npos) << short_data->body;
+
+  // /versions/{v}: the served version (the step, 9) answers; another is a 404 naming it.
+  EXPECT_EQ(http_test::Get(*port, "/v2/models/m/versions/9", 5s)->status, 200);
+  EXPECT_EQ(http_test::Get(*port, "/v2/models/m/versions/9/ready", 5s)->status, 200);
+  auto by_version =
+      binary_post("/v2/models/m/versions/9/infer", std::to_string(header.size()), header + raw);
+  ASSERT_EQ(by_version->status, 200) << by_version->body;
+  EXPECT_EQ(by_version->body.substr(json_length), bin->body.substr(json_length));
+  auto old_version = Post(*port, "/v2/models/m/versions/5/infer", body);
+  EXPECT_EQ(old_version->status, 404);
+  EXPECT_NE(json::parse(old_version->body)["error"].get<std::string>().find(
+                "no version \"5\"; it serves version 9"),
+            std::string::npos)
+      << old_version->body;
+  EXPECT_EQ(http_test::Get(*port, "/v2/models/m/versions/5", 5s)->status, 404);
+  EXPECT_EQ(http_test::Get(*port, "/v2/models/m/versions/9/other", 5s)->status, 404);
+
+  // Expect: 100-continue (curl sends it for bodies over 1 KiB): the headers alone get
+  // "100 Continue", then the body its answer, on the same connection.
+  std::string padded = body;
+  padded.insert(padded.size() - 1, ",\"pad\":\"" + std::string(2000, 'x') + "\"");
+  const int fd = http_test::Connect(*port);
+  ASSERT_GE(fd, 0);
+  const std::string head = "POST /v2/models/m/infer HTTP/1.1\r\nHost: x\r\nContent-Length: " +
+                           std::to_string(padded.size()) + "\r\nExpect: 100-continue\r\n\r\n";
+  ASSERT_EQ(::send(fd, head.data(), head.size(), MSG_NOSIGNAL), static_cast<ssize_t>(head.size()));
+  std::string interim;
+  const auto deadline = std::chrono::steady_clock::now() + 5s;
+  while (interim.find("\r\n\r\n") == std::string::npos &&
+         std::chrono::steady_clock::now() < deadline) {
+    pollfd pfd{fd, POLLIN, 0};
+    if (::poll(&pfd, 1, 100) != 1) continue;
+    char buf[256];
+    const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) break;
+    interim.append(buf, static_cast<size_t>(n));
+  }
+  EXPECT_EQ(interim, "HTTP/1.1 100 Continue\r\n\r\n");
+  auto answer = http_test::RoundTrip(fd, padded, std::chrono::steady_clock::now() + 5s);
+  ASSERT_TRUE(answer.has_value());
+  ASSERT_EQ(answer->status, 200) << answer->body;
+  near(json::parse(answer->body)["outputs"][0]["data"].get<std::vector<float>>(), expect);
+  ::close(fd);
 
   // Draining: not ready, inference refused.
   server.Drain();
