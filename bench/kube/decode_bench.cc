@@ -154,8 +154,9 @@ int main() {
     for (const bool kept : {false, true}) {
       auto start = std::chrono::steady_clock::now();
       json parsed = kubetrain::kube::ParseServedJson(
-          text, kubetrain::kube::ServedShape::kList, true,
-          kept ? kubetrain::controller::CachedPodFields().get() : nullptr);
+                        text, kubetrain::kube::ServedShape::kList, true,
+                        kept ? kubetrain::controller::CachedPodFields().get() : nullptr)
+                        .value();
       std::vector<CachedPod> pods;
       pods.reserve(kPods);
       for (const auto& item : parsed["items"])

@@ -43,6 +43,10 @@ StatusOr<Session> Connect(const ClusterFlags& f) {
   if (!cfg.ok()) return cfg.status();
   cfg->request_timeout = f.request_timeout;
   cfg->connect_timeout = std::min(cfg->connect_timeout, f.request_timeout);
+  cfg->on_credential_error = [](const Status& error) {
+    std::fprintf(stderr, "kube client: refreshing the exec credential failed: %s\n",
+                 error.ToString().c_str());
+  };
   Session s;
   s.ns = f.ns.empty() ? cfg->ns : f.ns;
   auto client = kube::Client::Create(*std::move(cfg));

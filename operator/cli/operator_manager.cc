@@ -72,6 +72,9 @@ StatusOr<Manager> BuildManager(const OperatorOptions& f) {
   m.config.burst = f.burst;
   m.fenced = std::make_shared<std::atomic<bool>>(false);
   if (f.leader_elect) m.config.may_write = [fenced = m.fenced] { return !fenced->load(); };
+  m.config.on_credential_error = [](const Status& error) {
+    spdlog::warn("kube client: refreshing the exec credential failed: {}", error.ToString());
+  };
   KT_ASSIGN_OR_RETURN(m.client, kube::Client::Create(m.config));
   spdlog::info("kubetrain-operator {} talking to {}", kubetrain::kVersion,
                m.client->config().server);

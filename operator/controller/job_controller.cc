@@ -146,35 +146,29 @@ class JobController::Impl {
  public:
   Impl(std::unique_ptr<JobClient> owned, JobClient* client, runtime::EventRecorder* recorder,
        Metrics* metrics, JobControllerOptions options)
-      : owned_client_(std::move(owned)),
-        client_(client != nullptr ? client : owned_client_.get()),
-        recorder_(recorder),
+      : recorder_(recorder),
         metrics_(metrics),
-        options_(std::move(options)) {
-    if (options_.namespaces.empty()) options_.namespaces.push_back("");
-    for (const std::string& ns : options_.namespaces) {
+        options_(std::move(options)),
+        scaffold_(std::move(owned), client,
+                  runtime::WorkQueueOptions{.name = "trainingjobs", .clock = options_.clock}) {
+    scaffold_.BuildCaches(options_.namespaces, [this](const std::string& ns) {
       auto caches = std::make_unique<Caches>();
       const std::string selector(kJobNameLabel);
-      caches->jobs = std::make_unique<runtime::Informer<runtime::CompactObject>>(
-          client_->ListWatch(kTrainingJobs, ns, "", nullptr), runtime::ToCompactObject,
-          runtime::ReflectorOptions{.name = "trainingjobs"});
-      caches->pods = std::make_unique<runtime::Informer<CachedPod>>(
-          client_->ListWatch(kube::kPods, ns, selector, CachedPodFields()), ToCachedPod,
-          runtime::ReflectorOptions{.name = "pods"});
-      caches->services = std::make_unique<runtime::Informer<CachedChild>>(
-          client_->ListWatch(kube::kServices, ns, selector, CachedChildFields()), ToCachedChild,
-          runtime::ReflectorOptions{.name = "services"});
-      caches->jobs->AddHandlers({
-          .on_add = [this](const auto& j) { queue_.Add(j->meta.Key()); },
-          .on_update = [this](const auto&, const auto& j) { queue_.Add(j->meta.Key()); },
-          .on_delete = [this](const auto& j, bool) { ForgetJob(j->meta.Key()); },
-      });
+      caches->jobs = caches->Add<runtime::CompactObject>(
+          "trainingjobs", client_->ListWatch(kTrainingJobs, ns, "", nullptr),
+          runtime::ToCompactObject);
+      caches->pods = caches->Add<CachedPod>(
+          "pods", client_->ListWatch(kube::kPods, ns, selector, CachedPodFields()), ToCachedPod);
+      caches->services = caches->Add<CachedChild>(
+          "services", client_->ListWatch(kube::kServices, ns, selector, CachedChildFields()),
+          ToCachedChild);
+      caches->jobs->AddHandlers(scaffold_.KeyHandlers<runtime::CompactObject>(
+          [this](const std::string& key) { ForgetJob(key); }));
       if (options_.tfjob != TFJobMode::kOff) {
         // Every TFJob in the namespace; which ones are ours is decided per
         // reconcile from the object (TakesTFJob), never by the event.
-        caches->tfjobs = std::make_unique<runtime::Informer<runtime::CompactObject>>(
-            client_->ListWatch(kTFJobs, ns, "", nullptr), ToCachedTFJob,
-            runtime::ReflectorOptions{.name = "tfjobs"});
+        caches->tfjobs = caches->Add<runtime::CompactObject>(
+            "tfjobs", client_->ListWatch(kTFJobs, ns, "", nullptr), ToCachedTFJob);
         caches->tfjobs->AddHandlers({
             .on_add = [this](const auto& j) { queue_.Add(TFJobKey(j->meta.ns, j->meta.name)); },
             .on_update = [this](const auto&,
@@ -189,14 +183,15 @@ class JobController::Impl {
       if (options_.kueue) {
         // Only this operator's Workloads (kueue::kJobNameLabel), indexed by
         // job name: the other job kinds' are never listed.
-        caches->workloads = std::make_unique<runtime::Informer<runtime::GenericObject>>(
+        caches->workloads = caches->Add<runtime::GenericObject>(
+            "workloads",
             client_->ListWatch(kWorkloads, ns, std::string(kueue::kOwnWorkloadsSelector), nullptr),
-            runtime::ToGenericObject, runtime::ReflectorOptions{.name = "workloads"});
+            runtime::ToGenericObject);
         caches->workloads->AddLabelIndex(std::string(kueue::kJobNameLabel));
         caches->workloads->AddHandlers(ChildHandlers<runtime::GenericObject>());
       }
-      caches_[ns] = std::move(caches);
-    }
+      return caches;
+    });
     if (options_.kueue) kueue_ = std::make_unique<KueueIntegration>(client_, recorder_);
     if (options_.read_progress) {
       progress_ = std::make_unique<progress::ProgressReader>(
@@ -207,94 +202,40 @@ class JobController::Impl {
 
   ~Impl() {
     if (progress_) progress_->Stop();
-    queue_.ShutDown();
-    for (auto& [ns, c] : caches_) c->Stop();
+    scaffold_.Stop();
   }
 
   Status Start(std::chrono::milliseconds sync_timeout, std::stop_token stop) {
     const auto deadline = std::chrono::steady_clock::now() + sync_timeout;
     if (kueue_) {
-      std::vector<std::string> namespaces;
-      for (const auto& [ns, c] : caches_) namespaces.push_back(ns);
-      KT_RETURN_IF_ERROR(kueue_->LabelOlderWorkloads(namespaces, deadline, stop));
+      KT_RETURN_IF_ERROR(kueue_->LabelOlderWorkloads(scaffold_.Namespaces(), deadline, stop));
     }
-    for (auto& [ns, c] : caches_) c->Start();
-    for (auto& [ns, c] : caches_) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-          deadline - std::chrono::steady_clock::now());
-      if (c->WaitForSync(std::max(left, std::chrono::milliseconds(0)), stop)) continue;
-      if (stop.stop_requested())
-        return Status(StatusCode::kUnavailable, "stopped before the caches synced");
-      // Name the cause the reflectors saw (TLS, 401, 403, CRD missing), not a guess.
-      return Unavailable("caches for namespace '" + ns + "' did not sync within " +
-                         std::to_string(sync_timeout.count()) + " ms: " + c->Cause());
-    }
-    return Status::Ok();
+    scaffold_.Start();
+    return scaffold_.WaitForSync(deadline, sync_timeout, stop);
   }
 
   void Run(std::stop_token stop) {
     if (progress_) progress_->Start();
     // Stops taking keys at once (shutdown or lost lease): queued keys are
     // dropped, only reconciles in flight finish; then the Lease is released.
-    runtime::RunController(stop, queue_, options_.workers,
-                           [this](const std::string& key) { return TimedReconcile(key); });
+    scaffold_.Run(stop, options_.workers,
+                  [this](const std::string& key) { return TimedReconcile(key); });
   }
 
-  bool Idle() const { return queue_.Idle(); }
+  bool Idle() const { return scaffold_.Idle(); }
 
-  bool Ready() const {
-    for (const auto& [ns, c] : caches_) {
-      if (!c->Synced()) return false;
-    }
-    return true;
-  }
+  bool Ready() const { return scaffold_.Synced(); }
 
  private:
-  struct Caches {
-    std::unique_ptr<runtime::Informer<runtime::CompactObject>> jobs;  // as text: see object.h
-    std::unique_ptr<runtime::Informer<CachedPod>> pods;
-    std::unique_ptr<runtime::Informer<CachedChild>> services;
-    std::unique_ptr<runtime::Informer<runtime::GenericObject>> workloads;  // with --kueue only
-    std::unique_ptr<runtime::Informer<runtime::CompactObject>> tfjobs;     // with --tfjob only
+  // One namespace's informers.
+  struct Caches : runtime::InformerSet {
+    runtime::Informer<runtime::CompactObject>* jobs = nullptr;  // as text: see object.h
+    runtime::Informer<CachedPod>* pods = nullptr;
+    runtime::Informer<CachedChild>* services = nullptr;
+    runtime::Informer<runtime::GenericObject>* workloads = nullptr;  // with --kueue only
+    runtime::Informer<runtime::CompactObject>* tfjobs = nullptr;     // with --tfjob only
     // No Secret informer: the operator may not read Secrets (least privilege).
     // It creates the job's Secret before any pod, and AlreadyExists says it is there.
-    void Start() {
-      jobs->Start();
-      pods->Start();
-      services->Start();
-      if (workloads) workloads->Start();
-      if (tfjobs) tfjobs->Start();
-    }
-    void Stop() {
-      jobs->Stop();
-      pods->Stop();
-      services->Stop();
-      if (workloads) workloads->Stop();
-      if (tfjobs) tfjobs->Stop();
-    }
-    bool WaitForSync(std::chrono::milliseconds t, std::stop_token stop) {
-      return jobs->WaitForSync(t, stop) && pods->WaitForSync(t, stop) &&
-             services->WaitForSync(t, stop) && (!workloads || workloads->WaitForSync(t, stop)) &&
-             (!tfjobs || tfjobs->WaitForSync(t, stop));
-    }
-    // The first error a cache that has not synced saw, described.
-    std::string Cause() const {
-      const std::pair<const char*, Status> seen[] = {
-          {"trainingjobs", jobs->HasSynced() ? Status::Ok() : jobs->LastError()},
-          {"pods", pods->HasSynced() ? Status::Ok() : pods->LastError()},
-          {"services", services->HasSynced() ? Status::Ok() : services->LastError()},
-          {"workloads",
-           !workloads || workloads->HasSynced() ? Status::Ok() : workloads->LastError()},
-          {"tfjobs", !tfjobs || tfjobs->HasSynced() ? Status::Ok() : tfjobs->LastError()}};
-      for (const auto& [resource, error] : seen) {
-        if (!error.ok()) return runtime::DescribeListError(resource, error);
-      }
-      return "no list failed, the apiserver was slow (raise --cache-sync-timeout)";
-    }
-    bool Synced() const {
-      return jobs->HasSynced() && pods->HasSynced() && services->HasSynced() &&
-             (!workloads || workloads->HasSynced()) && (!tfjobs || tfjobs->HasSynced());
-    }
   };
 
   // The cached job of work-queue key `key` (a TrainingJob's, or a TFJob's:
@@ -374,7 +315,7 @@ class JobController::Impl {
         (gone.pod.phase == PodPhase::kFailed && gone.pod.disruption.empty())) {
       return;
     }
-    Caches* c = CachesFor(gone.meta.ns);
+    Caches* c = scaffold_.CachesFor(gone.meta.ns);
     if (c == nullptr) return;
     auto job = CachedJob(*c, job_key);
     if (!job || job->meta.uid != job_uid) return;
@@ -462,13 +403,6 @@ class JobController::Impl {
       recorder_->Record(regarding, "Warning", "ForceDeletedLostPod", "Reconcile", message);
     }
     return next;
-  }
-
-  Caches* CachesFor(const std::string& ns) {
-    auto it = caches_.find(ns);
-    if (it != caches_.end()) return it->second.get();
-    it = caches_.find("");
-    return it == caches_.end() ? nullptr : it->second.get();
   }
 
   void ForgetJob(const std::string& key) {
@@ -628,7 +562,7 @@ class JobController::Impl {
     p.key = key;
     const bool is_tfjob = IsTFJobKey(key);
     std::tie(p.ns, p.name) = runtime::SplitKey(std::string(StripTFJobKey(key)));
-    p.c = CachesFor(p.ns);
+    p.c = scaffold_.CachesFor(p.ns);
     if (p.c == nullptr) return runtime::ReconcileResult{};
     p.cached = CachedJob(*p.c, key);
     if (kueue_ && !is_tfjob) {
@@ -665,9 +599,7 @@ class JobController::Impl {
     p.first_status = p.unwritten || p.job.status.conditions.empty();
     p.was_created = p.job.status.IsTrue(api::ConditionType::kCreated);
     p.was_finished = p.job.status.Finished();
-    p.regarding = runtime::ObjectReference{
-        std::string(is_tfjob ? api::kTFJobApiVersion : api::kApiVersion),
-        std::string(is_tfjob ? api::kTFJobKind : api::kKind), p.ns, p.name, p.job.metadata.uid};
+    p.regarding = JobReference(p.ns, p.name, p.job.metadata.uid, is_tfjob);
     return std::nullopt;
   }
 
@@ -1267,8 +1199,7 @@ class JobController::Impl {
         // first), so say so where the user looks; the reconcile error is
         // retried with backoff, as a newer plan or a fixed CRD or role may
         // be taken.
-        recorder_->Record({std::string(api::kApiVersion), std::string(api::kKind), cached.meta.ns,
-                           cached.meta.name, cached.meta.uid},
+        recorder_->Record(JobReference(cached.meta.ns, cached.meta.name, cached.meta.uid),
                           "Warning", "StatusWriteFailed", "Reconcile",
                           SanitizeApiMessage(written.status().message()));
       }
@@ -1298,9 +1229,8 @@ class JobController::Impl {
     UpdateState(status, now);
     KT_RETURN_IF_ERROR(WriteStatus(key, cached, cached.meta.resource_version, status));
     metrics_->JobFailed();
-    recorder_->Record({std::string(api::kApiVersion), std::string(api::kKind), cached.meta.ns,
-                       cached.meta.name, cached.meta.uid},
-                      "Warning", "InvalidSpec", "Reconcile", error.message());
+    recorder_->Record(JobReference(cached.meta.ns, cached.meta.name, cached.meta.uid), "Warning",
+                      "InvalidSpec", "Reconcile", error.message());
     return runtime::ReconcileResult{};
   }
 
@@ -1320,8 +1250,8 @@ class JobController::Impl {
     }
     metrics_->JobFailed();
     spdlog::warn("{}: TFJob not run: {}", key, error.message());
-    recorder_->Record({std::string(api::kTFJobApiVersion), std::string(api::kTFJobKind),
-                       cached.meta.ns, cached.meta.name, cached.meta.uid},
+    recorder_->Record(JobReference(cached.meta.ns, cached.meta.name, cached.meta.uid,
+                                   /*tfjob=*/true),
                       "Warning", "InvalidSpec", "Reconcile", error.message());
     return runtime::ReconcileResult{};
   }
@@ -1441,16 +1371,15 @@ class JobController::Impl {
   }
 
   // Constant after construction.
-  const std::unique_ptr<JobClient> owned_client_;  // when built from a kube::Client
-  JobClient* const client_;
   runtime::EventRecorder* const recorder_;
   Metrics* const metrics_;
-  JobControllerOptions options_;
-  std::map<std::string, std::unique_ptr<Caches>> caches_;
+  const JobControllerOptions options_;
 
   // Thread-safe, each with its own lock.
-  runtime::WorkQueue queue_{
-      runtime::WorkQueueOptions{.name = "trainingjobs", .clock = options_.clock}};
+  // The client, caches and queue.
+  runtime::ControllerScaffold<Caches> scaffold_;
+  JobClient* const client_ = scaffold_.client();
+  runtime::WorkQueue& queue_ = scaffold_.queue();
   Expectations expectations_{options_.expectation_timeout,
                              [clock = options_.clock] { return clock->WallNow(); }};
   Refusals refusals_{options_.refused_probe, [clock = options_.clock] { return clock->Now(); }};

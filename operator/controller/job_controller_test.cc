@@ -29,6 +29,8 @@ using nlohmann::json;
 using runtime::AdvanceUntil;
 using runtime::Eventually;
 using runtime::FakeApi;
+using runtime::NowhereClient;
+using runtime::RecorderOptions;
 using runtime::Settle;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
@@ -68,22 +70,6 @@ json Pod(int index, const std::string& phase, int exit_code = 0) {
         {{"name", "trainer"}, {"state", {{"terminated", {{"exitCode", exit_code}}}}}}};
   }
   return pod;
-}
-
-// A client whose writes fail at once without being sent: where the events go
-// (they are not under test here).
-std::unique_ptr<kube::Client> NowhereClient() {
-  kube::Config config;
-  config.server = "http://127.0.0.1:1";
-  config.may_write = [] { return false; };
-  auto client = kube::Client::Create(std::move(config));
-  return std::move(*client);
-}
-
-runtime::EventRecorderOptions RecorderOptions() {
-  runtime::EventRecorderOptions o;
-  o.shutdown_grace = milliseconds(0);
-  return o;
 }
 
 JobControllerOptions Options() {

@@ -17,8 +17,7 @@ KueueIntegration::KueueIntegration(JobClient* client, runtime::EventRecorder* re
 
 void KueueIntegration::Event(const api::TrainingJob& job, const std::string& type,
                              const std::string& reason, const std::string& message) {
-  recorder_->Record({std::string(api::kApiVersion), std::string(api::kKind),
-                     job.metadata.namespace_, job.metadata.name, job.metadata.uid},
+  recorder_->Record(JobReference(job.metadata.namespace_, job.metadata.name, job.metadata.uid),
                     type, reason, "Kueue", message);
 }
 

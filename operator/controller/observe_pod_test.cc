@@ -230,7 +230,8 @@ TEST(CachedPodTest, CachedPodFieldsHoldEverythingToCachedPodReads) {
         {"name": "trainer", "state": {"terminated": {"exitCode": 137, "reason": "OOMKilled",
                                                      "message": "m"}}}]}})");
   const json built =
-      kube::ParseServedJson(pod.dump(), kube::ServedShape::kObject, true, CachedPodFields().get());
+      kube::ParseServedJson(pod.dump(), kube::ServedShape::kObject, true, CachedPodFields().get())
+          .value();
   EXPECT_FALSE(built["spec"].contains("volumes"));
   EXPECT_FALSE(built["spec"]["containers"][1].contains("image"));
   EXPECT_FALSE(built["spec"]["containers"][1]["env"][0].contains("value"));

@@ -1,30 +1,19 @@
+// kube::Client's verbs and watch, over a Transport (transport.h); the served
+// documents are decoded by ParseServedJson (served_json.cc).
 #include "operator/kube/client.h"
 
-#include <curl/curl.h>
-#include <openssl/ssl.h>
-#include <strings.h>
-#include <sys/stat.h>
-
 #include <algorithm>
-#include <atomic>
 #include <cctype>
-#include <cstdio>
-#include <mutex>
 #include <optional>
-#include <random>
-#include <thread>
+#include <string>
 #include <vector>
 
-#include "common/mutex.h"
-#include "kubetrain/version.h"
-#include "operator/kube/rate_limiter.h"
+#include "operator/kube/transport.h"
 
 namespace kubetrain::kube {
 namespace {
 
 using json = nlohmann::json;
-
-std::once_flag g_curl_init;
 
 std::string PercentEncode(std::string_view s) {
   static const char* hex = "0123456789ABCDEF";
@@ -63,37 +52,6 @@ std::string ListQuery(const ListOptions& o, bool watch) {
   if (watch && o.allow_watch_bookmarks) AddParam(q, "allowWatchBookmarks", "true");
   return q;
 }
-
-bool IsIdempotent(std::string_view method) {
-  return method == "GET" || method == "PUT" || method == "DELETE" || method == "HEAD";
-}
-
-// Connection errors where the request cannot have reached the server.
-bool NeverSent(CURLcode rc) {
-  return rc == CURLE_COULDNT_CONNECT || rc == CURLE_COULDNT_RESOLVE_HOST ||
-         rc == CURLE_COULDNT_RESOLVE_PROXY;
-}
-
-Status CurlError(CURLcode rc, const char* errbuf, std::string_view what) {
-  std::string detail = errbuf && *errbuf ? errbuf : curl_easy_strerror(rc);
-  std::string msg = std::string(what) + ": " + detail;
-  switch (rc) {
-    case CURLE_PEER_FAILED_VERIFICATION:
-    case CURLE_SSL_CACERT_BADFILE:
-      return Status(StatusCode::kUnavailable,
-                    msg + " (TLS: the server certificate is not trusted by the configured CA)");
-    case CURLE_OPERATION_TIMEDOUT:
-      return Status(StatusCode::kDeadlineExceeded, msg);
-    default:
-      return Unavailable(msg);
-  }
-}
-
-struct CurlSlist {
-  curl_slist* list = nullptr;
-  ~CurlSlist() { curl_slist_free_all(list); }
-  void Add(const std::string& s) { list = curl_slist_append(list, s.c_str()); }
-};
 
 }  // namespace
 
@@ -162,332 +120,16 @@ Status ApiError(long http_status, std::string_view body, std::string_view what) 
                           ": " + message);
 }
 
-class Client::Impl {
- public:
-  explicit Impl(Config cfg)
-      : config_(std::move(cfg)),
-        limiter_(config_.qps, config_.burst),
-        user_agent_(std::string("kubetrain/") + kubetrain::kVersion) {}
-
-  ~Impl() {
-    for (CURL* h : idle_) curl_easy_cleanup(h);
-  }
-
-  const Config& config() const { return config_; }
-
-  // Sends one request with retries. `on_data`, when set, receives the body
-  // incrementally (watch); then the body is only kept for non-2xx responses.
-  using DataFn = std::function<bool(std::string_view)>;  // false = abort
-  StatusOr<HttpResponse> Send(std::string_view method, const std::string& path,
-                              const std::string& body, std::string_view content_type,
-                              const DataFn* on_data, std::stop_token stop, long timeout_ms) {
-    std::optional<std::mt19937> rng;  // seeded at the first retry: most requests have none
-    auto backoff = std::chrono::milliseconds(100);
-    bool reauthenticated = false;
-    for (int attempt = 0;; ++attempt) {
-      limiter_.Wait();
-      CURLcode rc = CURLE_OK;
-      char errbuf[CURL_ERROR_SIZE] = {0};
-      HttpResponse resp;
-      std::string retry_after;
-      if (config_.may_write && method != "GET" && method != "HEAD" && !config_.may_write())
-        return Status(StatusCode::kUnavailable,
-                      std::string(method) + " " + path + ": writes are fenced (not the leader)");
-      auto started = std::chrono::steady_clock::now();
-      rc = Perform(method, path, body, content_type, on_data, stop, timeout_ms, resp, retry_after,
-                   errbuf);
-      if (config_.on_request)
-        config_.on_request(method, rc == CURLE_OK ? resp.status : 0,
-                           std::chrono::steady_clock::now() - started);
-      if (stop.stop_requested() && rc == CURLE_ABORTED_BY_CALLBACK) return resp;
-      bool retry = false;
-      std::chrono::milliseconds wait = backoff;
-      if (rc != CURLE_OK) {
-        if (rc == CURLE_ABORTED_BY_CALLBACK || rc == CURLE_WRITE_ERROR)
-          return resp;  // the data callback asked to stop
-        retry = NeverSent(rc) || (IsIdempotent(method) && rc != CURLE_PEER_FAILED_VERIFICATION &&
-                                  rc != CURLE_SSL_CACERT_BADFILE && on_data == nullptr);
-        if (!retry || attempt >= config_.max_retries)
-          return CurlError(rc, errbuf, std::string(method) + " " + config_.server + path);
-      } else if (resp.status == 429) {
-        retry = attempt < config_.max_retries;
-        if (!retry_after.empty()) {
-          try {
-            wait = std::chrono::seconds(std::stoi(retry_after));
-          } catch (...) {
-          }
-        }
-      } else if (resp.status >= 500 && IsIdempotent(method) && on_data == nullptr) {
-        retry = attempt < config_.max_retries;
-      } else if (resp.status == 401 && config_.exec && !reauthenticated) {
-        // The plugin's token was revoked or expired early: fetch a new one
-        // and try once more, as client-go does.
-        reauthenticated = true;
-        InvalidateExecToken();
-        retry = true;
-        wait = std::chrono::milliseconds(0);
-      }
-      if (!retry) return resp;
-      // Full jitter keeps many clients from retrying in lockstep.
-      if (!rng) rng.emplace(std::random_device{}());
-      auto jittered = std::chrono::milliseconds(
-          std::uniform_int_distribution<long>(wait.count() / 2, wait.count())(*rng));
-      std::this_thread::sleep_for(jittered);
-      backoff = std::min<std::chrono::milliseconds>(backoff * 2, std::chrono::seconds(5));
-    }
-  }
-
- private:
-  struct Transfer {
-    const DataFn* on_data = nullptr;
-    HttpResponse* resp = nullptr;
-    std::string* retry_after = nullptr;
-    CURL* handle = nullptr;
-    long status = -1;
-    std::stop_token stop;
-  };
-
-  static size_t OnWrite(char* ptr, size_t size, size_t n, void* user) {
-    auto* t = static_cast<Transfer*>(user);
-    size_t len = size * n;
-    if (t->status < 0) curl_easy_getinfo(t->handle, CURLINFO_RESPONSE_CODE, &t->status);
-    if (t->on_data && t->status >= 200 && t->status < 300) {
-      if (!(*t->on_data)(std::string_view(ptr, len))) return 0;
-      return len;
-    }
-    t->resp->body.append(ptr, len);
-    return len;
-  }
-
-  static size_t OnHeader(char* ptr, size_t size, size_t n, void* user) {
-    auto* t = static_cast<Transfer*>(user);
-    std::string_view line(ptr, size * n);
-    constexpr std::string_view kKey = "retry-after:";
-    // Every response header passes here; only Retry-After is kept.
-    if (line.size() > kKey.size() && ::strncasecmp(line.data(), kKey.data(), kKey.size()) == 0) {
-      std::string_view v = line.substr(kKey.size());
-      while (!v.empty() && std::isspace(static_cast<unsigned char>(v.back()))) v.remove_suffix(1);
-      while (!v.empty() && std::isspace(static_cast<unsigned char>(v.front()))) v.remove_prefix(1);
-      *t->retry_after = v;
-    }
-    return size * n;
-  }
-
-  // libcurl (7.x, OpenSSL) sets SSL_MODE_RELEASE_BUFFERS: OpenSSL then frees
-  // a connection's ~17 KiB read buffer whenever a read drains it and
-  // allocates it again on the next, once per watch event chunk and per
-  // response; each such large malloc makes glibc consolidate its fast bins
-  // (malloc_consolidate: 9% of the operator's CPU at 150 jobs). The buffer is
-  // kept instead, ~17 KiB per open connection. Only called for new
-  // connections; with another TLS backend the option is not built in and
-  // this is never called.
-  static CURLcode OnSslContext(CURL*, void* ssl_ctx, void*) {
-    SSL_CTX_clear_mode(static_cast<SSL_CTX*>(ssl_ctx), SSL_MODE_RELEASE_BUFFERS);
-    return CURLE_OK;
-  }
-
-  static int OnProgress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
-    auto* t = static_cast<Transfer*>(user);
-    return t->stop.stop_requested() ? 1 : 0;
-  }
-
-  CURL* Acquire() {
-    {
-      MutexLock lock(pool_mu_);
-      if (!idle_.empty()) {
-        CURL* h = idle_.back();
-        idle_.pop_back();
-        return h;
-      }
-    }
-    return curl_easy_init();
-  }
-
-  void Release(CURL* h) {
-    // curl_easy_reset clears options but keeps the handle's live connections,
-    // so the next request on it reuses the TCP/TLS session.
-    curl_easy_reset(h);
-    MutexLock lock(pool_mu_);
-    if (idle_.size() < kMaxIdle) {
-      idle_.push_back(h);
-      return;
-    }
-    curl_easy_cleanup(h);
-  }
-
-  // What authenticates one request: a bearer token and/or a client
-  // certificate. Immutable once made; a transfer holds its snapshot, since
-  // curl borrows the certificate bytes (CURL_BLOB_NOCOPY) for its duration.
-  struct Credentials {
-    std::string token;
-    std::string cert_pem;
-    std::string key_pem;
-  };
-
-  // An exec plugin's credential (token and/or client certificate) is cached
-  // until it is about to expire, or a 401 marks it stale (InvalidateExecToken);
-  // a plugin that names no expiry is run again only after a 401, as client-go
-  // does. A failed refresh keeps the old credential (the apiserver's 401 then
-  // says why) and is logged to stderr once per attempt.
-  std::shared_ptr<const Credentials> ExecCredentials() {
-    MutexLock lock(token_mu_);
-    if (!exec_credentials_) {
-      // What the plugin gave when the kubeconfig was loaded.
-      exec_credentials_ = std::make_shared<const Credentials>(
-          Credentials{config_.token, config_.client_cert_pem, config_.client_key_pem});
-      exec_expiry_ = config_.exec_expiry;
-    }
-    const auto now = std::chrono::system_clock::now();
-    const bool empty = exec_credentials_->token.empty() && exec_credentials_->cert_pem.empty();
-    if (exec_stale_ || empty || (exec_expiry_ && now + std::chrono::seconds(10) >= *exec_expiry_)) {
-      auto cred = RunExecPlugin(*config_.exec, config_);
-      exec_stale_ = false;
-      if (cred.ok() && (!cred->token.empty() || !cred->client_cert_pem.empty())) {
-        exec_credentials_ = std::make_shared<const Credentials>(
-            Credentials{cred->token, cred->client_cert_pem, cred->client_key_pem});
-        exec_expiry_ = cred->expiry;
-      } else if (!cred.ok()) {
-        std::fprintf(stderr, "kube client: refreshing the exec credential failed: %s\n",
-                     cred.status().ToString().c_str());
-      }
-    }
-    return exec_credentials_;
-  }
-  void InvalidateExecToken() {
-    MutexLock lock(token_mu_);
-    exec_stale_ = true;
-  }
-
-  std::shared_ptr<const Credentials> CurrentCredentials() {
-    if (config_.exec) return ExecCredentials();
-    return std::make_shared<const Credentials>(
-        Credentials{Token(), config_.client_cert_pem, config_.client_key_pem});
-  }
-
-  std::string Token() {
-    if (config_.token_file.empty()) return config_.token;
-    struct stat st {};
-    MutexLock lock(token_mu_);
-    // Kubelet rotates projected tokens by swapping a symlink; a changed
-    // mtime (to the nanosecond) or size means a new token.
-    if (::stat(config_.token_file.c_str(), &st) == 0 &&
-        (st.st_mtim.tv_sec != token_mtime_.tv_sec || st.st_mtim.tv_nsec != token_mtime_.tv_nsec ||
-         st.st_size != token_size_ || cached_token_.empty())) {
-      auto tok = ReadFile(config_.token_file);
-      if (tok.ok()) {
-        std::string v = *tok;
-        while (!v.empty() && std::isspace(static_cast<unsigned char>(v.back()))) v.pop_back();
-        cached_token_ = v;
-        token_mtime_ = st.st_mtim;
-        token_size_ = st.st_size;
-      }
-    }
-    return cached_token_;
-  }
-
-  CURLcode Perform(std::string_view method, const std::string& path, const std::string& body,
-                   std::string_view content_type, const DataFn* on_data, std::stop_token stop,
-                   long timeout_ms, HttpResponse& resp, std::string& retry_after, char* errbuf) {
-    CURL* h = Acquire();
-    if (!h) return CURLE_OUT_OF_MEMORY;
-    std::string url = config_.server + path;
-    Transfer t{on_data, &resp, &retry_after, h, -1, stop};
-    CurlSlist headers;
-    headers.Add("Accept: application/json");
-    if (!body.empty() || method == "POST" || method == "PUT" || method == "PATCH")
-      headers.Add("Content-Type: " + std::string(content_type));
-    const std::shared_ptr<const Credentials> creds = CurrentCredentials();
-    if (!creds->token.empty()) headers.Add("Authorization: Bearer " + creds->token);
-
-    curl_easy_setopt(h, CURLOPT_URL, url.c_str());
-    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers.list);
-    curl_easy_setopt(h, CURLOPT_USERAGENT, user_agent_.c_str());
-    curl_easy_setopt(h, CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_2TLS);
-    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
-    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS,
-                     static_cast<long>(config_.connect_timeout.count()));
-    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout_ms);
-    curl_easy_setopt(h, CURLOPT_ACCEPT_ENCODING, "");  // gzip when the server offers it
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, &Impl::OnWrite);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, &t);
-    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, &Impl::OnHeader);
-    curl_easy_setopt(h, CURLOPT_HEADERDATA, &t);
-    curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
-    curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, &Impl::OnProgress);
-    curl_easy_setopt(h, CURLOPT_XFERINFODATA, &t);
-    // TLS: verification stays on unless the kubeconfig says otherwise.
-    curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, config_.insecure_skip_tls_verify ? 0L : 1L);
-    curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, config_.insecure_skip_tls_verify ? 0L : 2L);
-    curl_easy_setopt(h, CURLOPT_SSL_CTX_FUNCTION, &Impl::OnSslContext);
-    curl_blob ca{}, cert{}, key{};
-    if (!config_.ca_pem.empty()) {
-      ca = {const_cast<char*>(config_.ca_pem.data()), config_.ca_pem.size(), CURL_BLOB_NOCOPY};
-      curl_easy_setopt(h, CURLOPT_CAINFO_BLOB, &ca);
-    }
-    if (!creds->cert_pem.empty()) {
-      cert = {const_cast<char*>(creds->cert_pem.data()), creds->cert_pem.size(), CURL_BLOB_NOCOPY};
-      key = {const_cast<char*>(creds->key_pem.data()), creds->key_pem.size(), CURL_BLOB_NOCOPY};
-      curl_easy_setopt(h, CURLOPT_SSLCERT_BLOB, &cert);
-      curl_easy_setopt(h, CURLOPT_SSLCERTTYPE, "PEM");
-      curl_easy_setopt(h, CURLOPT_SSLKEY_BLOB, &key);
-      curl_easy_setopt(h, CURLOPT_SSLKEYTYPE, "PEM");
-    }
-    std::string m(method);
-    if (m == "GET") {
-      curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
-    } else {
-      curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, m.c_str());
-      curl_easy_setopt(h, CURLOPT_POSTFIELDS, body.c_str());
-      curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body.size()));
-    }
-    CURLcode rc = curl_easy_perform(h);
-    long status = 0;
-    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
-    resp.status = status;
-    // Certificates and the error buffer are only borrowed for this transfer.
-    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, nullptr);
-    Release(h);
-    return rc;
-  }
-
-  // Each handle keeps its own connection. The operator has up to
-  // workers x create parallelism requests in flight besides its watches
-  // (32 at --workers 8; 24 connections were open with 40 jobs): a pool of 16
-  // closed the connections of every burst above it and opened new ones, a
-  // TLS handshake each. Handles kept idle never exceed the most ever in use
-  // at once, so the peak memory is the same.
-  static constexpr size_t kMaxIdle = 64;
-
-  // Constant after construction.
-  const Config config_;
-  TokenBucket limiter_;
-  const std::string user_agent_;
-
-  Mutex pool_mu_;
-  std::vector<CURL*> idle_ GUARDED_BY(pool_mu_);
-
-  Mutex token_mu_;
-  std::string cached_token_ GUARDED_BY(token_mu_);
-  timespec token_mtime_ GUARDED_BY(token_mu_){};
-  off_t token_size_ GUARDED_BY(token_mu_) = -1;
-  std::shared_ptr<const Credentials> exec_credentials_ GUARDED_BY(token_mu_);
-  bool exec_stale_ GUARDED_BY(token_mu_) = false;
-  std::optional<std::chrono::system_clock::time_point> exec_expiry_ GUARDED_BY(token_mu_);
-};
-
 StatusOr<std::unique_ptr<Client>> Client::Create(Config config) {
-  std::call_once(g_curl_init, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
   if (config.server.empty()) return InvalidArgument("kube client: config has no server");
-  return std::unique_ptr<Client>(new Client(std::make_unique<Impl>(std::move(config))));
+  return std::unique_ptr<Client>(new Client(NewCurlTransport(std::move(config))));
 }
 
-Client::Client(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Client::Client(std::unique_ptr<Transport> transport) : transport_(std::move(transport)) {}
 Client::~Client() = default;
 
 const Config& Client::config() const {
-  return impl_->config();
+  return transport_->config();
 }
 
 namespace {
@@ -503,11 +145,11 @@ StatusOr<json> Decode(const StatusOr<HttpResponse>& resp, std::string_view what,
                       ServedShape shape = ServedShape::kObject, bool drop_managed_fields = false,
                       const FieldFilter* fields = nullptr) {
   KT_RETURN_IF_ERROR(CheckOk(resp, what));
-  try {
-    return ParseServedJson(resp->body, shape, drop_managed_fields, fields);
-  } catch (const json::exception& e) {
-    return Internal(std::string(what) + ": response is not JSON: " + e.what());
+  auto parsed = ParseServedJson(resp->body, shape, drop_managed_fields, fields);
+  if (!parsed.ok()) {
+    return Internal(std::string(what) + ": response is not JSON: " + parsed.status().message());
   }
+  return parsed;
 }
 
 std::string NameOf(const json& obj) {
@@ -539,14 +181,14 @@ StatusOr<json> PutObject(Client& c, const ResourceRef& r, std::string_view ns, c
 
 StatusOr<HttpResponse> Client::Do(std::string_view method, const std::string& path,
                                   const std::string& body, std::string_view content_type) {
-  return impl_->Send(method, path, body, content_type, nullptr, {},
-                     static_cast<long>(impl_->config().request_timeout.count()));
+  return transport_->Send(method, path, body, content_type, nullptr, {},
+                          static_cast<long>(transport_->config().request_timeout.count()));
 }
 
 Status Client::Stream(const std::string& path, const std::function<bool(std::string_view)>& on_data,
                       std::stop_token stop, std::chrono::milliseconds timeout) {
-  Impl::DataFn fn = on_data;
-  auto resp = impl_->Send("GET", path, "", "", &fn, stop, static_cast<long>(timeout.count()));
+  Transport::DataFn fn = on_data;
+  auto resp = transport_->Send("GET", path, "", "", &fn, stop, static_cast<long>(timeout.count()));
   if (resp.ok() && stop.stop_requested()) return Status::Ok();
   return CheckOk(resp, "GET " + path);
 }
@@ -679,7 +321,7 @@ Status Client::Watch(const ResourceRef& r, std::string_view ns, const ListOption
   const std::string what = "WATCH " + path;
   std::string pending;  // an incomplete line carried across chunks
   Status result;
-  Impl::DataFn on_data = [&](std::string_view chunk) -> bool {
+  Transport::DataFn on_data = [&](std::string_view chunk) -> bool {
     pending.append(chunk);
     size_t start = 0;
     for (;;) {
@@ -688,9 +330,14 @@ Status Client::Watch(const ResourceRef& r, std::string_view ns, const ListOption
       std::string_view line(pending.data() + start, nl - start);
       start = nl + 1;
       if (line.empty()) continue;
+      auto parsed = ParseServedJson(line, ServedShape::kWatchEvent, opts.drop_managed_fields,
+                                    opts.fields.get());
+      if (!parsed.ok()) {
+        result = Internal(what + ": malformed watch event: " + parsed.status().message());
+        return false;
+      }
       try {
-        json ev = ParseServedJson(line, ServedShape::kWatchEvent, opts.drop_managed_fields,
-                                  opts.fields.get());
+        json& ev = *parsed;
         std::string type = ev.value("type", "");
         WatchEvent out;
         if (type == "ADDED") {
@@ -724,191 +371,10 @@ Status Client::Watch(const ResourceRef& r, std::string_view ns, const ListOption
   // The server ends the watch after timeoutSeconds; the client allows a
   // margin on top so a silent, dead connection is still noticed.
   long timeout_ms = opts.timeout_seconds > 0 ? (opts.timeout_seconds + 30) * 1000L : 0L;
-  auto resp = impl_->Send("GET", path, "", "", &on_data, stop, timeout_ms);
+  auto resp = transport_->Send("GET", path, "", "", &on_data, stop, timeout_ms);
   if (!result.ok()) return result;
   if (resp.ok() && stop.stop_requested()) return Status::Ok();
   return CheckOk(resp, what);
-}
-
-namespace {
-
-// Builds the DOM of a served document as json::parse does, minus the served
-// objects' metadata.managedFields (if dropped) and the fields a FieldFilter
-// does not keep: a SAX handler, so a skipped value is never
-// built and a kept key costs no more than in json::parse (a parse callback
-// copies every key into a json string and calls through std::function).
-class ServedDomBuilder {
- public:
-  ServedDomBuilder(ServedShape shape, bool drop_managed_fields, const FieldFilter* fields)
-      : watch_event_(shape == ServedShape::kWatchEvent),
-        drop_managed_fields_(drop_managed_fields),
-        fields_(fields) {
-    // The keys (or array levels, "") from the document down to the object
-    // whose metadata.managedFields is dropped, "metadata" included.
-    switch (shape) {
-      case ServedShape::kObject:
-        path_ = {"metadata"};
-        break;
-      case ServedShape::kList:
-        path_ = {"items", "", "metadata"};
-        break;
-      case ServedShape::kWatchEvent:
-        path_ = {"object", "metadata"};
-        break;
-    }
-  }
-
-  json Take() { return std::move(root_); }
-
-  bool null() { return Value(nullptr); }
-  bool boolean(bool v) { return Value(v); }
-  bool number_integer(json::number_integer_t v) { return Value(v); }
-  bool number_unsigned(json::number_unsigned_t v) { return Value(v); }
-  bool number_float(json::number_float_t v, const json::string_t&) { return Value(v); }
-  bool string(json::string_t& v) {
-    // A watch event's type comes before its object (the apiserver writes
-    // them in that order): an ERROR event's object is a Status, not one of
-    // the watched objects, and is built whole (its code says 410 Gone).
-    if (watch_event_ && stack_.size() == 1 && type_key_ && v == "ERROR") error_event_ = true;
-    return Value(std::move(v));
-  }
-  bool binary(json::binary_t& v) { return Value(json::binary(std::move(v))); }
-
-  bool start_object(std::size_t) { return Open(json::value_t::object); }
-  bool start_array(std::size_t) { return Open(json::value_t::array); }
-  bool end_object() { return Close(); }
-  bool end_array() { return Close(); }
-
-  bool key(json::string_t& k) {
-    if (skip_depth_ > 0) return true;
-    Frame& f = stack_.back();
-    if (f.matched == Steps() && drop_managed_fields_ && k == "managedFields") {
-      skip_next_ = true;
-      return true;
-    }
-    if (stack_.size() == 1) type_key_ = k == "type";
-    next_keep_ = nullptr;
-    if (f.keep != nullptr) {
-      auto kept = std::find_if(f.keep->begin(), f.keep->end(),
-                               [&](const KeptField& field) { return field.name == k; });
-      if (kept == f.keep->end()) {
-        skip_next_ = true;
-        return true;
-      }
-      if (!kept->fields.empty()) next_keep_ = &kept->fields;
-    }
-    f.key_matches = KeyStep(f.matched, k);
-    slot_ = &(*f.node)[std::move(k)];
-    return true;
-  }
-
-  template <class Exception>
-  bool parse_error(std::size_t, const std::string&, const Exception& ex) {
-    throw ex;
-  }
-
- private:
-  struct Frame {
-    json* node;
-    // How many steps of path_ lead here; -1 when off the path.
-    int matched;
-    // The fields of this object (of this array's elements) kept; null: all.
-    const FieldFilter* keep = nullptr;
-    bool key_matches = false;  // an object's last key is the next step
-  };
-
-  int Steps() const { return static_cast<int>(path_.size()); }
-  // Whether step `i` of path_ is key `k` (an object's member), or an array's
-  // element ("" in path_).
-  bool KeyStep(int i, std::string_view k) const {
-    return i >= 0 && i < Steps() && !path_[static_cast<size_t>(i)].empty() &&
-           path_[static_cast<size_t>(i)] == k;
-  }
-  bool ElementStep(int i) const {
-    return i >= 0 && i < Steps() && path_[static_cast<size_t>(i)].empty();
-  }
-
-  // Where the next value goes: the document, an array's end or the slot of
-  // the object's last key. Returns it with the path steps matched there.
-  json* Place(json&& v, int* matched) {
-    if (stack_.empty()) {
-      root_ = std::move(v);
-      *matched = 0;
-      return &root_;
-    }
-    Frame& f = stack_.back();
-    const bool array = f.node->is_array();
-    const bool on_path = array ? ElementStep(f.matched) : f.key_matches;
-    *matched = on_path ? f.matched + 1 : -1;
-    if (array) {
-      f.node->push_back(std::move(v));
-      return &f.node->back();
-    }
-    *slot_ = std::move(v);
-    return slot_;
-  }
-
-  template <class T>
-  bool Value(T&& v) {
-    if (skip_depth_ > 0) return true;
-    if (skip_next_) {
-      skip_next_ = false;
-      return true;
-    }
-    int matched;
-    Place(json(std::forward<T>(v)), &matched);
-    return true;
-  }
-
-  bool Open(json::value_t type) {
-    if (skip_depth_ > 0 || skip_next_) {
-      skip_next_ = false;
-      ++skip_depth_;
-      return true;
-    }
-    // What of the new container is kept: the served object (one step above
-    // its metadata on the path) is filtered by fields_; below it, a member
-    // by its field's filter and an array's elements as the array.
-    const FieldFilter* keep = nullptr;
-    if (!stack_.empty()) keep = stack_.back().node->is_array() ? stack_.back().keep : next_keep_;
-    int matched;
-    json* node = Place(json(type), &matched);
-    if (matched == Steps() - 1) keep = error_event_ ? nullptr : fields_;
-    stack_.push_back(Frame{node, matched, keep});
-    return true;
-  }
-
-  bool Close() {
-    if (skip_depth_ > 0) {
-      --skip_depth_;
-      return true;
-    }
-    stack_.pop_back();
-    return true;
-  }
-
-  const bool watch_event_;
-  const bool drop_managed_fields_;
-  const FieldFilter* const fields_;
-  bool type_key_ = false;     // the document's last key was "type"
-  bool error_event_ = false;  // a watch event of type ERROR: its object is kept whole
-  std::vector<std::string_view> path_;
-  json root_;
-  std::vector<Frame> stack_;
-  json* slot_ = nullptr;
-  const FieldFilter* next_keep_ = nullptr;  // the filter of the last key's value
-  bool skip_next_ = false;  // the next value is not kept (managedFields, filtered out)
-  int skip_depth_ = 0;      // containers open inside a dropped value
-};
-
-}  // namespace
-
-json ParseServedJson(std::string_view text, ServedShape shape, bool drop_managed_fields,
-                     const FieldFilter* fields) {
-  if (!drop_managed_fields && fields == nullptr) return json::parse(text);
-  ServedDomBuilder builder(shape, drop_managed_fields, fields);
-  json::sax_parse(text, &builder);
-  return builder.Take();
 }
 
 }  // namespace kubetrain::kube

@@ -122,6 +122,8 @@ struct HttpResponse {
 // are retried with exponential backoff for idempotent verbs only (GET, PUT,
 // DELETE; never POST or PATCH). The bearer token file, if any, is re-read when
 // it changes. All methods are thread-safe; Watch blocks the calling thread.
+class Transport;  // transport.h
+
 class Client {
  public:
   [[nodiscard]] static StatusOr<std::unique_ptr<Client>> Create(Config config);
@@ -201,11 +203,9 @@ class Client {
                                           const std::string& body = "",
                                           std::string_view content_type = "application/json");
 
-  class Impl;
-
  private:
-  explicit Client(std::unique_ptr<Impl> impl);
-  std::unique_ptr<Impl> impl_;
+  explicit Client(std::unique_ptr<Transport> transport);
+  std::unique_ptr<Transport> transport_;
 };
 
 // URL path of a collection or an object: "/apis/g/v/namespaces/ns/res[/name[/sub]]".
@@ -219,9 +219,10 @@ enum class ServedShape { kObject, kList, kWatchEvent };
 // object's; nothing nested deeper) are skipped while parsing, never built;
 // with `fields`, so is every field of the objects it does not keep (a watch
 // ERROR event's Status is kept whole).
-// Throws nlohmann::json::parse_error on malformed text.
-nlohmann::json ParseServedJson(std::string_view text, ServedShape shape, bool drop_managed_fields,
-                               const FieldFilter* fields = nullptr);
+// Malformed text: InvalidArgument with the parser's message.
+[[nodiscard]] StatusOr<nlohmann::json> ParseServedJson(std::string_view text, ServedShape shape,
+                                                       bool drop_managed_fields,
+                                                       const FieldFilter* fields = nullptr);
 
 // Maps an HTTP status and an apiserver Status body to a Status (see above).
 Status ApiError(long http_status, std::string_view body, std::string_view what);

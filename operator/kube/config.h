@@ -73,6 +73,11 @@ struct Config {
   // error, latency), e.g. to feed a metrics registry. Must be thread-safe.
   std::function<void(std::string_view verb, long status, std::chrono::nanoseconds latency)>
       on_request;
+  // Called when re-running the exec plugin failed: the old credential is kept
+  // (the apiserver's 401 then says why) and no call returns this error, so the
+  // caller logs it. Must be thread-safe and must not call the client. Unset:
+  // not reported.
+  std::function<void(const Status& error)> on_credential_error;
 
   // When set and false, writes (POST, PUT, PATCH, DELETE) fail with
   // kUnavailable without being sent, retries included. Leader election fences

@@ -50,19 +50,27 @@ class TransportTest : public ::testing::Test {
 
 const char* kCm = R"({"kind":"ConfigMap","metadata":{"name":"x"}})";
 
+// Writes `script` as an executable exec credential plugin in a fresh `dir`.
+std::string WritePlugin(const std::filesystem::path& dir, const std::string& script) {
+  std::filesystem::create_directories(dir);
+  const std::string plugin = (dir / "plugin.sh").string();
+  std::ofstream(plugin) << script;
+  std::filesystem::permissions(plugin, std::filesystem::perms::owner_all);
+  return plugin;
+}
+
 // Issue 10, item 12: an exec plugin's token is fetched again when the
 // apiserver answers 401 (revoked or expired early), and the request retried once.
 TEST_F(TransportTest, ExecPluginTokenIsRefreshedAfter401) {
   const auto dir =
       std::filesystem::temp_directory_path() / ("kt-exec-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
-  const std::string plugin = (dir / "plugin.sh").string();
-  std::ofstream(plugin) << "#!/bin/sh\n"
-                           "n=$(cat \"$(dirname \"$0\")/n\" 2>/dev/null || echo 0); n=$((n+1))\n"
-                           "echo $n > \"$(dirname \"$0\")/n\"\n"
-                           "echo '{\"apiVersion\":\"client.authentication.k8s.io/v1\","
-                           "\"kind\":\"ExecCredential\",\"status\":{\"token\":\"t'$n'\"}}'\n";
-  std::filesystem::permissions(plugin, std::filesystem::perms::owner_all);
+  const std::string plugin =
+      WritePlugin(dir,
+                  "#!/bin/sh\n"
+                  "n=$(cat \"$(dirname \"$0\")/n\" 2>/dev/null || echo 0); n=$((n+1))\n"
+                  "echo $n > \"$(dirname \"$0\")/n\"\n"
+                  "echo '{\"apiVersion\":\"client.authentication.k8s.io/v1\","
+                  "\"kind\":\"ExecCredential\",\"status\":{\"token\":\"t'$n'\"}}'\n");
   std::vector<std::string> seen;
   std::mutex mu;
   server_.Get("/api/v1/namespaces/ns/configmaps/x", [&](const httplib::Request& req, auto& res) {
@@ -88,19 +96,50 @@ TEST_F(TransportTest, ExecPluginTokenIsRefreshedAfter401) {
   std::filesystem::remove_all(dir);
 }
 
+// A refresh that fails keeps the old credential and is handed to
+// Config::on_credential_error (the kube library logs nothing itself).
+TEST_F(TransportTest, ExecPluginRefreshFailureGoesToTheCredentialErrorHook) {
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("kt-exec-fail-" + std::to_string(::getpid()));
+  const std::string plugin = WritePlugin(dir, "#!/bin/sh\necho broken >&2\nexit 3\n");
+  std::atomic<int> requests{0}, with_old_token{0};
+  server_.Get("/api/v1/namespaces/ns/configmaps/x", [&](const httplib::Request& req, auto& res) {
+    ++requests;
+    if (req.get_header_value("Authorization") == "Bearer t0") ++with_old_token;
+    res.status = 401;
+    res.set_content(R"({"kind":"Status","reason":"Unauthorized"})", "application/json");
+  });
+  std::mutex mu;
+  std::vector<Status> reported;
+  Config cfg;
+  cfg.exec = ExecPlugin{"client.authentication.k8s.io/v1", plugin, {}, {}, "", false};
+  cfg.token = "t0";
+  cfg.on_credential_error = [&](const Status& error) {
+    std::lock_guard lock(mu);
+    reported.push_back(error);
+  };
+  auto r = NewClient(cfg)->Get(kConfigMaps, "ns", "x");
+  EXPECT_EQ(r.status().code(), StatusCode::kUnauthenticated) << r.status().ToString();
+  EXPECT_EQ(requests.load(), 2);        // the 401, then once more after the refresh failed
+  EXPECT_EQ(with_old_token.load(), 2);  // the old credential kept
+  std::lock_guard lock(mu);
+  ASSERT_EQ(reported.size(), 1u);
+  EXPECT_FALSE(reported[0].ok());
+  std::filesystem::remove_all(dir);
+}
+
 // Issue 27 item 11: a plugin that returns only a client certificate ran on
 // every request (the cache was keyed on the token it never returned).
 TEST_F(TransportTest, ExecPluginCertificateWithoutExpiryIsNotFetchedPerRequest) {
   const auto dir =
       std::filesystem::temp_directory_path() / ("kt-exec-cert-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
-  const std::string plugin = (dir / "plugin.sh").string();
-  std::ofstream(plugin) << "#!/bin/sh\n"
-                           "echo run >> \"$(dirname \"$0\")/runs\"\n"
-                           "echo '{\"apiVersion\":\"client.authentication.k8s.io/v1\","
-                           "\"kind\":\"ExecCredential\",\"status\":{"
-                           "\"clientCertificateData\":\"C\",\"clientKeyData\":\"K\"}}'\n";
-  std::filesystem::permissions(plugin, std::filesystem::perms::owner_all);
+  const std::string plugin =
+      WritePlugin(dir,
+                  "#!/bin/sh\n"
+                  "echo run >> \"$(dirname \"$0\")/runs\"\n"
+                  "echo '{\"apiVersion\":\"client.authentication.k8s.io/v1\","
+                  "\"kind\":\"ExecCredential\",\"status\":{"
+                  "\"clientCertificateData\":\"C\",\"clientKeyData\":\"K\"}}'\n");
   server_.Get("/api/v1/namespaces/ns/configmaps/x",
               [&](const auto&, auto& res) { res.set_content(kCm, "application/json"); });
   Config cfg;

@@ -266,7 +266,7 @@ void ProgressReader::SetTarget(const std::string& key, const std::optional<Scrap
   {
     MutexLock lock(mu_);
     if (target) {
-      scheduler_.Set(key, *target, ScrapeScheduler::Clock::now());
+      scheduler_.Set(key, *target, options_.clock->Now());
     } else {
       scheduler_.Remove(key);
     }
@@ -298,7 +298,7 @@ void ProgressReader::Loop() {
     {
       MutexLock lock(mu_);
       if (stopping_) break;
-      const auto now = ScrapeScheduler::Clock::now();
+      const auto now = options_.clock->Now();
       while (reads_.size() + starts.size() < max_in_flight) {
         ScrapeScheduler::Clock::duration until{};
         auto due = scheduler_.Next(now, &until);
@@ -363,11 +363,12 @@ void ProgressReader::Finish(const ScrapeScheduler::Due& due, const StatusOr<std:
   bool changed = false;
   {
     MutexLock lock(mu_);
-    const auto now = ScrapeScheduler::Clock::now();
+    const auto now = options_.clock->Now();
     const bool current = scheduler_.Done(due, sample.ok(), now);
     if (sample.ok() && current) {
       auto [it, added] = trackers_.try_emplace(due.key, options_.tracker);
-      changed = it->second.Observe(*sample, due.target.replica, now, api::Now()).has_value();
+      changed = it->second.Observe(*sample, due.target.replica, now, api::Now(*options_.clock))
+                    .has_value();
     }
   }
   if (!sample.ok()) {

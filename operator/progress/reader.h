@@ -34,6 +34,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/mutex.h"
 #include "common/status.h"
 #include "operator/api/types.h"
@@ -53,6 +54,11 @@ struct ReaderOptions {
   size_t max_body_bytes = 256 * 1024;
   // Reads at once, all jobs together (each is a socket).
   int max_in_flight = 64;
+  // What the schedule (intervals, backoffs, the rate limit) and the tracker's
+  // publish interval and timestamps read; must outlive the reader (tests: a
+  // FakeClock; the reader then looks at it at least once a second). Each
+  // read's own timeouts stay on real time.
+  Clock* clock = &RealClock();
 };
 
 // The outcome of one read: the body on 200; otherwise Unavailable (no

@@ -16,6 +16,7 @@
 #include <set>
 #include <thread>
 
+#include "common/clock.h"
 #include "operator/progress/fake_metrics_servers.h"
 
 namespace kubetrain::progress {
@@ -118,6 +119,34 @@ TEST(ProgressReaderTest, ReadsATrainerAndPublishesItsProgress) {
   EXPECT_GE(registry.Get("kubetrain_progress_reads_total", "result=\"ok\""), 2);
   reader.Forget("ns/job");
   EXPECT_FALSE(reader.Latest("ns/job"));
+}
+
+// The schedule runs on the injected clock: a job read once is read again
+// only when that clock has moved past its interval (an hour here).
+TEST(ProgressReaderTest, TheScheduleFollowsTheInjectedClock) {
+  FakeTrainer trainer;
+  trainer.Serve(Metrics(40, 100));
+  FakeClock clock;
+  ReaderOptions options = FastOptions();
+  options.schedule.interval = 1h;
+  options.clock = &clock;
+  runtime::Metrics registry;
+  ProgressReader reader(
+      options, [](const std::string&) {}, &registry);
+  reader.Start();
+  reader.SetTarget("ns/job", ScrapeTarget{trainer.Url(), "uid-1", "worker-0"});
+  ASSERT_TRUE(Eventually([&] {
+    auto p = reader.Latest("ns/job");
+    return p && p->step == 40;
+  }));
+  EXPECT_EQ(trainer.requests(), 1);
+  trainer.Serve(Metrics(90, 100));
+  clock.Advance(1h);
+  ASSERT_TRUE(Eventually([&] {
+    auto p = reader.Latest("ns/job");
+    return p && p->step == 90;
+  }));
+  EXPECT_EQ(trainer.requests(), 2);
 }
 
 TEST(ProgressReaderTest, ServerWithoutTrainerMetricsIsReadOnceAndBacksOff) {

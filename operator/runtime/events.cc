@@ -151,7 +151,8 @@ void EventRecorder::Send(const Pending& p) {
     Series& s = it->second;
     s.count++;
     s.last = now;
-    json patch = {{"series", {{"count", s.count}, {"lastObservedTime", MicroTimeNow()}}}};
+    json patch = {
+        {"series", {{"count", s.count}, {"lastObservedTime", MicroTimeNow(*opts_.clock)}}}};
     auto r = client_->Patch(kube::kEvents, s.ns, s.event_name, kube::PatchType::kMerge, patch);
     if (r.ok()) return;
     spdlog::warn("event: updating series of {} failed: {}", s.event_name, r.status().ToString());
@@ -161,7 +162,7 @@ void EventRecorder::Send(const Pending& p) {
   json ev = {{"apiVersion", "events.k8s.io/v1"},
              {"kind", "Event"},
              {"metadata", {{"name", name}, {"namespace", ns}}},
-             {"eventTime", MicroTimeNow()},
+             {"eventTime", MicroTimeNow(*opts_.clock)},
              {"reportingController", opts_.reporting_controller},
              {"reportingInstance", opts_.reporting_instance.empty() ? opts_.reporting_controller
                                                                     : opts_.reporting_instance},

@@ -20,6 +20,7 @@
 #include "common/clock.h"
 #include "operator/kube/client.h"
 #include "operator/runtime/api_client.h"
+#include "operator/runtime/events.h"
 
 namespace kubetrain::runtime {
 
@@ -362,7 +363,8 @@ class FakeApi final : public ApiClient {
     json Served(const json& obj) const {
       api_->served_[resource_ + " " + selector_].insert(obj["metadata"].value("name", ""));
       if (!fields_) return obj;
-      return kube::ParseServedJson(obj.dump(), kube::ServedShape::kObject, true, fields_.get());
+      return kube::ParseServedJson(obj.dump(), kube::ServedShape::kObject, true, fields_.get())
+          .value();
     }
 
     FakeApi* const api_;
@@ -420,6 +422,23 @@ class FakeApi final : public ApiClient {
 // The controllers' tests wait with these rather than with sleeps.
 
 // Polls `done` until it holds or 20 s pass.
+// A client whose writes fail at once without being sent: where a controller
+// test's events go when they are not under test.
+inline std::unique_ptr<kube::Client> NowhereClient() {
+  kube::Config config;
+  config.server = "http://127.0.0.1:1";
+  config.may_write = [] { return false; };
+  auto client = kube::Client::Create(std::move(config));
+  return std::move(*client);
+}
+
+// An event recorder's options for tests: it stops at once.
+inline EventRecorderOptions RecorderOptions() {
+  EventRecorderOptions o;
+  o.shutdown_grace = std::chrono::milliseconds(0);
+  return o;
+}
+
 template <typename F>
 bool Eventually(F done) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);

@@ -19,6 +19,8 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <stop_token>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -42,6 +44,19 @@ struct EventHandlers {
   std::function<void(const Ptr& last, bool tombstone)> on_delete;
 };
 
+// What an InformerSet starts, stops and waits for, whatever an informer caches.
+class InformerBase {
+ public:
+  virtual ~InformerBase() = default;
+  virtual void Start() = 0;
+  virtual void Stop() = 0;
+  virtual bool HasSynced() const = 0;
+  // Blocks until synced, `timeout` or `stop`; returns HasSynced().
+  virtual bool WaitForSync(std::chrono::milliseconds timeout, std::stop_token stop = {}) = 0;
+  // Why the first list has not succeeded yet (OK when it has, or no attempt failed).
+  virtual Status LastError() const = 0;
+};
+
 // Contract: owns a Reflector running on its own thread between Start() and
 // Stop() (also called by the destructor), feeding a Store<T>. Each object is
 // turned into a T by `transform` as it arrives, so only compact T values are
@@ -51,7 +66,7 @@ struct EventHandlers {
 // other methods are thread-safe. HasSynced() turns true after the first
 // complete list has been stored and its handlers called.
 template <typename T>
-class Informer : private ReflectorSink {
+class Informer final : public InformerBase, private ReflectorSink {
  public:
   using Ptr = std::shared_ptr<const T>;
   using Transform = std::function<StatusOr<T>(const nlohmann::json&)>;
@@ -74,7 +89,7 @@ class Informer : private ReflectorSink {
   // The reflector thread never ends the process on bad data: an exception
   // escaping it is logged, counted in kubetrain_thread_errors_total and the
   // reflector starts over with a relist.
-  void Start() {
+  void Start() override {
     thread_ = std::jthread([this](std::stop_token st) {
       while (!st.stop_requested()) {
         try {
@@ -88,21 +103,19 @@ class Informer : private ReflectorSink {
       }
     });
   }
-  void Stop() {
+  void Stop() override {
     if (thread_.joinable()) {
       thread_.request_stop();
       thread_.join();
     }
   }
 
-  bool HasSynced() const { return synced_.load(); }
-  // Blocks until synced, `timeout` or `stop`; returns HasSynced().
-  bool WaitForSync(std::chrono::milliseconds timeout, std::stop_token stop = {}) {
+  bool HasSynced() const override { return synced_.load(); }
+  bool WaitForSync(std::chrono::milliseconds timeout, std::stop_token stop = {}) override {
     std::unique_lock lock(sync_mu_);
     return sync_cv_.wait_for(lock, stop, timeout, [this] { return synced_.load(); });
   }
-  // Why the first list has not succeeded yet (OK when it has, or no attempt failed).
-  Status LastError() const { return reflector_.last_error(); }
+  Status LastError() const override { return reflector_.last_error(); }
 
   const Store<T>& store() const { return store_; }
   const Reflector& reflector() const { return reflector_; }
@@ -200,6 +213,67 @@ class Informer : private ReflectorSink {
   std::mutex sync_mu_;
   std::condition_variable_any sync_cv_;
   std::jthread thread_;
+};
+
+// InformerSet: the informers one controller keeps for one namespace, started,
+// stopped and waited for together. A controller's per-namespace struct derives
+// from it and keeps typed pointers to what Add returns.
+// Contract: owns its informers; Add before Start(). Start, Stop (also called by
+// the destructor, idempotent), Synced and Cause are thread-safe once built.
+class InformerSet {
+ public:
+  InformerSet() = default;
+  InformerSet(const InformerSet&) = delete;
+  InformerSet& operator=(const InformerSet&) = delete;
+  virtual ~InformerSet() { Stop(); }
+
+  // A new informer over `lw`, named `name` in logs and in Cause().
+  template <typename T>
+  Informer<T>* Add(std::string name, std::unique_ptr<ListerWatcher> lw,
+                   typename Informer<T>::Transform transform) {
+    auto informer = std::make_unique<Informer<T>>(std::move(lw), std::move(transform),
+                                                  ReflectorOptions{.name = name});
+    Informer<T>* out = informer.get();
+    informers_.push_back({std::move(name), std::move(informer)});
+    return out;
+  }
+
+  void Start() {
+    for (auto& e : informers_) e.informer->Start();
+  }
+  void Stop() {
+    for (auto& e : informers_) e.informer->Stop();
+  }
+  bool Synced() const {
+    for (const auto& e : informers_) {
+      if (!e.informer->HasSynced()) return false;
+    }
+    return true;
+  }
+  // Waits for each informer in turn, each up to `timeout`; false at the first
+  // that did not sync (or on `stop`).
+  bool WaitForSync(std::chrono::milliseconds timeout, std::stop_token stop) {
+    for (auto& e : informers_) {
+      if (!e.informer->WaitForSync(timeout, stop)) return false;
+    }
+    return true;
+  }
+  // The first error an informer that has not synced saw, described.
+  std::string Cause() const {
+    for (const auto& e : informers_) {
+      if (e.informer->HasSynced()) continue;
+      const Status error = e.informer->LastError();
+      if (!error.ok()) return DescribeListError(e.name, error);
+    }
+    return "no list failed, the apiserver was slow (raise --cache-sync-timeout)";
+  }
+
+ private:
+  struct Entry {
+    std::string name;
+    std::unique_ptr<InformerBase> informer;
+  };
+  std::vector<Entry> informers_;
 };
 
 }  // namespace kubetrain::runtime

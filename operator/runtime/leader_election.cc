@@ -16,8 +16,8 @@ using json = nlohmann::json;
 
 }  // namespace
 
-std::string MicroTimeNow() {
-  auto now = std::chrono::system_clock::now();
+std::string MicroTimeNow(const Clock& clock) {
+  const auto now = clock.WallNow();
   auto us = std::chrono::duration_cast<std::chrono::microseconds>(now.time_since_epoch()).count();
   std::time_t secs = static_cast<std::time_t>(us / 1'000'000);
   std::tm tm{};
@@ -79,7 +79,7 @@ LeaderElector::Attempt LeaderElector::TryAcquireOrRenewUnsafe(Status* error) {
       1, std::chrono::duration_cast<std::chrono::seconds>(config_.lease_duration).count());
   auto current = client_->Get(kube::kLeases, config_.lease_namespace, config_.lease_name);
   if (!current.ok() && current.status().code() == StatusCode::kNotFound) {
-    std::string t = MicroTimeNow();
+    std::string t = MicroTimeNow(*config_.clock);
     json lease = {
         {"apiVersion", "coordination.k8s.io/v1"},
         {"kind", "Lease"},
@@ -120,7 +120,7 @@ LeaderElector::Attempt LeaderElector::TryAcquireOrRenewUnsafe(Status* error) {
     if (held_by_other && now < observed_time_ + std::chrono::seconds(lease_s))
       return Attempt::kHeldByOther;
   }
-  std::string t = MicroTimeNow();
+  std::string t = MicroTimeNow(*config_.clock);
   if (holder != config_.identity) {
     spec["acquireTime"] = t;
     spec["leaseTransitions"] = spec.value("leaseTransitions", 0) + (holder.empty() ? 0 : 1);
@@ -158,7 +158,7 @@ void LeaderElector::ReleaseUnsafe() {
   // standby acquire on its next retry instead of waiting for expiry.
   lease["spec"]["holderIdentity"] = "";
   lease["spec"]["leaseDurationSeconds"] = 1;
-  lease["spec"]["renewTime"] = MicroTimeNow();
+  lease["spec"]["renewTime"] = MicroTimeNow(*config_.clock);
   auto s = client_->Update(kube::kLeases, config_.lease_namespace, lease);
   if (!s.ok())
     spdlog::warn("leader election: releasing the lease failed: {}", s.status().ToString());

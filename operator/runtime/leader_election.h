@@ -88,7 +88,7 @@ class LeaderElector {
   std::chrono::steady_clock::time_point observed_time_;  // when observed_record_ changed
 };
 
-// RFC 3339 with microseconds, the Lease MicroTime format.
-std::string MicroTimeNow();
+// `clock`'s calendar time in RFC 3339 with microseconds, the Lease MicroTime format.
+std::string MicroTimeNow(const Clock& clock);
 
 }  // namespace kubetrain::runtime

@@ -265,5 +265,12 @@ TEST_F(LeaderElectionTest, EmptyIdentityGetsAUniqueGeneratedOne) {
   EXPECT_NE(a.identity(), b.identity());
 }
 
+// The Lease's and the events' MicroTimes come from the injected clock's calendar.
+TEST(MicroTimeNowTest, WritesTheClocksWallTimeWithMicroseconds) {
+  FakeClock clock;  // 2026-01-01T00:00:00Z
+  clock.Advance(std::chrono::seconds(61) + std::chrono::microseconds(42));
+  EXPECT_EQ(MicroTimeNow(clock), "2026-01-01T00:01:01.000042Z");
+}
+
 }  // namespace
 }  // namespace kubetrain::runtime

@@ -5,6 +5,10 @@
 #include <cstdint>
 #include <cstdio>
 #include <limits>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
 
 #include "operator/api/json.h"
 #include "operator/sweep/median_stop.h"
@@ -290,129 +294,125 @@ StatusOr<api::TrainingJob> BuildTrial(const api::TrainingSweep& sweep, int32_t i
 
 namespace {
 
-SweepPlan PlanRowsAndTrials(const api::TrainingSweep& sweep,
-                            const std::vector<ObservedTrial>& trials, api::Time now) {
-  SweepPlan plan;
-  api::TrainingSweepStatus& s = plan.status;
-  s = sweep.status;
-  const api::TrainingSweepSpec& spec = sweep.spec;
-  const int32_t total = TotalTrials(spec);
+// One pass of the sweep planner over the sweep's status rows and its observed
+// trials, in named steps (PlanRowsAndTrials reads them in order). Each step
+// works on plan_.status (s_), which starts as the sweep's status.
+class RowsPass {
+ public:
+  RowsPass(const api::TrainingSweep& sweep, const std::vector<ObservedTrial>& trials, api::Time now)
+      : sweep_(sweep),
+        spec_(sweep.spec),
+        trials_(trials),
+        now_(now),
+        total_(TotalTrials(sweep.spec)),
+        s_(plan_.status) {
+    s_ = sweep.status;
+  }
 
-  auto observed = [&](int32_t index) -> const ObservedTrial* {
-    for (const ObservedTrial& t : trials) {
-      if (t.index == index) return &t;
+  // Start time, Created, the generation observed.
+  void Accept() {
+    if (!s_.start_time) s_.start_time = now_;
+    if (!s_.IsTrue(api::ConditionType::kCreated)) {
+      SetCondition(s_, api::ConditionType::kCreated, true, "SweepCreated", "the sweep was accepted",
+                   now_);
+      if (s_.state.empty()) s_.state = "Created";
     }
-    return nullptr;
-  };
-  auto stop_active = [&](const std::string& reason) {
-    for (api::TrialStatus& row : s.trials) {
+    s_.observed_generation = sweep_.metadata.generation;
+  }
+
+  // A row for each observed trial the status does not know (a status write
+  // was lost), in index order.
+  void AdoptUnknownTrials() {
+    const bool omitted_any = s_.omitted.Total() != 0;
+    const int32_t last_row = s_.trials.empty() ? -1 : s_.trials.back().index;
+    for (const ObservedTrial& t : trials_) {
+      bool known = false;
+      for (const api::TrialStatus& row : s_.trials) known = known || row.index == t.index;
+      if (known || t.index < 0 || t.index >= total_) continue;
+      if (omitted_any && t.index < last_row) continue;  // its row was dropped: final, counted
+      api::TrialStatus row;
+      row.name = t.name;
+      row.index = t.index;
+      row.parameters = TrialParameters(spec_, t.index);
+      s_.trials.push_back(std::move(row));
+    }
+    std::sort(s_.trials.begin(), s_.trials.end(),
+              [](const auto& a, const auto& b) { return a.index < b.index; });
+  }
+
+  // Each row not final from its trial: running, succeeded with its metric,
+  // failed, or deleted; its loss curve; an event for each row that became final.
+  void UpdateRowsFromTrials() {
+    for (api::TrialStatus& row : s_.trials) {
       if (api::IsFinal(row.phase)) continue;
-      const ObservedTrial* t = observed(row.index);
-      if (t != nullptr && !t->deleting) plan.deletes.push_back(t->name);
-      row.phase = api::TrialPhase::kStopped;
-      row.reason = reason;
-      row.message = "stopped: the sweep finished";
-    }
-  };
-  auto finish = [&](bool succeeded, const std::string& reason, const std::string& message) {
-    SetCondition(s, api::ConditionType::kRunning, false, reason, message, now);
-    SetCondition(s, succeeded ? api::ConditionType::kSucceeded : api::ConditionType::kFailed, true,
-                 reason, message, now);
-    s.state = succeeded ? "Succeeded" : "Failed";
-    if (!s.completion_time) s.completion_time = now;
-    plan.events.push_back({!succeeded, succeeded ? "SweepSucceeded" : "SweepFailed", message});
-  };
-
-  if (!s.start_time) s.start_time = now;
-  if (!s.IsTrue(api::ConditionType::kCreated)) {
-    SetCondition(s, api::ConditionType::kCreated, true, "SweepCreated", "the sweep was accepted",
-                 now);
-    if (s.state.empty()) s.state = "Created";
-  }
-  s.observed_generation = sweep.metadata.generation;
-
-  // 1. Rows from what is observed.
-  const bool omitted_any = s.omitted.Total() != 0;
-  const int32_t last_row = s.trials.empty() ? -1 : s.trials.back().index;
-  for (const ObservedTrial& t : trials) {
-    bool known = false;
-    for (const api::TrialStatus& row : s.trials) known = known || row.index == t.index;
-    if (known || t.index < 0 || t.index >= total) continue;
-    if (omitted_any && t.index < last_row) continue;  // its row was dropped: final, counted
-    // A trial the status does not know (a status write was lost): adopt it.
-    api::TrialStatus row;
-    row.name = t.name;
-    row.index = t.index;
-    row.parameters = TrialParameters(spec, t.index);
-    s.trials.push_back(std::move(row));
-  }
-  std::sort(s.trials.begin(), s.trials.end(),
-            [](const auto& a, const auto& b) { return a.index < b.index; });
-  for (api::TrialStatus& row : s.trials) {
-    if (api::IsFinal(row.phase)) continue;
-    const ObservedTrial* t = observed(row.index);
-    const api::TrialPhase before = row.phase;
-    if (t == nullptr) {
-      if (row.phase == api::TrialPhase::kRunning) {
+      const ObservedTrial* t = Observed(row.index);
+      const api::TrialPhase before = row.phase;
+      if (t == nullptr) {
+        if (row.phase == api::TrialPhase::kRunning) {
+          row.phase = api::TrialPhase::kFailed;
+          row.reason = "TrialDeleted";
+          row.message = "the trial's TrainingJob was deleted before it finished";
+        }
+      } else if (t->status.IsTrue(api::ConditionType::kSucceeded)) {
+        auto value = MetricValue(t->status.metrics, spec_.objective.metric);
+        if (value.ok()) {
+          row.phase = api::TrialPhase::kSucceeded;
+          row.value = *value;
+          row.reason.clear();
+          row.message.clear();
+        } else {
+          row.phase = api::TrialPhase::kFailed;
+          row.reason = "MetricMissing";
+          row.message = value.status().message();
+        }
+      } else if (t->status.IsTrue(api::ConditionType::kFailed)) {
         row.phase = api::TrialPhase::kFailed;
-        row.reason = "TrialDeleted";
-        row.message = "the trial's TrainingJob was deleted before it finished";
+        const api::Condition* c = t->status.Find(api::ConditionType::kFailed);
+        row.reason = c->reason.empty() ? "TrialFailed" : c->reason;
+        row.message = c->message;
+      } else if (!t->deleting) {
+        row.phase = api::TrialPhase::kRunning;
       }
-    } else if (t->status.IsTrue(api::ConditionType::kSucceeded)) {
-      auto value = MetricValue(t->status.metrics, spec.objective.metric);
-      if (value.ok()) {
-        row.phase = api::TrialPhase::kSucceeded;
-        row.value = *value;
-        row.reason.clear();
-        row.message.clear();
+      // The loss curve, for the median stopping rule (a succeeded trial's last reading too).
+      if (spec_.early_stopping && t != nullptr && t->status.progress && t->status.progress->loss &&
+          (row.phase == api::TrialPhase::kRunning || row.phase == api::TrialPhase::kSucceeded)) {
+        const api::Progress& p = *t->status.progress;
+        RecordCurvePoint(row.curve, p.step, p.total_steps, *p.loss);
+      }
+      if (row.phase == before || !api::IsFinal(row.phase)) continue;
+      if (row.phase == api::TrialPhase::kSucceeded) {
+        plan_.events.push_back({false, "TrialSucceeded",
+                                "trial " + row.name + " (" + Describe(row.parameters) +
+                                    ") reached " + spec_.objective.metric + "=" +
+                                    FormatNumber(*row.value, 6)});
       } else {
-        row.phase = api::TrialPhase::kFailed;
-        row.reason = "MetricMissing";
-        row.message = value.status().message();
+        plan_.events.push_back(
+            {true, "TrialFailed",
+             "trial " + row.name + " failed (" + row.reason + "): " + row.message});
       }
-    } else if (t->status.IsTrue(api::ConditionType::kFailed)) {
-      row.phase = api::TrialPhase::kFailed;
-      const api::Condition* c = t->status.Find(api::ConditionType::kFailed);
-      row.reason = c->reason.empty() ? "TrialFailed" : c->reason;
-      row.message = c->message;
-    } else if (!t->deleting) {
-      row.phase = api::TrialPhase::kRunning;
-    }
-    // The loss curve, for the median stopping rule (a succeeded trial's last reading too).
-    if (spec.early_stopping && t != nullptr && t->status.progress && t->status.progress->loss &&
-        (row.phase == api::TrialPhase::kRunning || row.phase == api::TrialPhase::kSucceeded)) {
-      const api::Progress& p = *t->status.progress;
-      RecordCurvePoint(row.curve, p.step, p.total_steps, *p.loss);
-    }
-    if (row.phase == before || !api::IsFinal(row.phase)) continue;
-    if (row.phase == api::TrialPhase::kSucceeded) {
-      plan.events.push_back({false, "TrialSucceeded",
-                             "trial " + row.name + " (" + Describe(row.parameters) + ") reached " +
-                                 spec.objective.metric + "=" + FormatNumber(*row.value, 6)});
-    } else {
-      plan.events.push_back({true, "TrialFailed",
-                             "trial " + row.name + " failed (" + row.reason + "): " + row.message});
     }
   }
 
-  // 1b. Early stopping (spec.earlyStopping, median_stop.h): each running trial's best loss so
-  // far against the succeeded trials' running averages. A stopped trial's job is deleted, as for
-  // GoalReached: it frees its pods and quota at once, and its row keeps the numbers that decided.
-  if (spec.early_stopping && !sweep.status.Finished()) {
+  // Early stopping (spec.earlyStopping, median_stop.h): each running trial's
+  // best loss so far against the succeeded trials' running averages. A stopped
+  // trial's job is deleted, as for GoalReached: it frees its pods and quota at
+  // once, and its row keeps the numbers that decided.
+  void EarlyStop() {
+    if (!spec_.early_stopping || sweep_.status.Finished()) return;
     std::vector<std::span<const api::CurvePoint>> completed;
-    for (const api::TrialStatus& row : s.trials) {
+    for (const api::TrialStatus& row : s_.trials) {
       if (row.phase == api::TrialPhase::kSucceeded) completed.emplace_back(row.curve);
     }
-    for (api::TrialStatus& row : s.trials) {
+    for (api::TrialStatus& row : s_.trials) {
       if (row.phase != api::TrialPhase::kRunning) continue;
-      const ObservedTrial* t = observed(row.index);
+      const ObservedTrial* t = Observed(row.index);
       if (t == nullptr || t->deleting || !t->status.progress || !t->status.progress->loss) {
         continue;
       }
       const api::Progress& p = *t->status.progress;
       // At its last step a trial has paid for its run and its result is about to come.
       if (p.total_steps > 0 && p.step >= p.total_steps) continue;
-      auto stop = MedianStop(*spec.early_stopping, api::Direction::kMinimize, completed, row.curve,
+      auto stop = MedianStop(*spec_.early_stopping, api::Direction::kMinimize, completed, row.curve,
                              p.step, *p.loss);
       if (!stop) continue;
       row.phase = api::TrialPhase::kEarlyStopped;
@@ -422,175 +422,241 @@ SweepPlan PlanRowsAndTrials(const api::TrainingSweep& sweep,
                     FormatNumber(stop->median, 6) + " of " + std::to_string(stop->trials) +
                     " succeeded trials' running averages at that step";
       row.early_stop = *stop;
-      plan.deletes.push_back(row.name);
-      plan.events.push_back(
+      plan_.deletes.push_back(row.name);
+      plan_.events.push_back(
           {false, "TrialEarlyStopped",
            "trial " + row.name + " (" + Describe(row.parameters) + ") stopped: " + row.message});
     }
     // Stopped before, and the cache does not show the deletion yet.
-    for (const api::TrialStatus& row : s.trials) {
+    for (const api::TrialStatus& row : s_.trials) {
       if (row.phase != api::TrialPhase::kEarlyStopped) continue;
-      const ObservedTrial* t = observed(row.index);
+      const ObservedTrial* t = Observed(row.index);
       if (t == nullptr || t->deleting || t->status.Finished()) continue;
-      if (std::find(plan.deletes.begin(), plan.deletes.end(), row.name) == plan.deletes.end()) {
-        plan.deletes.push_back(row.name);
-      }
+      DeleteOnce(row.name);
     }
   }
 
-  // 2. Counts and the best trial.
-  auto count = [&] {
-    s.running = 0;
-    s.succeeded = s.omitted.succeeded;
-    s.failed = s.omitted.failed;
-    s.stopped = s.omitted.stopped;
-    s.early_stopped = s.omitted.early_stopped;
-    for (const api::TrialStatus& row : s.trials) {
+  // The counts of rows by phase (with the omitted ones) and trialProgress.
+  void Count() {
+    s_.running = 0;
+    s_.succeeded = s_.omitted.succeeded;
+    s_.failed = s_.omitted.failed;
+    s_.stopped = s_.omitted.stopped;
+    s_.early_stopped = s_.omitted.early_stopped;
+    for (const api::TrialStatus& row : s_.trials) {
       switch (row.phase) {
         case api::TrialPhase::kPending:
         case api::TrialPhase::kRunning:
-          ++s.running;
+          ++s_.running;
           break;
         case api::TrialPhase::kSucceeded:
-          ++s.succeeded;
+          ++s_.succeeded;
           break;
         case api::TrialPhase::kFailed:
-          ++s.failed;
+          ++s_.failed;
           break;
         case api::TrialPhase::kStopped:
-          ++s.stopped;
+          ++s_.stopped;
           break;
         case api::TrialPhase::kEarlyStopped:
-          ++s.early_stopped;
+          ++s_.early_stopped;
           break;
       }
     }
-    s.trial_progress = std::to_string(s.succeeded + s.failed + s.stopped + s.early_stopped) + "/" +
-                       std::to_string(total);
-  };
-  count();
-  s.best_trial.reset();
-  for (const api::TrialStatus& row : s.trials) {
-    if (row.phase != api::TrialPhase::kSucceeded || !row.value) continue;
-    if (!s.best_trial || Better(spec.objective, *row.value, s.best_trial->value)) {
-      s.best_trial = api::BestTrial{row.name, row.parameters, *row.value};
+    s_.trial_progress = std::to_string(Finished()) + "/" + std::to_string(total_);
+  }
+
+  void PickBest() {
+    s_.best_trial.reset();
+    for (const api::TrialStatus& row : s_.trials) {
+      if (row.phase != api::TrialPhase::kSucceeded || !row.value) continue;
+      if (!s_.best_trial || Better(spec_.objective, *row.value, s_.best_trial->value)) {
+        s_.best_trial = api::BestTrial{row.name, row.parameters, *row.value};
+      }
     }
   }
 
-  // 3. A finished sweep only makes sure nothing of it still runs.
-  if (sweep.status.Finished()) {
-    stop_active(s.IsTrue(api::ConditionType::kSucceeded) ? "SweepSucceeded" : "SweepFailed");
-    count();
+  // A finished sweep only makes sure nothing of it still runs.
+  SweepPlan StopWhatStillRuns() {
+    StopActive(s_.IsTrue(api::ConditionType::kSucceeded) ? "SweepSucceeded" : "SweepFailed");
+    Count();
     // A trial stopped before whose deletion the cache does not show yet.
-    for (const ObservedTrial& t : trials) {
-      const bool listed =
-          std::find(plan.deletes.begin(), plan.deletes.end(), t.name) != plan.deletes.end();
-      if (!t.deleting && !t.status.Finished() && !listed) plan.deletes.push_back(t.name);
+    for (const ObservedTrial& t : trials_) {
+      if (!t.deleting && !t.status.Finished()) DeleteOnce(t.name);
     }
-    plan.status_changed = s != sweep.status;
-    return plan;
+    return Done();
   }
 
-  // 4. An invalid spec (the CRD should have stopped it) or template.
-  std::string invalid = ToStatus(api::ValidateSweep(sweep)).message();
-  if (invalid.empty() && total > 0) {
-    auto first = BuildTrial(sweep, 0);
-    if (!first.ok()) invalid = first.status().message();
-  }
-  if (!invalid.empty()) {
-    stop_active("InvalidSpec");
-    count();
-    finish(false, "InvalidSpec", invalid);
-    plan.status_changed = s != sweep.status;
-    return plan;
+  // Why the spec (the CRD should have refused it) or the trial template is
+  // invalid; empty when valid.
+  std::string Invalid() const {
+    std::string invalid = ToStatus(api::ValidateSweep(sweep_)).message();
+    if (invalid.empty() && total_ > 0) {
+      auto first = BuildTrial(sweep_, 0);
+      if (!first.ok()) invalid = first.status().message();
+    }
+    return invalid;
   }
 
-  // 5. Ends: the goal, too many failures, every trial final.
-  if (s.best_trial && GoalReached(spec.objective, s.best_trial->value)) {
-    stop_active("GoalReached");
-    count();
-    finish(true, "GoalReached",
-           "trial " + s.best_trial->name + " reached " + spec.objective.metric + "=" +
-               FormatNumber(s.best_trial->value, 6) + " (goal " +
-               FormatNumber(*spec.objective.goal, 6) + ")");
-    plan.status_changed = s != sweep.status;
-    return plan;
+  // Stops every trial not final and finishes the sweep.
+  SweepPlan End(bool succeeded, const std::string& reason, const std::string& message) {
+    StopActive(reason);
+    Count();
+    Finish(succeeded, reason, message);
+    return Done();
   }
-  if (spec.max_failed_trials && s.failed > *spec.max_failed_trials) {
-    stop_active("TooManyFailedTrials");
-    count();
-    finish(false, "TooManyFailedTrials",
-           std::to_string(s.failed) + " trials failed, more than maxFailedTrials (" +
-               std::to_string(*spec.max_failed_trials) + ")");
-    plan.status_changed = s != sweep.status;
-    return plan;
-  }
-  const int32_t finished = s.succeeded + s.failed + s.stopped + s.early_stopped;
-  if (finished >= total && s.running == 0) {
-    if (s.best_trial) {
-      finish(true, "AllTrialsFinished",
-             std::to_string(finished) + " trials finished; best " + s.best_trial->name + " (" +
-                 Describe(s.best_trial->parameters) + ") " + spec.objective.metric + "=" +
-                 FormatNumber(s.best_trial->value, 6));
+
+  // The sweep's end, if it has come: the goal reached, too many failures,
+  // every trial final.
+  std::optional<SweepPlan> EndIfOver() {
+    if (s_.best_trial && GoalReached(spec_.objective, s_.best_trial->value)) {
+      return End(true, "GoalReached",
+                 "trial " + s_.best_trial->name + " reached " + spec_.objective.metric + "=" +
+                     FormatNumber(s_.best_trial->value, 6) + " (goal " +
+                     FormatNumber(*spec_.objective.goal, 6) + ")");
+    }
+    if (spec_.max_failed_trials && s_.failed > *spec_.max_failed_trials) {
+      return End(false, "TooManyFailedTrials",
+                 std::to_string(s_.failed) + " trials failed, more than maxFailedTrials (" +
+                     std::to_string(*spec_.max_failed_trials) + ")");
+    }
+    const int32_t finished = Finished();
+    if (finished < total_ || s_.running != 0) return std::nullopt;
+    if (s_.best_trial) {
+      Finish(true, "AllTrialsFinished",
+             std::to_string(finished) + " trials finished; best " + s_.best_trial->name + " (" +
+                 Describe(s_.best_trial->parameters) + ") " + spec_.objective.metric + "=" +
+                 FormatNumber(s_.best_trial->value, 6));
     } else {
-      finish(false, "NoTrialSucceeded",
+      Finish(false, "NoTrialSucceeded",
              "all " + std::to_string(finished) + " trials finished and none reported " +
-                 spec.objective.metric);
+                 spec_.objective.metric);
     }
-    plan.status_changed = s != sweep.status;
-    return plan;
+    return Done();
   }
 
-  // 6. Suspend: no new trials, running ones suspended (and resumed later).
-  for (const api::TrialStatus& row : s.trials) {
-    if (api::IsFinal(row.phase)) continue;
-    const ObservedTrial* t = observed(row.index);
-    if (t != nullptr && !t->deleting && t->suspended != spec.suspend) {
-      plan.set_suspend.emplace_back(t->name, spec.suspend);
+  // Running trials follow spec.suspend; a suspended sweep starts nothing and
+  // ends its plan here (true).
+  bool Suspend() {
+    for (const api::TrialStatus& row : s_.trials) {
+      if (api::IsFinal(row.phase)) continue;
+      const ObservedTrial* t = Observed(row.index);
+      if (t != nullptr && !t->deleting && t->suspended != spec_.suspend) {
+        plan_.set_suspend.emplace_back(t->name, spec_.suspend);
+      }
     }
-  }
-  if (spec.suspend) {
-    SetCondition(s, api::ConditionType::kSuspended, true, "SweepSuspended",
-                 "spec.suspend is true: no new trials, running trials suspended", now);
-    SetCondition(s, api::ConditionType::kRunning, false, "SweepSuspended", "", now);
-    s.state = "Suspended";
-    plan.status_changed = s != sweep.status;
-    return plan;
-  }
-  if (s.IsTrue(api::ConditionType::kSuspended)) {
-    SetCondition(s, api::ConditionType::kSuspended, false, "SweepResumed", "spec.suspend is false",
-                 now);
+    if (spec_.suspend) {
+      SetCondition(s_, api::ConditionType::kSuspended, true, "SweepSuspended",
+                   "spec.suspend is true: no new trials, running trials suspended", now_);
+      SetCondition(s_, api::ConditionType::kRunning, false, "SweepSuspended", "", now_);
+      s_.state = "Suspended";
+      return true;
+    }
+    if (s_.IsTrue(api::ConditionType::kSuspended)) {
+      SetCondition(s_, api::ConditionType::kSuspended, false, "SweepResumed",
+                   "spec.suspend is false", now_);
+    }
+    return false;
   }
 
-  // 7. Start trials up to parallelism: Pending rows not yet observed first,
-  // then new rows in index order.
-  for (const api::TrialStatus& row : s.trials) {
-    if (row.phase != api::TrialPhase::kPending || observed(row.index) != nullptr) continue;
-    auto trial = BuildTrial(sweep, row.index);
-    if (trial.ok()) plan.creates.push_back(std::move(*trial));
+  // Trials up to parallelism: Pending rows not yet observed first, then new
+  // rows in index order; then the sweep is Running.
+  void StartTrials() {
+    for (const api::TrialStatus& row : s_.trials) {
+      if (row.phase != api::TrialPhase::kPending || Observed(row.index) != nullptr) continue;
+      auto trial = BuildTrial(sweep_, row.index);
+      if (trial.ok()) plan_.creates.push_back(std::move(*trial));
+    }
+    int32_t next = s_.trials.empty() ? 0 : s_.trials.back().index + 1;
+    while (s_.running < spec_.parallelism && next < total_) {
+      auto trial = BuildTrial(sweep_, next);
+      if (!trial.ok()) break;  // checked for trial 0 above; substitution does not differ
+      api::TrialStatus row;
+      row.name = trial->metadata.name;
+      row.index = next;
+      row.parameters = TrialParameters(spec_, next);
+      plan_.events.push_back(
+          {false, "TrialCreated", "trial " + row.name + " started: " + Describe(row.parameters)});
+      s_.trials.push_back(std::move(row));
+      plan_.creates.push_back(std::move(*trial));
+      ++s_.running;
+      ++next;
+    }
+    Count();
+    SetCondition(s_, api::ConditionType::kRunning, true, "TrialsRunning",
+                 std::to_string(s_.running) + " trials running, " + s_.trial_progress + " finished",
+                 now_);
+    s_.state = "Running";
   }
-  int32_t next = s.trials.empty() ? 0 : s.trials.back().index + 1;
-  while (s.running < spec.parallelism && next < total) {
-    auto trial = BuildTrial(sweep, next);
-    if (!trial.ok()) break;  // checked for trial 0 above; substitution does not differ
-    api::TrialStatus row;
-    row.name = trial->metadata.name;
-    row.index = next;
-    row.parameters = TrialParameters(spec, next);
-    plan.events.push_back(
-        {false, "TrialCreated", "trial " + row.name + " started: " + Describe(row.parameters)});
-    s.trials.push_back(std::move(row));
-    plan.creates.push_back(std::move(*trial));
-    ++s.running;
-    ++next;
+
+  SweepPlan Done() {
+    plan_.status_changed = s_ != sweep_.status;
+    return std::move(plan_);
   }
-  count();
-  SetCondition(s, api::ConditionType::kRunning, true, "TrialsRunning",
-               std::to_string(s.running) + " trials running, " + s.trial_progress + " finished",
-               now);
-  s.state = "Running";
-  plan.status_changed = s != sweep.status;
-  return plan;
+
+ private:
+  const ObservedTrial* Observed(int32_t index) const {
+    for (const ObservedTrial& t : trials_) {
+      if (t.index == index) return &t;
+    }
+    return nullptr;
+  }
+
+  int32_t Finished() const { return s_.succeeded + s_.failed + s_.stopped + s_.early_stopped; }
+
+  void DeleteOnce(const std::string& name) {
+    if (std::find(plan_.deletes.begin(), plan_.deletes.end(), name) == plan_.deletes.end()) {
+      plan_.deletes.push_back(name);
+    }
+  }
+
+  // Every row not final is Stopped for `reason`; its trial deleted.
+  void StopActive(const std::string& reason) {
+    for (api::TrialStatus& row : s_.trials) {
+      if (api::IsFinal(row.phase)) continue;
+      const ObservedTrial* t = Observed(row.index);
+      if (t != nullptr && !t->deleting) plan_.deletes.push_back(t->name);
+      row.phase = api::TrialPhase::kStopped;
+      row.reason = reason;
+      row.message = "stopped: the sweep finished";
+    }
+  }
+
+  void Finish(bool succeeded, const std::string& reason, const std::string& message) {
+    SetCondition(s_, api::ConditionType::kRunning, false, reason, message, now_);
+    SetCondition(s_, succeeded ? api::ConditionType::kSucceeded : api::ConditionType::kFailed, true,
+                 reason, message, now_);
+    s_.state = succeeded ? "Succeeded" : "Failed";
+    if (!s_.completion_time) s_.completion_time = now_;
+    plan_.events.push_back({!succeeded, succeeded ? "SweepSucceeded" : "SweepFailed", message});
+  }
+
+  const api::TrainingSweep& sweep_;
+  const api::TrainingSweepSpec& spec_;
+  const std::vector<ObservedTrial>& trials_;
+  const api::Time now_;
+  const int32_t total_;
+  SweepPlan plan_;
+  api::TrainingSweepStatus& s_;  // plan_.status
+};
+
+SweepPlan PlanRowsAndTrials(const api::TrainingSweep& sweep,
+                            const std::vector<ObservedTrial>& trials, api::Time now) {
+  RowsPass pass(sweep, trials, now);
+  pass.Accept();
+  pass.AdoptUnknownTrials();
+  pass.UpdateRowsFromTrials();
+  pass.EarlyStop();
+  pass.Count();
+  pass.PickBest();
+  if (sweep.status.Finished()) return pass.StopWhatStillRuns();
+  if (std::string invalid = pass.Invalid(); !invalid.empty()) {
+    return pass.End(false, "InvalidSpec", invalid);
+  }
+  if (auto over = pass.EndIfOver()) return std::move(*over);
+  if (pass.Suspend()) return pass.Done();
+  pass.StartTrials();
+  return pass.Done();
 }
 
 // The template's TTL, applied by the sweep: a finished trial whose final row

@@ -9,6 +9,7 @@
 #include "common/mutex.h"
 #include "operator/api/json.h"
 #include "operator/api/sweep.h"
+#include "operator/runtime/controller.h"
 #include "operator/runtime/informer.h"
 #include "operator/runtime/object.h"
 #include "operator/runtime/store.h"
@@ -56,25 +57,21 @@ class SweepController::Impl {
   Impl(std::unique_ptr<runtime::ApiClient> owned, runtime::ApiClient* client,
        runtime::EventRecorder* recorder, controller::Metrics* metrics,
        SweepControllerOptions options)
-      : owned_client_(std::move(owned)),
-        client_(client != nullptr ? client : owned_client_.get()),
-        recorder_(recorder),
+      : recorder_(recorder),
         metrics_(metrics),
-        options_(std::move(options)) {
-    if (options_.namespaces.empty()) options_.namespaces.push_back("");
-    for (const std::string& ns : options_.namespaces) {
+        options_(std::move(options)),
+        scaffold_(std::move(owned), client,
+                  runtime::WorkQueueOptions{.name = "trainingsweeps", .clock = options_.clock}) {
+    scaffold_.BuildCaches(options_.namespaces, [this](const std::string& ns) {
       auto c = std::make_unique<Caches>();
-      c->sweeps = std::make_unique<runtime::Informer<runtime::GenericObject>>(
-          client_->ListWatch(kTrainingSweeps, ns, "", nullptr), runtime::ToGenericObject,
-          runtime::ReflectorOptions{.name = "trainingsweeps"});
-      c->trials = std::make_unique<runtime::Informer<CachedTrial>>(
-          client_->ListWatch(kTrainingJobs, ns, std::string(kSweepNameLabel), nullptr),
-          ToCachedTrial, runtime::ReflectorOptions{.name = "trials"});
-      c->sweeps->AddHandlers({
-          .on_add = [this](const auto& s) { queue_.Add(s->meta.Key()); },
-          .on_update = [this](const auto&, const auto& s) { queue_.Add(s->meta.Key()); },
-          .on_delete = [this](const auto& s, bool) { Forget(s->meta.Key()); },
-      });
+      c->sweeps = c->Add<runtime::GenericObject>(
+          "trainingsweeps", client_->ListWatch(kTrainingSweeps, ns, "", nullptr),
+          runtime::ToGenericObject);
+      c->trials = c->Add<CachedTrial>(
+          "trials", client_->ListWatch(kTrainingJobs, ns, std::string(kSweepNameLabel), nullptr),
+          ToCachedTrial);
+      c->sweeps->AddHandlers(scaffold_.KeyHandlers<runtime::GenericObject>(
+          [this](const std::string& key) { Forget(key); }));
       auto enqueue_owner = [this](const std::shared_ptr<const CachedTrial>& t) {
         const auto& owner = t->meta.controller;
         if (owner && owner->kind == api::kSweepKind) queue_.Add(t->meta.ns + "/" + owner->name);
@@ -84,28 +81,16 @@ class SweepController::Impl {
           .on_update = [enqueue_owner](const auto&, const auto& t) { enqueue_owner(t); },
           .on_delete = [enqueue_owner](const auto& t, bool) { enqueue_owner(t); },
       });
-      caches_[ns] = std::move(c);
-    }
+      return c;
+    });
   }
 
-  ~Impl() {
-    queue_.ShutDown();
-    for (auto& [ns, c] : caches_) {
-      c->sweeps->Stop();
-      c->trials->Stop();
-    }
-  }
+  ~Impl() { scaffold_.Stop(); }
 
-  void Start() {
-    for (auto& [ns, c] : caches_) {
-      c->sweeps->Start();
-      c->trials->Start();
-    }
-  }
+  void Start() { scaffold_.Start(); }
 
   void Run(std::stop_token stop) {
-    std::stop_callback on_stop(stop, [this] { queue_.ShutDownNow(); });
-    runtime::RunWorkers(queue_, options_.workers, [this](const std::string& key) {
+    scaffold_.Run(stop, options_.workers, [this](const std::string& key) {
       auto result = Reconcile(key);
       if (!result.ok()) {
         metrics_->ReconcileError();
@@ -115,19 +100,15 @@ class SweepController::Impl {
     });
   }
 
-  bool Synced() const {
-    for (const auto& [ns, c] : caches_) {
-      if (!c->sweeps->HasSynced() || !c->trials->HasSynced()) return false;
-    }
-    return true;
-  }
+  bool Synced() const { return scaffold_.Synced(); }
 
-  bool Idle() const { return queue_.Idle(); }
+  bool Idle() const { return scaffold_.Idle(); }
 
  private:
-  struct Caches {
-    std::unique_ptr<runtime::Informer<runtime::GenericObject>> sweeps;
-    std::unique_ptr<runtime::Informer<CachedTrial>> trials;
+  // One namespace's informers.
+  struct Caches : runtime::InformerSet {
+    runtime::Informer<runtime::GenericObject>* sweeps = nullptr;
+    runtime::Informer<CachedTrial>* trials = nullptr;
   };
   // The last status written: while the cache still shows `from_rv`, the
   // sweep's status is `status` at resourceVersion `to_rv`.
@@ -136,13 +117,6 @@ class SweepController::Impl {
     std::string to_rv;
     api::TrainingSweepStatus status;
   };
-
-  Caches* CachesFor(const std::string& ns) {
-    auto it = caches_.find(ns);
-    if (it != caches_.end()) return it->second.get();
-    it = caches_.find("");
-    return it == caches_.end() ? nullptr : it->second.get();
-  }
 
   void Forget(const std::string& key) {
     MutexLock lock(mu_);
@@ -166,7 +140,7 @@ class SweepController::Impl {
 
   StatusOr<runtime::ReconcileResult> Reconcile(const std::string& key) {
     auto [ns, name] = runtime::SplitKey(key);
-    Caches* c = CachesFor(ns);
+    Caches* c = scaffold_.CachesFor(ns);
     if (c == nullptr) return runtime::ReconcileResult{};
     if (!c->trials->HasSynced()) {
       runtime::ReconcileResult later;
@@ -306,15 +280,14 @@ class SweepController::Impl {
   }
 
   // Constant after construction.
-  const std::unique_ptr<runtime::ApiClient> owned_client_;  // when built from a kube::Client
-  runtime::ApiClient* const client_;
   runtime::EventRecorder* const recorder_;
   controller::Metrics* const metrics_;
-  SweepControllerOptions options_;
-  std::map<std::string, std::unique_ptr<Caches>> caches_;
+  const SweepControllerOptions options_;
+  // The client, caches and queue; thread-safe once built.
+  runtime::ControllerScaffold<Caches> scaffold_;
+  runtime::ApiClient* const client_ = scaffold_.client();
+  runtime::WorkQueue& queue_ = scaffold_.queue();
 
-  runtime::WorkQueue queue_{
-      runtime::WorkQueueOptions{.name = "trainingsweeps", .clock = options_.clock}};
   Mutex mu_;
   std::map<std::string, StatusWrite> written_ GUARDED_BY(mu_);
   // Trials created per sweep key, by name.

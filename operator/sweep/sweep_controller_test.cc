@@ -19,8 +19,9 @@ using nlohmann::json;
 using runtime::AdvanceUntil;
 using runtime::Eventually;
 using runtime::FakeApi;
+using runtime::NowhereClient;
+using runtime::RecorderOptions;
 using runtime::Settle;
-using std::chrono::milliseconds;
 using std::chrono::seconds;
 
 // A sweep of `max_trials` random learning rates, `parallelism` at a time,
@@ -42,20 +43,6 @@ json Sweep(int parallelism, int max_trials) {
         {"trialTemplate",
          {{"replicaSpecs",
            {{"Worker", {{"replicas", 1}, {"restartPolicy", "ExitCode"}, {"template", tmpl}}}}}}}}}};
-}
-
-std::unique_ptr<kube::Client> NowhereClient() {
-  kube::Config config;
-  config.server = "http://127.0.0.1:1";
-  config.may_write = [] { return false; };
-  auto client = kube::Client::Create(std::move(config));
-  return std::move(*client);
-}
-
-runtime::EventRecorderOptions RecorderOptions() {
-  runtime::EventRecorderOptions o;
-  o.shutdown_grace = milliseconds(0);
-  return o;
 }
 
 // Runs a SweepController over `api` on `clock` until destroyed; its events go
