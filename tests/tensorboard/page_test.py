@@ -29,11 +29,12 @@ from checks import check, failures, free_port  # noqa: E402
 DEADLINE_S = 120
 TAGS = ["train/loss", "train/learning_rate", "train/samples_per_second", "eval/auc",
         "eval/log_loss", "eval/accuracy"]
-def chromium(tmp, args, height=1000):
+def chromium(tmp, args, height=1000, virtual_ms=30000):
     """Runs headless Chromium (its own process group) to completion; returns stdout."""
     cmd = ["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+           "--run-all-compositor-stages-before-draw",
            f"--user-data-dir={tmp}/chromium-profile", f"--window-size=1400,{height}",
-           "--virtual-time-budget=30000", *args]
+           f"--virtual-time-budget={virtual_ms}", *args]
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                          start_new_session=True)
     try:
@@ -97,12 +98,19 @@ def main():
             check(tag in dom, f"the rendered page shows the tag {tag}")
 
         # The card must be drawn (axes, grid, the data table), not an empty frame: a page
-        # caught before its data arrived is taken again, at most 3 times.
+        # caught before its chart drew is taken again, up to 10 times within 90 s. (3 tries
+        # all caught the empty frame once, in CI of fabb953; locally 1-2 tries draw it.)
         inked = 0.0
-        for attempt in range(3):
+        attempt = 0
+        shots_deadline = time.monotonic() + 90
+        for attempt in range(10):
+            if attempt > 0 and time.monotonic() > shots_deadline:
+                break
             if os.path.exists(shot):
                 os.remove(shot)
-            chromium(tmp, [f"--screenshot={shot}", base + "/?tagFilter=train%2Floss#timeseries"])
+            # Each try gives the page more (virtual) time to draw.
+            chromium(tmp, [f"--screenshot={shot}", base + "/?forceSVG=true&tagFilter=train%2Floss#timeseries"],
+                     virtual_ms=30000 * (attempt + 1))
             if not os.path.exists(shot):
                 continue
             with Image.open(shot) as img:
