@@ -84,9 +84,12 @@ for i in ${diverging}; do
   [[ "${s:-}" =~ ^[0-9]+$ ]] && ((s >= 100 && s < steps)) ||
     fail "trial ${i}: stopped at step '${s:-}', want 100 <= step < ${steps} (its last)"
   check "trial ${i}: the median is of the 2 succeeded trials" "${n:-}" 2
-  python3 -c 'import sys; v, m = map(float, sys.argv[1:]); sys.exit(0 if v > 1 and m < 1 else 1)' \
+  # The rule's own test (best loss above the median), with a margin: at least twice the
+  # median, which is below 0.5. (Not "above 1": lr 1's best per-batch loss was once 0.669,
+  # against a median of 0.133, stopped rightly.)
+  python3 -c 'import sys; v, m = map(float, sys.argv[1:]); sys.exit(0 if v > 2 * m and m < 0.5 else 1)' \
     "${value:-nan}" "${median:-nan}" ||
-    fail "trial ${i}: want a diverged loss above 1 against a median below 1, got ${value:-} vs ${median:-}"
+    fail "trial ${i}: want a best loss above twice a median below 0.5, got ${value:-} vs ${median:-}"
   gone() { ! k get tj "early-$1" >/dev/null 2>&1; }
   wait_until "trial ${i}'s TrainingJob to be deleted" gone "${i}"
 done
