@@ -24,8 +24,8 @@
 #include "trainer/model/model.h"
 #include "trainer/net/transport.h"
 #include "trainer/observe/summaries.h"
+#include "trainer/rpc/remote_params.h"
 #include "trainer/worker/params.h"
-#include "trainer/worker/remote.h"
 #include "trainer/worker/train.h"
 
 namespace kubetrain::trainer::roles {
