@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One TrainingJob at the CRD's maximum (issue 10, item 11): 1 PS + WORKERS
+# One TrainingJob at the CRD's maximum : 1 PS + WORKERS
 # workers (the CRD allows at most 10,000 replicas per replica type) on kwok,
 # on a fresh test control plane. Polls the operator's VmHWM from
 # /proc/PID/status until every pod of the job exists and prints the peak RSS in

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Chaos figure of issue 10: JOBS TrainingJobs of 1 PS + 4 workers on kwok,
+# Chaos figure (no duplicate pods across operator and apiserver crashes): JOBS TrainingJobs of 1 PS + 4 workers on kwok,
 # created in batches while the operator is SIGKILLed at KILLS random moments
 # (restarted each time) and the kube-apiserver is SIGKILLed and restarted once.
 # Prints: duplicate pod creates (from the apiserver's audit log: creates per pod

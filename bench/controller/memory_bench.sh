@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Operator memory with a full cluster (issue 16): JOBS TrainingJobs of 1 PS +
+# Operator memory with a full cluster: JOBS TrainingJobs of 1 PS +
 # 4 workers (default 2,000 jobs, 10,000 pods) on one tests/cluster control
 # plane with a kwok node per 100 pods. The pods are made by the operator
 # itself: the first contender runs until every pod is Running, then stops.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Kueue admission to running pods (issue 13): on a fresh control plane with a
+# Kueue admission to running pods: on a fresh control plane with a
 # real Kueue (tests/cluster/up, KUBETRAIN_KUEUE=1) and the operator run with
 # --kueue, JOBS TrainingJobs (1 PS + 2 workers each) are queued at once in a
 # ClusterQueue with quota for all of them; for each job, the seconds from the

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Operator memory and CPU with other job kinds' Workloads in the cluster
-# (issue 27 item 7). FOREIGN Workloads as Kueue makes them for batch Jobs
+# (the operator must not pay for Workloads it does not own). FOREIGN Workloads as Kueue makes them for batch Jobs
 # (label kueue.x-k8s.io/job-uid, a pod template of ~2 KB, no TrainingJob
 # owner) in one namespace, and JOBS admitted TrainingJobs (1 worker each) in
 # another, on a control plane with a real Kueue (tests/cluster/up,

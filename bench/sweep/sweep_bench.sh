@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# TrainingSweep figures of issue 12, on kwok (a fresh control plane with an
+# TrainingSweep figures, on kwok (a fresh control plane with an
 # audit log of every write):
 #  1. operator overhead per trial: a sequential sweep (parallelism 1) of
 #     SEQ trials; for each trial after the first, seconds from the end of the
