@@ -18,6 +18,7 @@ operator="$(realpath "${1:?usage: big_job_bench.sh OPERATOR_BINARY [WORKERS]}")"
 workers="${2:-10000}"
 limit_mib=256
 timeout_s="${KUBETRAIN_BENCH_TIMEOUT:-1800}"
+source "${root}/tests/tools/testlib.sh"
 export PATH="$("${root}/tests/cluster/build"):${PATH}"
 pods=$((workers + 1))
 dir="" op_pid=""
@@ -35,7 +36,7 @@ export KUBECONFIG="${dir}/kubeconfig"
 kubectl apply -f "${root}/crds/trainingjobs.kubetrain.io.yaml" >/dev/null
 "${root}/tests/tools/wait-crds" crd/trainingjobs.kubetrain.io >/dev/null
 kubectl create namespace bench >/dev/null
-until kubectl -n bench get sa default >/dev/null 2>&1; do sleep 0.2; done
+wait_for_namespace bench
 alloc=$(kubectl get nodes -o jsonpath='{range .items[*]}{.status.allocatable.pods}{"\n"}{end}' | sort -u | tr '\n' ' ')
 echo "kwok nodes: $(kubectl get nodes --no-headers | wc -l), allocatable pods per node: ${alloc}" >&2
 
