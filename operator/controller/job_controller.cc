@@ -30,6 +30,26 @@
 #include "operator/runtime/workqueue.h"
 
 namespace kubetrain::controller {
+
+using planner::ChildCreate;
+using planner::ChildRef;
+using planner::Event;
+using planner::EventType;
+using planner::kClusterConfigKey;
+using planner::kJobNameLabel;
+using planner::kMaxPodCreatesPerPlan;
+using planner::ObservedChildren;
+using planner::ObservedPod;
+using planner::ObservedService;
+using planner::OnlyLiveCountsDiffer;
+using planner::OnlyPendingCountsDiffer;
+using planner::Plan;
+using planner::PlanInput;
+using planner::PlanJob;
+using planner::PodNameEnv;
+using planner::PodPhase;
+using planner::SetFinished;
+using planner::UpdateState;
 namespace {
 
 using json = nlohmann::json;

@@ -53,7 +53,7 @@ struct JobControllerOptions {
   // Create a NetworkPolicy per job (PlanInput::network_policy).
   bool network_policy = true;
   // Who that policy admits to the trainers' metrics port (PlanInput::metrics_ingress).
-  MetricsIngress metrics_ingress;
+  planner::MetricsIngress metrics_ingress;
   // The gang scheduler for every job (PlanInput::gang_scheduler_name); empty:
   // only jobs that name one themselves are gang-scheduled.
   std::string gang_scheduler_name;

@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 
 namespace kubetrain::controller {
+
+using planner::ObservedPod;
+using planner::PodPhase;
 namespace {
 
 using api::ReplicaType;

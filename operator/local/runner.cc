@@ -30,9 +30,9 @@
 namespace kubetrain::local {
 namespace {
 
-using controller::ObservedPod;
-using controller::PodPhase;
 using nlohmann::json;
+using planner::ObservedPod;
+using planner::PodPhase;
 using SteadyClock = std::chrono::steady_clock;
 
 constexpr size_t kMaxTerminationMessage = 4096;  // the kubelet's limit
@@ -90,10 +90,10 @@ class Runner {
 
  private:
   Status Setup();
-  Status Preflight(const controller::Plan& first);
-  controller::ObservedChildren Observe() const;
-  void Apply(const controller::Plan& plan);
-  void StartPod(const controller::ChildCreate& pod);
+  Status Preflight(const planner::Plan& first);
+  planner::ObservedChildren Observe() const;
+  void Apply(const planner::Plan& plan);
+  void StartPod(const planner::ChildCreate& pod);
   // Starts pod.commands[pod.current]; false (and the pod failed) if it cannot.
   bool StartCommand(LocalPod& pod);
   void DeletePod(const std::string& name);
@@ -114,7 +114,7 @@ class Runner {
   api::TrainingJob job_;
   const RunOptions opt_;
   std::array<uint8_t, 32> key_{};
-  controller::ClusterSpec cluster_;
+  planner::ClusterSpec cluster_;
   int signal_fd_ = -1;
   sigset_t old_mask_{};
   bool mask_changed_ = false;
@@ -152,7 +152,7 @@ Status Runner::Setup() {
   size_t name_width = 9;
   for (const auto& [type, spec] : job_.spec.replica_specs) {
     for (int32_t i = 0; i < spec.replicas; ++i) {
-      name_width = std::max(name_width, controller::PodNameEnv(type, i).size());
+      name_width = std::max(name_width, planner::PodNameEnv(type, i).size());
     }
   }
   console_.SetNameWidth(name_width);
@@ -177,17 +177,17 @@ Status Runner::Setup() {
 
 // Every pod of the first plan must map to a local command before anything
 // starts: a bad command fails the run with nothing to clean up.
-Status Runner::Preflight(const controller::Plan& first) {
+Status Runner::Preflight(const planner::Plan& first) {
   const char* path_env = getenv("PATH");
-  for (const controller::ChildCreate& c : first.creates) {
-    if (c.ref.kind != controller::ChildRef::Kind::kPod) continue;
+  for (const planner::ChildCreate& c : first.creates) {
+    if (c.ref.kind != planner::ChildRef::Kind::kPod) continue;
     CommandContext ctx{opt_.trainer_path,
-                       controller::AuthSecretName(job_.metadata.name, job_.metadata.uid),
-                       controller::AuthKeyText(key_),
+                       planner::AuthSecretName(job_.metadata.name, job_.metadata.uid),
+                       planner::AuthKeyText(key_),
                        "/dev/null",
                        path_env ? path_env : "",
                        opt_.work_dir,
-                       controller::ClusterConfigMapName(job_.metadata.name),
+                       planner::ClusterConfigMapName(job_.metadata.name),
                        cluster_config_};
     ctx.objects = &opt_.objects;
     auto cmds = LocalCommandsFor(c.object, ctx);
@@ -209,60 +209,59 @@ Status Runner::Preflight(const controller::Plan& first) {
   return Status::Ok();
 }
 
-controller::ObservedChildren Runner::Observe() const {
-  controller::ObservedChildren o;
+planner::ObservedChildren Runner::Observe() const {
+  planner::ObservedChildren o;
   for (const auto& [name, pod] : pods_) o.pods.push_back(pod.observed);
   for (const auto& [name, gone] : services_) o.services.push_back({name, std::nullopt});
   o.secret_exists = secret_exists_;
   return o;
 }
 
-void Runner::Apply(const controller::Plan& plan) {
+void Runner::Apply(const planner::Plan& plan) {
   for (const auto& ref : plan.deletes) {
     switch (ref.kind) {
-      case controller::ChildRef::Kind::kPod:
+      case planner::ChildRef::Kind::kPod:
         DeletePod(ref.name);
         break;
-      case controller::ChildRef::Kind::kService:
+      case planner::ChildRef::Kind::kService:
         services_.erase(ref.name);
         break;
-      case controller::ChildRef::Kind::kSecret:
+      case planner::ChildRef::Kind::kSecret:
         secret_exists_ = false;
         break;
-      case controller::ChildRef::Kind::kConfigMap:
-      case controller::ChildRef::Kind::kNetworkPolicy:
-      case controller::ChildRef::Kind::kPodGroup:
+      case planner::ChildRef::Kind::kConfigMap:
+      case planner::ChildRef::Kind::kNetworkPolicy:
+      case planner::ChildRef::Kind::kPodGroup:
         break;
     }
   }
-  for (const controller::ChildCreate& c : plan.creates) {
+  for (const planner::ChildCreate& c : plan.creates) {
     switch (c.ref.kind) {
-      case controller::ChildRef::Kind::kSecret:
+      case planner::ChildRef::Kind::kSecret:
         secret_exists_ = true;  // the key goes straight into KUBETRAIN_AUTH_KEY
         // CLUSTER_CONFIG of the pods that follow (secretKeyRef).
-        cluster_config_ =
-            c.object["stringData"].value(std::string(controller::kClusterConfigKey), "");
+        cluster_config_ = c.object["stringData"].value(std::string(planner::kClusterConfigKey), "");
         break;
-      case controller::ChildRef::Kind::kConfigMap:
+      case planner::ChildRef::Kind::kConfigMap:
         // CLUSTER_CONFIG of the pods that follow (configMapKeyRef); the same
         // cluster as the Secret's.
-        cluster_config_ = c.object["data"].value(std::string(controller::kClusterConfigKey), "");
+        cluster_config_ = c.object["data"].value(std::string(planner::kClusterConfigKey), "");
         break;
-      case controller::ChildRef::Kind::kService:
+      case planner::ChildRef::Kind::kService:
         services_[c.ref.name] = true;  // addresses are 127.0.0.1:<port> from cluster_override
         break;
-      case controller::ChildRef::Kind::kPod:
+      case planner::ChildRef::Kind::kPod:
         if (!pods_.count(c.ref.name)) StartPod(c);
         break;
-      case controller::ChildRef::Kind::kNetworkPolicy:
+      case planner::ChildRef::Kind::kNetworkPolicy:
         break;  // local processes: no network to police
-      case controller::ChildRef::Kind::kPodGroup:
+      case planner::ChildRef::Kind::kPodGroup:
         break;  // local processes all start: no scheduler to gang
     }
   }
 }
 
-void Runner::StartPod(const controller::ChildCreate& child) {
+void Runner::StartPod(const planner::ChildCreate& child) {
   const json& obj = child.object;
   const json& meta = obj["metadata"];
   const api::ReplicaType role = child.ref.role.value_or(api::ReplicaType::kWorker);
@@ -274,13 +273,13 @@ void Runner::StartPod(const controller::ChildCreate& child) {
   pod.observed.phase = PodPhase::kRunning;
   pod.observed.creation_timestamp = api::Now();
   if (meta.contains("annotations") &&
-      meta["annotations"].contains(std::string(controller::kSpecHashAnnotation))) {
+      meta["annotations"].contains(std::string(planner::kSpecHashAnnotation))) {
     pod.observed.spec_hash =
-        meta["annotations"][std::string(controller::kSpecHashAnnotation)].get<std::string>();
+        meta["annotations"][std::string(planner::kSpecHashAnnotation)].get<std::string>();
   }
-  pod.observed.cluster_config_in_secret = controller::ClusterConfigInSecret(obj);
-  pod.observed.legacy_auth_secret = controller::LegacyAuthSecret(obj);
-  pod.short_name = controller::PodNameEnv(role, child.ref.index);
+  pod.observed.cluster_config_in_secret = planner::ClusterConfigInSecret(obj);
+  pod.observed.legacy_auth_secret = planner::LegacyAuthSecret(obj);
+  pod.short_name = planner::PodNameEnv(role, child.ref.index);
   pod.termination_log = opt_.work_dir + "/" + pod.short_name + ".termination-log";
   std::error_code ignored;
   std::filesystem::remove(pod.termination_log, ignored);
@@ -288,12 +287,12 @@ void Runner::StartPod(const controller::ChildCreate& child) {
   const char* path_env = getenv("PATH");
   const std::string volume_root = opt_.work_dir + "/" + pod.short_name + "-volumes";
   CommandContext ctx{opt_.trainer_path,
-                     controller::AuthSecretName(job_.metadata.name, job_.metadata.uid),
-                     controller::AuthKeyText(key_),
+                     planner::AuthSecretName(job_.metadata.name, job_.metadata.uid),
+                     planner::AuthKeyText(key_),
                      pod.termination_log,
                      path_env ? path_env : "",
                      volume_root,
-                     controller::ClusterConfigMapName(job_.metadata.name),
+                     planner::ClusterConfigMapName(job_.metadata.name),
                      cluster_config_};
   ctx.objects = &opt_.objects;
   console_.AddReplica(pod.short_name);
@@ -618,21 +617,20 @@ void Runner::AnnounceStatus(const api::TrainingJobStatus& before,
 StatusOr<RunResult> Runner::Run() {
   const auto started = SteadyClock::now();
   KT_RETURN_IF_ERROR(Setup());
-  controller::PlanInput input;
+  planner::PlanInput input;
   input.auth_key = key_;
   input.cluster_override = cluster_;
   bool first = true;
   for (;;) {
     input.now = api::Now();
     input.progress = progress_.published();
-    controller::Plan plan = controller::PlanJob(job_, Observe(), input);
+    planner::Plan plan = planner::PlanJob(job_, Observe(), input);
     if (first) {
       KT_RETURN_IF_ERROR(Preflight(plan));
       first = false;
     }
     for (const auto& e : plan.events) {
-      Say((e.type == controller::EventType::kWarning ? "Warning " : "") + e.reason + ": " +
-          e.message);
+      Say((e.type == planner::EventType::kWarning ? "Warning " : "") + e.reason + ": " + e.message);
     }
     // Status first, then the deletes (planner.h: counted failures live in it).
     if (plan.status_changed) {
@@ -678,7 +676,7 @@ StatusOr<RunResult> Runner::Run() {
       it = it->second.observed.deletion_timestamp ? pods_.erase(it) : std::next(it);
     }
     input.now = api::Now();
-    controller::Plan last = controller::PlanJob(job_, Observe(), input);
+    planner::Plan last = planner::PlanJob(job_, Observe(), input);
     if (last.status_changed) job_.status = last.status;
   }
   console_.ClearProgress();
@@ -695,8 +693,8 @@ StatusOr<RunResult> Runner::Run() {
 
 }  // namespace
 
-StatusOr<controller::ClusterSpec> AllocateLocalCluster(const api::TrainingJob& job, int base_port) {
-  controller::ClusterSpec cluster;
+StatusOr<planner::ClusterSpec> AllocateLocalCluster(const api::TrainingJob& job, int base_port) {
+  planner::ClusterSpec cluster;
   std::vector<int> held;  // kept open until every port is chosen, so none repeats
   auto cleanup = [&] {
     for (int fd : held) close(fd);
@@ -729,7 +727,7 @@ StatusOr<controller::ClusterSpec> AllocateLocalCluster(const api::TrainingJob& j
         if (e == EADDRINUSE) {
           return FailedPrecondition("port " + std::to_string(want) +
                                     " on 127.0.0.1 is in use (for " +
-                                    controller::PodNameEnv(role.type, i) + ")");
+                                    planner::PodNameEnv(role.type, i) + ")");
         }
         return Internal("bind 127.0.0.1:" + std::to_string(want) + ": " + std::strerror(e));
       }

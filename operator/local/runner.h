@@ -1,7 +1,7 @@
 // The local backend of the planner: `kubetrain run` runs every replica of a
 // TrainingJob as a process on this machine.
 //
-// Flow: plan (controller::PlanJob) -> carry out the plan (Secret/Service creates
+// Flow: plan (planner::PlanJob) -> carry out the plan (Secret/Service creates
 // are recorded, Pod creates start processes, Pod deletes SIGTERM the process
 // group and SIGKILL it after the grace period) -> wait for a process to exit, a
 // line of output, a signal or the plan's requeue_after -> plan again. The
@@ -57,14 +57,14 @@ struct RunResult {
   int signal = 0;                 // which one
   // The last termination message of each replica ("worker-0" -> metrics JSON).
   std::map<std::string, std::string> termination_messages;
-  controller::ClusterSpec cluster;  // the addresses the replicas got
+  planner::ClusterSpec cluster;  // the addresses the replicas got
   double seconds = 0;
 };
 
 // 127.0.0.1:<port> for every in-cluster replica. With base_port 0, ports the
 // kernel reports free; otherwise consecutive ports from base_port, each checked
 // (FailedPrecondition "port N is in use").
-StatusOr<controller::ClusterSpec> AllocateLocalCluster(const api::TrainingJob& job, int base_port);
+StatusOr<planner::ClusterSpec> AllocateLocalCluster(const api::TrainingJob& job, int base_port);
 
 // A finished container's termination message as the kubelet reports it: the
 // termination log (`log`) cut to 4096 bytes, trailing space trimmed; if that is
