@@ -214,9 +214,10 @@ class JobController::Impl {
     });
     if (options_.kueue) kueue_ = std::make_unique<KueueIntegration>(client_, recorder_);
     if (options_.read_progress) {
+      progress::ReaderOptions reader = options_.progress;
+      reader.clock = options_.clock;  // one clock for the controller and its reader
       progress_ = std::make_unique<progress::ProgressReader>(
-          options_.progress, [this](const std::string& key) { queue_.Add(key); },
-          &runtime::DefaultMetrics());
+          reader, [this](const std::string& key) { queue_.Add(key); }, &runtime::DefaultMetrics());
     }
   }
 

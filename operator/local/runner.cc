@@ -33,7 +33,6 @@ namespace {
 using nlohmann::json;
 using planner::ObservedPod;
 using planner::PodPhase;
-using SteadyClock = std::chrono::steady_clock;
 
 constexpr size_t kMaxTerminationMessage = 4096;  // the kubelet's limit
 constexpr size_t kFallbackLines = 80;            // FallbackToLogsOnError: last 80 lines...
@@ -55,10 +54,10 @@ struct LocalPod {
   std::string termination_log;
   bool fallback_to_logs = false;
   std::chrono::seconds grace{10};
-  std::optional<SteadyClock::time_point> kill_at;  // SIGKILL the group then
-  std::vector<LocalCommand> commands;              // init containers, then the main one
-  size_t current = 0;                              // the one running or last run
-  int64_t total_steps = 0;                         // for the progress bar (trainer workers only)
+  std::optional<Clock::TimePoint> kill_at;  // SIGKILL the group then
+  std::vector<LocalCommand> commands;       // init containers, then the main one
+  size_t current = 0;                       // the one running or last run
+  int64_t total_steps = 0;                  // for the progress bar (trainer workers only)
   int64_t train_step = 0;
   double loss = 0;
 };
@@ -83,7 +82,7 @@ class Runner {
       : job_(std::move(job)),
         opt_(options),
         console_(options.out, options.color, options.progress, [this] { return Progress(); }),
-        progress_(options.progress_interval) {}
+        progress_(options.progress_interval, options.clock) {}
   ~Runner();
 
   StatusOr<RunResult> Run();
@@ -98,7 +97,7 @@ class Runner {
   bool StartCommand(LocalPod& pod);
   void DeletePod(const std::string& name);
   // Waits until something happens or `timeout` passes; returns false on error.
-  void Wait(std::optional<SteadyClock::time_point> until);
+  void Wait(std::optional<Clock::TimePoint> until);
   void ReadOutput(LocalPod& pod, bool drain);
   void Reap();
   void OnExit(LocalPod& pod, int wait_status);
@@ -145,7 +144,7 @@ Status Runner::Setup() {
   if (job_.metadata.namespace_.empty()) job_.metadata.namespace_ = "default";
   if (job_.metadata.uid.empty()) job_.metadata.uid = "local";
   if (job_.metadata.generation == 0) job_.metadata.generation = 1;
-  if (!job_.metadata.creation_timestamp) job_.metadata.creation_timestamp = api::Now();
+  if (!job_.metadata.creation_timestamp) job_.metadata.creation_timestamp = api::Now(*opt_.clock);
   if (sodium_init() < 0) return Internal("libsodium initialisation failed");
   randombytes_buf(key_.data(), key_.size());
   KT_ASSIGN_OR_RETURN(cluster_, AllocateLocalCluster(job_, opt_.base_port));
@@ -271,7 +270,7 @@ void Runner::StartPod(const planner::ChildCreate& child) {
   pod.observed.role = role;
   pod.observed.index = child.ref.index;
   pod.observed.phase = PodPhase::kRunning;
-  pod.observed.creation_timestamp = api::Now();
+  pod.observed.creation_timestamp = api::Now(*opt_.clock);
   if (meta.contains("annotations") &&
       meta["annotations"].contains(std::string(planner::kSpecHashAnnotation))) {
     pod.observed.spec_hash =
@@ -374,10 +373,12 @@ void Runner::DeletePod(const std::string& name) {
     return;
   }
   if (pod.observed.deletion_timestamp) return;
-  pod.observed.deletion_timestamp = api::Now();
+  pod.observed.deletion_timestamp = api::Now(*opt_.clock);
+  // The SIGKILL deadline before the line that announces the stop: a reader of
+  // the line (a test on a FakeClock) may move the clock past it at once.
+  pod.kill_at = opt_.clock->Now() + pod.grace;
   Say("stopping " + pod.short_name + " (SIGTERM to process group " + std::to_string(pod.pid) + ")");
   KillGroup(pod.pid, SIGTERM);
-  pod.kill_at = SteadyClock::now() + pod.grace;
 }
 
 std::vector<ReplicaProgress> Runner::Progress() const {
@@ -511,7 +512,7 @@ void Runner::HandleSignals() {
   Reap();
 }
 
-void Runner::Wait(std::optional<SteadyClock::time_point> until) {
+void Runner::Wait(std::optional<Clock::TimePoint> until) {
   for (auto& [name, pod] : pods_) {
     if (pod.kill_at && (!until || *pod.kill_at < *until)) until = pod.kill_at;
   }
@@ -527,13 +528,17 @@ void Runner::Wait(std::optional<SteadyClock::time_point> until) {
   }
   int timeout_ms = -1;
   if (until) {
-    auto left = std::chrono::ceil<std::chrono::milliseconds>(*until - SteadyClock::now());
+    auto left = std::chrono::ceil<std::chrono::milliseconds>(*until - opt_.clock->Now());
     timeout_ms = static_cast<int>(std::clamp<int64_t>(left.count(), 0, 60 * 60 * 1000));
   }
   if (auto read = progress_.NextRead()) {
-    auto left = std::chrono::ceil<std::chrono::milliseconds>(*read - SteadyClock::now());
+    auto left = std::chrono::ceil<std::chrono::milliseconds>(*read - opt_.clock->Now());
     const int ms = static_cast<int>(std::clamp<int64_t>(left.count(), 0, 60 * 60 * 1000));
     timeout_ms = timeout_ms < 0 ? ms : std::min(timeout_ms, ms);
+  }
+  if (opt_.clock != &RealClock()) {  // another clock moves on its own: look at it again soon
+    const int look = static_cast<int>(kFakeClockLook.count());
+    timeout_ms = timeout_ms < 0 ? look : std::min(timeout_ms, look);
   }
   int n = poll(fds.data(), fds.size(), timeout_ms);
   if (n > 0) {
@@ -542,7 +547,7 @@ void Runner::Wait(std::optional<SteadyClock::time_point> until) {
     }
     if (fds[0].revents) HandleSignals();
   }
-  const auto now = SteadyClock::now();
+  const auto now = opt_.clock->Now();
   progress_.Poll(now);  // the next plan carries a new reading into the status
   for (auto& [name, pod] : pods_) {
     if (pod.pid > 0 && pod.kill_at && *pod.kill_at <= now) {
@@ -561,9 +566,9 @@ void Runner::StopAll() {
   bool any = false;
   for (auto& [name, pod] : pods_) {
     if (pod.pid > 0 && !pod.observed.deletion_timestamp) {
-      pod.observed.deletion_timestamp = api::Now();
+      pod.observed.deletion_timestamp = api::Now(*opt_.clock);
       KillGroup(pod.pid, SIGTERM);
-      pod.kill_at = SteadyClock::now() + pod.grace;
+      pod.kill_at = opt_.clock->Now() + pod.grace;
     }
     any = any || pod.pid > 0;
   }
@@ -615,14 +620,14 @@ void Runner::AnnounceStatus(const api::TrainingJobStatus& before,
 }
 
 StatusOr<RunResult> Runner::Run() {
-  const auto started = SteadyClock::now();
+  const auto started = opt_.clock->Now();
   KT_RETURN_IF_ERROR(Setup());
   planner::PlanInput input;
   input.auth_key = key_;
   input.cluster_override = cluster_;
   bool first = true;
   for (;;) {
-    input.now = api::Now();
+    input.now = api::Now(*opt_.clock);
     input.progress = progress_.published();
     planner::Plan plan = planner::PlanJob(job_, Observe(), input);
     if (first) {
@@ -642,12 +647,12 @@ StatusOr<RunResult> Runner::Run() {
     Apply(plan);
     if (job_.status.Finished() || interrupted_) break;
     const bool acted = !plan.creates.empty() || !plan.deletes.empty() || plan.status_changed;
-    std::optional<SteadyClock::time_point> until;
+    std::optional<Clock::TimePoint> until;
     if (plan.requeue_after) {
-      until = SteadyClock::now() + std::max<std::chrono::milliseconds>(
-                                       *plan.requeue_after, std::chrono::milliseconds(200));
+      until = opt_.clock->Now() + std::max<std::chrono::milliseconds>(
+                                      *plan.requeue_after, std::chrono::milliseconds(200));
     }
-    if (acted) until = SteadyClock::now();  // plan again at once: one more step may follow
+    if (acted) until = opt_.clock->Now();  // plan again at once: one more step may follow
     if (!acted && !until) {
       // Nothing runs, nothing is planned and no timer is set: no event can
       // ever move the job on (a suspended job, say). Waiting would hang.
@@ -675,7 +680,7 @@ StatusOr<RunResult> Runner::Run() {
     for (auto it = pods_.begin(); it != pods_.end();) {
       it = it->second.observed.deletion_timestamp ? pods_.erase(it) : std::next(it);
     }
-    input.now = api::Now();
+    input.now = api::Now(*opt_.clock);
     planner::Plan last = planner::PlanJob(job_, Observe(), input);
     if (last.status_changed) job_.status = last.status;
   }
@@ -687,7 +692,7 @@ StatusOr<RunResult> Runner::Run() {
   result.signal = interrupted_;
   result.termination_messages = termination_messages_;
   result.cluster = cluster_;
-  result.seconds = std::chrono::duration<double>(SteadyClock::now() - started).count();
+  result.seconds = std::chrono::duration<double>(opt_.clock->Now() - started).count();
   return result;
 }
 

@@ -26,6 +26,7 @@
 #include <string>
 #include <string_view>
 
+#include "common/clock.h"
 #include "common/status.h"
 #include "operator/api/types.h"
 #include "operator/local/pod_command.h"
@@ -49,7 +50,15 @@ struct RunOptions {
   // Called from the runner's loop with every new status (progress readings included), the
   // final one last. Unset: nothing is called.
   std::function<void(const api::TrainingJobStatus&)> on_status;
+  // What the runner's timers (SIGTERM -> SIGKILL, the plan's requeue_after, progress reads)
+  // and timestamps (the planner's now, creation and deletion times) read; must outlive the
+  // run. The runner waits on its children's pipes and signals (poll); on any clock but
+  // RealClock() a wait also ends every kFakeClockLook, so a test's Advance is seen.
+  Clock* clock = &RealClock();
 };
+
+// How often the runner looks at a clock other than RealClock() while it waits.
+inline constexpr std::chrono::milliseconds kFakeClockLook{50};
 
 struct RunResult {
   api::TrainingJobStatus status;  // as the operator would write it
