@@ -1053,7 +1053,7 @@ TEST(JobControllerKueueTest, AChangedQueueLabelMovesThePendingWorkload) {
   EXPECT_TRUE(api.All(kube::kPods).empty());
 }
 
-// Issue 27: the Workload cache lists only the operator's own Workloads (label
+// The Workload cache lists only the operator's own Workloads (label
 // kubetrain.io/job-name), never other job kinds'. Before, it listed every
 // Workload with Kueue's job-uid label. A Workload an older operator made
 // without the label is labelled at start (migration) and the cache finds it:
@@ -1245,7 +1245,7 @@ TEST(JobControllerRefusedTest, QuotaExceededNamesTheQuotaAndTheRestFollowOnceRai
   EXPECT_EQ(Count(api.calls(), "create", "pods", StatusCode::kOk), 5u);
 }
 
-// Issue 27 (low): a pod of the child's name that the job does not own. Its
+// A pod of the child's name that the job does not own. Its
 // create answers AlreadyExists; before, that counted as created and the job
 // waited for a pod that never showed, silently, again and again. Now the
 // job says whose the pod is, and takes the name once it is free.

@@ -222,7 +222,7 @@ TEST(PlannerEvaluatorTest, AFailedEvaluatorIsRestartedAfterTrainingAndNothingEls
   EXPECT_EQ(Cond(later, ConditionType::kRunning)->reason, "WaitingForEvaluator");
 }
 
-// Issue 27 item 13: after training the evaluator runs alone; a replacement in
+// After training the evaluator runs alone; a replacement in
 // the gang would wait for minMember siblings that never come back.
 TEST(PlannerEvaluatorTest, AnEvaluatorRecreatedAfterTrainingJoinsNoGang) {
   api::TrainingJob job = JobWithEvaluator();
