@@ -305,7 +305,7 @@ bool KeptAlive(const http_test::Response& r) {
   return r.head.find("Connection: keep-alive\r\n") != std::string::npos;
 }
 
-// Issue 33: keep-alive, so clients (tritonclient, requests) pay no TCP handshake per
+// Keep-alive, so clients (tritonclient, requests) pay no TCP handshake per
 // request; bounded by max_requests_per_connection; "Connection: close" is honoured.
 TEST(HttpServerTest, KeepAliveServesRequestsOnOneConnectionUpToTheLimit) {
   HttpLimits limits;
@@ -396,7 +396,7 @@ TEST(HttpServerTest, IdleKeptAliveConnectionsNeverKeepAnotherClientOut) {
   for (int fd : idle) ::close(fd);
 }
 
-// Issue 35 item 2: Stop() right after Start() (the loop thread maybe not yet
+// Stop() right after Start() (the loop thread maybe not yet
 // running) returns promptly, every time.
 TEST(HttpServerTest, StartThenStopAtOnceReturnsPromptly1000Times) {
   auto done = std::make_shared<std::promise<std::string>>();

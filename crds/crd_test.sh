@@ -326,7 +326,7 @@ sweep trials-zero "" '  maxTrials: 0
 ' | rejects "maxTrials 0" "should be greater than or equal to 1"
 sweep failed-neg "" '  maxFailedTrials: -1
 ' | rejects "maxFailedTrials -1" "should be greater than or equal to 0"
-# Issue 32 item 4: spec.earlyStopping, plain schema (no CEL: nothing to add to admission cost).
+# spec.earlyStopping, plain schema (no CEL: nothing to add to admission cost).
 esdefaulted="$(sweep esdefaults "" '  earlyStopping: {}
 ' | k apply --dry-run=server -o json -f -)"
 check "earlyStopping defaults" "$(jq -c '.spec.earlyStopping' <<<"${esdefaulted}")" \

@@ -33,10 +33,10 @@ inline void ExerciseDocument(const nlohmann::json& value) {
     CheckOrDie(job.ok());
     (void)ToTFJobMessage(*c, "spec.replicaSpecs.Chief.replicas: x");
     if (!Validate(*job).empty()) return;  // bounds the replicas TfConfig lists
-    const controller::tfjob_v1::Shape shape = controller::tfjob_v1::ShapeOf(*c, *job);
+    const planner::tfjob_v1::Shape shape = planner::tfjob_v1::ShapeOf(*c, *job);
     for (const auto& r : shape.replicas) {
-      (void)controller::tfjob_v1::TfConfig(shape, r.type, 0, "example.org");
-      (void)controller::tfjob_v1::Labels(shape, r.type, 0, true);
+      (void)planner::tfjob_v1::TfConfig(shape, r.type, 0, "example.org");
+      (void)planner::tfjob_v1::Labels(shape, r.type, 0, true);
     }
     ExerciseDocument(c->job);
     return;
@@ -61,10 +61,10 @@ inline void ExerciseDocument(const nlohmann::json& value) {
   (void)back.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   if (!Validate(*job).empty()) return;
   CheckOrDie(ValidateUpdate(*job, *job).empty());
-  controller::PlanInput input;
+  planner::PlanInput input;
   input.now = Time(std::chrono::seconds(1'800'000'000));
-  const controller::Plan plan = controller::PlanJob(*job, {}, input);
-  for (const controller::ChildCreate& create : plan.creates) {
+  const planner::Plan plan = planner::PlanJob(*job, {}, input);
+  for (const planner::ChildCreate& create : plan.creates) {
     (void)create.object.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   }
   (void)StatusToJson(plan.status).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);

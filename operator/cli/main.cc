@@ -218,9 +218,9 @@ StatusOr<std::vector<JobDocument>> LoadJobs(const std::string& file,
     }
     if (errors.size() == before) {
       // Template problems the CRD lets through fail the job at once (InvalidSpec).
-      controller::PlanInput input;
+      planner::PlanInput input;
       input.now = api::Now();
-      auto plan = controller::PlanJob(*job, {}, input);
+      auto plan = planner::PlanJob(*job, {}, input);
       if (const auto* failed = plan.status.Find(api::ConditionType::kFailed);
           failed && failed->status && failed->reason == "InvalidSpec") {
         errors.push_back(located(failed->message));
@@ -569,16 +569,16 @@ int Render(const std::string& file, const std::string& ns, bool show_secrets, bo
   }
   bool first = true;
   for (const auto& doc : *jobs) {
-    controller::PlanInput input;
+    planner::PlanInput input;
     input.now = api::Now();
     randombytes_buf(input.auth_key.data(), input.auth_key.size());
     input.network_policy = network_policy;
-    auto plan = controller::PlanJob(doc.job, {}, input);
-    for (const controller::ChildCreate& child : plan.creates) {
+    auto plan = planner::PlanJob(doc.job, {}, input);
+    for (const planner::ChildCreate& child : plan.creates) {
       if (!first) std::cout << "---\n";
       first = false;
       json obj = child.object;
-      if (child.ref.kind == controller::ChildRef::Kind::kSecret && !show_secrets) {
+      if (child.ref.kind == planner::ChildRef::Kind::kSecret && !show_secrets) {
         std::cout << "# data redacted: the operator generates a random key per job "
                      "(--show-secrets prints this one)\n";
         for (auto& [k, v] : obj["data"].items()) v = "";

@@ -65,8 +65,8 @@ progress::ScrapeScheduler::Options ProgressSchedule(const OperatorOptions& f) {
 StatusOr<Manager> BuildManager(const OperatorOptions& f) {
   Manager m;
   KT_ASSIGN_OR_RETURN(m.jobs.metrics_ingress,
-                      controller::MetricsIngressFromFlags(f.operator_namespace,
-                                                          f.operator_pod_labels, f.metrics_from));
+                      planner::MetricsIngressFromFlags(f.operator_namespace, f.operator_pod_labels,
+                                                       f.metrics_from));
   KT_ASSIGN_OR_RETURN(m.config, kube::LoadDefaultConfig(f.kubeconfig, f.context));
   m.config.qps = f.qps;
   m.config.burst = f.burst;

@@ -2,6 +2,16 @@
 
 namespace kubetrain::controller {
 
+using planner::ChildCreate;
+using planner::ChildRef;
+using planner::ClusterConfigInSecret;
+using planner::kSpecHashAnnotation;
+using planner::LegacyAuthSecret;
+using planner::ObservedChildren;
+using planner::ObservedPod;
+using planner::PlanInput;
+using planner::PodPhase;
+
 void Expectations::Forget(const std::string& key) {
   MutexLock lock(mu_);
   jobs_.erase(key);

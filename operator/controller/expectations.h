@@ -46,23 +46,23 @@ class Expectations {
   // Forgets everything about a job (it was deleted).
   void Forget(const std::string& key);
 
-  void ExpectCreate(const std::string& key, const ChildRef& ref);
+  void ExpectCreate(const std::string& key, const planner::ChildRef& ref);
   // The same, and a pod not yet seen is observed with the object's spec hash
   // and CLUSTER_CONFIG source (what ClusterConfigInSecret reads).
-  void ExpectChildCreate(const std::string& key, const ChildCreate& create);
+  void ExpectChildCreate(const std::string& key, const planner::ChildCreate& create);
   // The create failed: nothing to wait for.
-  void ForgetCreate(const std::string& key, const ChildRef& ref);
+  void ForgetCreate(const std::string& key, const planner::ChildRef& ref);
   // The cache saw pod `name` deleted: a create of it is no longer awaited
   // (it went before a reconcile saw it; without this, its replacement would
   // wait for the timeout). At worst the pod is created again and the create
   // answers AlreadyExists.
   void PodGone(const std::string& key, const std::string& name);
-  void ExpectDelete(const std::string& key, const ChildRef& ref);
+  void ExpectDelete(const std::string& key, const planner::ChildRef& ref);
   // Corrects `observed` (from the caches) for the creates and deletes not yet
   // seen: a pod or service created is added (a pod as Pending, created `now`),
   // one deleted gets deletionTimestamp `now`. Drops the entries the caches
   // show and the expired ones.
-  void Adjust(const std::string& key, ObservedChildren& observed, api::Time now);
+  void Adjust(const std::string& key, planner::ObservedChildren& observed, api::Time now);
 
   // A status written: resourceVersion `from_rv` (what the cache showed) became `to_rv`,
   // through `via_rv` when the write took two requests (a TFJob's status, then
@@ -102,15 +102,15 @@ class Expectations {
   void SecretNotOurs(const std::string& key);
   // This process saw the job's child of `kind` exist for job `uid` (it created
   // it, or the create answered AlreadyExists), now.
-  void ChildExists(const std::string& key, const std::string& uid, ChildRef::Kind kind);
+  void ChildExists(const std::string& key, const std::string& uid, planner::ChildRef::Kind kind);
   // Whether ChildExists was recorded for `uid` and `kind` within `max_age`.
-  bool KnowsChild(const std::string& key, const std::string& uid, ChildRef::Kind kind,
+  bool KnowsChild(const std::string& key, const std::string& uid, planner::ChildRef::Kind kind,
                   std::chrono::seconds max_age);
   // The job's PodGroup cannot be created (no PodGroup API, no RBAC), with why.
   void GangUnavailable(const std::string& key, std::string message);
   // Sets input.rejected_child, input.auth_secret_replaced,
   // input.secret_not_ours and input.gang_unavailable from the above.
-  void FillPlanInput(const std::string& key, PlanInput& input);
+  void FillPlanInput(const std::string& key, planner::PlanInput& input);
   // The status recording them is written: forget them.
   void FailureRecorded(const std::string& key);
 
@@ -124,7 +124,7 @@ class Expectations {
 
  private:
   struct Create {
-    ChildRef::Kind kind;
+    planner::ChildRef::Kind kind;
     api::ReplicaType role = api::ReplicaType::kWorker;
     int32_t index = 0;
     Clock::time_point at;
@@ -141,8 +141,8 @@ class Expectations {
   };
   struct Job {
     // By kind and name: a replica's Pod and Service share a name.
-    std::map<std::pair<ChildRef::Kind, std::string>, Create> creates;
-    std::map<std::pair<ChildRef::Kind, std::string>, Clock::time_point> deletes;
+    std::map<std::pair<planner::ChildRef::Kind, std::string>, Create> creates;
+    std::map<std::pair<planner::ChildRef::Kind, std::string>, Clock::time_point> deletes;
     std::optional<StatusWrite> status;
     std::optional<std::string> rejected;
     bool auth_secret_replaced = false;
@@ -155,7 +155,7 @@ class Expectations {
     std::string pod_group_spec;  // likewise for the PodGroup's spec
     // ChildExists: the job (UID) and when each kind was last seen to exist.
     std::string known_uid;
-    std::map<ChildRef::Kind, Clock::time_point> known;
+    std::map<planner::ChildRef::Kind, Clock::time_point> known;
   };
 
   // Constant after construction.

@@ -3,6 +3,11 @@
 #include <gtest/gtest.h>
 
 namespace kubetrain::controller {
+
+using planner::ChildRef;
+using planner::ObservedChildren;
+using planner::PlanInput;
+using planner::PodPhase;
 namespace {
 
 using api::ReplicaType;

@@ -30,6 +30,26 @@
 #include "operator/runtime/workqueue.h"
 
 namespace kubetrain::controller {
+
+using planner::ChildCreate;
+using planner::ChildRef;
+using planner::Event;
+using planner::EventType;
+using planner::kClusterConfigKey;
+using planner::kJobNameLabel;
+using planner::kMaxPodCreatesPerPlan;
+using planner::ObservedChildren;
+using planner::ObservedPod;
+using planner::ObservedService;
+using planner::OnlyLiveCountsDiffer;
+using planner::OnlyPendingCountsDiffer;
+using planner::Plan;
+using planner::PlanInput;
+using planner::PlanJob;
+using planner::PodNameEnv;
+using planner::PodPhase;
+using planner::SetFinished;
+using planner::UpdateState;
 namespace {
 
 using json = nlohmann::json;
@@ -194,9 +214,10 @@ class JobController::Impl {
     });
     if (options_.kueue) kueue_ = std::make_unique<KueueIntegration>(client_, recorder_);
     if (options_.read_progress) {
+      progress::ReaderOptions reader = options_.progress;
+      reader.clock = options_.clock;  // one clock for the controller and its reader
       progress_ = std::make_unique<progress::ProgressReader>(
-          options_.progress, [this](const std::string& key) { queue_.Add(key); },
-          &runtime::DefaultMetrics());
+          reader, [this](const std::string& key) { queue_.Add(key); }, &runtime::DefaultMetrics());
     }
   }
 

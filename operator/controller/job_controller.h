@@ -53,7 +53,7 @@ struct JobControllerOptions {
   // Create a NetworkPolicy per job (PlanInput::network_policy).
   bool network_policy = true;
   // Who that policy admits to the trainers' metrics port (PlanInput::metrics_ingress).
-  MetricsIngress metrics_ingress;
+  planner::MetricsIngress metrics_ingress;
   // The gang scheduler for every job (PlanInput::gang_scheduler_name); empty:
   // only jobs that name one themselves are gang-scheduled.
   std::string gang_scheduler_name;
@@ -89,6 +89,7 @@ struct JobControllerOptions {
   // status.progress: read the coordinator's metrics at a bounded rate
   // (operator/progress/reader.h). Off: status.progress is left as it is.
   bool read_progress = true;
+  // The reader's options but its clock: the reader reads `clock` below.
   progress::ReaderOptions progress;
   // A job whose creates the apiserver refuses (403: quota, Pod Security,
   // RBAC; or a same-named object it does not own: refusal.h) sends one create
@@ -113,8 +114,8 @@ struct JobControllerOptions {
   // v1's CUSTOM_CLUSTER_DOMAIN for TFJobs' TF_CONFIG hosts ("": <pod>.<ns>.svc).
   std::string tfjob_custom_cluster_domain;
   // What the controller's timers (requeues, retries, the status coalescing
-  // window, expectations, refusal probes) and timestamps read; must outlive
-  // the controller (tests: a FakeClock).
+  // window, expectations, refusal probes, the progress reader's schedule) and
+  // timestamps read; must outlive the controller (tests: a FakeClock).
   Clock* clock = &RealClock();
 };
 

@@ -1053,7 +1053,7 @@ TEST(JobControllerKueueTest, AChangedQueueLabelMovesThePendingWorkload) {
   EXPECT_TRUE(api.All(kube::kPods).empty());
 }
 
-// Issue 27: the Workload cache lists only the operator's own Workloads (label
+// The Workload cache lists only the operator's own Workloads (label
 // kubetrain.io/job-name), never other job kinds'. Before, it listed every
 // Workload with Kueue's job-uid label. A Workload an older operator made
 // without the label is labelled at start (migration) and the cache finds it:
@@ -1245,7 +1245,7 @@ TEST(JobControllerRefusedTest, QuotaExceededNamesTheQuotaAndTheRestFollowOnceRai
   EXPECT_EQ(Count(api.calls(), "create", "pods", StatusCode::kOk), 5u);
 }
 
-// Issue 27 (low): a pod of the child's name that the job does not own. Its
+// A pod of the child's name that the job does not own. Its
 // create answers AlreadyExists; before, that counted as created and the job
 // waited for a pod that never showed, silently, again and again. Now the
 // job says whose the pod is, and takes the name once it is free.
@@ -1780,6 +1780,41 @@ TEST(JobControllerTFJobTest, ProgressIsReadFromAMastersPod) {
   ASSERT_TRUE(Eventually([&] { return state().contains("progress"); }))
       << state().dump() << " reads: " << servers.requests(*url);
   EXPECT_EQ(state()["progress"].value("step", 0), 7) << state().dump();
+}
+
+// The progress reader's schedule reads the controller's clock: on a FakeClock
+// with an hour between reads, the second read comes once the clock has moved
+// an hour, in no real time. (Before, the reader kept the real clock: the
+// second read was an hour of real time away.)
+TEST(JobControllerTFJobTest, TheProgressReaderFollowsTheControllersClock) {
+  progress::FakeMetricsServers servers;
+  auto url = servers.Add(progress::FakeMetricsServers::Mode::kMetrics,
+                         "kubetrain_trainer_step 7\nkubetrain_trainer_total_steps 10\n");
+  ASSERT_TRUE(url.ok()) << url.status().ToString();
+  const int port = std::stoi(url->substr(url->rfind(':') + 1));
+  FakeApi api;
+  api.Seed(kTFJobs, TFJobObject("mnist", std::nullopt, "Master"));
+  FakeClock clock(TestWallStart());
+  JobControllerOptions o = OnClock(&clock, TFJobOptions(TFJobMode::kAll));
+  o.read_progress = true;
+  o.progress.schedule = {.qps = 1000, .burst = 100, .interval = std::chrono::hours(1)};
+  o.progress.tracker.min_publish_interval = seconds(0);
+  Running controller(&api, o);
+  ASSERT_TRUE(Eventually([&] { return PodNames(api).size() == 2; }));
+  for (const char* n : {"mnist-master-0", "mnist-worker-0"}) {
+    json pod = *api.Get(kube::kPods, "ml", n);
+    for (json& p : pod["spec"]["containers"][0]["ports"]) {
+      if (p.value("name", "") == "metrics") p["containerPort"] = port;
+    }
+    pod["status"] = {{"phase", "Running"}, {"podIP", "127.0.0.1"}};
+    ASSERT_TRUE(api.Update(kube::kPods, "ml", pod).ok());
+  }
+  ASSERT_TRUE(Eventually([&] { return servers.requests(*url) >= 1; }));
+  ASSERT_TRUE(Settle(api, controller));
+  EXPECT_EQ(servers.requests(*url), 1);
+  clock.Advance(std::chrono::hours(1));
+  EXPECT_TRUE(Eventually([&] { return servers.requests(*url) >= 2; }))
+      << "no second read after an hour of the controller's clock";
 }
 
 TEST(JobControllerTFJobTest, StatusGoesCreatedRunningSucceededInV1sShape) {

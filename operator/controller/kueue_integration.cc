@@ -9,6 +9,10 @@
 
 namespace kubetrain::controller {
 
+using planner::ChildCreate;
+using planner::ChildRef;
+using planner::PlanInput;
+
 using json = nlohmann::json;
 using Action = kueue::Decision::Action;
 

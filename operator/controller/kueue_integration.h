@@ -46,7 +46,7 @@ class KueueIntegration {
   KueueIntegration(JobClient* client, runtime::EventRecorder* recorder);
 
   struct SyncResult {
-    std::optional<PlanInput::Hold> hold;  // unset: the job may run
+    std::optional<planner::PlanInput::Hold> hold;  // unset: the job may run
     // Set when the Workload could not be made for a reason a retry may
     // outlive (a WorkloadPriorityClass not yet created, RBAC): plan again then.
     std::optional<std::chrono::seconds> retry_after;
@@ -72,7 +72,7 @@ class KueueIntegration {
 
   // Merges the admission of `workload` into every Pod in `creates`.
   [[nodiscard]] Status DecoratePods(const nlohmann::json& workload,
-                                    std::vector<ChildCreate>& creates);
+                                    std::vector<planner::ChildCreate>& creates);
 
   // Migration for the Workload cache's label selector: gives the
   // kueue::kJobNameLabel to the Workloads of TrainingJobs in `ns` ("": all)

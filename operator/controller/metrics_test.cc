@@ -11,7 +11,7 @@ bool Has(const std::string& text, const std::string& line) {
   return text.find(line + "\n") != std::string::npos;
 }
 
-// Issue 16: the restart latency is measured from the first sign a pod is lost
+// The restart latency is measured from the first sign a pod is lost
 // to the create of its replacement, once per loss.
 TEST(MetricsTest, RestartLatencyFromTheFirstSignToTheReplacementsCreate) {
   runtime::Metrics registry;

@@ -10,6 +10,17 @@
 
 namespace kubetrain::controller {
 
+using planner::ClusterConfigInSecret;
+using planner::kPodGroupLabel;
+using planner::kReplicaIndexLabel;
+using planner::kReplicaTypeLabel;
+using planner::kSpecHashAnnotation;
+using planner::LegacyAuthSecret;
+using planner::MainContainerIndex;
+using planner::ObservedPod;
+using planner::PodPhase;
+using planner::ReplicaFromLabels;
+
 using nlohmann::json;
 
 PodPhase PodPhaseFromString(std::string_view phase) {

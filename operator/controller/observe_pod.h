@@ -15,19 +15,19 @@
 
 namespace kubetrain::controller {
 
-PodPhase PodPhaseFromString(std::string_view phase);  // anything unexpected: kUnknown
+planner::PodPhase PodPhaseFromString(std::string_view phase);  // anything unexpected: kUnknown
 
 // Turns a Pod as served by the apiserver into an ObservedPod: the main container
 // (named "trainer", else the first) decides exit code, reason and message.
 // InvalidArgument for a pod without valid replica labels or with a malformed
 // timestamp; never throws.
-StatusOr<ObservedPod> ObservePod(const nlohmann::json& pod);
+StatusOr<planner::ObservedPod> ObservePod(const nlohmann::json& pod);
 
 // The pod informer's cache entry: metadata (for the owner index) plus what the
 // planner reads, instead of the whole served object.
 struct CachedPod {
   runtime::ObjectMeta meta;
-  ObservedPod pod;
+  planner::ObservedPod pod;
   std::string metrics_url;  // where its metrics are read (status.progress); empty: nowhere
   std::string node_name;    // spec.nodeName; empty while unscheduled
 };

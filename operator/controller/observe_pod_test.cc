@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 
 namespace kubetrain::controller {
+
+using planner::ObservedPod;
+using planner::PodPhase;
 namespace {
 
 using api::ReplicaType;
@@ -144,7 +147,7 @@ TEST(ObservePodTest, ReadsPhases) {
   EXPECT_EQ(PodPhaseFromString("running"), PodPhase::kUnknown);
 }
 
-// Issue 16: a pod update reconciles its job only when it changes something
+// A pod update reconciles its job only when it changes something
 // the cache keeps; the scheduler's binding and condition timestamps do not.
 TEST(CachedPodTest, SameForTheControllerIgnoresOnlyWhatTheCacheDoesNotKeep) {
   const json pending = json::parse(R"({
@@ -190,7 +193,7 @@ TEST(CachedPodTest, SameForTheControllerIgnoresOnlyWhatTheCacheDoesNotKeep) {
   EXPECT_FALSE(SameForTheController(a, *ToCachedPod(unschedulable)));
 }
 
-// Issue 16: the pod informer builds only CachedPodFields of each served pod;
+// The pod informer builds only CachedPodFields of each served pod;
 // ToCachedPod reads from that what it reads from the whole pod, for every
 // field it keeps, and the rest of the spec is not built.
 TEST(CachedPodTest, CachedPodFieldsHoldEverythingToCachedPodReads) {

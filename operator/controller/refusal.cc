@@ -6,6 +6,8 @@
 #include "common/utf8.h"
 
 namespace kubetrain::controller {
+
+using planner::ChildRef;
 namespace {
 
 // The apiserver's own message inside a kube::Client error ("Forbidden (403)

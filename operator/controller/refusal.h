@@ -80,7 +80,7 @@ class Refusals {
   struct State {
     CreateRefusal refusal;
     // The kind refused; unset after Seed() (any Pod or Service create clears it).
-    std::optional<ChildRef::Kind> kind;
+    std::optional<planner::ChildRef::Kind> kind;
     Clock::time_point next_probe;
   };
   std::optional<State> Get(const std::string& key);
@@ -91,10 +91,10 @@ class Refusals {
   enum class Change { kNew, kReasonChanged, kMessageChanged, kSame };
   // A create of `kind` was refused: the next probe waits `first` after a new
   // refusal, else twice the last wait, at most `max`.
-  Change Refused(const std::string& key, ChildRef::Kind kind, CreateRefusal refusal);
+  Change Refused(const std::string& key, planner::ChildRef::Kind kind, CreateRefusal refusal);
   // A create of `kind` went through: clears a refusal of that kind (or a
   // seeded one, when `kind` is a Pod or Service). Returns whether it did.
-  bool Accepted(const std::string& key, ChildRef::Kind kind);
+  bool Accepted(const std::string& key, planner::ChildRef::Kind kind);
   // Nothing is refused any more (the job has nothing left to create, or stopped).
   void Clear(const std::string& key);
   // The job's status says it is refused and this process never knew of a

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 namespace kubetrain::controller {
+
+using planner::ChildRef;
 namespace {
 
 using std::chrono::milliseconds;

@@ -8,6 +8,16 @@
 
 namespace kubetrain::controller {
 
+using planner::ChildCreate;
+using planner::ChildRef;
+using planner::kClusterConfigKey;
+using planner::kPortName;
+using planner::ObservedChildren;
+using planner::ObservedPod;
+using planner::ObservedService;
+using planner::Plan;
+namespace tfjob_v1 = planner::tfjob_v1;
+
 using nlohmann::json;
 
 namespace {

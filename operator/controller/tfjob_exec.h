@@ -85,7 +85,7 @@ struct TFJobView {
   // serviceMode PerReplica (v1: one Service per replica), status: the planner's
   // state from kTFJobStateAnnotation (empty when absent or unreadable).
   api::TrainingJob job;
-  tfjob_v1::Shape shape;
+  planner::tfjob_v1::Shape shape;
   // TrainingJob role -> v1 type ("Master" for a Master job's Chief).
   std::map<api::ReplicaType, std::string> type_of;
   // Planner child name -> v1's, and back, where they differ (Master only).
@@ -102,14 +102,15 @@ StatusOr<TFJobView> ReadTFJob(const nlohmann::json& tfjob);
 // a Master's: <job>-chief-0 is <job>-master-0); other names as they are.
 std::string V1Name(const TFJobView& view, std::string planner_name);
 // Observed pods, vanished pods and Services under the planner's names.
-void ToPlannerNames(const TFJobView& view, ObservedChildren& observed);
+void ToPlannerNames(const TFJobView& view, planner::ObservedChildren& observed);
 // The plan's children as v1 makes them: Pods and Services renamed, with v1's
 // labels beside kubetrain's, the tfjob-port, v1's TF_CONFIG (none for a job
 // that is not distributed) and a Service port per tensorflow-container port;
 // every child's controller the TFJob; deletes renamed. CLUSTER_CONFIG (Secret,
 // ConfigMap) names v1's hosts. `custom_cluster_domain`: v1's
 // CUSTOM_CLUSTER_DOMAIN ("": unset).
-void ToV1Children(const TFJobView& view, Plan& plan, std::string_view custom_cluster_domain);
+void ToV1Children(const TFJobView& view, planner::Plan& plan,
+                  std::string_view custom_cluster_domain);
 
 // The TFJob's status stanza (v1's shape) for the planner's `status`. Once
 // `served_status` (the TFJob's status as served) says Succeeded or Failed, its

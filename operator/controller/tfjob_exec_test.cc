@@ -9,6 +9,12 @@
 #include "operator/api/json.h"
 
 namespace kubetrain::controller {
+
+using planner::ChildCreate;
+using planner::ChildRef;
+using planner::ObservedChildren;
+using planner::ObservedPod;
+using planner::Plan;
 namespace {
 
 using nlohmann::json;

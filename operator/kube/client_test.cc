@@ -63,7 +63,7 @@ nlohmann::json Parsed(std::string_view text, ServedShape shape, bool drop_manage
   return got.ok() ? std::move(got).value() : nlohmann::json();
 }
 
-// Issue 16: informers parse served objects without metadata.managedFields;
+// Informers parse served objects without metadata.managedFields;
 // nothing else is dropped, and managedFields nested deeper (a pod template's)
 // stay.
 TEST(ParseServedJsonTest, DropsOnlyTheServedObjectsManagedFields) {
@@ -127,7 +127,7 @@ TEST(ParseServedJsonTest, BuildsWhatJsonParseBuildsElsewhere) {
       << cut.status().ToString();
 }
 
-// Issue 16: a cache that reads a few fields of large objects has the
+// A cache that reads a few fields of large objects has the
 // objects built with only those; what sits above the served objects (a
 // watch event's type, a list's metadata) is kept, arrays' elements are
 // filtered as the array, and managedFields still go.

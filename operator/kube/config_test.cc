@@ -196,7 +196,7 @@ TEST_F(ConfigTest, InClusterWithoutEnvIsFailedPrecondition) {
   EXPECT_EQ(cfg.status().code(), StatusCode::kFailedPrecondition);
 }
 
-// Issue 10, item 12: exec credential plugins were silently ignored (no
+// Exec credential plugins used to be silently ignored (no
 // token: every request 401, surfacing as "cache not synced").
 std::string ExecKubeconfig(const std::string& command, const std::string& api_version,
                            const std::string& extra = "") {
@@ -312,7 +312,7 @@ exec sleep 1000
   EXPECT_TRUE(Gone(child_pid));
 }
 
-// Issue 10, item 12: only the first KUBECONFIG entry was read.
+// Only the first KUBECONFIG entry used to be read.
 TEST_F(ConfigTest, KubeconfigListIsMergedAsKubectlDoes) {
   std::filesystem::create_directories(dir_ / "a");
   std::filesystem::create_directories(dir_ / "b");

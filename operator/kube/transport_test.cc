@@ -59,7 +59,7 @@ std::string WritePlugin(const std::filesystem::path& dir, const std::string& scr
   return plugin;
 }
 
-// Issue 10, item 12: an exec plugin's token is fetched again when the
+// An exec plugin's token is fetched again when the
 // apiserver answers 401 (revoked or expired early), and the request retried once.
 TEST_F(TransportTest, ExecPluginTokenIsRefreshedAfter401) {
   const auto dir =
@@ -128,7 +128,7 @@ TEST_F(TransportTest, ExecPluginRefreshFailureGoesToTheCredentialErrorHook) {
   std::filesystem::remove_all(dir);
 }
 
-// Issue 27 item 11: a plugin that returns only a client certificate ran on
+// A plugin that returns only a client certificate used to run on
 // every request (the cache was keyed on the token it never returned).
 TEST_F(TransportTest, ExecPluginCertificateWithoutExpiryIsNotFetchedPerRequest) {
   const auto dir =
@@ -197,7 +197,7 @@ TEST_F(TransportTest, PostIsNotRetriedOn503) {
   EXPECT_EQ(calls.load(), 1);
 }
 
-// Issue 16: CreateUnread sends what Create sends and maps the answer's
+// CreateUnread sends what Create sends and maps the answer's
 // status as Create does; the body of a success is never parsed (not JSON here).
 TEST_F(TransportTest, CreateUnreadSendsTheObjectAndMapsErrorsAsCreate) {
   std::atomic<int> calls{0};
@@ -272,7 +272,7 @@ TEST_F(TransportTest, ConnectionsAreReusedAndUserAgentCarriesVersion) {
   EXPECT_EQ(ua.rfind("kubetrain/", 0), 0u) << ua;
 }
 
-// Issue 16: bursts of concurrent requests (workers x create parallelism)
+// Bursts of concurrent requests (workers x create parallelism)
 // reuse the connections of the last burst instead of opening new ones.
 TEST_F(TransportTest, ConcurrentBurstsReuseTheirConnections) {
   constexpr int kInFlight = 24;

@@ -343,7 +343,7 @@ TEST(KueueDecide, FinishedJobFinishesTheWorkloadThenDropsTheFinalizer) {
   EXPECT_EQ(Decide(job, "team-a", nullptr, false).action, Action::kNone);
 }
 
-// Issue 27: the queue label of a job that has a Workload no longer decides
+// The queue label of a job that has a Workload no longer decides
 // whether Kueue holds it. Removed, the job waits in its Workload's queue.
 TEST(KueueDecide, JobWhoseQueueLabelWasRemovedStaysHeldUntilAdmitted) {
   const api::TrainingJob job = Job();

@@ -21,8 +21,9 @@ progress::ReaderOptions LocalReadOptions() {
 
 }  // namespace
 
-LocalProgress::LocalProgress(std::chrono::milliseconds publish_interval)
-    : fetch_(progress::HttpFetcher(LocalReadOptions())),
+LocalProgress::LocalProgress(std::chrono::milliseconds publish_interval, Clock* clock)
+    : clock_(clock),
+      fetch_(progress::HttpFetcher(LocalReadOptions())),
       // Locally a line per change is cheap; still not one per read (by default).
       tracker_(progress::ProgressTracker::Options{.min_publish_interval = publish_interval}) {}
 
@@ -46,22 +47,22 @@ StatusOr<int> LocalProgress::FreePort() {
 void LocalProgress::Watch(const std::string& replica, int port) {
   replica_ = replica;
   port_ = port;
-  next_ = Clock::now();
+  next_ = clock_->Now();
 }
 
-std::optional<LocalProgress::Clock::time_point> LocalProgress::NextRead() const {
+std::optional<LocalProgress::TimePoint> LocalProgress::NextRead() const {
   if (port_ <= 0) return std::nullopt;
   return next_;
 }
 
-bool LocalProgress::Poll(Clock::time_point now) {
+bool LocalProgress::Poll(TimePoint now) {
   if (port_ <= 0 || now < next_) return false;
   next_ = now + kReadInterval;
   auto body = fetch_("http://127.0.0.1:" + std::to_string(port_) + "/metrics");
   if (!body.ok()) return false;  // not up yet, or gone: no progress from this read
   auto sample = progress::TrainerSampleFromText(*body);
   if (!sample.ok()) return false;
-  const api::Time wall = api::Now();
+  const api::Time wall = api::Now(*clock_);
   return tracker_.Observe(*sample, replica_, now, wall).has_value();
 }
 

@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 
+#include "common/clock.h"
 #include "common/status.h"
 #include "operator/api/types.h"
 #include "operator/progress/progress.h"
@@ -20,11 +21,13 @@ namespace kubetrain::local {
 
 class LocalProgress {
  public:
-  using Clock = std::chrono::steady_clock;
+  using TimePoint = Clock::TimePoint;
   static constexpr std::chrono::milliseconds kReadInterval{500};
 
   // A new reading is published (becomes status.progress) at most every `publish_interval`.
-  explicit LocalProgress(std::chrono::milliseconds publish_interval = kDefaultPublishInterval);
+  // Reads are due by `clock` (the runner's), which must outlive this.
+  explicit LocalProgress(std::chrono::milliseconds publish_interval = kDefaultPublishInterval,
+                         Clock* clock = &RealClock());
   static constexpr std::chrono::milliseconds kDefaultPublishInterval{2000};
 
   // A free TCP port on 127.0.0.1 (the kernel's choice).
@@ -32,17 +35,18 @@ class LocalProgress {
   // Reads `replica`'s metrics on `port` from now on (a new process of it).
   void Watch(const std::string& replica, int port);
   // When the next read is due; nullopt when nothing is watched.
-  std::optional<Clock::time_point> NextRead() const;
+  std::optional<TimePoint> NextRead() const;
   // Reads if due. True when the published progress changed.
-  bool Poll(Clock::time_point now);
+  bool Poll(TimePoint now);
   const std::optional<api::Progress>& published() const { return tracker_.published(); }
 
  private:
+  Clock* const clock_;
   progress::FetchFn fetch_;
   progress::ProgressTracker tracker_;
   std::string replica_;
   int port_ = 0;
-  Clock::time_point next_{};
+  TimePoint next_{};
 };
 
 // "42% (step 420/1000), 5120 samples/s, ETA 12s".

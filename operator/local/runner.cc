@@ -30,10 +30,9 @@
 namespace kubetrain::local {
 namespace {
 
-using controller::ObservedPod;
-using controller::PodPhase;
 using nlohmann::json;
-using SteadyClock = std::chrono::steady_clock;
+using planner::ObservedPod;
+using planner::PodPhase;
 
 constexpr size_t kMaxTerminationMessage = 4096;  // the kubelet's limit
 constexpr size_t kFallbackLines = 80;            // FallbackToLogsOnError: last 80 lines...
@@ -55,10 +54,10 @@ struct LocalPod {
   std::string termination_log;
   bool fallback_to_logs = false;
   std::chrono::seconds grace{10};
-  std::optional<SteadyClock::time_point> kill_at;  // SIGKILL the group then
-  std::vector<LocalCommand> commands;              // init containers, then the main one
-  size_t current = 0;                              // the one running or last run
-  int64_t total_steps = 0;                         // for the progress bar (trainer workers only)
+  std::optional<Clock::TimePoint> kill_at;  // SIGKILL the group then
+  std::vector<LocalCommand> commands;       // init containers, then the main one
+  size_t current = 0;                       // the one running or last run
+  int64_t total_steps = 0;                  // for the progress bar (trainer workers only)
   int64_t train_step = 0;
   double loss = 0;
 };
@@ -83,22 +82,22 @@ class Runner {
       : job_(std::move(job)),
         opt_(options),
         console_(options.out, options.color, options.progress, [this] { return Progress(); }),
-        progress_(options.progress_interval) {}
+        progress_(options.progress_interval, options.clock) {}
   ~Runner();
 
   StatusOr<RunResult> Run();
 
  private:
   Status Setup();
-  Status Preflight(const controller::Plan& first);
-  controller::ObservedChildren Observe() const;
-  void Apply(const controller::Plan& plan);
-  void StartPod(const controller::ChildCreate& pod);
+  Status Preflight(const planner::Plan& first);
+  planner::ObservedChildren Observe() const;
+  void Apply(const planner::Plan& plan);
+  void StartPod(const planner::ChildCreate& pod);
   // Starts pod.commands[pod.current]; false (and the pod failed) if it cannot.
   bool StartCommand(LocalPod& pod);
   void DeletePod(const std::string& name);
   // Waits until something happens or `timeout` passes; returns false on error.
-  void Wait(std::optional<SteadyClock::time_point> until);
+  void Wait(std::optional<Clock::TimePoint> until);
   void ReadOutput(LocalPod& pod, bool drain);
   void Reap();
   void OnExit(LocalPod& pod, int wait_status);
@@ -114,7 +113,7 @@ class Runner {
   api::TrainingJob job_;
   const RunOptions opt_;
   std::array<uint8_t, 32> key_{};
-  controller::ClusterSpec cluster_;
+  planner::ClusterSpec cluster_;
   int signal_fd_ = -1;
   sigset_t old_mask_{};
   bool mask_changed_ = false;
@@ -145,14 +144,14 @@ Status Runner::Setup() {
   if (job_.metadata.namespace_.empty()) job_.metadata.namespace_ = "default";
   if (job_.metadata.uid.empty()) job_.metadata.uid = "local";
   if (job_.metadata.generation == 0) job_.metadata.generation = 1;
-  if (!job_.metadata.creation_timestamp) job_.metadata.creation_timestamp = api::Now();
+  if (!job_.metadata.creation_timestamp) job_.metadata.creation_timestamp = api::Now(*opt_.clock);
   if (sodium_init() < 0) return Internal("libsodium initialisation failed");
   randombytes_buf(key_.data(), key_.size());
   KT_ASSIGN_OR_RETURN(cluster_, AllocateLocalCluster(job_, opt_.base_port));
   size_t name_width = 9;
   for (const auto& [type, spec] : job_.spec.replica_specs) {
     for (int32_t i = 0; i < spec.replicas; ++i) {
-      name_width = std::max(name_width, controller::PodNameEnv(type, i).size());
+      name_width = std::max(name_width, planner::PodNameEnv(type, i).size());
     }
   }
   console_.SetNameWidth(name_width);
@@ -177,17 +176,17 @@ Status Runner::Setup() {
 
 // Every pod of the first plan must map to a local command before anything
 // starts: a bad command fails the run with nothing to clean up.
-Status Runner::Preflight(const controller::Plan& first) {
+Status Runner::Preflight(const planner::Plan& first) {
   const char* path_env = getenv("PATH");
-  for (const controller::ChildCreate& c : first.creates) {
-    if (c.ref.kind != controller::ChildRef::Kind::kPod) continue;
+  for (const planner::ChildCreate& c : first.creates) {
+    if (c.ref.kind != planner::ChildRef::Kind::kPod) continue;
     CommandContext ctx{opt_.trainer_path,
-                       controller::AuthSecretName(job_.metadata.name, job_.metadata.uid),
-                       controller::AuthKeyText(key_),
+                       planner::AuthSecretName(job_.metadata.name, job_.metadata.uid),
+                       planner::AuthKeyText(key_),
                        "/dev/null",
                        path_env ? path_env : "",
                        opt_.work_dir,
-                       controller::ClusterConfigMapName(job_.metadata.name),
+                       planner::ClusterConfigMapName(job_.metadata.name),
                        cluster_config_};
     ctx.objects = &opt_.objects;
     auto cmds = LocalCommandsFor(c.object, ctx);
@@ -209,60 +208,59 @@ Status Runner::Preflight(const controller::Plan& first) {
   return Status::Ok();
 }
 
-controller::ObservedChildren Runner::Observe() const {
-  controller::ObservedChildren o;
+planner::ObservedChildren Runner::Observe() const {
+  planner::ObservedChildren o;
   for (const auto& [name, pod] : pods_) o.pods.push_back(pod.observed);
   for (const auto& [name, gone] : services_) o.services.push_back({name, std::nullopt});
   o.secret_exists = secret_exists_;
   return o;
 }
 
-void Runner::Apply(const controller::Plan& plan) {
+void Runner::Apply(const planner::Plan& plan) {
   for (const auto& ref : plan.deletes) {
     switch (ref.kind) {
-      case controller::ChildRef::Kind::kPod:
+      case planner::ChildRef::Kind::kPod:
         DeletePod(ref.name);
         break;
-      case controller::ChildRef::Kind::kService:
+      case planner::ChildRef::Kind::kService:
         services_.erase(ref.name);
         break;
-      case controller::ChildRef::Kind::kSecret:
+      case planner::ChildRef::Kind::kSecret:
         secret_exists_ = false;
         break;
-      case controller::ChildRef::Kind::kConfigMap:
-      case controller::ChildRef::Kind::kNetworkPolicy:
-      case controller::ChildRef::Kind::kPodGroup:
+      case planner::ChildRef::Kind::kConfigMap:
+      case planner::ChildRef::Kind::kNetworkPolicy:
+      case planner::ChildRef::Kind::kPodGroup:
         break;
     }
   }
-  for (const controller::ChildCreate& c : plan.creates) {
+  for (const planner::ChildCreate& c : plan.creates) {
     switch (c.ref.kind) {
-      case controller::ChildRef::Kind::kSecret:
+      case planner::ChildRef::Kind::kSecret:
         secret_exists_ = true;  // the key goes straight into KUBETRAIN_AUTH_KEY
         // CLUSTER_CONFIG of the pods that follow (secretKeyRef).
-        cluster_config_ =
-            c.object["stringData"].value(std::string(controller::kClusterConfigKey), "");
+        cluster_config_ = c.object["stringData"].value(std::string(planner::kClusterConfigKey), "");
         break;
-      case controller::ChildRef::Kind::kConfigMap:
+      case planner::ChildRef::Kind::kConfigMap:
         // CLUSTER_CONFIG of the pods that follow (configMapKeyRef); the same
         // cluster as the Secret's.
-        cluster_config_ = c.object["data"].value(std::string(controller::kClusterConfigKey), "");
+        cluster_config_ = c.object["data"].value(std::string(planner::kClusterConfigKey), "");
         break;
-      case controller::ChildRef::Kind::kService:
+      case planner::ChildRef::Kind::kService:
         services_[c.ref.name] = true;  // addresses are 127.0.0.1:<port> from cluster_override
         break;
-      case controller::ChildRef::Kind::kPod:
+      case planner::ChildRef::Kind::kPod:
         if (!pods_.count(c.ref.name)) StartPod(c);
         break;
-      case controller::ChildRef::Kind::kNetworkPolicy:
+      case planner::ChildRef::Kind::kNetworkPolicy:
         break;  // local processes: no network to police
-      case controller::ChildRef::Kind::kPodGroup:
+      case planner::ChildRef::Kind::kPodGroup:
         break;  // local processes all start: no scheduler to gang
     }
   }
 }
 
-void Runner::StartPod(const controller::ChildCreate& child) {
+void Runner::StartPod(const planner::ChildCreate& child) {
   const json& obj = child.object;
   const json& meta = obj["metadata"];
   const api::ReplicaType role = child.ref.role.value_or(api::ReplicaType::kWorker);
@@ -272,15 +270,15 @@ void Runner::StartPod(const controller::ChildCreate& child) {
   pod.observed.role = role;
   pod.observed.index = child.ref.index;
   pod.observed.phase = PodPhase::kRunning;
-  pod.observed.creation_timestamp = api::Now();
+  pod.observed.creation_timestamp = api::Now(*opt_.clock);
   if (meta.contains("annotations") &&
-      meta["annotations"].contains(std::string(controller::kSpecHashAnnotation))) {
+      meta["annotations"].contains(std::string(planner::kSpecHashAnnotation))) {
     pod.observed.spec_hash =
-        meta["annotations"][std::string(controller::kSpecHashAnnotation)].get<std::string>();
+        meta["annotations"][std::string(planner::kSpecHashAnnotation)].get<std::string>();
   }
-  pod.observed.cluster_config_in_secret = controller::ClusterConfigInSecret(obj);
-  pod.observed.legacy_auth_secret = controller::LegacyAuthSecret(obj);
-  pod.short_name = controller::PodNameEnv(role, child.ref.index);
+  pod.observed.cluster_config_in_secret = planner::ClusterConfigInSecret(obj);
+  pod.observed.legacy_auth_secret = planner::LegacyAuthSecret(obj);
+  pod.short_name = planner::PodNameEnv(role, child.ref.index);
   pod.termination_log = opt_.work_dir + "/" + pod.short_name + ".termination-log";
   std::error_code ignored;
   std::filesystem::remove(pod.termination_log, ignored);
@@ -288,12 +286,12 @@ void Runner::StartPod(const controller::ChildCreate& child) {
   const char* path_env = getenv("PATH");
   const std::string volume_root = opt_.work_dir + "/" + pod.short_name + "-volumes";
   CommandContext ctx{opt_.trainer_path,
-                     controller::AuthSecretName(job_.metadata.name, job_.metadata.uid),
-                     controller::AuthKeyText(key_),
+                     planner::AuthSecretName(job_.metadata.name, job_.metadata.uid),
+                     planner::AuthKeyText(key_),
                      pod.termination_log,
                      path_env ? path_env : "",
                      volume_root,
-                     controller::ClusterConfigMapName(job_.metadata.name),
+                     planner::ClusterConfigMapName(job_.metadata.name),
                      cluster_config_};
   ctx.objects = &opt_.objects;
   console_.AddReplica(pod.short_name);
@@ -375,10 +373,12 @@ void Runner::DeletePod(const std::string& name) {
     return;
   }
   if (pod.observed.deletion_timestamp) return;
-  pod.observed.deletion_timestamp = api::Now();
+  pod.observed.deletion_timestamp = api::Now(*opt_.clock);
+  // The SIGKILL deadline before the line that announces the stop: a reader of
+  // the line (a test on a FakeClock) may move the clock past it at once.
+  pod.kill_at = opt_.clock->Now() + pod.grace;
   Say("stopping " + pod.short_name + " (SIGTERM to process group " + std::to_string(pod.pid) + ")");
   KillGroup(pod.pid, SIGTERM);
-  pod.kill_at = SteadyClock::now() + pod.grace;
 }
 
 std::vector<ReplicaProgress> Runner::Progress() const {
@@ -512,7 +512,7 @@ void Runner::HandleSignals() {
   Reap();
 }
 
-void Runner::Wait(std::optional<SteadyClock::time_point> until) {
+void Runner::Wait(std::optional<Clock::TimePoint> until) {
   for (auto& [name, pod] : pods_) {
     if (pod.kill_at && (!until || *pod.kill_at < *until)) until = pod.kill_at;
   }
@@ -528,13 +528,17 @@ void Runner::Wait(std::optional<SteadyClock::time_point> until) {
   }
   int timeout_ms = -1;
   if (until) {
-    auto left = std::chrono::ceil<std::chrono::milliseconds>(*until - SteadyClock::now());
+    auto left = std::chrono::ceil<std::chrono::milliseconds>(*until - opt_.clock->Now());
     timeout_ms = static_cast<int>(std::clamp<int64_t>(left.count(), 0, 60 * 60 * 1000));
   }
   if (auto read = progress_.NextRead()) {
-    auto left = std::chrono::ceil<std::chrono::milliseconds>(*read - SteadyClock::now());
+    auto left = std::chrono::ceil<std::chrono::milliseconds>(*read - opt_.clock->Now());
     const int ms = static_cast<int>(std::clamp<int64_t>(left.count(), 0, 60 * 60 * 1000));
     timeout_ms = timeout_ms < 0 ? ms : std::min(timeout_ms, ms);
+  }
+  if (opt_.clock != &RealClock()) {  // another clock moves on its own: look at it again soon
+    const int look = static_cast<int>(kFakeClockLook.count());
+    timeout_ms = timeout_ms < 0 ? look : std::min(timeout_ms, look);
   }
   int n = poll(fds.data(), fds.size(), timeout_ms);
   if (n > 0) {
@@ -543,7 +547,7 @@ void Runner::Wait(std::optional<SteadyClock::time_point> until) {
     }
     if (fds[0].revents) HandleSignals();
   }
-  const auto now = SteadyClock::now();
+  const auto now = opt_.clock->Now();
   progress_.Poll(now);  // the next plan carries a new reading into the status
   for (auto& [name, pod] : pods_) {
     if (pod.pid > 0 && pod.kill_at && *pod.kill_at <= now) {
@@ -562,9 +566,9 @@ void Runner::StopAll() {
   bool any = false;
   for (auto& [name, pod] : pods_) {
     if (pod.pid > 0 && !pod.observed.deletion_timestamp) {
-      pod.observed.deletion_timestamp = api::Now();
+      pod.observed.deletion_timestamp = api::Now(*opt_.clock);
       KillGroup(pod.pid, SIGTERM);
-      pod.kill_at = SteadyClock::now() + pod.grace;
+      pod.kill_at = opt_.clock->Now() + pod.grace;
     }
     any = any || pod.pid > 0;
   }
@@ -616,23 +620,22 @@ void Runner::AnnounceStatus(const api::TrainingJobStatus& before,
 }
 
 StatusOr<RunResult> Runner::Run() {
-  const auto started = SteadyClock::now();
+  const auto started = opt_.clock->Now();
   KT_RETURN_IF_ERROR(Setup());
-  controller::PlanInput input;
+  planner::PlanInput input;
   input.auth_key = key_;
   input.cluster_override = cluster_;
   bool first = true;
   for (;;) {
-    input.now = api::Now();
+    input.now = api::Now(*opt_.clock);
     input.progress = progress_.published();
-    controller::Plan plan = controller::PlanJob(job_, Observe(), input);
+    planner::Plan plan = planner::PlanJob(job_, Observe(), input);
     if (first) {
       KT_RETURN_IF_ERROR(Preflight(plan));
       first = false;
     }
     for (const auto& e : plan.events) {
-      Say((e.type == controller::EventType::kWarning ? "Warning " : "") + e.reason + ": " +
-          e.message);
+      Say((e.type == planner::EventType::kWarning ? "Warning " : "") + e.reason + ": " + e.message);
     }
     // Status first, then the deletes (planner.h: counted failures live in it).
     if (plan.status_changed) {
@@ -644,12 +647,12 @@ StatusOr<RunResult> Runner::Run() {
     Apply(plan);
     if (job_.status.Finished() || interrupted_) break;
     const bool acted = !plan.creates.empty() || !plan.deletes.empty() || plan.status_changed;
-    std::optional<SteadyClock::time_point> until;
+    std::optional<Clock::TimePoint> until;
     if (plan.requeue_after) {
-      until = SteadyClock::now() + std::max<std::chrono::milliseconds>(
-                                       *plan.requeue_after, std::chrono::milliseconds(200));
+      until = opt_.clock->Now() + std::max<std::chrono::milliseconds>(
+                                      *plan.requeue_after, std::chrono::milliseconds(200));
     }
-    if (acted) until = SteadyClock::now();  // plan again at once: one more step may follow
+    if (acted) until = opt_.clock->Now();  // plan again at once: one more step may follow
     if (!acted && !until) {
       // Nothing runs, nothing is planned and no timer is set: no event can
       // ever move the job on (a suspended job, say). Waiting would hang.
@@ -677,8 +680,8 @@ StatusOr<RunResult> Runner::Run() {
     for (auto it = pods_.begin(); it != pods_.end();) {
       it = it->second.observed.deletion_timestamp ? pods_.erase(it) : std::next(it);
     }
-    input.now = api::Now();
-    controller::Plan last = controller::PlanJob(job_, Observe(), input);
+    input.now = api::Now(*opt_.clock);
+    planner::Plan last = planner::PlanJob(job_, Observe(), input);
     if (last.status_changed) job_.status = last.status;
   }
   console_.ClearProgress();
@@ -689,14 +692,14 @@ StatusOr<RunResult> Runner::Run() {
   result.signal = interrupted_;
   result.termination_messages = termination_messages_;
   result.cluster = cluster_;
-  result.seconds = std::chrono::duration<double>(SteadyClock::now() - started).count();
+  result.seconds = std::chrono::duration<double>(opt_.clock->Now() - started).count();
   return result;
 }
 
 }  // namespace
 
-StatusOr<controller::ClusterSpec> AllocateLocalCluster(const api::TrainingJob& job, int base_port) {
-  controller::ClusterSpec cluster;
+StatusOr<planner::ClusterSpec> AllocateLocalCluster(const api::TrainingJob& job, int base_port) {
+  planner::ClusterSpec cluster;
   std::vector<int> held;  // kept open until every port is chosen, so none repeats
   auto cleanup = [&] {
     for (int fd : held) close(fd);
@@ -729,7 +732,7 @@ StatusOr<controller::ClusterSpec> AllocateLocalCluster(const api::TrainingJob& j
         if (e == EADDRINUSE) {
           return FailedPrecondition("port " + std::to_string(want) +
                                     " on 127.0.0.1 is in use (for " +
-                                    controller::PodNameEnv(role.type, i) + ")");
+                                    planner::PodNameEnv(role.type, i) + ")");
         }
         return Internal("bind 127.0.0.1:" + std::to_string(want) + ": " + std::strerror(e));
       }

@@ -1,7 +1,7 @@
 // The local backend of the planner: `kubetrain run` runs every replica of a
 // TrainingJob as a process on this machine.
 //
-// Flow: plan (controller::PlanJob) -> carry out the plan (Secret/Service creates
+// Flow: plan (planner::PlanJob) -> carry out the plan (Secret/Service creates
 // are recorded, Pod creates start processes, Pod deletes SIGTERM the process
 // group and SIGKILL it after the grace period) -> wait for a process to exit, a
 // line of output, a signal or the plan's requeue_after -> plan again. The
@@ -26,6 +26,7 @@
 #include <string>
 #include <string_view>
 
+#include "common/clock.h"
 #include "common/status.h"
 #include "operator/api/types.h"
 #include "operator/local/pod_command.h"
@@ -49,7 +50,15 @@ struct RunOptions {
   // Called from the runner's loop with every new status (progress readings included), the
   // final one last. Unset: nothing is called.
   std::function<void(const api::TrainingJobStatus&)> on_status;
+  // What the runner's timers (SIGTERM -> SIGKILL, the plan's requeue_after, progress reads)
+  // and timestamps (the planner's now, creation and deletion times) read; must outlive the
+  // run. The runner waits on its children's pipes and signals (poll); on any clock but
+  // RealClock() a wait also ends every kFakeClockLook, so a test's Advance is seen.
+  Clock* clock = &RealClock();
 };
+
+// How often the runner looks at a clock other than RealClock() while it waits.
+inline constexpr std::chrono::milliseconds kFakeClockLook{50};
 
 struct RunResult {
   api::TrainingJobStatus status;  // as the operator would write it
@@ -57,14 +66,14 @@ struct RunResult {
   int signal = 0;                 // which one
   // The last termination message of each replica ("worker-0" -> metrics JSON).
   std::map<std::string, std::string> termination_messages;
-  controller::ClusterSpec cluster;  // the addresses the replicas got
+  planner::ClusterSpec cluster;  // the addresses the replicas got
   double seconds = 0;
 };
 
 // 127.0.0.1:<port> for every in-cluster replica. With base_port 0, ports the
 // kernel reports free; otherwise consecutive ports from base_port, each checked
 // (FailedPrecondition "port N is in use").
-StatusOr<controller::ClusterSpec> AllocateLocalCluster(const api::TrainingJob& job, int base_port);
+StatusOr<planner::ClusterSpec> AllocateLocalCluster(const api::TrainingJob& job, int base_port);
 
 // A finished container's termination message as the kubelet reports it: the
 // termination log (`log`) cut to 4096 bytes, trailing space trimmed; if that is

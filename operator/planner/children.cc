@@ -6,7 +6,7 @@
 #include "operator/api/json.h"
 #include "operator/api/validation.h"
 
-namespace kubetrain::controller {
+namespace kubetrain::planner {
 
 using api::ReplicaType;
 using nlohmann::json;
@@ -341,4 +341,4 @@ json ChildBuilder::Secret(const std::array<uint8_t, 32>& key,
               {"stringData", {{kClusterConfigKey, cluster_config}}}};
 }
 
-}  // namespace kubetrain::controller
+}  // namespace kubetrain::planner

@@ -16,7 +16,7 @@
 #include "operator/planner/gang.h"
 #include "operator/planner/metrics_ingress.h"
 
-namespace kubetrain::controller {
+namespace kubetrain::planner {
 
 // FNV-1a over only what the workload sees of a replica's spec (its template and
 // `cluster_config`, ClusterConfigJson of the job's cluster), as 16 hex digits:
@@ -91,4 +91,4 @@ class ChildBuilder {
   std::string auth_secret_;
 };
 
-}  // namespace kubetrain::controller
+}  // namespace kubetrain::planner

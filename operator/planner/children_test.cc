@@ -10,7 +10,7 @@
 
 #include "operator/planner/planner.h"
 
-namespace kubetrain::controller {
+namespace kubetrain::planner {
 namespace {
 
 using api::ReplicaType;
@@ -103,7 +103,7 @@ Planned Plan(const api::TrainingJob& job, const MetricsIngress& metrics = {}) {
   in.auth_key.fill(1);
   in.network_policy = true;
   in.metrics_ingress = metrics;
-  const controller::Plan plan = PlanJob(job, {}, in);
+  const planner::Plan plan = PlanJob(job, {}, in);
   Planned out;
   for (const ChildCreate& c : plan.creates) {
     if (c.ref.kind == ChildRef::Kind::kNetworkPolicy) out.policy = c.object;
@@ -203,4 +203,4 @@ TEST(ParseLabelsTest, ReadsKeyValueListsAndRefusesWhatASelectorCouldNotHold) {
 }
 
 }  // namespace
-}  // namespace kubetrain::controller
+}  // namespace kubetrain::planner

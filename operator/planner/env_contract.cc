@@ -7,7 +7,7 @@
 #include "operator/api/json.h"
 #include "operator/api/validation.h"
 
-namespace kubetrain::controller {
+namespace kubetrain::planner {
 
 using api::ReplicaType;
 using nlohmann::json;
@@ -183,4 +183,4 @@ bool LegacyAuthSecret(const json& pod) {
   return name.size() > 5 && name.ends_with("-auth");
 }
 
-}  // namespace kubetrain::controller
+}  // namespace kubetrain::planner

@@ -26,7 +26,7 @@
 
 #include "operator/api/types.h"
 
-namespace kubetrain::controller {
+namespace kubetrain::planner {
 
 // Labels on every Pod and Service (and the job-name label on the Secret).
 inline constexpr std::string_view kJobNameLabel = "kubetrain.io/job-name";
@@ -111,4 +111,4 @@ std::string NetworkPolicyName(std::string_view job_name, std::string_view job_ui
 // variable to this.
 std::string AuthKeyText(const std::array<uint8_t, 32>& key);
 
-}  // namespace kubetrain::controller
+}  // namespace kubetrain::planner

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-namespace kubetrain::controller {
+namespace kubetrain::planner {
 
 using nlohmann::json;
 
@@ -161,4 +161,4 @@ StatusOr<GangSpec> PlanGang(const api::TrainingJob& job, std::string scheduler_n
   return gang;
 }
 
-}  // namespace kubetrain::controller
+}  // namespace kubetrain::planner

@@ -21,7 +21,7 @@
 #include "operator/api/types.h"
 #include "operator/planner/quantity.h"
 
-namespace kubetrain::controller {
+namespace kubetrain::planner {
 
 // On every pod of a gang-scheduled job: the name of its PodGroup.
 inline constexpr std::string_view kPodGroupLabel = "scheduling.x-k8s.io/pod-group";
@@ -70,4 +70,4 @@ StatusOr<ResourceList> PodRequests(const nlohmann::json& pod_template);
 // with InvalidSpec) when minAvailable exceeds the job's replicas or a request is malformed.
 StatusOr<GangSpec> PlanGang(const api::TrainingJob& job, std::string scheduler_name);
 
-}  // namespace kubetrain::controller
+}  // namespace kubetrain::planner

@@ -7,7 +7,7 @@
 #include "operator/api/validation.h"
 #include "operator/planner/planner.h"
 
-namespace kubetrain::controller {
+namespace kubetrain::planner {
 namespace {
 
 using api::ConditionType;
@@ -414,4 +414,4 @@ TEST(UnschedulableTest, AHugeSchedulerMessageIsCut) {
 }
 
 }  // namespace
-}  // namespace kubetrain::controller
+}  // namespace kubetrain::planner

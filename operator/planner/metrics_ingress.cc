@@ -1,6 +1,6 @@
 #include "operator/planner/metrics_ingress.h"
 
-namespace kubetrain::controller {
+namespace kubetrain::planner {
 
 namespace {
 
@@ -85,4 +85,4 @@ StatusOr<MetricsIngress> MetricsIngressFromFlags(
   return out;
 }
 
-}  // namespace kubetrain::controller
+}  // namespace kubetrain::planner

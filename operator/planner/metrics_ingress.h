@@ -11,7 +11,7 @@
 
 #include "common/status.h"
 
-namespace kubetrain::controller {
+namespace kubetrain::planner {
 
 using LabelMap = std::map<std::string, std::string>;
 
@@ -40,4 +40,4 @@ StatusOr<MetricsIngress> MetricsIngressFromFlags(
     std::string_view operator_namespace, std::string_view operator_pod_labels,
     const std::vector<std::string>& namespace_selectors);
 
-}  // namespace kubetrain::controller
+}  // namespace kubetrain::planner

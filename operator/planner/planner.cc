@@ -10,7 +10,7 @@
 #include "operator/planner/children.h"
 #include "operator/planner/gang.h"
 
-namespace kubetrain::controller {
+namespace kubetrain::planner {
 
 using api::ConditionType;
 using api::ReplicaType;
@@ -256,7 +256,7 @@ Status Planner::CheckTemplates() const {
 
 void Planner::SetCondition(ConditionType type, bool value, std::string reason,
                            std::string message) {
-  controller::SetCondition(status_, type, value, std::move(reason), std::move(message), input_.now);
+  planner::SetCondition(status_, type, value, std::move(reason), std::move(message), input_.now);
 }
 
 void Planner::RecountReplicas() {
@@ -277,7 +277,7 @@ void Planner::RecountReplicas() {
 }
 
 void Planner::UpdateState() {
-  controller::UpdateState(status_, input_.now);
+  planner::UpdateState(status_, input_.now);
 }
 
 // status.running, status.restarts (the kubectl columns) and status.progress.
@@ -1197,4 +1197,4 @@ Plan PlanJob(const api::TrainingJob& job, const ObservedChildren& observed,
   return Planner(job, observed, input).Run();
 }
 
-}  // namespace kubetrain::controller
+}  // namespace kubetrain::planner

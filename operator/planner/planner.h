@@ -41,7 +41,7 @@
 #include "operator/planner/env_contract.h"
 #include "operator/planner/metrics_ingress.h"
 
-namespace kubetrain::controller {
+namespace kubetrain::planner {
 
 enum class PodPhase { kPending, kRunning, kSucceeded, kFailed, kUnknown };
 
@@ -390,4 +390,4 @@ void SetFinished(api::TrainingJobStatus& status, bool succeeded, std::string rea
 // and Stalled (api::SetSummaryConditions).
 void UpdateState(api::TrainingJobStatus& status, api::Time now);
 
-}  // namespace kubetrain::controller
+}  // namespace kubetrain::planner

@@ -12,7 +12,7 @@
 #include "operator/planner/planner.h"
 #include "operator/planner/planner_test_util.h"
 
-namespace kubetrain::controller {
+namespace kubetrain::planner {
 namespace {
 
 using namespace planner_testing;  // NOLINT(google-build-using-namespace): the tests' vocabulary
@@ -222,7 +222,7 @@ TEST(PlannerEvaluatorTest, AFailedEvaluatorIsRestartedAfterTrainingAndNothingEls
   EXPECT_EQ(Cond(later, ConditionType::kRunning)->reason, "WaitingForEvaluator");
 }
 
-// Issue 27 item 13: after training the evaluator runs alone; a replacement in
+// After training the evaluator runs alone; a replacement in
 // the gang would wait for minMember siblings that never come back.
 TEST(PlannerEvaluatorTest, AnEvaluatorRecreatedAfterTrainingJoinsNoGang) {
   api::TrainingJob job = JobWithEvaluator();
@@ -597,4 +597,4 @@ TEST(PlannerRefusedTest, ASuspendedJobIsNotRefused) {
 }
 
 }  // namespace
-}  // namespace kubetrain::controller
+}  // namespace kubetrain::planner

@@ -12,7 +12,7 @@
 #include "operator/planner/planner.h"
 #include "operator/planner/planner_test_util.h"
 
-namespace kubetrain::controller {
+namespace kubetrain::planner {
 namespace {
 
 using namespace planner_testing;  // NOLINT(google-build-using-namespace): the tests' vocabulary
@@ -360,4 +360,4 @@ TEST(PlannerBackoffTest, TwoFailuresInOnePlanBothCount) {
 }
 
 }  // namespace
-}  // namespace kubetrain::controller
+}  // namespace kubetrain::planner

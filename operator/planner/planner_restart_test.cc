@@ -12,7 +12,7 @@
 #include "operator/planner/planner.h"
 #include "operator/planner/planner_test_util.h"
 
-namespace kubetrain::controller {
+namespace kubetrain::planner {
 namespace {
 
 using namespace planner_testing;  // NOLINT(google-build-using-namespace): the tests' vocabulary
@@ -457,4 +457,4 @@ TEST(PlannerRestartTest, APodThatVanishedIsRecreatedWithoutCountingARestart) {
 }
 
 }  // namespace
-}  // namespace kubetrain::controller
+}  // namespace kubetrain::planner

@@ -14,7 +14,7 @@
 #include "operator/api/validation.h"
 #include "operator/planner/planner.h"
 
-namespace kubetrain::controller {
+namespace kubetrain::planner {
 namespace {
 
 using api::ReplicaType;
@@ -366,4 +366,4 @@ TEST(PlannerTimerTest, DeadlineAndTtlFireThroughRequeueAlone) {
 }
 
 }  // namespace
-}  // namespace kubetrain::controller
+}  // namespace kubetrain::planner

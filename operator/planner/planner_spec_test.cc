@@ -12,7 +12,7 @@
 #include "operator/planner/planner.h"
 #include "operator/planner/planner_test_util.h"
 
-namespace kubetrain::controller {
+namespace kubetrain::planner {
 namespace {
 
 using namespace planner_testing;  // NOLINT(google-build-using-namespace): the tests' vocabulary
@@ -413,4 +413,4 @@ TEST(PlannerProgressTest, SuccessWithoutAReadingShowsTheStepsOfTheFinalMetrics) 
 }
 
 }  // namespace
-}  // namespace kubetrain::controller
+}  // namespace kubetrain::planner

@@ -13,7 +13,7 @@
 #include "operator/planner/children.h"
 #include "operator/planner/planner_test_util.h"
 
-namespace kubetrain::controller {
+namespace kubetrain::planner {
 namespace {
 
 using namespace planner_testing;  // NOLINT(google-build-using-namespace): the tests' vocabulary
@@ -698,4 +698,4 @@ TEST(PlannerRunTest, PodsOfRemovedReplicasAreDeleted) {
 }
 
 }  // namespace
-}  // namespace kubetrain::controller
+}  // namespace kubetrain::planner

@@ -11,7 +11,7 @@
 #include "operator/planner/children.h"
 #include "operator/planner/planner.h"
 
-namespace kubetrain::controller::planner_testing {
+namespace kubetrain::planner::planner_testing {
 
 using api::ConditionType;
 using api::ReplicaType;
@@ -195,4 +195,4 @@ inline constexpr char kTrainerMetrics[] =
     R"("eval":{"examples":2000,"log_loss":0.51,"accuracy":0.77,"auc":0.757},"target_reached":true})"
     "\n";
 
-}  // namespace kubetrain::controller::planner_testing
+}  // namespace kubetrain::planner::planner_testing

@@ -4,7 +4,7 @@
 #include <limits>
 #include <utility>
 
-namespace kubetrain::controller {
+namespace kubetrain::planner {
 
 namespace {
 
@@ -133,4 +133,4 @@ StatusOr<Quantity> ScaleQuantity(Quantity a, int64_t n) {
   return Quantity{product};
 }
 
-}  // namespace kubetrain::controller
+}  // namespace kubetrain::planner

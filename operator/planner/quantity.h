@@ -15,7 +15,7 @@
 
 #include "common/status.h"
 
-namespace kubetrain::controller {
+namespace kubetrain::planner {
 
 struct Quantity {
   int64_t milli = 0;
@@ -41,4 +41,4 @@ StatusOr<Quantity> ScaleQuantity(Quantity a, int64_t n);
 // Resource name ("cpu", "memory", "nvidia.com/gpu") -> amount.
 using ResourceList = std::map<std::string, Quantity>;
 
-}  // namespace kubetrain::controller
+}  // namespace kubetrain::planner

@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-namespace kubetrain::controller {
+namespace kubetrain::planner {
 namespace {
 
 int64_t Milli(std::string_view text) {
@@ -72,4 +72,4 @@ TEST(QuantityTest, ArithmeticRefusesOverflow) {
 }
 
 }  // namespace
-}  // namespace kubetrain::controller
+}  // namespace kubetrain::planner

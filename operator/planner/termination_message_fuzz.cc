@@ -16,7 +16,7 @@
 #include "operator/planner/planner.h"
 #include "operator/sweep/planner.h"
 
-namespace kubetrain::controller {
+namespace kubetrain::planner {
 namespace {
 
 using api::ReplicaType;
@@ -78,11 +78,11 @@ void Check(const Plan& plan) {
 }
 
 }  // namespace
-}  // namespace kubetrain::controller
+}  // namespace kubetrain::planner
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace kubetrain;
-  using namespace kubetrain::controller;
+  using namespace kubetrain::planner;
   const std::string message =
       CleanText(std::string_view(reinterpret_cast<const char*>(data), size), kMaxMessageBytes);
   PlanInput input;

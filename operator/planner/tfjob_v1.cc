@@ -4,7 +4,7 @@
 #include <cctype>
 #include <tuple>
 
-namespace kubetrain::controller::tfjob_v1 {
+namespace kubetrain::planner::tfjob_v1 {
 
 using nlohmann::json;
 
@@ -383,4 +383,4 @@ json Status(const api::TrainingJobStatus& status, const Shape& shape,
   return out;
 }
 
-}  // namespace kubetrain::controller::tfjob_v1
+}  // namespace kubetrain::planner::tfjob_v1

@@ -33,7 +33,7 @@
 #include "operator/api/tfjob.h"
 #include "operator/api/types.h"
 
-namespace kubetrain::controller::tfjob_v1 {
+namespace kubetrain::planner::tfjob_v1 {
 
 inline constexpr std::string_view kOperatorNameLabel = "training.kubeflow.org/operator-name";
 inline constexpr std::string_view kJobNameLabel = "training.kubeflow.org/job-name";
@@ -113,4 +113,4 @@ nlohmann::json Service(const Shape& shape, std::string_view type, int32_t index,
 nlohmann::json Status(const api::TrainingJobStatus& status, const Shape& shape,
                       const std::map<api::ReplicaType, std::string>& type_of);
 
-}  // namespace kubetrain::controller::tfjob_v1
+}  // namespace kubetrain::planner::tfjob_v1

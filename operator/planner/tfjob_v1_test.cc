@@ -5,7 +5,7 @@
 #include "operator/api/json.h"
 #include "operator/api/yaml.h"
 
-namespace kubetrain::controller::tfjob_v1 {
+namespace kubetrain::planner::tfjob_v1 {
 namespace {
 
 using nlohmann::json;
@@ -297,4 +297,4 @@ TEST(TFJobV1Test, CreatedStaysFirstWithinTheSecondOfAFalseCondition) {
 }
 
 }  // namespace
-}  // namespace kubetrain::controller::tfjob_v1
+}  // namespace kubetrain::planner::tfjob_v1

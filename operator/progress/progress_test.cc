@@ -138,7 +138,7 @@ TEST(ProgressTrackerTest, ARestartIsPublishedAtOnceAndForgetsTheRate) {
   EXPECT_EQ(q->total_steps, 2000);
 }
 
-// Issue 27 item 14: a trainer whose step goes back and forth must not turn
+// A trainer whose step goes back and forth must not turn
 // every read into a status write.
 TEST(ProgressTrackerTest, AStepGoingBackAndForthWritesAFewTimesPerIntervalAtMost) {
   ProgressTracker t(ProgressTracker::Options{.min_publish_interval = seconds(30)});
@@ -162,7 +162,7 @@ TEST(ProgressTrackerTest, ARestartWithTheSamePercentIsStillPublishedAfterTheInte
   EXPECT_EQ(p->replica, "worker-1");
 }
 
-// Issue 27 (low): a workload's absurd rate printed as -9223372036854775808.
+// A workload's absurd rate used to print as -9223372036854775808.
 TEST(ProgressTrackerTest, RatesBeyondInt64AreUnknownNotNegative) {
   for (const char* value : {"1e300", "9.3e18", "+Inf", "NaN", "-5"}) {
     auto s = TrainerSampleFromText(std::string("kubetrain_trainer_step 1\n"
@@ -201,7 +201,7 @@ TEST(ProgressTrackerTest, ZeroTotalIsZeroPercentAndStepsBeyondTheTotalAre100) {
 namespace kubetrain::progress {
 namespace {
 
-// Issue 32 item 4: the loss reaches status.progress.loss for a sweep's early stopping.
+// The loss reaches status.progress.loss for a sweep's early stopping.
 TEST(ProgressTrackerTest, CarriesTheLossFromTheFirstStepAndMarksADivergedOne) {
   auto text = [](const char* step, const char* loss) {
     return std::string("kubetrain_trainer_step ") + step +

@@ -214,7 +214,7 @@ TEST(ProgressReaderTest, OversizedBodyIsTooLarge) {
   EXPECT_FALSE(reader.Latest("ns/j"));
 }
 
-// Issue 27 item 1: hostile metrics endpoints. Each test bounds its own wait
+// Hostile metrics endpoints. Each test bounds its own wait
 // (a watchdog stops the hostile servers) so that it fails instead of hanging
 // when the reader does not bound a read itself.
 

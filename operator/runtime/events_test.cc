@@ -151,7 +151,7 @@ TEST(EventRecorderTest, ARepeatAfterTheAggregationWindowIsANewEvent) {
   EXPECT_EQ(sink.patches().size(), 1u);
 }
 
-// Issue 10, item 9: per-object token buckets of objects that are gone must
+// Per-object token buckets of objects that are gone must
 // not pile up: 10,000 jobs created and deleted leave at most
 // max_tracked_objects buckets, and the newest objects are still limited.
 TEST(EventRecorderTest, TenThousandJobsKeepPerObjectBucketsBounded) {

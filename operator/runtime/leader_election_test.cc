@@ -187,7 +187,7 @@ TEST_F(LeaderElectionTest, StopsLeadingWhenRenewalFailsForRenewDeadline) {
   EXPECT_LT(took, le_.lease_duration);
 }
 
-// Issue 10, item 2: a renew call that hangs must not keep this process acting
+// A renew call that hangs must not keep this process acting
 // as leader past the renew deadline (and so past the point a standby may take
 // the lease). With the shared client (60 s timeout, 5 retries) and the
 // deadline checked only after the call returned, the leader acted on for as

@@ -30,7 +30,7 @@ TEST(ObjectTest, MetadataKeepsWhatTheControllerNeeds) {
   EXPECT_EQ(p->object["status"]["phase"], "Failed");
 }
 
-// Issue 16: jobs are cached as text; everything but managedFields comes back.
+// Jobs are cached as text; everything but managedFields comes back.
 TEST(ObjectTest, CompactObjectKeepsAllButManagedFields) {
   json job = json::parse(R"({"apiVersion": "kubetrain.io/v1alpha1", "kind": "TrainingJob",
     "metadata": {"name": "j", "namespace": "ns", "uid": "u1", "resourceVersion": "7",

@@ -228,7 +228,7 @@ TEST(ReflectorBackoffTest, FailedListsAreRetriedAfterADoublingBackoff) {
   informer.Stop();
 }
 
-// Issue 10, item 10: a sync that never completes names the cause seen.
+// A sync that never completes names the cause seen.
 TEST(DescribeListErrorTest, NamesTlsUnauthorizedForbiddenAndMissingCrd) {
   auto has = [](const std::string& text, const std::string& part) {
     return text.find(part) != std::string::npos;
@@ -324,7 +324,7 @@ class PagedListerWatcher : public ListerWatcher {
   bool watching_ = false;
 };
 
-// Issue 16: a list is converted page by page; pages of a list that failed
+// A list is converted page by page; pages of a list that failed
 // mid-way, or that started over, never reach the store or the handlers.
 TEST(PagedListTest, OnlyTheCompleteListsPagesAreStored) {
   using Step = PagedListerWatcher::Step;

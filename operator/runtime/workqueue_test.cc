@@ -115,7 +115,7 @@ TEST(WorkQueueTest, DelayedKeyIsKeptOnceAtItsEarliestTime) {
   EXPECT_TRUE(q.Idle());
 }
 
-// Issue 10, item 9: 10,000 jobs created and deleted, each requeued by its
+// 10,000 jobs created and deleted, each requeued by its
 // timers and by retries, leave one delayed entry per key, not one per call.
 TEST(WorkQueueTest, TenThousandJobsRequeuedManyTimesHoldOneDelayedItemEach) {
   WorkQueueOptions opts;
@@ -246,7 +246,7 @@ TEST(WorkQueueTest, NamedQueueReportsDepthAddsAndRetries) {
   q.Done(*k);
 }
 
-// Issue 10, item 2: on shutdown (or a lost lease) the workers stop taking
+// On shutdown (or a lost lease) the workers stop taking
 // keys at once; keys still queued are not reconciled (they were, one by one,
 // before the Lease was released).
 TEST(RunControllerTest, StopTakesNoMoreQueuedKeys) {

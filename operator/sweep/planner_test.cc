@@ -399,7 +399,7 @@ size_t StatusBytes(const api::TrainingSweepStatus& s) {
   return api::SweepStatusToJson(s).dump().size();
 }
 
-// Issue 27 item 8: 1,000 trials, each failure with a 100 KB message and every row with
+// 1,000 trials, each failure with a 100 KB message and every row with
 // 10 KB parameter values, used to give a status of over 100 MB (etcd refuses 1.5 MiB).
 TEST(SweepBoundTest, ThousandTrialSweepKeepsBestAndNewestRowsAndCountsTheRest) {
   api::TrainingSweep sweep = Sweep("random", 50, 1000);
@@ -500,7 +500,7 @@ TEST(SweepBoundTest, ThousandRunningRowsWithLongParametersFitFarBelowEtcdsLimit)
   EXPECT_EQ(again, plan.status);
 }
 
-// Issue 27 (low): trials whose template shares a --checkpoint-dir resumed from each
+// Trials whose template shares a --checkpoint-dir resumed from each
 // other's checkpoints. Each trial gets DIR/<trial>, in both flag forms, for --output too.
 TEST(SweepPlanTest, EveryTrialGetsItsOwnCheckpointAndOutputDirectory) {
   api::TrainingSweep sweep = Sweep();

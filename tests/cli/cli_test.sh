@@ -162,7 +162,7 @@ examples)
 evaluator)
   # examples/evaluator.yaml, its checkpoint directory (a hostPath) made this
   # run's own: the side-car evaluator evaluates every checkpoint and the final
-  # one, and the job succeeds only after it exited 0 (issue 15 part 1).
+  # one, and the job succeeds only after it exited 0.
   ckpt=$KT_TEST_DIR/checkpoints
   sed "s|path: /tmp/kubetrain-evaluator,|path: $ckpt,|" "$here/../../examples/evaluator.yaml" \
     >"$KT_TEST_DIR/evaluator.yaml"
@@ -213,7 +213,7 @@ evaluator_waits)
   expect_all_gone
   ;;
 one_worker)
-  # One Worker and no PS (issue 35: it exited 1, "workers but no parameter
+  # One Worker and no PS (it used to exit 1, "workers but no parameter
   # servers"): it trains in-process, with checkpoints, --output (ONNX export),
   # progress and metrics; the evaluator evaluates its one-shard checkpoints.
   out_dir=$KT_TEST_DIR/one-worker
@@ -243,7 +243,7 @@ one_worker)
   expect_all_gone
   ;;
 sweep_one_worker)
-  # A grid sweep of one-worker trials (issue 35: TooManyFailedTrials in 0.2 s).
+  # A grid sweep of one-worker trials (it used to fail, TooManyFailedTrials in 0.2 s).
   run_job "$jobs/sweep-one-worker.yaml" --work-dir "$KT_TEST_DIR/sweep"
   [[ $rc -eq 0 ]] || fail "exit code $rc, want 0"
   expect_out '^result: TrainingSweep one-worker-sweep Succeeded in .*AllTrialsFinished'
@@ -253,7 +253,7 @@ sweep_one_worker)
   expect_out '^best: one-worker-sweep-[0-3] eval.auc=0\.[0-9]+'
   ;;
 sweep_early_stop)
-  # Issue 32 item 4: a grid over Adam's learning rate where 1, 10 and 20 diverge (training
+  # A grid over Adam's learning rate where 1, 10 and 20 diverge (training
   # loss 4 to 80 against 0.3). With earlyStopping (medianStop, 2 trials, from step 100) they
   # are stopped once two trials succeeded; the others run to the end and the best is among
   # them. One trial at a time, so the order (the two that set the median first) is fixed.
@@ -293,7 +293,7 @@ sweep_early_stop)
 no_ps_workers)
   # Two workers and no PS: the trainer refuses the shape at once with a
   # permanent exit code and says why in its termination message.
-  # The run directory of the failed run is kept and named (issue 32).
+  # The run directory of the failed run is kept and named.
   run_job "$jobs/no-ps-two-workers.yaml"
   [[ $rc -eq 1 ]] || fail "exit code $rc, want 1"
   expect_out "^run directory kept \\(termination messages, replica volumes\\): $KT_TEST_DIR/kubetrain-"

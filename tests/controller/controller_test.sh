@@ -177,7 +177,7 @@ case_success_cleans_ps() {
 case_evaluator_keeps_the_job_running() {
   new_ns evaluator
   # Worker 0 decides; the evaluator is still evaluating the final checkpoint when it
-  # succeeds: the job must wait for it (issue 15 part 1), without killing it.
+  # succeeds: the job must wait for it, without killing it.
   cat <<JOB | k apply -f - >/dev/null
 apiVersion: kubetrain.io/v1alpha1
 kind: TrainingJob
@@ -415,7 +415,7 @@ JOB
 }
 
 # Termination messages are untrusted workload output: a note cut in the middle
-# of a multi-byte character used to abort the operator (issue 10, item 1).
+# of a multi-byte character used to abort the operator.
 # Three paddings put the 1024-byte event-note cut inside a 3-byte character for
 # at least two of them; kubectl/the apiserver turn invalid UTF-8 into U+FFFD.
 case_utf8_termination_messages() {

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Lost nodes on the real control plane, kwok running the pods (issue 28 items
-# 2 and 3): 50 jobs (2 workers each, restartPolicy Never) spread over 6 kwok
-# nodes of their own; 3 nodes deleted -> pod GC removes their pods, every
-# replica is recreated and Running again, `restarts` stays 0, the jobs count
+# Lost nodes on the real control plane, kwok running the pods: 50 jobs (2
+# workers each, restartPolicy Never) spread over 6 kwok nodes of their own; 3
+# nodes deleted -> pod GC removes their pods, every replica is recreated and
+# Running again, `restarts` stays 0, the jobs count
 # `disruptions`, no job fails, and a watch of every pod records that no two
 # live pods ever stood for one replica at once (so a duplicate fails the test).
 # Usage: disruption_test.sh OPERATOR_BINARY (KUBECONFIG: the test cluster).

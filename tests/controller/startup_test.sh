@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # How kubetrain-operator starts and stops when its first cache sync keeps
 # failing, against the real control plane (the ctest `cluster` fixture):
-#  - SIGTERM during a failing first sync exits at once (issue 10, item 10);
+#  - SIGTERM during a failing first sync exits at once;
 #  - when the sync times out, the error names the cause seen: 401, 403, TLS;
-#  - a leader whose Start fails exits 1 and releases the Lease (item 3).
+#  - a leader whose Start fails exits 1 and releases the Lease.
 # Usage: startup_test.sh OPERATOR_BINARY [CASE...]. Every process is stopped by PID.
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The docs stay true to the code (issue 31 item 10):
+# The docs stay true to the code:
 #   - the generated sections are current (docs/generate --check: the printer
 #     column tables from the CRDs), and docs/api.md's sample `kubectl get tj`
 #     header is the CRD's columns;

@@ -166,7 +166,7 @@ case_suspend_keeps_the_group_and_resume_updates_it() {
   wait_until "its pods go" bash -c "[[ -z \$(kubectl -n ${ns} get pods -o name) ]]"
 }
 
-# Issue 27 item 13: once training is over only the evaluator runs on; a
+# Once training is over only the evaluator runs on; a
 # recreated evaluator alone can never make a gang of 3, so it must not be one.
 case_an_evaluator_recreated_after_training_is_scheduled() {
   new_ns evalgang

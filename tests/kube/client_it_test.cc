@@ -306,7 +306,7 @@ TEST(ClientAuthIT, ClientCertificateFromKubeconfigFilesAuthenticates) {
   EXPECT_TRUE(r.ok()) << r.status().ToString();
 }
 
-// Issue 27 item 11: an exec plugin that returns a client certificate ran on
+// An exec plugin that returns a client certificate used to run on
 // every request (the cache keyed on a token it never got), under the token
 // lock, and the certificates of later runs were ignored: the one from the
 // kubeconfig's load was used for ever. Here the load gets an untrusted

@@ -157,7 +157,7 @@ long long Stamp(const std::string& file, const std::string& what) {
   return -1;
 }
 
-// Issue 10, item 2, with the elector client the operator ships: the leader's
+// A hanging renew, with the elector client the operator ships: the leader's
 // connection to the apiserver stalls (a TCP proxy stops forwarding, the
 // connection stays open). The leader must stop leading before the standby
 // acquires the lease: never two leaders. Before the fix the renew call hung

@@ -308,7 +308,7 @@ says_label_removed() { [[ "$(suspended_message "$1")" == *"label was removed"* ]
 wl_queue() { k get workload "$1" -o 'jsonpath={.spec.queueName}' 2>/dev/null; }
 wl_in_queue() { [[ "$(wl_queue "$1")" == "$2" ]]; }
 
-# Issue 27: removing the queue label of a queued job does not let it run: it
+# Removing the queue label of a queued job does not let it run: it
 # waits in its Workload's queue, runs once that Workload is admitted, and
 # finishes it. Before, it ran at once (bypassing the queue) while its
 # Workload stayed and held quota until the job was deleted.
@@ -334,7 +334,7 @@ case_removed_queue_label_keeps_the_job_queued() {
   wait_until "b's Workload is Finished though b has no label" wl_is "${wb}" Finished True
 }
 
-# Issue 27: a changed queue label moves a Workload that is not admitted to the
+# A changed queue label moves a Workload that is not admitted to the
 # new queue (jobframework's QueueNameChange), where it is admitted. Before, it
 # stayed in the old queue, behind a job that held all of its quota.
 case_changed_queue_label_moves_the_workload() {

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `kubectl delete pod` of ps-0 with its grace period mid-training (issue 28 (c)):
+# `kubectl delete pod` of ps-0 with its grace period mid-training:
 # the trainer checkpoints at SIGTERM, so the replacement ps-0 resumes from the
 # step the job was at when ps-0 was deleted. Worker-0's step (the coordinator's,
 # which names checkpoints) is read live just before the delete ("before") and

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `kubectl drain` of a node mid-training (issue 28 (b)): a 2 PS + 4 worker job
+# `kubectl drain` of a node mid-training: a 2 PS + 4 worker job
 # spread over both real nodes, checkpointing to storage both see. Past its first
 # checkpoints, tests/cluster/node-drain drains node 2: each of its pods is evicted
 # (SIGTERM, 30 s grace). The trainer saves at SIGTERM, so the job loses no steps:

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# docs/first-cluster.md as printed (issue 31 item 9): its ```sh blocks, in order,
+# docs/first-cluster.md as printed: its ```sh blocks, in order,
 # on the real node. The blocks marked `<!-- not run by node.guide ... -->` (steps
 # 1 and 2: docker build, kind load / docker push) are replaced by what the fixture
 # already did (the images built with buildah from this build's binaries, loaded into

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A node dies mid-training (issue 28 (a)): a 2 PS + 4 worker Wide & Deep job spread
+# A node dies mid-training: a 2 PS + 4 worker Wide & Deep job spread
 # over both real nodes (one PS and two workers each), checkpointing to storage both
 # nodes see. Once it has trained past a checkpoint, tests/cluster/node-kill kills
 # node 2 (kubelet, containerd, shims and containers, its bridge down). The job must

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The README's headline job as printed (issue 35): the first ```yaml block of
+# The README's headline job as printed: the first ```yaml block of
 # README.md that is a TrainingJob, applied verbatim in a fresh namespace on the
 # real node, reaches Succeeded before a deadline. Its workers pass
 # --generate-data without --data-dir: the trainer image (non-root, no /data)

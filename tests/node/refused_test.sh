@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Pod Security applies to the pods the operator creates (issue 27 item 5,
-# issue 28 item 1): a job whose template asks for a privileged container, in a
-# namespace enforcing `restricted`, gets no pod: the apiserver refuses it at
-# creation, and the job says why (condition CreateRefused, reason
+# Pod Security applies to the pods the operator creates (no tenant gets a
+# privileged pod through it): a job whose template asks for a privileged
+# container, in a namespace enforcing `restricted`, gets no pod: the apiserver
+# refuses it at creation, and the job says why (condition CreateRefused, reason
 # PodCreateForbidden, the apiserver's message, the REFUSED column) with a
 # FailedCreate Warning event. Relabelled `privileged`, the namespace takes the
 # pod at the operator's next probe (within 20 s) and the job succeeds on the

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Seed 004's flow on the real node (issue 33): a job trains Wide & Deep with its data in S3
+# Seed 004's flow on the real node: a job trains Wide & Deep with its data in S3
 # (versitygw on the node's bridge address) and writes --output to S3; a Deployment of
 # kubetrain-serve (the trainer image) loads the model from S3, in a namespace enforcing Pod
 # Security `restricted`; a client on the host computes the AUC over the evaluation file

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Suspend and resume a running job (issue 28 (d)): a 2 PS + 4 worker job spread
+# Suspend and resume a running job: a 2 PS + 4 worker job spread
 # over both real nodes, checkpointing to storage both see. Past its first
 # checkpoints, spec.runPolicy.suspend=true: the operator deletes the pods (SIGTERM,
 # 30 s grace) and the trainer saves. Once every pod is gone, suspend=false: the

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Early stopping on the real node (issue 32 item 4): the learning-rate grid of
+# Early stopping on the real node: the learning-rate grid of
 # tests/cli/jobs/sweep-early-stop.yaml (Adam on Wide & Deep; lr 0.01 and 0.003 train to a loss
 # near 0.3, lr 1 and 10 diverge to 4-40) as a TrainingSweep of one-worker trials with the
 # trainer image in a `restricted` namespace, parallelism 2, earlyStopping medianStop over 2

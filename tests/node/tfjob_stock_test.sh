@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Stock TensorFlow on the real node (issue 29): a Kubeflow TFJob (kubeflow.org/v1) of
+# Stock TensorFlow on the real node: a Kubeflow TFJob (kubeflow.org/v1) of
 # Chief + 2 PS + 1 Worker running TensorFlow's ParameterServerStrategy (Keras model.fit
 # driven by a ClusterCoordinator on the chief; examples/tfjob/ps-keras.yaml and
 # ps_keras.py as they are, but the image and a nodeSelector) in a namespace enforcing Pod

@@ -262,7 +262,7 @@ TEST_F(S3ClientTest, RangeOfAReplacedObjectIsAConflictNotTheNewBytes) {
   EXPECT_EQ(got, "");
 }
 
-// Issue 27 (low): the streamed data read took the object's size from a HEAD, then read
+// The streamed data read took the object's size from a HEAD, then read
 // ranges of whatever the key held by then, splicing two versions into one stream. Now a
 // replacement during the read ends it with Unavailable (the trainer exits 200 and reads the
 // new object from the start).

@@ -144,7 +144,7 @@ TEST_F(TrainerS3Test, TwoPsTwoWorkersWithDataCheckpointsAndOutputInS3Finish) {
   ASSERT_TRUE(described.ok()) << described.status().ToString();
   EXPECT_EQ(nlohmann::json::parse(*described)["inputs"][1]["name"], "cat_ids");
   EXPECT_EQ(nlohmann::json::parse(*described)["step"].get<int>(), 200);
-  // Issue 30: the same model exported to S3 with external data: model.onnx.data uploaded
+  // The same model exported to S3 with external data: model.onnx.data uploaded
   // beside model.onnx, which names it relatively (no s3:// in the model), model.json
   // recording its size.
   auto ext = Start(Flags({"--checkpoint-dir", prefix_ + "out/model/", "--export", prefix_ + "ext/",
@@ -163,7 +163,7 @@ TEST_F(TrainerS3Test, TwoPsTwoWorkersWithDataCheckpointsAndOutputInS3Finish) {
   EXPECT_EQ(nlohmann::json::parse(*ext_json)["external_data"]["bytes"].get<int64_t>(), side->size);
   // Each worker streamed its own stripe of objects.
   EXPECT_EQ(nlohmann::json::parse(ReadFile(Path("worker-0.json")))["steps"].get<int>(), 200);
-  // Issue 32: every replica's log tail, and each worker's TensorBoard events, in S3.
+  // Logs that outlive pods: every replica's log tail, and each worker's TensorBoard events, in S3.
   for (const char* replica : {"worker-0", "worker-1", "ps-0", "ps-1"}) {
     auto log = client_->Get(kBucket, Key("out/logs/" + std::string(replica) + ".log"));
     ASSERT_TRUE(log.ok()) << replica << ": " << log.status().ToString();
@@ -362,7 +362,7 @@ TEST_F(TrainerS3Test, BadS3InputGivesClearErrorsAndTheRightExitCodes) {
 namespace kubetrain::trainer {
 namespace {
 
-// Issue 28 part 4: SIGTERM while a checkpoint is being uploaded to S3. The model is large
+// SIGTERM while a checkpoint is being uploaded to S3. The model is large
 // (about 110 MB of parameters and Adam state) so an upload takes long enough to be caught
 // in progress: the test signals once the trainer has logged that it started saving.
 class TrainerS3SigtermTest : public TrainerS3Test {

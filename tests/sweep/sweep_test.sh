@@ -195,7 +195,7 @@ case_suspend_and_resume() {
   check "still one trial" "$(k get tj -o name | wc -l)" 1
 }
 
-# Issue 32 item 4: early stopping on the cluster. kwok pods serve no metrics, so the test
+# Early stopping on the cluster. kwok pods serve no metrics, so the test
 # plays the job controller's progress reader: it writes each trial's status.progress (the
 # job controller keeps a progress it did not read itself). Trial 0 reads loss 0.3 at step 50
 # and succeeds; trial 1 then reads loss 5 at step 60 and is stopped: EarlyStopped with the
@@ -287,7 +287,7 @@ case_example_as_it_is() {
     "$(( $(cat "${work}/lr-sweep.peak") <= 2 ))" 1
 }
 
-# Issue 27 item 8: a sweep whose rows would carry 19 KB of parameter values each (19
+# A sweep whose rows would carry 19 KB of parameter values each (19
 # categorical parameters of 1,000-byte values; the CRD allows 1,024) passed etcd's 1.5 MiB
 # limit at its ~80th row;
 # the status write was refused and the sweep stopped with no reason. Its status is now

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The peer comparison of issue 29: every TFJob manifest of training-operator
+# The peer comparison for the TFJob drop-in: every TFJob manifest of training-operator
 # v1.9.3's module (its examples, its controller tests' fixtures and its SDK's
 # end-to-end job, transcribed to YAML in tests/tfjob/v1_fixtures/) runs on one
 # real control plane twice at once: under training-operator v1.9.3 (its

@@ -42,7 +42,7 @@ int main(int argc, char** argv) {
       std::cerr << argv[1] << ": " << job.status().ToString() << "\n";
       return 1;
     }
-    const auto shape = controller::tfjob_v1::ShapeOf(*c, *job);
+    const auto shape = planner::tfjob_v1::ShapeOf(*c, *job);
     for (const auto& [key, written] : c->role_keys) {
       const std::string type = c->v1_types.at(key);
       const json& spec = tf["spec"]["tfReplicaSpecs"][written];
@@ -51,8 +51,8 @@ int main(int argc, char** argv) {
       if (restart.empty()) restart = "Never";
       const int32_t replicas = spec.value("replicas", 1);
       for (int32_t i = 0; i < replicas; ++i) {
-        json pod = controller::tfjob_v1::Pod(shape, type, i, tmpl, restart, domain);
-        out.push_back(controller::tfjob_v1::Service(shape, type, i, pod));
+        json pod = planner::tfjob_v1::Pod(shape, type, i, tmpl, restart, domain);
+        out.push_back(planner::tfjob_v1::Service(shape, type, i, pod));
         out.push_back(std::move(pod));
       }
     }

@@ -672,7 +672,7 @@ TEST_F(TrainerProcessTest, MalformedClusterConfigIsPermanentError) {
   EXPECT_NE(worker.Log().find("worker-3 is not in the cluster"), std::string::npos) << worker.Log();
 }
 
-// Issue 35 item 2: a trainer that fails right after starting its metrics
+// A trainer that fails right after starting its metrics
 // server (here: no data files) exits at once. Stopping the old server before
 // its listen loop ran left the loop running and the exit waiting on it forever
 // (16 of 30 runs). 100 runs, each must exit within 2 s of being started.
@@ -758,7 +758,7 @@ TEST_F(TrainerProcessTest, KilledPsRestartsFromCheckpointAndJobFinishes) {
   EXPECT_TRUE(fs::exists(ckpt + "/ckpt-3000/MANIFEST"));
 }
 
-// Issue 30: 2 PS + 2 workers on the criteo-kaggle profile with bounded embeddings and
+// Embeddings at scale: 2 PS + 2 workers on the criteo-kaggle profile with bounded embeddings and
 // incremental checkpoints (a full one every 4th); ps-1 is killed once a delta checkpoint is
 // committed and its replacement restores from the chain (full + deltas); the job finishes
 // and the coordinator reports the embedding counters.
@@ -947,7 +947,7 @@ TEST_F(TrainerProcessTest, TwoThousandUnauthenticatedConnectionsDoNotStopTheJob)
   hogs.clear();
 }
 
-// Issue 15, part 2: a push re-sent after a lost connection used to be applied twice (and a
+// A push re-sent after a lost connection used to be applied twice (and a
 // connection cut in the handshake was taken for a wrong key, and a lost shutdown request
 // left the PS running). A proxy between every worker and every PS cuts connections at seeded
 // random frames: requests lost, torn or delivered with the answer lost.
@@ -1077,7 +1077,7 @@ TEST_F(TrainerProcessTest, LostShutdownRequestIsSentAgain) {
 namespace kubetrain::trainer {
 namespace {
 
-// Issue 28 part 4: SIGTERM (pod deleted, evicted, preempted, drained, suspended) saves instead
+// SIGTERM (pod deleted, evicted, preempted, drained, suspended) saves instead
 // of dying. The runs are long (--steps far away) and --checkpoint-every never comes, so the
 // only checkpoint there can be is the one SIGTERM made; the old trainer died by the signal
 // and left none.
@@ -1301,7 +1301,7 @@ TEST_F(SigtermTest, SingleProcessSavesTheStepReachedAndResumesThere) {
 namespace kubetrain::trainer {
 namespace {
 
-// Issue 32 item 2: logs that outlive pods. Every replica writes the last 1 MiB of its log to
+// Logs that outlive pods. Every replica writes the last 1 MiB of its log to
 // <--output>/logs/<role>-<index>.log when it exits: on success, on a failure, on SIGTERM.
 // The old trainer wrote no such file.
 class LogTailTest : public SigtermTest {
