@@ -237,11 +237,23 @@ TEST_F(LeaderElectionTest, WaitsForAnotherHoldersLeaseToExpire) {
   server_.SetHolder("other");
   FakeClock clock;
   le_.clock = &clock;
-  LeaderElector elector(client_.get(), le_);
+  // The fake clock stands still while a request is in flight, but the
+  // client's request timeout is real time: the shipped third of a 600 ms
+  // renew deadline failed a GET under load, the first observation moved and
+  // the lease never expired on the clock. A request here may take 5 s.
+  LeaderElectionConfig slow_requests = le_;
+  slow_requests.renew_deadline = 15s;
+  kube::Config cfg;
+  cfg.server = "http://127.0.0.1:" + std::to_string(server_.port());
+  auto client =
+      std::move(kube::Client::Create(LeaderElectionClientConfig(cfg, slow_requests)).value());
+  LeaderElector elector(client.get(), le_);
   std::atomic<bool> started{false};
-  std::stop_source stop;
-  std::thread t(
-      [&] { (void)elector.Run(stop.get_token(), [&](std::stop_token) { started = true; }); });
+  // A jthread: a failed assertion below stops and joins it instead of
+  // aborting the binary on a joinable std::thread.
+  std::jthread t([&](std::stop_token stop) {
+    (void)elector.Run(stop, [&](std::stop_token) { started = true; });
+  });
   // Each retry (every 100 ms) reads the lease and waits again; the record
   // never changes, so it expires 1000 ms after the first read.
   for (int retry = 1; retry < 10; ++retry) {
@@ -254,7 +266,7 @@ TEST_F(LeaderElectionTest, WaitsForAnotherHoldersLeaseToExpire) {
   clock.Advance(100ms);
   ASSERT_TRUE(WaitUntil([&] { return started.load(); }));
   EXPECT_EQ(server_.Holder(), "me");
-  stop.request_stop();
+  t.request_stop();
   t.join();
 }
 
