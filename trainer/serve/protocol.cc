@@ -946,7 +946,8 @@ std::string RenderTf(const ParsedRequest& request, const TensorLayout& layout,
 }
 
 std::string RenderV2Metadata(const TensorLayout& layout, std::string_view model_name,
-                             std::string_view version) {
+                             std::string_view version,
+                             const std::map<std::string, std::string>& parameters) {
   json inputs = json::array();
   if (layout.wide_deep) {
     inputs.push_back({{"name", "dense"}, {"datatype", "FP32"}, {"shape", {-1, layout.num_dense}}});
@@ -955,14 +956,16 @@ std::string RenderV2Metadata(const TensorLayout& layout, std::string_view model_
     inputs.push_back(
         {{"name", "features"}, {"datatype", "FP32"}, {"shape", {-1, layout.num_features}}});
   }
-  return json{
-      {"name", model_name},
-      {"versions", {version}},
-      {"platform", "kubetrain"},
-      {"inputs", std::move(inputs)},
-      {"outputs",
-       {{{"name", layout.output_name}, {"datatype", "FP32"}, {"shape", {-1, layout.num_outputs}}}}}}
-      .dump();
+  json out{{"name", model_name},
+           {"versions", {version}},
+           {"platform", "kubetrain"},
+           {"inputs", std::move(inputs)},
+           {"outputs",
+            {{{"name", layout.output_name},
+              {"datatype", "FP32"},
+              {"shape", {-1, layout.num_outputs}}}}}};
+  if (!parameters.empty()) out["parameters"] = parameters;
+  return out.dump();
 }
 
 std::string RenderError(std::string_view message) {
