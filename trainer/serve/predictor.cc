@@ -77,10 +77,14 @@ StatusOr<std::unique_ptr<Predictor>> Predictor::Load(const PredictorOptions& o) 
                       " rows need " + mib + ", over the " + std::to_string(o.fold_max_bytes >> 20) +
                       " MiB allowed";
     } else {
-      KT_ASSIGN_OR_RETURN(p->fold_, EmbeddingFold::Create(p->model_, p->sizes_, o.fold_max_bytes));
+      // Room for each trained row in two fields (ids hashed by model.json's recipe come in
+      // one; a client's own ids may not): more pairs are folded per batch, not kept, so
+      // memory stays bounded by the model, not by what clients send.
+      const size_t store = std::min(o.fold_max_bytes, 2 * need);
+      KT_ASSIGN_OR_RETURN(p->fold_, EmbeddingFold::Create(p->model_, p->sizes_, store));
       p->fold_path_ = "folded: " + std::to_string(p->model_.ids.size()) + " rows, " + mib +
-                      " once each field's rows are kept (at most " +
-                      std::to_string(o.fold_max_bytes >> 20) + " MiB)";
+                      " once each field's rows are kept (store of " +
+                      std::to_string((store + (1 << 20) - 1) >> 20) + " MiB)";
       return p;
     }
   } else {

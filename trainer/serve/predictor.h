@@ -50,7 +50,8 @@ struct PredictorOptions {
   // calling thread's count (the machine's cores unless set).
   int compute_threads = 0;
   // The most the folded embedding tables may take (EmbeddingFold; they fill as ids
-  // arrive); a model whose trained rows need more is served unfolded. 0: never fold.
+  // arrive, into a store of twice the trained rows at most); a model whose trained rows
+  // need more is served unfolded. 0: never fold.
   size_t fold_max_bytes = size_t{256} << 20;
 };
 
