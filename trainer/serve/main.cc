@@ -111,7 +111,7 @@ int main(int argc, char** argv) {
   app.add_option("--fold-embeddings-max-mb", fold_max_mb,
                  "Wide & Deep (FP32): fold the embeddings into the first layer when the folded "
                  "tables (trained rows x first layer width x 4 bytes) fit this many MiB; they "
-                 "fill as ids arrive, into twice that at most (0: never fold)")
+                 "fill as ids arrive, into room for twice that within this cap (0: never fold)")
       ->check(CLI::Range(size_t{0}, size_t{1} << 30))
       ->capture_default_str();
   app.add_option("--poll-interval", poll_s,
