@@ -35,6 +35,12 @@
 
 namespace kubetrain::trainer::serve {
 
+// Unmaps EmbeddingFold's store.
+struct FoldStoreUnmap {
+  size_t bytes = 0;
+  void operator()(float* p) const;
+};
+
 class EmbeddingFold {
  public:
   // The bytes the tables take when every trained row is kept once (an id is met in one
@@ -95,7 +101,9 @@ class EmbeddingFold {
   std::map<int, std::unique_ptr<Mlp>> rest_;  // batch size -> layers 2.. (oneDNN)
 
   // Filled by Predict.
-  std::unique_ptr<float[]> store_;  // capacity_ x width_, touched as rows are kept
+  // capacity_ x width_ floats, mapped at Create (2 MiB pages where the kernel gives them) and
+  // touched (resident) only as rows are kept.
+  std::unique_ptr<float[], FoldStoreUnmap> store_;
   size_t used_ = 0;
   std::atomic<size_t> kept_{0};  // used_, published at the end of Predict
   std::atomic<uint64_t> unkept_{0};
