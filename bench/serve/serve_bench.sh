@@ -4,7 +4,9 @@
 #     keep-alive as real clients use it) on 1 thread;
 #   - throughput at batch 256 over HTTP (examples/s; requests of 256 examples, 2 clients so
 #     that one request's JSON is read while another's batch computes) on 1 and 2 threads;
-#   for: kubetrain-serve of this build; optionally an older kubetrain-serve
+#   for: kubetrain-serve of this build (its embeddings folded into the first layer, the
+#   default), the same build unfolded (--fold-embeddings-max-mb 0, the "unfolded" column);
+#   optionally an older kubetrain-serve
 #   (KT_BENCH_BEFORE=path/to/kubetrain-serve, the "before" column); KServe's Python model
 #   server (kserve.ModelServer, bench/serve/kserve_venv) with onnxruntime running the
 #   exported model.onnx (intra_op_num_threads = the same threads); and onnxruntime
@@ -14,7 +16,8 @@
 #   with the v2 binary tensor data extension (binary inputs and output). Beside the throughput: CPU milliseconds per
 #   1,000 examples at batch 256 (the server's process and its children, from /proc; with
 #   the load client's own, which shares the cores; onnxruntime in-process: its process),
-#   and examples per server CPU-second, which a loaded machine disturbs less than ex/s.
+#   and examples per server CPU-second (every contender, 1 and 2 threads, JSON and binary),
+#   which a loaded machine disturbs less than ex/s; the load average before and after.
 #
 #   bench/serve/serve_bench.sh [BUILD_DIR]   (default build/release; needs kubetrain-trainer,
 #                                             kubetrain-serve and bench/serve/serve_load)
@@ -86,12 +89,13 @@ port_of() { sed -n 's/.* on port \([0-9]*\):.*/\1/p' "$1" | head -n1; }
 start_server() {  # start_server IMPL THREADS: sets server_pid and port
   local impl="$1" threads="$2" log="${work}/${1}-${2}.log"
   case "${impl}" in
-    after | before)
-      local bin="${serve}"
+    after | before | unfolded)
+      local bin="${serve}" extra=()
       [[ ${impl} == before ]] && bin="${before}"
+      [[ ${impl} == unfolded ]] && extra=(--fold-embeddings-max-mb 0)
       "${bin}" --model "${work}/out" --model-name m --host 127.0.0.1 --port 0 \
         --threads "${threads}" --max-batch-size 256 --max-batch-wait 0 --poll-interval 3600 \
-        >"${log}" 2>&1 &
+        "${extra[@]}" >"${log}" 2>&1 &
       server_pid=$!
       ;;
     kserve)
@@ -133,8 +137,10 @@ cpu_of() {
   echo "scale=3; ${total} / ${tick}" | bc
 }
 
-impls=(after kserve)
-[[ -n ${before} ]] && impls=(after before kserve)
+echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+load_before="$(cut -d' ' -f1-3 /proc/loadavg)"
+impls=(after unfolded kserve)
+[[ -n ${before} ]] && impls=(after unfolded before kserve)
 for round in $(seq 1 "${rounds}"); do
   for threads in 1 2; do
     for impl in "${impls[@]}"; do
@@ -163,13 +169,22 @@ for round in $(seq 1 "${rounds}"); do
       record "${impl}" "${threads}" cpuall \
         "$(bc <<<"scale=3; (${cpu1} - ${cpu0} + ${client}) * 1000000 / (${batches} * 256)")"
       if [[ ${impl} != kserve ]]; then  # binary tensor data: kubetrain-serve only
+        "${load}" --port "${port}" --path /v2/models/m/infer --body "${work}/body256.bin" \
+          --content-type application/octet-stream --examples 256 --requests 10 \
+          --concurrency 2 --warmup 0 \
+          --header "Inference-Header-Content-Length: $(cat "${work}/body256.bin.header")" \
+          >/dev/null || true
+        cpu0="$(cpu_of "${server_pid}")"
         out="$("${load}" --port "${port}" --path /v2/models/m/infer --body "${work}/body256.bin" \
           --content-type application/octet-stream --examples 256 --requests "${batches}" \
-          --concurrency 2 --warmup 10 \
+          --concurrency 2 --warmup 0 \
           --header "Inference-Header-Content-Length: $(cat "${work}/body256.bin.header")")" ||
           out="failed"
-        echo "  batch 256, binary: ${out}" >&2
+        cpu1="$(cpu_of "${server_pid}")"
+        echo "  batch 256, binary: ${out}; server CPU $(bc <<<"${cpu1} - ${cpu0}") s" >&2
         record "${impl}" "${threads}" bintput "$(sed -n 's/.*, \([0-9]*\) examples\/s.*/\1/p' <<<"${out}")"
+        [[ ${out} == failed ]] ||
+          record "${impl}" "${threads}" bincpu "$(bc <<<"scale=3; (${cpu1} - ${cpu0}) * 1000000 / (${batches} * 256)")"
       fi
       if [[ ${round} == 1 ]]; then
         curl -sf -X POST -H 'Content-Type: application/json' --data-binary "@${work}/body1.json" \
@@ -234,14 +249,14 @@ for line in open(w + "/figures"):
 med = {k: statistics.median(v) for k, v in fig.items()}
 # Every server gave the trainer's own prediction for the first example.
 want = json.loads(open(w + "/inputs.jsonl").readline())["probs"][0]
-for impl in ("after", "before", "kserve"):
+for impl in ("after", "unfolded", "before", "kserve"):
     for t in ("1", "2"):
         try:
             got = json.load(open(f"{w}/answer-{impl}-{t}.json"))["outputs"][0]["data"][0]
         except FileNotFoundError:
             continue
         assert abs(got - want) < 1e-5, (impl, t, got, want)
-cols = [("after", "kubetrain-serve", "(HTTP, JSON)")]
+cols = [("after", "kubetrain-serve", "(HTTP, JSON)"), ("unfolded", "unfolded", "(HTTP, JSON)")]
 if ("before", "1", "p50") in med:
     cols.append(("before", "before", "(HTTP, JSON)"))
 cols += [("kserve", "KServe + ORT", "(HTTP, JSON)"), ("ort", "onnxruntime", "(in-process)")]
@@ -259,10 +274,16 @@ rows = [("batch-1 latency p50, 1 thread", "1", "p50", "ms"),
         ("server CPU per 1k ex, 1 thread", "1", "cpu", "cpu"),
         ("server CPU per 1k ex, 2 threads", "2", "cpu", "cpu"),
         ("+ client CPU per 1k ex, 2 threads", "2", "cpuall", "cpu"),
-        ("ex per server CPU-s, 2 threads", "2", "pcpu", "ex/s")]
+        ("ex per server CPU-s, 1 thread", "1", "pcpu", "ex/s"),
+        ("ex per server CPU-s, 2 threads", "2", "pcpu", "ex/s"),
+        ("ex per server CPU-s, binary, 1 thread", "1", "pbincpu", "ex/s"),
+        ("ex per server CPU-s, binary, 2 threads", "2", "pbincpu", "ex/s")]
 for impl, _, _ in cols:
-    if (impl, "2", "cpu") in med:
-        med[(impl, "2", "pcpu")] = 1e6 / med[(impl, "2", "cpu")]
+    for t in ("1", "2"):
+        if (impl, t, "cpu") in med:
+            med[(impl, t, "pcpu")] = 1e6 / med[(impl, t, "cpu")]
+        if (impl, t, "bincpu") in med:
+            med[(impl, t, "pbincpu")] = 1e6 / med[(impl, t, "bincpu")]
 for label, t, m, unit in rows:
     cells = []
     for impl, _, _ in cols:
@@ -279,7 +300,16 @@ for t in ("1", "2"):
     print(f"kubetrain-serve / onnxruntime in-process, batch 256, {t} thread(s): "
           f"{a / med[('ort', t, 'tput')]:.2f}x; / KServe + ORT over HTTP: "
           f"{a / med[('kserve', t, 'tput')]:.2f}x")
+for t in ("1", "2"):
+    a = med[("after", t, "pcpu")]
+    print(f"per server CPU-second, batch 256, {t} thread(s): kubetrain-serve / onnxruntime "
+          f"in-process {a / med[('ort', t, 'pcpu')]:.2f}x, / KServe + ORT "
+          f"{a / med[('kserve', t, 'pcpu')]:.2f}x, / unfolded {a / med[('unfolded', t, 'pcpu')]:.2f}x; "
+          f"binary: / onnxruntime {med[('after', t, 'pbincpu')] / med[('ort', t, 'pcpu')]:.2f}x")
+for t in ("1", "2"):
+    print(f"embedding fold, batch 256, {t} thread(s): {med[('after', t, 'tput')] / med[('unfolded', t, 'tput')]:.2f}x "
+          f"unfolded (JSON), {med[('after', t, 'bintput')] / med[('unfolded', t, 'bintput')]:.2f}x (binary)")
 print(f"KServe + ORT / kubetrain-serve batch-1 p99: "
       f"{med[('kserve', '1', 'p99')] / med[('after', '1', 'p99')]:.2f}x")
 PY
-echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "load average: before ${load_before}, after $(cut -d' ' -f1-3 /proc/loadavg)"

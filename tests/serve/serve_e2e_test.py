@@ -164,6 +164,10 @@ def serve_checks(server, port, tmp, trainer, model_flags, data, out, dense, cat,
     meta = client.get_model_metadata("ctr")
     check([i["name"] for i in meta["inputs"]] == ["dense", "cat_ids"] and
           meta["versions"] == ["150"], f"tritonclient: model metadata ({meta})")
+    # Wide & Deep in FP32 runs with its embeddings folded into the first layer: the
+    # comparisons with --predict below are of the folded forward pass.
+    check(meta.get("parameters", {}).get("embedding_fold", "").startswith("folded: "),
+          f"the model's metadata says its embeddings are folded ({meta.get('parameters')})")
 
     # v2 tensors, in 50 requests of 20 examples, 10 in flight at a time (async_infer on the
     # client's connection pool): the server batches them.
@@ -331,6 +335,19 @@ def serve_checks(server, port, tmp, trainer, model_flags, data, out, dense, cat,
     status, metrics = request(port, "GET", "/metrics")
     check(status == 200 and b'kubetrain_serve_reloads_total{result="ok"} 1' in metrics and
           b"kubetrain_serve_model_step 200" in metrics, "metrics count the reload")
+    check(b"kubetrain_serve_embedding_fold 1" in metrics, "metrics: the reloaded model is folded")
+    # The reloaded model's folded tables are its own: its answers are step 200's --predict.
+    preds200 = os.path.join(tmp, "predictions200.jsonl")
+    code = run([trainer] + model_flags + ["--data-dir", os.path.join(tmp, "predict"),
+                                          "--checkpoint-dir", os.path.join(out, "model"),
+                                          "--predict", preds200, "--eval-examples", "100"],
+               os.path.join(tmp, "predict200.log"))
+    check(code == 0, f"kubetrain-trainer --predict of step 200 exits 0 (got {code})")
+    if code == 0:
+        want200 = np.array([json.loads(line)["probs"] for line in open(preds200)], np.float32)
+        check(float(np.max(np.abs(want200.reshape(-1) - want[:100].reshape(-1)))) > 1e-4,
+              "step 200 predicts otherwise than step 150 (so the next check can fail)")
+        compare("v2 after the reload (step 200)", infer_tensors(0, 100), want200)
     check(server.poll() is None, "the same process serves (no restart)")
 
     server.send_signal(signal.SIGTERM)

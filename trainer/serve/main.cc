@@ -58,6 +58,7 @@ int main(int argc, char** argv) {
   double keep_alive_idle_s = 15;
   double max_wait_ms = 0.0, poll_s = 30.0, request_timeout_s = 10.0;
   size_t max_body_bytes = 4 << 20;
+  size_t fold_max_mb = serve::PredictorOptions{}.fold_max_bytes >> 20;
   int max_connections = 256, max_connections_per_client = 64;
   serve::ServerOptions o;
   CLI::App app{"kubetrain-serve: serve a kubetrain model (KServe v2 and TF Serving REST)"};
@@ -106,6 +107,12 @@ int main(int argc, char** argv) {
                  "a lone request of at most this many examples runs at once on the HTTP "
                  "thread when no batch is running (0: always queue for the batcher)")
       ->check(CLI::Range(0, 1 << 20))
+      ->capture_default_str();
+  app.add_option("--fold-embeddings-max-mb", fold_max_mb,
+                 "Wide & Deep (FP32): fold the embeddings into the first layer when the folded "
+                 "tables (trained rows x first layer width x 4 bytes) fit this many MiB; they "
+                 "fill as ids arrive, into room for twice that within this cap (0: never fold)")
+      ->check(CLI::Range(size_t{0}, size_t{1} << 30))
       ->capture_default_str();
   app.add_option("--poll-interval", poll_s,
                  "seconds between looks for a newer committed checkpoint (hot reload)")
@@ -161,6 +168,7 @@ int main(int argc, char** argv) {
   po.precision = *prec;
   po.max_batch = max_batch;
   po.compute_threads = threads;
+  po.fold_max_bytes = fold_max_mb << 20;
   spdlog::info(
       "kubetrain-serve {} on port {}: model {} as \"{}\", {} threads, batches of <= {} "
       "(wait <= {} ms)",
@@ -177,11 +185,12 @@ int main(int argc, char** argv) {
       const auto start = std::chrono::steady_clock::now();
       auto loaded = serve::Predictor::Load(po);
       if (loaded.ok() && (!current || (*loaded)->step() > current->step())) {
-        spdlog::info("{} model of step {} ({} ms)",
+        spdlog::info("{} model of step {} ({} ms); {}",
                      current ? "reloaded: serving the" : "serving the", (*loaded)->step(),
                      std::chrono::duration_cast<std::chrono::milliseconds>(
                          std::chrono::steady_clock::now() - start)
-                         .count());
+                         .count(),
+                     (*loaded)->fold_path());
         server.SetPredictor(std::move(*loaded));
         if (current) server.CountReload(true);
       } else {

@@ -57,9 +57,42 @@ StatusOr<std::unique_ptr<Predictor>> Predictor::Load(const PredictorOptions& o) 
     l.num_outputs = d.spec.num_classes;
     l.output_name = "probabilities";
   }
-  // One oneDNN model per power-of-two batch size up to max_batch (and max_batch itself),
-  // all computing from the loaded dense parameters in place.
+  // The batch sizes: the powers of two up to max_batch, and max_batch itself.
   for (int size = 1;; size = std::min(size * 2, o.max_batch)) {
+    p->sizes_.push_back(size);
+    if (size == o.max_batch) break;
+  }
+  if (l.wide_deep) {
+    const size_t need = EmbeddingFold::BytesFor(p->model_);
+    const std::string mib = std::to_string((need + (1 << 20) - 1) >> 20) + " MiB";
+    if (o.precision != Precision::kFp32) {
+      p->fold_path_ = "unfolded: the fold is FP32 and this model runs " +
+                      std::string(PrecisionName(o.precision));
+    } else if (!o.inference_primitives) {
+      p->fold_path_ = "unfolded: training primitives asked for";
+    } else if (o.fold_max_bytes == 0) {
+      p->fold_path_ = "unfolded: folding is off";
+    } else if (need > o.fold_max_bytes) {
+      p->fold_path_ = "unfolded: the folded tables of " + std::to_string(p->model_.ids.size()) +
+                      " rows need " + mib + ", over the " + std::to_string(o.fold_max_bytes >> 20) +
+                      " MiB allowed";
+    } else {
+      // Room for each trained row in two fields (ids hashed by model.json's recipe come in
+      // one; a client's own ids may not): more pairs are folded per batch, not kept, so
+      // memory stays bounded by the model, not by what clients send.
+      const size_t store = std::min(o.fold_max_bytes, 2 * need);
+      KT_ASSIGN_OR_RETURN(p->fold_, EmbeddingFold::Create(p->model_, p->sizes_, store));
+      p->fold_path_ = "folded: " + std::to_string(p->model_.ids.size()) + " rows, " + mib +
+                      " once each field's rows are kept (store of " +
+                      std::to_string((store + (1 << 20) - 1) >> 20) + " MiB)";
+      return p;
+    }
+  } else {
+    p->fold_path_ = "unfolded: only Wide & Deep has embeddings to fold";
+  }
+  // One oneDNN model per batch size, all computing from the loaded dense parameters in
+  // place.
+  for (const int size : p->sizes_) {
     std::unique_ptr<Model> model;
     if (l.wide_deep) {
       WideDeepConfig c;
@@ -83,7 +116,6 @@ StatusOr<std::unique_ptr<Predictor>> Predictor::Load(const PredictorOptions& o) 
       return InvalidArgument("the checkpoint does not fit model.json's architecture");
     model->UseDenseParams(p->model_.dense.data());
     p->by_size_.emplace(size, std::move(model));
-    if (size == o.max_batch) break;
   }
   return p;
 }
@@ -91,22 +123,20 @@ StatusOr<std::unique_ptr<Predictor>> Predictor::Load(const PredictorOptions& o) 
 Status Predictor::Run(const Batch& b, std::vector<float>* probs) {
   if (b.size < 1 || b.size > max_batch_)
     return InvalidArgument("batch of " + std::to_string(b.size) + " examples");
-  Model& model = *by_size_.lower_bound(b.size)->second;
-  const int size = model.batch_size(), nd = b.num_dense, nc = b.num_cat;
+  const int size = *std::lower_bound(sizes_.begin(), sizes_.end(), b.size);
   const Batch* in = &b;
   if (size != b.size) {
-    padded_.size = size;
-    padded_.num_dense = nd;
-    padded_.num_cat = nc;
-    padded_.dense.assign(b.dense.begin(), b.dense.end());
-    padded_.cat.assign(b.cat.begin(), b.cat.end());
-    padded_.label.assign(size, 0.f);
-    for (int s = b.size; s < size; ++s) {
-      padded_.dense.insert(padded_.dense.end(), b.dense.begin(), b.dense.begin() + nd);
-      padded_.cat.insert(padded_.cat.end(), b.cat.begin(), b.cat.begin() + nc);
-    }
+    padded_ = b;
+    PadBatch(padded_, b.size, size);
     in = &padded_;
   }
+  if (fold_) {
+    out_.resize(static_cast<size_t>(size));
+    KT_RETURN_IF_ERROR(fold_->Predict(*in, out_.data()));
+    probs->assign(out_.begin(), out_.begin() + b.size);
+    return Status::Ok();
+  }
+  Model& model = *by_size_.at(size);
   const int dim = model.SparseRowDim();
   if (dim > 0) {
     lookup_.Assign(*in);

@@ -7,9 +7,14 @@
 // optimizer, inputs) and model/ (the checkpoint root). `checkpoint_dir` overrides model/.
 //
 // Batches of any size up to max_batch run on a model built for the next power of two
-// (padded with copies of the first example, which are not returned): oneDNN primitives
-// are built once per size at Load, never per request. Unknown ids get the zero row, as in
-// --predict and the ONNX export.
+// (padded by PadBatch, the trainer's one routine; padding is not returned): oneDNN
+// primitives are built once per size at Load, never per request. Unknown ids get the zero
+// row, as in --predict and the ONNX export.
+//
+// Wide & Deep in FP32 runs with its embeddings folded into its first layer (EmbeddingFold,
+// trainer/serve/fold.h) when the folded tables of the trained rows fit
+// options.fold_max_bytes; otherwise, and under BF16, unfolded (Model::Predict). fold_path()
+// says which and why; both give --predict's numbers within FP32 rounding.
 //
 // Thread safety: Load from any thread (it sets that thread's compute threads when
 // options.compute_threads > 0); Run from one thread at a time (the batcher's).
@@ -25,6 +30,7 @@
 #include "trainer/export/export.h"
 #include "trainer/model/layers.h"
 #include "trainer/model/model.h"
+#include "trainer/serve/fold.h"
 #include "trainer/serve/protocol.h"
 
 namespace kubetrain::trainer::serve {
@@ -43,6 +49,10 @@ struct PredictorOptions {
   // on its own thread (SetComputeThreads) before it builds any primitive. 0: leave the
   // calling thread's count (the machine's cores unless set).
   int compute_threads = 0;
+  // The most the folded embedding tables may take (EmbeddingFold; they fill as ids
+  // arrive, into a store of twice the trained rows at most); a model whose trained rows
+  // need more is served unfolded. 0: never fold.
+  size_t fold_max_bytes = size_t{256} << 20;
 };
 
 class Predictor {
@@ -56,6 +66,12 @@ class Predictor {
   std::string_view kind() const { return model_.spec.kind; }
   int max_batch() const { return max_batch_; }
   const std::string& checkpoint_root() const { return root_; }
+  // Whether the embeddings are folded into the first layer, and a line saying which path
+  // runs and why ("folded: ..." or "unfolded: ...").
+  bool folded() const { return fold_ != nullptr; }
+  const std::string& fold_path() const { return fold_path_; }
+  // The folded rows kept so far (0 unfolded). Any thread.
+  size_t folded_rows() const { return fold_ ? fold_->kept_rows() : 0; }
 
   // `examples.size` (1..max_batch) rows -> probs (size x layout().num_outputs).
   Status Run(const Batch& examples, std::vector<float>* probs);
@@ -68,7 +84,10 @@ class Predictor {
   TensorLayout layout_;
   std::string root_;
   int max_batch_ = 0;
-  std::map<int, std::unique_ptr<Model>> by_size_;  // batch size -> oneDNN model
+  std::vector<int> sizes_;                         // the batch sizes computed, ascending
+  std::map<int, std::unique_ptr<Model>> by_size_;  // batch size -> oneDNN model (unfolded)
+  std::unique_ptr<EmbeddingFold> fold_;            // or the folded model
+  std::string fold_path_;
   // Scratch of Run.
   Batch padded_;
   SparseLookup lookup_;

@@ -885,25 +885,47 @@ StatusOr<ParsedRequest> ParseTfPredict(std::string_view body, const TensorLayout
   return r;
 }
 
+namespace {
+
+// The v2 response around its one output's own fields, in nlohmann's (sorted) key order, for
+// both RenderV2 and RenderV2Binary:
+//   {["id":...,]"model_name":...,"model_version":...,"outputs":[{ <fields> ,"shape":[n,k]}]}
+// where the fields are "data":[...], then "datatype" and "name" (JSON), or "datatype",
+// "name", then "parameters" (binary).
+void AppendV2Head(const ParsedRequest& request, std::string_view model_name,
+                  std::string_view version, std::string* out) {
+  out->append("{");
+  if (!request.id.empty()) out->append("\"id\":").append(Quote(request.id)).append(",");
+  out->append("\"model_name\":").append(Quote(model_name));
+  out->append(",\"model_version\":").append(Quote(version));
+  out->append(",\"outputs\":[{");
+}
+void AppendV2TypeAndName(const TensorLayout& layout, std::string* out) {
+  out->append("\"datatype\":\"FP32\",\"name\":").append(Quote(layout.output_name));
+}
+void AppendV2Tail(const ParsedRequest& request, const TensorLayout& layout, std::string* out) {
+  out->append(",\"shape\":[").append(std::to_string(request.examples.size));
+  out->append(",").append(std::to_string(layout.num_outputs)).append("]}]}");
+}
+
+}  // namespace
+
 std::string RenderV2(const ParsedRequest& request, const TensorLayout& layout,
                      std::string_view model_name, std::string_view version,
                      const std::vector<float>& probs) {
-  // Keys in nlohmann's (sorted) order, as before; the numbers through to_chars.
+  // The numbers through to_chars.
   const size_t count = static_cast<size_t>(request.examples.size) * layout.num_outputs;
   std::string out;
   out.reserve(160 + request.id.size() + 16 * count);
-  out.append("{");
-  if (!request.id.empty()) out.append("\"id\":").append(Quote(request.id)).append(",");
-  out.append("\"model_name\":").append(Quote(model_name));
-  out.append(",\"model_version\":").append(Quote(version));
-  out.append(",\"outputs\":[{\"data\":[");
+  AppendV2Head(request, model_name, version, &out);
+  out.append("\"data\":[");
   for (size_t i = 0; i < count; ++i) {
     if (i > 0) out.push_back(',');
     AppendFloat(probs[i], &out);
   }
-  out.append("],\"datatype\":\"FP32\",\"name\":").append(Quote(layout.output_name));
-  out.append(",\"shape\":[").append(std::to_string(request.examples.size));
-  out.append(",").append(std::to_string(layout.num_outputs)).append("]}]}");
+  out.append("],");
+  AppendV2TypeAndName(layout, &out);
+  AppendV2Tail(request, layout, &out);
   return out;
 }
 
@@ -913,14 +935,12 @@ std::string RenderV2Binary(const ParsedRequest& request, const TensorLayout& lay
   const size_t count = static_cast<size_t>(request.examples.size) * layout.num_outputs;
   std::string out;
   out.reserve(200 + request.id.size() + 4 * count);
-  out.append("{");
-  if (!request.id.empty()) out.append("\"id\":").append(Quote(request.id)).append(",");
-  out.append("\"model_name\":").append(Quote(model_name));
-  out.append(",\"model_version\":").append(Quote(version));
-  out.append(",\"outputs\":[{\"datatype\":\"FP32\",\"name\":").append(Quote(layout.output_name));
-  out.append(",\"parameters\":{\"binary_data_size\":").append(std::to_string(4 * count));
-  out.append("},\"shape\":[").append(std::to_string(request.examples.size));
-  out.append(",").append(std::to_string(layout.num_outputs)).append("]}]}");
+  AppendV2Head(request, model_name, version, &out);
+  AppendV2TypeAndName(layout, &out);
+  out.append(",\"parameters\":{\"binary_data_size\":")
+      .append(std::to_string(4 * count))
+      .append("}");
+  AppendV2Tail(request, layout, &out);
   *json_length = out.size();
   static_assert(std::endian::native == std::endian::little);
   out.append(reinterpret_cast<const char*>(probs.data()), 4 * std::min(count, probs.size()));
@@ -946,7 +966,8 @@ std::string RenderTf(const ParsedRequest& request, const TensorLayout& layout,
 }
 
 std::string RenderV2Metadata(const TensorLayout& layout, std::string_view model_name,
-                             std::string_view version) {
+                             std::string_view version,
+                             const std::map<std::string, std::string>& parameters) {
   json inputs = json::array();
   if (layout.wide_deep) {
     inputs.push_back({{"name", "dense"}, {"datatype", "FP32"}, {"shape", {-1, layout.num_dense}}});
@@ -955,14 +976,16 @@ std::string RenderV2Metadata(const TensorLayout& layout, std::string_view model_
     inputs.push_back(
         {{"name", "features"}, {"datatype", "FP32"}, {"shape", {-1, layout.num_features}}});
   }
-  return json{
-      {"name", model_name},
-      {"versions", {version}},
-      {"platform", "kubetrain"},
-      {"inputs", std::move(inputs)},
-      {"outputs",
-       {{{"name", layout.output_name}, {"datatype", "FP32"}, {"shape", {-1, layout.num_outputs}}}}}}
-      .dump();
+  json out{{"name", model_name},
+           {"versions", {version}},
+           {"platform", "kubetrain"},
+           {"inputs", std::move(inputs)},
+           {"outputs",
+            {{{"name", layout.output_name},
+              {"datatype", "FP32"},
+              {"shape", {-1, layout.num_outputs}}}}}};
+  if (!parameters.empty()) out["parameters"] = parameters;
+  return out.dump();
 }
 
 std::string RenderError(std::string_view message) {

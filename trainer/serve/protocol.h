@@ -19,6 +19,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -91,9 +92,11 @@ std::string RenderV2Binary(const ParsedRequest& request, const TensorLayout& lay
 std::string RenderTf(const ParsedRequest& request, const TensorLayout& layout,
                      const std::vector<float>& probs);
 
-// GET /v2/models/{name}: name, versions, platform, inputs and outputs.
+// GET /v2/models/{name}: name, versions, platform, inputs and outputs, and `parameters`
+// (string values; e.g. embedding_fold, which forward pass runs) when there are any.
 std::string RenderV2Metadata(const TensorLayout& layout, std::string_view model_name,
-                             std::string_view version);
+                             std::string_view version,
+                             const std::map<std::string, std::string>& parameters = {});
 // An error body: {"error": message} (both protocols use this shape).
 std::string RenderError(std::string_view message);
 

@@ -41,7 +41,8 @@ ModelServer::ModelServer(ServerOptions options)
   http_.Handle("/v2/models/" + name, [this, text, name](const HttpRequest&) {
     auto p = predictor();
     if (!p) return text(503, RenderError("no model loaded yet"));
-    return text(200, RenderV2Metadata(p->layout(), name, std::to_string(p->step())));
+    return text(200, RenderV2Metadata(p->layout(), name, std::to_string(p->step()),
+                                      {{"embedding_fold", p->fold_path()}}));
   });
   http_.Handle("/v2/models/" + name + "/ready", [this, text](const HttpRequest&) {
     const bool ready = predictor() != nullptr && !draining_.load();
@@ -75,7 +76,8 @@ ModelServer::ModelServer(ServerOptions options)
       const bool ready = !draining_.load();
       return respond(text(ready ? 200 : 503, ready ? R"({"ready":true})" : R"({"ready":false})"));
     }
-    respond(text(200, RenderV2Metadata(p->layout(), name, served)));
+    respond(text(
+        200, RenderV2Metadata(p->layout(), name, served, {{"embedding_fold", p->fold_path()}})));
   });
   http_.Handle("/v1/models/" + name, [this, text](const HttpRequest&) {
     auto p = predictor();
@@ -255,6 +257,15 @@ std::string ModelServer::RenderMetrics() const {
       "# HELP kubetrain_serve_model_step The training step of the model served.\n"
       "# TYPE kubetrain_serve_model_step gauge\nkubetrain_serve_model_step " +
       std::to_string(p ? p->step() : -1) + "\n";
+  out +=
+      "# HELP kubetrain_serve_embedding_fold 1 when the model runs with its embeddings folded "
+      "into its first layer (see /v2/models/{name} parameters.embedding_fold for why not).\n"
+      "# TYPE kubetrain_serve_embedding_fold gauge\nkubetrain_serve_embedding_fold " +
+      std::string(p && p->folded() ? "1" : "0") + "\n";
+  out +=
+      "# HELP kubetrain_serve_embedding_fold_rows Folded (field, id) rows kept so far.\n"
+      "# TYPE kubetrain_serve_embedding_fold_rows gauge\nkubetrain_serve_embedding_fold_rows " +
+      std::to_string(p ? p->folded_rows() : 0) + "\n";
   out +=
       "# HELP kubetrain_serve_request_seconds Inference request latency in this process "
       "(parsed to answered).\n# TYPE kubetrain_serve_request_seconds histogram\n";

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "common/http_test_client.h"
+#include "trainer/data/reader.h"
 #include "trainer/storage/files.h"
 #include "trainer/worker/params.h"
 
@@ -105,6 +106,105 @@ TEST(Predictor, ComputesOnTheThreadsItWasLoadedForWhateverTheLoadingThreadsCount
   // Without the count (the old server's Load): the loading thread's 4, so the check
   // above can fail.
   EXPECT_GE(threads_started(0), 1);
+}
+
+// A job's --output for Wide & Deep (hidden {32, 8}) at `step` whose checkpoint holds the rows
+// of the ids one step updated (`ids`, from `seed`'s initial values plus one update).
+void WriteWideDeepOutput(const std::string& dir, int64_t step, uint64_t seed,
+                         const std::vector<uint64_t>& ids) {
+  WideDeepConfig c;
+  c.batch_size = 2;
+  c.hidden = {32, 8};
+  auto model = CreateWideDeep(c);
+  ASSERT_TRUE(model.ok());
+  OptimizerConfig opt;
+  opt.kind = OptimizerKind::kAdagrad;
+  LocalParams params(**model, seed, opt);
+  const size_t dim = static_cast<size_t>((*model)->SparseRowDim());
+  std::vector<float> rows(ids.size() * dim), dense((*model)->NumDenseParams());
+  ASSERT_TRUE(params.Pull(ids, rows.data(), dense.data()).ok());
+  std::vector<float> row_grads(rows.size()), dense_grad(dense.size());
+  for (size_t i = 0; i < row_grads.size(); ++i) row_grads[i] = 0.1f * float(i % 7) - 0.3f;
+  for (size_t i = 0; i < dense_grad.size(); ++i) dense_grad[i] = 0.01f * float(i % 5) - 0.02f;
+  ASSERT_TRUE(params.Push(step, ids, row_grads.data(), dense_grad.data()).ok());
+  ASSERT_TRUE(params.SaveCheckpoint(storage::JoinPath(dir, "model"), step).ok());
+  ModelSpec spec;
+  spec.kind = "wide_deep";
+  spec.hidden = c.hidden;
+  auto m = ReadTrainedModel(spec, opt, storage::JoinPath(dir, "model"));
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  ASSERT_EQ(m->ids.size(), ids.size());
+  ASSERT_TRUE(
+      storage::WriteObject(storage::JoinPath(dir, "model.json"), DescribeInputs(*m).dump()).ok());
+}
+
+// Wide & Deep in FP32 is served with its embeddings folded when the tables fit the budget,
+// unfolded otherwise (over the budget, folding off, BF16), and says which; the folded and
+// the unfolded give the same predictions within 1e-6, over batches padded to the sizes
+// built and ids with and without trained rows (one in a field it was not trained in).
+TEST(Predictor, FoldsWideDeepsEmbeddingsWhenTheyFitAndPredictsAsUnfolded) {
+  const std::string dir = TempDir();
+  std::vector<uint64_t> ids;
+  for (uint64_t i = 0; i < 60; ++i) ids.push_back(i * 0x9e3779b97f4a7c15ULL + 11);
+  WriteWideDeepOutput(dir, 4, 9, ids);
+  Batch b;
+  b.size = 5;  // padded to 8
+  b.num_dense = kCriteoDense;
+  b.num_cat = kCriteoCat;
+  for (int s = 0; s < b.size; ++s) {
+    for (int k = 0; k < kCriteoDense; ++k) b.dense.push_back(0.3f * float((s + k) % 5) - 0.5f);
+    for (int f = 0; f < kCriteoCat; ++f) {
+      // Trained ids, mostly in fields of their own; every third one none (an id no
+      // training step updated: the zero row); example 4 uses field 0's id in field 5.
+      uint64_t id = ids[static_cast<size_t>((s * 7 + f) % 60)];
+      if ((s + f) % 3 == 0) id = 1000 + f;
+      if (s == 4 && f == 5) id = ids[0];
+      b.cat.push_back(id);
+    }
+  }
+  b.label.assign(5, 0.f);
+  const auto load = [&](size_t max_bytes, Precision precision) {
+    PredictorOptions po;
+    po.model_dir = dir;
+    po.max_batch = 16;
+    po.fold_max_bytes = max_bytes;
+    po.precision = precision;
+    auto p = Predictor::Load(po);
+    EXPECT_TRUE(p.ok()) << p.status().ToString();
+    return std::move(*p);
+  };
+  const auto folded = load(size_t{1} << 20, Precision::kFp32);
+  const auto unfolded = load(0, Precision::kFp32);
+  EXPECT_TRUE(folded->folded());
+  EXPECT_TRUE(folded->fold_path().starts_with("folded: 60 rows")) << folded->fold_path();
+  EXPECT_FALSE(unfolded->folded());
+  EXPECT_EQ(unfolded->fold_path(), "unfolded: folding is off");
+  // 60 rows x 32 floats = 7,680 bytes: a budget of 7,679 is too small.
+  const auto over = load(60 * 32 * sizeof(float) - 1, Precision::kFp32);
+  EXPECT_FALSE(over->folded());
+  EXPECT_TRUE(over->fold_path().starts_with("unfolded: the folded tables of 60 rows"))
+      << over->fold_path();
+  const auto bf16 = load(size_t{1} << 20, Precision::kBf16);
+  EXPECT_FALSE(bf16->folded());
+  EXPECT_EQ(bf16->fold_path(), "unfolded: the fold is FP32 and this model runs bf16");
+
+  std::vector<float> want, got, again;
+  ASSERT_TRUE(unfolded->Run(b, &want).ok());
+  ASSERT_TRUE(folded->Run(b, &got).ok());
+  ASSERT_TRUE(folded->Run(b, &again).ok());
+  ASSERT_EQ(got.size(), 5u);
+  for (int s = 0; s < 5; ++s) {
+    EXPECT_NEAR(got[s], want[s], 1e-6) << s;
+    EXPECT_EQ(again[s], got[s]) << s;
+  }
+  EXPECT_GT(std::abs(want[0] - want[1]) + std::abs(want[1] - want[2]), 1e-3);
+  EXPECT_GT(folded->folded_rows(), 0u);
+  EXPECT_EQ(unfolded->folded_rows(), 0u);
+  // BF16 runs unfolded, so it gives BF16's numbers whatever the budget: within BF16's
+  // rounding of the FP32 ones.
+  std::vector<float> low;
+  ASSERT_TRUE(bf16->Run(b, &low).ok());
+  for (int s = 0; s < 5; ++s) EXPECT_NEAR(low[s], want[s], 2e-2) << s;
 }
 
 TEST(ModelServer, ServesTheTrainersPredictionsOverV2AndTfAndRefusesBadRequests) {
