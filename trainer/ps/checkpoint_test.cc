@@ -264,6 +264,52 @@ TEST_F(CheckpointChainTest, EvictedRowsAreDeletionsInTheDeltaAndStayDeletedOnRes
   EXPECT_EQ(got, Contents(shard));
 }
 
+// A restored row keeps the age the chain dates it to (the update count of the newest file
+// holding it), not "updated at the restore": rows 51..500, last updated 5 updates before the
+// checkpoint, are evicted by the first save after a restore with --embedding-evict-steps of
+// 3 updates. The old restore stamped every row as updated then and kept all 450.
+TEST_F(CheckpointChainTest, RestoredRowsKeepTheirAgeForEviction) {
+  const float init[4] = {0, 0, 0, 0};
+  ParamShard writer(ChainConfig(4), init);
+  PushRange(writer, 1, 501, 0.5f);  // update 1: rows 1..500
+  ASSERT_TRUE(SaveAndCommit(writer, root(), 1).ok());
+  for (int i = 0; i < 5; ++i) PushRange(writer, 1, 51, 0.1f);  // updates 2..6: rows 1..50
+  ASSERT_TRUE(SaveAndCommit(writer, root(), 2).ok());
+
+  ParamShard restored(ChainConfig(4, /*evict_after_updates=*/3), init);
+  auto found = FindCheckpoint(root(), 1);
+  ASSERT_TRUE(found.ok() && found->has_value());
+  ASSERT_TRUE(LoadShard(restored, root(), **found, 0, 1).ok());
+  ASSERT_EQ(restored.num_rows(), 500u);
+  PushRange(restored, 1, 51, 0.1f);  // update 7: rows 1..50 again
+  ASSERT_TRUE(SaveAndCommit(restored, root(), 3).ok());
+  EXPECT_EQ(restored.num_rows(), 50u);
+  EXPECT_EQ(restored.embedding_stats().evicted, 450u);
+}
+
+// The first save after a restore is a delta of the rows changed since (not every restored
+// row), and the chain it ends still restores every row.
+TEST_F(CheckpointChainTest, FirstDeltaAfterARestoreHoldsOnlyTheRowsChangedSince) {
+  const ShardConfig c = ChainConfig(4);
+  const float init[4] = {0, 0, 0, 0};
+  ParamShard writer(c, init);
+  PushRange(writer, 1, 2001, 0.5f);
+  auto full = SaveAndCommit(writer, root(), 1);
+  ASSERT_TRUE(full.ok());
+  ParamShard restored(c, init);
+  auto found = FindCheckpoint(root(), 1);
+  ASSERT_TRUE(found.ok() && found->has_value());
+  ASSERT_TRUE(LoadShard(restored, root(), **found, 0, 1).ok());
+  PushRange(restored, 1, 101, 0.25f);  // 5% of the rows
+  auto d = SaveAndCommit(restored, root(), 2);
+  ASSERT_TRUE(d.ok());
+  ASSERT_EQ(d->chain.size(), 1u);
+  EXPECT_LT(d->bytes, full->bytes / 15);
+  const auto [step, got] = Restored(root(), c);
+  EXPECT_EQ(step, 2);
+  EXPECT_EQ(got, Contents(restored));
+}
+
 TEST_F(CheckpointChainTest, CorruptLinkFallsBackToTheFullSnapshotAndItsGoodDeltas) {
   const ShardConfig c = ChainConfig(10);
   const float init[4] = {0, 0, 0, 0};
