@@ -349,6 +349,45 @@ TEST_F(CheckpointChainTest, CorruptLinkFallsBackToTheFullSnapshotAndItsGoodDelta
   EXPECT_EQ(got5, Contents(replacement));
 }
 
+// --checkpoint-full-every 2, --checkpoint-keep-chains 2: chains {1, 2}, {3, 4}, {5, 6}.
+// Nothing goes while only two full snapshots are committed; once the third is, every file
+// of chain {1, 2} goes (and an unfinished save's before it), chains {3, 4} and {5} stay
+// whole, and a corrupt link of the newest chain still falls back to the one before.
+TEST_F(CheckpointChainTest, PruningDeletesChainsOlderThanTheNewestTwoOnceANewFullIsCommitted) {
+  const ShardConfig c = ChainConfig(2);
+  const float init[4] = {0, 0, 0, 0};
+  ParamShard shard(c, init);
+  namespace fs = std::filesystem;
+  fs::create_directories(root_ / "ckpt-0");
+  std::ofstream(root_ / "ckpt-0" / "shard-0-of-1.bin") << "an unfinished save";
+  std::map<int64_t, std::map<uint64_t, std::vector<float>>> at;
+  for (int64_t step = 1; step <= 5; ++step) {
+    PushRange(shard, static_cast<uint64_t>(step) * 10, static_cast<uint64_t>(step) * 10 + 100,
+              0.1f);
+    auto d = SaveAndCommit(shard, root(), step);
+    ASSERT_TRUE(d.ok()) << d.status().ToString();
+    EXPECT_EQ(d->chain.empty(), step % 2 == 1) << step;
+    at[step] = Contents(shard);
+    auto pruned = PruneCheckpointChains(root(), 2);
+    ASSERT_TRUE(pruned.ok()) << pruned.status().ToString();
+    // Step 3 commits the second full: the unfinished ckpt-0 before the first goes. Step 5
+    // commits the third: chain {1, 2} goes (a MANIFEST and a shard each).
+    EXPECT_EQ(*pruned, step == 3 ? 1 : step == 5 ? 4 : 0) << step;
+  }
+  for (int64_t step = 0; step <= 2; ++step) {
+    EXPECT_FALSE(fs::exists(CheckpointDir(root(), step))) << step;
+  }
+  for (int64_t step = 3; step <= 5; ++step) {
+    EXPECT_TRUE(fs::exists(ManifestPath(root(), step))) << step;
+  }
+  EXPECT_EQ(Restored(root(), c).second, at[5]);
+  std::ofstream(ShardPath(root(), 5, 0, 1), std::ios::trunc) << "damaged";
+  const auto [step, got] = Restored(root(), c);
+  EXPECT_EQ(step, 4);
+  EXPECT_EQ(got, at[4]);
+  EXPECT_FALSE(PruneCheckpointChains(root(), 0).ok());
+}
+
 // One fake for the whole process: the trainer's S3 client is process-wide and configured
 // from the environment on its first use. Each test starts from the two sound checkpoints.
 class CheckpointS3Test : public ::testing::Test {
