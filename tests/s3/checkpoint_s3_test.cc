@@ -20,7 +20,8 @@ std::atomic<bool> g_track{false};
 std::atomic<size_t> g_largest{0};
 }  // namespace
 
-void* operator new(std::size_t n) {
+// Not inlined: GCC would see malloc() paired with the standard delete and warn.
+[[gnu::noinline]] void* operator new(std::size_t n) {
   if (g_track.load(std::memory_order_relaxed)) {
     size_t seen = g_largest.load(std::memory_order_relaxed);
     while (n > seen && !g_largest.compare_exchange_weak(seen, n, std::memory_order_relaxed)) {
@@ -29,12 +30,7 @@ void* operator new(std::size_t n) {
   if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
   throw std::bad_alloc();
 }
-void operator delete(void* p) noexcept {
-  std::free(p);
-}
-void operator delete(void* p, std::size_t) noexcept {
-  std::free(p);
-}
+// The default operator delete frees with free(), which matches this malloc().
 
 namespace kubetrain::trainer {
 namespace {
@@ -109,7 +105,8 @@ TEST_F(CheckpointS3Test, ChainsBeforeTheNewestTwoAreDeletedOnceANewFullIsCommitt
 }
 
 // A delta of 300,000 changed rows (~42 MB) goes to S3 in parts: no allocation during the
-// save is even a third of the object (the client's parts are 16 MiB).
+// save reaches half the object (the largest is a 16 MiB part; built whole, one string would
+// hold all 42 MB).
 TEST_F(CheckpointS3Test, ADeltaIsStreamedToS3NotBuiltInMemory) {
   const float init[4] = {0, 0, 0, 0};
   ParamShard shard(Config(4), init);
@@ -123,7 +120,7 @@ TEST_F(CheckpointS3Test, ADeltaIsStreamedToS3NotBuiltInMemory) {
   ASSERT_TRUE(d.ok()) << d.status().ToString();
   ASSERT_EQ(d->chain.size(), 1u);  // a delta
   EXPECT_GT(d->bytes, 40'000'000u);
-  EXPECT_LT(g_largest.load(), d->bytes / 3) << "largest allocation " << g_largest.load();
+  EXPECT_LT(g_largest.load(), d->bytes / 2) << "largest allocation " << g_largest.load();
   ASSERT_TRUE(WriteManifest(root_, 2, {*d}).ok());
   auto found = FindCheckpoint(root_, 1);
   ASSERT_TRUE(found.ok() && found->has_value());
