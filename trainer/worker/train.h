@@ -19,7 +19,7 @@ struct TrainOptions {
   // Checkpoints (coordinator only; empty dir = none).
   std::string checkpoint_dir;
   int64_t checkpoint_every = 0;
-  // After each committed checkpoint, delete those of all but the newest N chains
+  // After each checkpoint committed here, delete those of all but the newest N chains
   // (PruneCheckpointChains; a failure is a warning, never the run's end). 0: keep all.
   int checkpoint_keep_chains = 0;
   std::string loss_curve_path;  // "step,loss" per step, for tests; empty = none
