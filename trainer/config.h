@@ -20,8 +20,8 @@
 #include "trainer/data/reader.h"
 #include "trainer/model/layers.h"
 #include "trainer/ps/optimizer.h"
-#include "trainer/ps/protocol.h"
 #include "trainer/ps/shard.h"
+#include "trainer/rpc/protocol.h"
 
 namespace CLI {
 class App;

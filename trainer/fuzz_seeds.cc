@@ -11,8 +11,8 @@
 
 #include "trainer/export/export.h"
 #include "trainer/ps/checkpoint.h"
-#include "trainer/ps/protocol.h"
 #include "trainer/ps/shard.h"
+#include "trainer/rpc/protocol.h"
 #include "trainer/storage/files.h"
 
 namespace {
@@ -112,7 +112,7 @@ int main(int argc, char** argv) {
   fs::remove_all(tmp);
   fs::create_directories(tmp);
 
-  ProtocolSeeds(src / "trainer/ps/testdata/fuzz/ps_protocol_fuzz");
+  ProtocolSeeds(src / "trainer/rpc/testdata/fuzz/ps_protocol_fuzz");
 
   const fs::path shards = src / "trainer/ps/testdata/fuzz/ps_shard_fuzz";
   for (OptimizerKind kind : {OptimizerKind::kSgd, OptimizerKind::kAdagrad, OptimizerKind::kAdam}) {

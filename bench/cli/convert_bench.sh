@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Benchmark of `kubetrain convert` (issue 29): a GitOps directory of TFJobs
-# converted in one call. Generates JOBS TFJobs of 1 PS + 4 workers (v1's
+# Benchmark of `kubetrain convert` as a migration uses it: a GitOps directory of
+# TFJobs converted in one call. Generates JOBS TFJobs of 1 PS + 4 workers (v1's
 # defaults, like bench/controller's jobs) as one multi-document file, converts
 # it RUNS times and prints the median wall time and TFJobs per second, last.
 # Usage: bench/cli/convert_bench.sh <build dir> [jobs=1000] [runs=5]

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One TrainingJob at the CRD's maximum (issue 10, item 11): 1 PS + WORKERS
+# One TrainingJob at the CRD's maximum : 1 PS + WORKERS
 # workers (the CRD allows at most 10,000 replicas per replica type) on kwok,
 # on a fresh test control plane. Polls the operator's VmHWM from
 # /proc/PID/status until every pod of the job exists and prints the peak RSS in
@@ -18,6 +18,7 @@ operator="$(realpath "${1:?usage: big_job_bench.sh OPERATOR_BINARY [WORKERS]}")"
 workers="${2:-10000}"
 limit_mib=256
 timeout_s="${KUBETRAIN_BENCH_TIMEOUT:-1800}"
+source "${root}/tests/tools/testlib.sh"
 export PATH="$("${root}/tests/cluster/build"):${PATH}"
 pods=$((workers + 1))
 dir="" op_pid=""
@@ -35,7 +36,7 @@ export KUBECONFIG="${dir}/kubeconfig"
 kubectl apply -f "${root}/crds/trainingjobs.kubetrain.io.yaml" >/dev/null
 "${root}/tests/tools/wait-crds" crd/trainingjobs.kubetrain.io >/dev/null
 kubectl create namespace bench >/dev/null
-until kubectl -n bench get sa default >/dev/null 2>&1; do sleep 0.2; done
+wait_for_namespace bench
 alloc=$(kubectl get nodes -o jsonpath='{range .items[*]}{.status.allocatable.pods}{"\n"}{end}' | sort -u | tr '\n' ' ')
 echo "kwok nodes: $(kubectl get nodes --no-headers | wc -l), allocatable pods per node: ${alloc}" >&2
 

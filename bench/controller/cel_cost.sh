@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# What the TrainingJob CRD's CEL rules cost the apiserver (issue 16, lever b):
+# What the TrainingJob CRD's CEL rules cost the apiserver, to decide whether
+# they are worth keeping:
 # on one fresh control plane (tests/cluster/up, no operator), JOBS TrainingJobs
 # of 1 PS + 4 workers are created with one `kubectl create`, once with the CRD
 # as shipped and once with its x-kubernetes-validations removed, alternating

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Chaos figure of issue 10: JOBS TrainingJobs of 1 PS + 4 workers on kwok,
+# Chaos figure (no duplicate pods across operator and apiserver crashes): JOBS TrainingJobs of 1 PS + 4 workers on kwok,
 # created in batches while the operator is SIGKILLed at KILLS random moments
 # (restarted each time) and the kube-apiserver is SIGKILLed and restarted once.
 # Prints: duplicate pod creates (from the apiserver's audit log: creates per pod
@@ -27,13 +27,7 @@ kills="${3:-10}"
 converge_s="${KUBETRAIN_BENCH_TIMEOUT:-900}"
 export PATH="$("${root}/tests/cluster/build"):${PATH}"
 dir="" op_pid="" work=""
-stop() {
-  if [[ -n "${op_pid}" ]]; then kill -KILL "${op_pid}" 2>/dev/null; wait "${op_pid}" 2>/dev/null || true; fi
-  if [[ -n "${dir}" ]]; then "${root}/tests/cluster/down" "${dir}"; fi
-  if [[ -n "${work}" ]]; then rm -rf "${work}"; fi
-  op_pid="" dir="" work=""
-}
-trap stop EXIT
+trap 'own_cluster_teardown KILL' EXIT
 trap 'exit 130' INT TERM
 work="$(mktemp -d "${TMPDIR:-/tmp}/kubetrain-chaos.XXXXXX")"
 
@@ -57,7 +51,7 @@ kubectl apply -k "${root}/crds" >/dev/null
 kubectl apply -k "${root}/deploy/kustomize/base" >/dev/null
 "${root}/tests/tools/wait-crds" crd/trainingjobs.kubetrain.io >/dev/null
 kubectl create namespace chaos >/dev/null
-until kubectl -n chaos get sa default >/dev/null 2>&1; do sleep 0.2; done
+wait_for_namespace chaos
 operator_kubeconfig "${work}/operator-kubeconfig" || exit 1
 health_port="$(free_port)"
 start_operator() {

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Restart latency under churn (issue 16): on a cluster of running
+# Restart latency under churn: on a cluster of running
 # TrainingJobs, once the operator has reconciled every job after its start,
 # delete one pod of a different job (round robin over the first
 # CHURN_JOBS jobs, the role turning with each delete: PS, worker 0..3, so a

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Operator memory with a full cluster (issue 16): JOBS TrainingJobs of 1 PS +
+# Operator memory with a full cluster: JOBS TrainingJobs of 1 PS +
 # 4 workers (default 2,000 jobs, 10,000 pods) on one tests/cluster control
 # plane with a kwok node per 100 pods. The pods are made by the operator
 # itself: the first contender runs until every pod is Running, then stops.
@@ -30,6 +30,7 @@ runs="${3:-3}"
 read -r -a contenders <<<"${BENCH_CONTENDERS:-kubetrain}"
 pods=$((jobs * 5))
 nodes=$(((pods + 99) / 100))
+source "${root}/tests/tools/testlib.sh"
 export PATH="$("${root}/tests/cluster/build"):${PATH}"
 
 dir="" op_pid="" work=""
@@ -73,7 +74,7 @@ export KUBECONFIG="${dir}/kubeconfig"
 kubectl apply -f "${root}/crds/trainingjobs.kubetrain.io.yaml" >/dev/null
 "${root}/tests/tools/wait-crds" crd/trainingjobs.kubetrain.io >/dev/null
 kubectl create namespace bench >/dev/null
-until kubectl -n bench get sa default >/dev/null 2>&1; do sleep 0.2; done
+wait_for_namespace bench
 bench_jobs "${jobs}" trainingjob >"${work}/jobs.yaml"
 
 t0=${SECONDS}

@@ -14,6 +14,7 @@ source "${root}/bench/controller/lib.sh"
 operator="${1:?usage: scale_bench.sh OPERATOR_BINARY [JOBS] [RUNS]}"
 jobs="${2:-500}"
 runs="${3:-3}"
+source "${root}/tests/tools/testlib.sh"
 export PATH="$("${root}/tests/cluster/build"):${PATH}"
 pods=$((jobs * 5))
 dir="" op_pid=""
@@ -36,7 +37,7 @@ for ((r = 1; r <= runs; r++)); do
   kubectl apply -f "${root}/crds/trainingjobs.kubetrain.io.yaml" >/dev/null
   "${root}/tests/tools/wait-crds" crd/trainingjobs.kubetrain.io >/dev/null
   kubectl create namespace bench >/dev/null
-  until kubectl -n bench get sa default >/dev/null 2>&1; do sleep 0.2; done
+  wait_for_namespace bench
   port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
   "${operator}" --qps 500 --burst 1000 --workers 8 --metrics-addr "127.0.0.1:${port}" \
     --health-addr 127.0.0.1:0 --log-level warn >"${dir}/operator.log" 2>&1 &

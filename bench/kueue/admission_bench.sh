@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Kueue admission to running pods (issue 13): on a fresh control plane with a
+# Kueue admission to running pods: on a fresh control plane with a
 # real Kueue (tests/cluster/up, KUBETRAIN_KUEUE=1) and the operator run with
 # --kueue, JOBS TrainingJobs (1 PS + 2 workers each) are queued at once in a
 # ClusterQueue with quota for all of them; for each job, the seconds from the
@@ -16,15 +16,10 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 operator="$(realpath "${1:?usage: admission_bench.sh OPERATOR_BINARY [JOBS] [RUNS]}")"
 jobs="${2:-100}"
 runs="${3:-3}"
+source "${root}/tests/tools/testlib.sh"
 export PATH="$("${root}/tests/cluster/build"):${PATH}"
 dir="" op_pid="" work=""
-stop() {
-  if [[ -n "${op_pid}" ]]; then kill -TERM "${op_pid}" 2>/dev/null; wait "${op_pid}" 2>/dev/null || true; fi
-  if [[ -n "${dir}" ]]; then "${root}/tests/cluster/down" "${dir}"; fi
-  if [[ -n "${work}" ]]; then rm -rf "${work}"; fi
-  op_pid="" dir="" work=""
-}
-trap stop EXIT
+trap own_cluster_teardown EXIT
 trap 'exit 130' INT TERM
 work="$(mktemp -d "${TMPDIR:-/tmp}/kubetrain-kueue-bench.XXXXXX")"
 dir="${work}/cluster"
@@ -53,7 +48,7 @@ Q
 for ((r = 1; r <= runs; r++)); do
   ns="kueue-bench-${r}"
   kubectl create namespace "${ns}" >/dev/null
-  until kubectl -n "${ns}" get sa default >/dev/null 2>&1; do sleep 0.2; done
+  wait_for_namespace "${ns}"
   # A ClusterQueue per run: no quota is held by the previous run's jobs.
   cat <<Q | kubectl apply -f - >/dev/null
 apiVersion: kueue.x-k8s.io/v1beta1

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Operator memory and CPU with other job kinds' Workloads in the cluster
-# (issue 27 item 7). FOREIGN Workloads as Kueue makes them for batch Jobs
+# (the operator must not pay for Workloads it does not own). FOREIGN Workloads as Kueue makes them for batch Jobs
 # (label kueue.x-k8s.io/job-uid, a pod template of ~2 KB, no TrainingJob
 # owner) in one namespace, and JOBS admitted TrainingJobs (1 worker each) in
 # another, on a control plane with a real Kueue (tests/cluster/up,
@@ -27,6 +27,7 @@ foreign="${2:-2000}"
 jobs="${3:-20}"
 runs="${4:-3}"
 read -r -a contenders <<<"${BENCH_CONTENDERS:-kubetrain}"
+source "${root}/tests/tools/testlib.sh"
 export PATH="$("${root}/tests/cluster/build"):${PATH}"
 
 dir="" op_pid="" work=""
@@ -61,7 +62,7 @@ kubectl apply -k "${root}/crds" >/dev/null
 for ns in kwb-foreign kwb-jobs; do
   kubectl get namespace "${ns}" >/dev/null 2>&1 || kubectl create namespace "${ns}" >/dev/null
 done
-until kubectl -n kwb-jobs get sa default >/dev/null 2>&1; do sleep 0.2; done
+wait_for_namespace kwb-jobs
 
 # The foreign Workloads, 200 to a kubectl call.
 have=$(kubectl -n kwb-foreign get workloads -o name | wc -l)

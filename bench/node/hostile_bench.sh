@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The operator beside a hostile tenant, on the real node (issue 27's figures).
+# The operator beside a hostile tenant, on the real node.
 # Two phases, one operator (installed as users do, kustomize base):
 #   quiet    a good Wide & Deep job (2 PS + 2 workers) alone in its namespace
 #   hostile  the same good job, and in another namespace a hostile job whose

@@ -14,6 +14,7 @@ operator="${1:?usage: progress_bench.sh OPERATOR_BINARY [JOBS] [RUNS] [WINDOW]}"
 jobs="${2:-500}"
 runs="${3:-3}"
 window="${4:-30}"
+source "${root}/tests/tools/testlib.sh"
 export PATH="$("${root}/tests/cluster/build"):${PATH}"
 dir="" op_pid=""
 stop_operator() {
@@ -49,7 +50,7 @@ export KUBECONFIG="${dir}/kubeconfig"
 kubectl apply -f "${root}/crds/trainingjobs.kubetrain.io.yaml" >/dev/null
 "${root}/tests/tools/wait-crds" crd/trainingjobs.kubetrain.io >/dev/null
 kubectl create namespace bench >/dev/null
-until kubectl -n bench get sa default >/dev/null 2>&1; do sleep 0.2; done
+wait_for_namespace bench
 for ((i = 0; i < jobs; i++)); do
   cat <<JOB
 apiVersion: kubetrain.io/v1alpha1

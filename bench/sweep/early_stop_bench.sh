@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 32 item 4's figure: a local sweep's wall time with and without early stopping on the
+# What early stopping saves: a local sweep's wall time with and without early stopping on the
 # same search space, and the best metric each finds. The sweep is tests/cli/jobs/sweep-early-
 # stop.yaml (a grid over Adam's learning rate: 0.01, 0.003, 1, 10, 0.02, 20; the last three
 # diverge to a training loss of 4 to 80), one trial at a time, STEPS steps per trial; "off" is

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# TrainingSweep figures of issue 12, on kwok (a fresh control plane with an
+# TrainingSweep figures, on kwok (a fresh control plane with an
 # audit log of every write):
 #  1. operator overhead per trial: a sequential sweep (parallelism 1) of
 #     SEQ trials; for each trial after the first, seconds from the end of the
@@ -24,13 +24,7 @@ seq_trials="${4:-20}"
 runs="${5:-3}"
 export PATH="$("${root}/tests/cluster/build"):${PATH}"
 dir="" op_pid="" work=""
-stop() {
-  if [[ -n "${op_pid}" ]]; then kill -TERM "${op_pid}" 2>/dev/null; wait "${op_pid}" 2>/dev/null || true; fi
-  if [[ -n "${dir}" ]]; then "${root}/tests/cluster/down" "${dir}"; fi
-  if [[ -n "${work}" ]]; then rm -rf "${work}"; fi
-  op_pid="" dir="" work=""
-}
-trap stop EXIT
+trap own_cluster_teardown EXIT
 trap 'exit 130' INT TERM
 work="$(mktemp -d "${TMPDIR:-/tmp}/kubetrain-sweep-bench.XXXXXX")"
 
@@ -84,7 +78,7 @@ SWEEP
 }
 run_sweep() {  # run_sweep NAMESPACE TRIALS PARALLELISM -> prints wall seconds
   kubectl create namespace "$1" >/dev/null
-  until kubectl -n "$1" get sa default >/dev/null 2>&1; do sleep 0.2; done
+  wait_for_namespace "$1"
   local t0 t1
   t0=$(date +%s.%N)
   sweep "$1" s "$2" "$3" | kubectl create -f - >/dev/null

@@ -1,4 +1,4 @@
-// Incremental checkpoints (issue 30 item 4): bytes and seconds of a full snapshot against a
+// Incremental checkpoints: bytes and seconds of a full snapshot against a
 // delta with `changed` of the rows updated since the previous checkpoint. One PS shard of the
 // default Wide & Deep model (dim 16, Adagrad: 132 bytes per row on disk plus its id) holding
 // `rows` rows, saved to a local directory with ParamShard::SaveCheckpoint

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The accuracy cost of bounded embeddings (issue 30 item 3): one process trains one epoch of
+# The accuracy cost of bounded embeddings: one process trains one epoch of
 # the criteo-kaggle profile (Wide & Deep, layers 256,128, dim 16, Adagrad, batch 512, 2
 # threads) three ways: unbounded, --embedding-admit-count 2, and --embedding-capacity half the
 # rows the unbounded run ended with. Prints AUC, rows, bytes per row, filtered and evicted

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# SIGTERM with the default model (issue 28 part 4): time from SIGTERM to the exit with a
+# SIGTERM with the default model: time from SIGTERM to the exit with a
 # committed checkpoint (ms, median of the runs), steps lost (last step logged before the
 # signal minus the checkpoint's step, floored at 0; goal 0), and the checkpoint save rate
 # (MB/s) that sizes the grace period, to local disk and to the real S3 server (tests/s3/up).

@@ -28,8 +28,8 @@
 #include "trainer/data/generator.h"
 #include "trainer/metrics/metrics.h"
 #include "trainer/model/model.h"
-#include "trainer/ps/server.h"
-#include "trainer/worker/remote.h"
+#include "trainer/rpc/ps_server.h"
+#include "trainer/rpc/remote_params.h"
 #include "trainer/worker/train.h"
 
 namespace kubetrain::trainer {

@@ -11,14 +11,13 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "${here}/../.." && pwd)"
 operator="${1:?usage: cluster_test.sh OPERATOR_BINARY}"
 : "${KUBETRAIN:?set KUBETRAIN to the kubetrain binary}"
-export PATH="$("${root}/tests/cluster/build"):${PATH}"
-: "${KUBECONFIG:?KUBECONFIG must point at the test cluster}"
+source "${root}/tests/tools/testlib.sh"
+use_test_cluster
 work="$(mktemp -d)"
 op_pid=""
 NS_PREFIX=clicl
 T=60
 WAIT_SECONDS=${T}
-source "${root}/tests/tools/testlib.sh"
 
 "${operator}" --kubeconfig "${KUBECONFIG}" --metrics-addr 127.0.0.1:0 --health-addr 127.0.0.1:0 \
   --workers 4 >>"${work}/operator.log" 2>&1 &

@@ -8,14 +8,13 @@ set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "${here}/../.." && pwd)"
 operator="${1:?usage: controller_test.sh OPERATOR_BINARY}"
-export PATH="$("${root}/tests/cluster/build"):${PATH}"
-: "${KUBECONFIG:?KUBECONFIG must point at the test cluster}"
+source "${root}/tests/tools/testlib.sh"
+use_test_cluster
 work="$(mktemp -d)"
 op_pid=""
 NS_PREFIX=ctl
 T=60  # seconds any single wait may take
 WAIT_SECONDS=${T}
-source "${root}/tests/tools/testlib.sh"
 
 metrics_port="$(free_port)"
 health_port="$(free_port)"

@@ -12,12 +12,11 @@ set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "${here}/../.." && pwd)"
 operator="${1:?usage: disruption_test.sh OPERATOR_BINARY}"
-export PATH="$("${root}/tests/cluster/build"):${PATH}"
-: "${KUBECONFIG:?KUBECONFIG must point at the test cluster}"
+source "${root}/tests/tools/testlib.sh"
+use_test_cluster
 NS_PREFIX=disrupt
 WAIT_SECONDS=180
 JOBS="${DISRUPT_JOBS:-50}"
-source "${root}/tests/tools/testlib.sh"
 work="$(mktemp -d)"
 id="d$(openssl rand -hex 3)"
 op_pid=""

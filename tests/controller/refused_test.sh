@@ -18,11 +18,10 @@ set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "${here}/../.." && pwd)"
 operator="${1:?usage: refused_test.sh OPERATOR_BINARY}"
-export PATH="$("${root}/tests/cluster/build"):${PATH}"
-: "${KUBECONFIG:?KUBECONFIG must point at the test cluster}"
+source "${root}/tests/tools/testlib.sh"
+use_test_cluster
 NS_PREFIX=refused
 WAIT_SECONDS=60
-source "${root}/tests/tools/testlib.sh"
 work="$(mktemp -d)"
 op_pid=""
 cleanup() {

@@ -9,12 +9,11 @@ set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "${here}/../.." && pwd)"
 operator="${1:?usage: startup_test.sh OPERATOR_BINARY}"
-export PATH="$("${root}/tests/cluster/build"):${PATH}"
-: "${KUBECONFIG:?KUBECONFIG must point at the test cluster}"
+source "${root}/tests/tools/testlib.sh"
+use_test_cluster
 work="$(mktemp -d)"
 pids=()
 ns="startup-$(openssl rand -hex 3)"
-source "${root}/tests/tools/testlib.sh"
 
 cleanup() {
   for p in "${pids[@]}"; do kill -KILL "${p}" 2>/dev/null; wait "${p}" 2>/dev/null; done

@@ -9,12 +9,11 @@ set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "${here}/../.." && pwd)"
 operator="${1:?usage: argocd_health_test.sh OPERATOR_BINARY}"
-export PATH="$("${root}/tests/cluster/build"):${PATH}"
-: "${KUBECONFIG:?KUBECONFIG must point at the test cluster}"
+source "${root}/tests/tools/testlib.sh"
+use_test_cluster
 command -v lua5.1 >/dev/null || { echo "lua5.1 is missing (.ci/setup installs it)"; exit 1; }
 "${here}/argocd_cases.py" || { echo "the health checks fail their own cases"; exit 1; }
 NS_PREFIX=argo
-source "${root}/tests/tools/testlib.sh"
 source "${here}/lib.sh"
 work="$(mktemp -d)"
 op_pid=""

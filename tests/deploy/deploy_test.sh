@@ -7,9 +7,8 @@
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "${here}/../.." && pwd)"
-export PATH="$("${root}/tests/cluster/build"):$("${root}/tests/cluster/build-helm"):${PATH}"
-: "${KUBECONFIG:?KUBECONFIG must point at the test cluster}"
 source "${root}/tests/tools/testlib.sh"
+use_test_cluster build-helm
 chart="${root}/deploy/helm/kubetrain"
 ns=kubetrain-helm
 trap 'kubectl delete namespace "${ns}" kt-users --wait=false >/dev/null 2>&1' EXIT

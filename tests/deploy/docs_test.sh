@@ -15,10 +15,9 @@ set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "${here}/../.." && pwd)"
 operator="${1:?usage: docs_test.sh OPERATOR_BINARY}"
-export PATH="$("${root}/tests/cluster/build"):$("${root}/tests/cluster/build-helm"):${PATH}"
-: "${KUBECONFIG:?KUBECONFIG must point at the test cluster}"
-NS_PREFIX=docs
 source "${root}/tests/tools/testlib.sh"
+use_test_cluster build-helm
+NS_PREFIX=docs
 work="$(mktemp -d)"
 trap 'delete_namespaces; rm -rf "${work}"' EXIT
 

@@ -8,10 +8,9 @@
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "${here}/../.." && pwd)"
-export PATH="$("${root}/tests/cluster/build"):$("${root}/tests/cluster/build-kustomize"):${PATH}"
-: "${KUBECONFIG:?KUBECONFIG must point at the test cluster}"
-NS_PREFIX=examples
 source "${root}/tests/tools/testlib.sh"
+use_test_cluster build-kustomize
+NS_PREFIX=examples
 work="$(mktemp -d)"
 trap 'delete_namespaces; rm -rf "${work}"' EXIT
 released=ghcr.io/kubetrain/kubetrain-trainer

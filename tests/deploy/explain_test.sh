@@ -8,10 +8,9 @@
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "${here}/../.." && pwd)"
-export PATH="$("${root}/tests/cluster/build"):${PATH}"
-: "${KUBECONFIG:?KUBECONFIG must point at the test cluster}"
-NS_PREFIX=explain
 source "${root}/tests/tools/testlib.sh"
+use_test_cluster
+NS_PREFIX=explain
 # A fresh discovery cache: a cached one may hold an earlier CRD's categories.
 export KUBECACHEDIR="$(mktemp -d)"
 trap 'delete_namespaces; rm -rf "${KUBECACHEDIR}"' EXIT

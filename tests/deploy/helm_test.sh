@@ -13,10 +13,9 @@
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "${here}/../.." && pwd)"
-export PATH="$("${root}/tests/cluster/build"):$("${root}/tests/cluster/build-helm"):${PATH}"
-: "${KUBECONFIG:?KUBECONFIG must point at the test cluster}"
-NS_PREFIX=helm
 source "${root}/tests/tools/testlib.sh"
+use_test_cluster build-helm
+NS_PREFIX=helm
 chart="${root}/deploy/helm/kubetrain"
 # The last commit with chart 0.1.0 (CRDs in crds/, no State column description).
 previous=9774966a199df945ca270f1f9bd1f3389cc6d662

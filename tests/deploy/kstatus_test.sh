@@ -12,10 +12,9 @@ set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "${here}/../.." && pwd)"
 operator="${1:?usage: kstatus_test.sh OPERATOR_BINARY}"
-export PATH="$("${root}/tests/cluster/build"):$("${root}/tests/cluster/build-kstatus"):${PATH}"
-: "${KUBECONFIG:?KUBECONFIG must point at the test cluster}"
-NS_PREFIX=kstatus
 source "${root}/tests/tools/testlib.sh"
+use_test_cluster build-kstatus
+NS_PREFIX=kstatus
 source "${here}/lib.sh"
 work="$(mktemp -d)"
 op_pid=""

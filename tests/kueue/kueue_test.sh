@@ -10,14 +10,13 @@ set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "${here}/../.." && pwd)"
 operator="${1:?usage: kueue_test.sh OPERATOR_BINARY}"
-export PATH="$("${root}/tests/cluster/build"):${PATH}"
-: "${KUBECONFIG:?KUBECONFIG must point at the test cluster}"
+source "${root}/tests/tools/testlib.sh"
+use_test_cluster
 work="$(mktemp -d)"
 op_pid=""
 NS_PREFIX=kq
 T=90
 WAIT_SECONDS=${T}
-source "${root}/tests/tools/testlib.sh"
 cluster_objects=()
 
 # The ports are picked before the fork: a background subshell still running

@@ -6,7 +6,7 @@
 # until the old ps-0 is gone ("reached"). The resumed step must lie between
 # before - 1 and reached + 1. Workers may step past the save while the old ps-0
 # waits for the MANIFEST: it applies nothing after its save and closes their
-# pushes unanswered, so they re-send them to the new ps-0 (ps/server.h; the unit
+# pushes unanswered, so they re-send them to the new ps-0 (rpc/ps_server.h; the unit
 # test PsServerTest.PushAfterTheSigtermSaveIsAppliedByTheReplacementNotLost):
 # nothing is lost. (Before that fix the old ps-0 applied those pushes and lost them:
 # this test saw the new ps-0 resume at 379 with worker-0 at 381.) A periodic

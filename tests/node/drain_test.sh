@@ -57,7 +57,7 @@ echo "  status.disruptions: $(status_count drained disruptions)"
 # replacement restored (an older checkpoint loses the updates since; none loses
 # them all); one step of slack for the step in flight. Steps the workers took past
 # the save (up to "reached") are not lost: the saved PS applies nothing after its
-# save and the workers re-send those pushes to its replacement (ps/server.h).
+# save and the workers re-send those pushes to its replacement (rpc/ps_server.h).
 lost=0
 for p in ${evicted}; do
   r="${restored_at[${p}]:-$(resumed_step "${p}")}"

@@ -11,14 +11,13 @@ set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "${here}/../.." && pwd)"
 operator="${1:?usage: progress_test.sh OPERATOR_BINARY}"
-export PATH="$("${root}/tests/cluster/build"):${PATH}"
-: "${KUBECONFIG:?KUBECONFIG must point at the test cluster}"
+source "${root}/tests/tools/testlib.sh"
+use_test_cluster
 work="$(mktemp -d)"
 op_pid=""
 NS_PREFIX=progress
 T=90
 WAIT_SECONDS=${T}
-source "${root}/tests/tools/testlib.sh"
 
 # The reader's settings for this test: 4 reads/s for the whole operator, each
 # job at most once a second, a failing target after 2 s, 4 s, then every 4 s.

@@ -7,15 +7,14 @@ set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "${here}/../.." && pwd)"
 operator="${1:?usage: sweep_test.sh OPERATOR_BINARY [CASE...]}"
-export PATH="$("${root}/tests/cluster/build"):${PATH}"
-: "${KUBECONFIG:?KUBECONFIG must point at the test cluster}"
+source "${root}/tests/tools/testlib.sh"
+use_test_cluster
 work="$(mktemp -d)"
 op_pid=""
 watch_pids=()
 NS_PREFIX=sweep
 T=90
 WAIT_SECONDS=${T}
-source "${root}/tests/tools/testlib.sh"
 
 cleanup() {
   for p in "${watch_pids[@]}"; do kill "${p}" 2>/dev/null; wait "${p}" 2>/dev/null; done

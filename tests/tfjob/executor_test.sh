@@ -17,10 +17,9 @@ set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "${here}/../.." && pwd)"
 operator="${1:?usage: executor_test.sh OPERATOR_BINARY}"
-export PATH="$("${root}/tests/cluster/build"):${PATH}"
-: "${KUBECONFIG:?KUBECONFIG must point at the test cluster}"
-NS_PREFIX=tfexec
 source "${root}/tests/tools/testlib.sh"
+use_test_cluster
+NS_PREFIX=tfexec
 
 version=v1.9.3
 moddir="$(go env GOMODCACHE 2>/dev/null)/github.com/kubeflow/training-operator@${version}"

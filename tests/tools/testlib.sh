@@ -5,8 +5,17 @@
 #   wait_until DESCRIPTION CMD...   poll CMD until it succeeds, up to WAIT_SECONDS (default 60)
 #   run_cases CASE...               run each case function, print PASS/FAILED per case (with its
 #                                   seconds) and a summary; returns non-zero if any check failed
-# For tests against a cluster (KUBECONFIG set):
 #   free_port                       print a free loopback TCP port
+# For tests and benches against a cluster (KUBECONFIG set):
+#   use_test_cluster [BUILD...]     put the test cluster's tools (tests/cluster/build: kubectl...)
+#                                   first on PATH, then each tests/cluster/BUILD's (build-helm...),
+#                                   and exit unless KUBECONFIG is set
+#   wait_for_namespace NS           wait (up to WAIT_SECONDS) for NS's default ServiceAccount:
+#                                   a pod created before it exists is refused
+#   own_cluster_teardown [SIGNAL]   for a bench with a control plane of its own (in ${dir}) and
+#                                   a scratch directory ${work}: stop ${op_pid} (SIGTERM, or
+#                                   SIGNAL) and wait for it, tests/cluster/down ${dir}, remove
+#                                   ${work}; each only if set, then unsets them (an EXIT trap)
 #   new_ns NAME                     create namespace ${NS_PREFIX}-NAME-<random>, make it the
 #                                   current one (ns) and record it in `namespaces`; waits for its
 #                                   default ServiceAccount (pods need it)
@@ -18,6 +27,7 @@
 #                                   current cluster, so a test proves the shipped RBAC is enough
 failures=0
 namespaces=()
+_testlib_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); return 1; }
 check() {
   if [[ "$2" == "$3" ]]; then echo "  ok: $1"; else fail "$1: got '$2', want '$3'"; fi
@@ -44,11 +54,27 @@ run_cases() {
 free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
 }
+use_test_cluster() {
+  local tools b
+  tools="$("${_testlib_root}/tests/cluster/build")"
+  for b in "$@"; do tools+=":$("${_testlib_root}/tests/cluster/${b}")"; done
+  export PATH="${tools}:${PATH}"
+  : "${KUBECONFIG:?KUBECONFIG must point at the test cluster}"
+}
+wait_for_namespace() {
+  wait_until "the default service account of $1" kubectl -n "$1" get sa default
+}
+own_cluster_teardown() {
+  if [[ -n "${op_pid:-}" ]]; then kill "-${1:-TERM}" "${op_pid}" 2>/dev/null; wait "${op_pid}" 2>/dev/null || true; fi
+  if [[ -n "${dir:-}" ]]; then "${_testlib_root}/tests/cluster/down" "${dir}"; fi
+  if [[ -n "${work:-}" ]]; then rm -rf "${work}"; fi
+  op_pid="" dir="" work=""
+}
 new_ns() {
   ns="${NS_PREFIX:?set NS_PREFIX before new_ns}-$1-$(openssl rand -hex 3)"
   namespaces+=("${ns}")
   kubectl create namespace "${ns}" >/dev/null
-  wait_until "the default service account of ${ns}" kubectl -n "${ns}" get sa default
+  wait_for_namespace "${ns}"
 }
 delete_namespaces() {
   local n

@@ -310,7 +310,7 @@ TEST(OnnxExport, ExternalDataLayoutHasLocationOffsetLengthOfTheInlineBytes) {
   EXPECT_LT(bytes->size() + 2400, inline_bytes->size());
 }
 
-// Issue 30 item 5: a model past the size of one ONNX file (2 GiB; a small limit here) was
+// A model past the size of one ONNX file (2 GiB; a small limit here) was
 // exported as no model at all (ToOnnx's InvalidArgument, above); now its large tensors go to
 // model.onnx.data and model.onnx names it.
 TEST(WriteOnnxExport, ModelPastTheLimitGetsExternalDataInsteadOfNoModel) {

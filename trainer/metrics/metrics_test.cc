@@ -115,8 +115,8 @@ TEST(MetricsServerTest, WaitUntilServedReturnsOnceTheLastStepWasRead) {
   server.Stop();
 }
 
-// Issue 27 item 3: a header line that never ends is cut off at a few KiB, the
-// connection closed, and the server still answers the next reader.
+// Anyone who reaches the port can connect (a hostile neighbour): a header line that never ends is
+// cut off at a few KiB, the connection closed, and the server still answers the next reader.
 TEST(MetricsServerTest, EndlessHeaderIsCutOffAndClosed) {
   TrainerMetrics m;
   MetricsServer server(&m);
@@ -135,7 +135,7 @@ TEST(MetricsServerTest, EndlessHeaderIsCutOffAndClosed) {
   EXPECT_EQ(res->status, 200);
 }
 
-// Issue 27 item 3: one client that sends half a request does not blind the
+// A hostile neighbour: one client that sends half a request does not blind the
 // endpoint for the operator's next read.
 TEST(MetricsServerTest, HalfARequestDoesNotBlockTheNextReader) {
   TrainerMetrics m;
@@ -152,7 +152,7 @@ TEST(MetricsServerTest, HalfARequestDoesNotBlockTheNextReader) {
   EXPECT_EQ(res->status, 200);
 }
 
-// Issue 27 item 3: a client dripping one byte every 200 ms is closed at the
+// A hostile neighbour: a client dripping one byte every 200 ms is closed at the
 // request deadline (5 s), whatever its rate.
 TEST(MetricsServerTest, SlowDripIsClosedAtTheRequestDeadline) {
   TrainerMetrics m;
@@ -169,7 +169,7 @@ TEST(MetricsServerTest, SlowDripIsClosedAtTheRequestDeadline) {
   EXPECT_LT(*closed_after, 8s);
 }
 
-// Issue 35 item 2: stopping the server at any moment returns promptly, also
+// The process's exit waits for Stop: stopping the server at any moment returns promptly, also
 // right after Start (the listen loop not yet running).
 TEST(MetricsServerTest, StartThenStopAtOnceReturnsPromptly1000Times) {
   auto done = std::make_shared<std::promise<std::string>>();

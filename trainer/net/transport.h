@@ -8,7 +8,7 @@
 // blocked Receive would wait for ever (data it sent would be retried for ~15 minutes).
 // Every connection, dialled or accepted, has TCP keepalive and TCP_USER_TIMEOUT set so a
 // peer that stops acknowledging is declared gone within kDeadPeerTimeout: Send or Receive
-// then fail with Unavailable, and the caller reconnects (worker/remote.h) or drops the peer.
+// then fail with Unavailable, and the caller reconnects (rpc/remote_params.h) or drops the peer.
 // A live peer that is slow to answer (a synchronous-mode barrier waiting for a restarted
 // worker) is not affected: its kernel keeps acknowledging.
 //
@@ -118,7 +118,7 @@ class Listener {
 };
 
 // Frame types. The handshake uses 1-3; requests and replies use the rest, with
-// the payloads of trainer/ps/protocol.h.
+// the payloads of trainer/rpc/protocol.h.
 enum FrameType : uint8_t {
   kChallenge = 1,
   kResponse = 2,

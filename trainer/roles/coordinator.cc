@@ -1,12 +1,33 @@
 #include <spdlog/spdlog.h>
 
 #include <chrono>
-#include <thread>
+#include <functional>
+#include <string>
 
 #include "trainer/roles/role.h"
 #include "trainer/stop/stop.h"
 
 namespace kubetrain::trainer::roles {
+
+StatusOr<WorkersWaitEnd> WaitForWorkers(const WorkersWait& w,
+                                        const std::function<StatusOr<int>()>& done_count,
+                                        const std::function<bool()>& stop_requested) {
+  const Clock::TimePoint deadline = w.clock->Now() + w.timeout;
+  int count = w.done;
+  while (count < w.trainers) {
+    if (stop_requested()) return WorkersWaitEnd::kStopRequested;
+    if (w.clock->Now() > deadline) {
+      return DeadlineExceeded("only " + std::to_string(count) + " of " +
+                              std::to_string(w.trainers) +
+                              " workers finished within --finish-timeout");
+    }
+    w.clock->SleepFor(w.poll);
+    auto done_now = done_count();
+    if (!done_now.ok()) return done_now.status();
+    count = *done_now;
+  }
+  return WorkersWaitEnd::kAllFinished;
+}
 
 // The end of training, run by the coordinator (chief, else worker 0) once its own steps are
 // done: it waits for every worker, saves the final checkpoint and marks it FINAL, evaluates
@@ -16,30 +37,25 @@ RoleResult FinishAsCoordinator(const Config& c, const ClusterInfo& cluster, Mode
                                const RunStart& from, const nlohmann::json& ps_bytes,
                                TrainingSummaries* summaries) {
   const int trainers = cluster.NumTrainers();
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(c.finish_timeout_s);
-  int count = done;
-  while (count < trainers) {
-    if (StopRequested()) {
-      // Training is over here; the others' pushes since then go into this checkpoint too.
-      TrainResult stopped = r;
-      if (!c.checkpoint_dir.empty() && r.last_step > from.step && r.last_saved != r.last_step) {
-        Status s = params.SaveCheckpoint(c.checkpoint_dir, r.last_step);
-        if (s.ok()) {
-          stopped.last_saved = r.last_step;
-        } else {
-          spdlog::error("checkpoint on SIGTERM: {}", s.ToString());
-        }
+  WorkersWait wait;
+  wait.trainers = trainers;
+  wait.done = done;
+  wait.timeout = std::chrono::seconds(c.finish_timeout_s);
+  const auto waited = WaitForWorkers(
+      wait, [&params] { return params.DoneCount(); }, [] { return StopRequested(); });
+  if (!waited.ok()) return waited.status();
+  if (*waited == WorkersWaitEnd::kStopRequested) {
+    // Training is over here; the others' pushes since then go into this checkpoint too.
+    TrainResult stopped = r;
+    if (!c.checkpoint_dir.empty() && r.last_step > from.step && r.last_saved != r.last_step) {
+      Status s = params.SaveCheckpoint(c.checkpoint_dir, r.last_step);
+      if (s.ok()) {
+        stopped.last_saved = r.last_step;
+      } else {
+        spdlog::error("checkpoint on SIGTERM: {}", s.ToString());
       }
-      return Stopped(c, stopped);
     }
-    if (std::chrono::steady_clock::now() > deadline) {
-      return DeadlineExceeded("only " + std::to_string(count) + " of " + std::to_string(trainers) +
-                              " workers finished within --finish-timeout");
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // poll interval
-    auto done_now = params.DoneCount();
-    if (!done_now.ok()) return done_now.status();
-    count = *done_now;
+    return Stopped(c, stopped);
   }
   spdlog::info("all {} workers finished", trainers);
   if (!c.checkpoint_dir.empty()) {

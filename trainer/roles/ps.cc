@@ -4,8 +4,8 @@
 
 #include "trainer/metrics/metrics.h"
 #include "trainer/ps/checkpoint.h"
-#include "trainer/ps/server.h"
 #include "trainer/roles/role.h"
+#include "trainer/rpc/ps_server.h"
 #include "trainer/stop/stop.h"
 
 namespace kubetrain::trainer::roles {

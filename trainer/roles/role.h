@@ -10,12 +10,15 @@
 #pragma once
 
 #include <array>
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 
+#include "common/clock.h"
 #include "common/status.h"
 #include "trainer/cluster/cluster.h"
 #include "trainer/config.h"
@@ -24,8 +27,8 @@
 #include "trainer/model/model.h"
 #include "trainer/net/transport.h"
 #include "trainer/observe/summaries.h"
+#include "trainer/rpc/remote_params.h"
 #include "trainer/worker/params.h"
-#include "trainer/worker/remote.h"
 #include "trainer/worker/train.h"
 
 namespace kubetrain::trainer::roles {
@@ -72,11 +75,29 @@ struct RunStart {
 };
 
 // The coordinator's end of training once its own steps are done (`done`: the workers
-// known to have finished).
+// known to have finished). Its first step is WaitForWorkers on the real clock.
 RoleResult FinishAsCoordinator(const Config& c, const ClusterInfo& cluster, Model& model,
                                RemoteParams& params, const TrainResult& r, int done,
                                const RunStart& from, const nlohmann::json& ps_bytes,
                                TrainingSummaries* summaries);
+
+// The coordinator's wait for every training replica to finish, on `clock` so a test
+// drives it with a FakeClock. Until `done_count` (RemoteParams::DoneCount) reaches
+// `trainers` it polls it every `poll`, after looking at `stop_requested` (SIGTERM) and
+// the deadline, `timeout` after the call.
+// Returns kAllFinished, kStopRequested (the caller saves and stops), DeadlineExceeded
+// (some workers did not finish within --finish-timeout: retryable), or done_count's error.
+struct WorkersWait {
+  int trainers = 0;
+  int done = 0;  // known to have finished before the first poll
+  Clock::Duration timeout{};
+  Clock::Duration poll = std::chrono::milliseconds(200);
+  Clock* clock = &RealClock();
+};
+enum class WorkersWaitEnd { kAllFinished, kStopRequested };
+StatusOr<WorkersWaitEnd> WaitForWorkers(const WorkersWait& w,
+                                        const std::function<StatusOr<int>()>& done_count,
+                                        const std::function<bool()>& stop_requested);
 
 // The side-car evaluator: evaluates every checkpoint the coordinator commits.
 RoleResult RunEvaluator(const Config& c, const ClusterInfo& cluster, Model& model,

@@ -1,6 +1,6 @@
 // Where a worker's parameters live. The training loop is written against ParamClient, so
 // the same loop runs single-process (LocalParams) and against parameter servers
-// (RemoteParams in trainer/worker/remote.h).
+// (RemoteParams in trainer/rpc/remote_params.h).
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,4 @@
-#include "trainer/ps/protocol.h"
+#include "trainer/rpc/protocol.h"
 
 #include <algorithm>
 #include <cstring>

@@ -1,6 +1,6 @@
 // libFuzzer target: the payload of a parameter-server frame (what a PS reads
 // from any authenticated peer, and a worker from its PS), through every
-// decoder in ps/protocol.h; a decoded pull or push is then served by a
+// decoder in rpc/protocol.h; a decoded pull or push is then served by a
 // ParamShard the way PsServer::Handle does (ids and rows copied out, rows
 // pulled, the push applied through the ledger), so a bound that is off shows
 // as an ASan report.
@@ -11,8 +11,8 @@
 #include <string_view>
 #include <vector>
 
-#include "trainer/ps/protocol.h"
 #include "trainer/ps/shard.h"
+#include "trainer/rpc/protocol.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace kubetrain::trainer;

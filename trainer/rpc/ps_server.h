@@ -1,6 +1,6 @@
 // The parameter-server process: serves one ParamShard to the workers.
 //
-// Requests (payloads in ps/protocol.h) are served by one thread per worker
+// Requests (payloads in rpc/protocol.h) are served by one thread per worker
 // connection. Asynchronous mode applies each push as it arrives, once: a push re-sent after
 // a lost connection is acknowledged but not applied again (ps/ledger.h). Synchronous mode is
 // a barrier per step:
@@ -59,8 +59,8 @@
 #include "common/mutex.h"
 #include "common/status.h"
 #include "trainer/net/transport.h"
-#include "trainer/ps/protocol.h"
 #include "trainer/ps/shard.h"
+#include "trainer/rpc/protocol.h"
 
 namespace kubetrain::trainer {
 

@@ -1,6 +1,6 @@
 // PsServer and RemoteParams together, in one process over loopback: the synchronous
 // barrier, configuration checks, done counting and shutdown.
-#include "trainer/ps/server.h"
+#include "trainer/rpc/ps_server.h"
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
@@ -12,8 +12,8 @@
 #include <filesystem>
 #include <thread>
 
-#include "trainer/ps/protocol.h"
-#include "trainer/worker/remote.h"
+#include "trainer/rpc/protocol.h"
+#include "trainer/rpc/remote_params.h"
 
 namespace kubetrain::trainer {
 namespace {

@@ -1,5 +1,5 @@
 // The parameter-server protocol: the payloads of the request and reply frames a
-// worker (worker/remote.cc) and a parameter server (ps/server.cc) exchange, in
+// worker (rpc/remote_params.cc) and a parameter server (rpc/ps_server.cc) exchange, in
 // one place. Frame types are FrameType in net/transport.h; fields are
 // fixed-width little-endian (net/wire.h), arrays unaligned.
 //

@@ -40,7 +40,7 @@
 
 #include "common/mutex.h"
 #include "trainer/net/transport.h"
-#include "trainer/ps/protocol.h"
+#include "trainer/rpc/protocol.h"
 #include "trainer/worker/params.h"
 
 namespace kubetrain::trainer {
@@ -57,7 +57,7 @@ struct RemoteOptions {
   // Overlap communication with compute (see above); for asynchronous training only, where
   // one step of staleness is within what async SGD already tolerates.
   bool pipeline = false;
-  // How gradients and pulled parameters travel (ps/protocol.h): BF16 halves the bytes; the
+  // How gradients and pulled parameters travel (rpc/protocol.h): BF16 halves the bytes; the
   // PS keeps FP32 master weights and optimizer state.
   WireFloat wire = WireFloat::kF32;
 };

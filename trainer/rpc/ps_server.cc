@@ -1,4 +1,4 @@
-#include "trainer/ps/server.h"
+#include "trainer/rpc/ps_server.h"
 
 #include <spdlog/spdlog.h>
 #include <sys/resource.h>
@@ -7,7 +7,7 @@
 
 #include "trainer/metrics/metrics.h"
 #include "trainer/ps/checkpoint.h"
-#include "trainer/ps/protocol.h"
+#include "trainer/rpc/protocol.h"
 #include "trainer/storage/files.h"
 
 namespace kubetrain::trainer {

@@ -1,4 +1,4 @@
-#include "trainer/worker/remote.h"
+#include "trainer/rpc/remote_params.h"
 
 #include <spdlog/spdlog.h>
 
@@ -13,7 +13,7 @@
 #include "trainer/cluster/cluster.h"
 #include "trainer/metrics/metrics.h"
 #include "trainer/ps/checkpoint.h"
-#include "trainer/ps/protocol.h"
+#include "trainer/rpc/protocol.h"
 
 namespace kubetrain::trainer {
 
