@@ -135,6 +135,12 @@ void AddTrainerFlags(CLI::App& app, Config* c) {
                  "every Kth checkpoint is a full snapshot, the others write only the embedding "
                  "rows changed since the previous one (1: every checkpoint is full)")
       ->capture_default_str();
+  app.add_option("--checkpoint-keep-chains", c->checkpoint_keep_chains,
+                 "with --checkpoint-full-every > 1: once a newer full snapshot is committed, "
+                 "delete the checkpoints of all but the newest N chains (a full snapshot and its "
+                 "deltas; 0 keeps every checkpoint; at least 2 keeps a whole chain to fall back "
+                 "to past a corrupt link)")
+      ->capture_default_str();
   app.add_option("--embedding-admit-count", c->embedding_admit_count,
                  "an id gets an embedding row only at its Nth update; before, it reads its "
                  "initial row and its updates are counted, not stored (0 or 1: off; at most 255)")
@@ -278,6 +284,10 @@ StatusOr<EmbeddingOptions> BuildEmbeddingOptions(const Config& c, int updates_pe
                            std::to_string(c.checkpoint_full_every));
   }
   o.full_every = c.checkpoint_full_every;
+  if (c.checkpoint_keep_chains < 0) {
+    return InvalidArgument("--checkpoint-keep-chains must be 0 (keep all) or more, not " +
+                           std::to_string(c.checkpoint_keep_chains));
+  }
   return o;
 }
 

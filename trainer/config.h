@@ -65,6 +65,7 @@ struct Config {
   std::string checkpoint_dir;
   int64_t checkpoint_every = 0;
   int checkpoint_full_every = 1;
+  int checkpoint_keep_chains = 2;  // with checkpoint_full_every > 1 (PruneCheckpointChains)
   int64_t embedding_admit_count = 0;
   int64_t embedding_evict_steps = 0;
   int64_t embedding_capacity = 0;

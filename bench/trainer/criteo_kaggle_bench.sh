@@ -13,23 +13,50 @@
 # Samples per CPU-second (the trainer's own figure) is printed beside samples/s: on a machine
 # shared with other work the wall-clock rate mostly says how much CPU each run was given.
 # Peak RSS is /usr/bin/time's maximum resident set size. The last lines are the figures.
+# Each run also prints one line as it ends (its samples/s, AUC, rows, peak RSS, seconds and
+# the load average then), so a long run that is stopped early still leaves figures; with
+# KEEP=DIR the data and the runs' outputs stay in DIR instead of a removed temporary one.
 # Usage: criteo_kaggle_bench.sh <kubetrain-trainer> [lines=2000000] [reps=3] [threads=1]
 set -euo pipefail
 trainer="$1"
 lines="${2:-2000000}"
 reps="${3:-3}"
 threads="${4:-1}"
-work="$(mktemp -d)"
+if [[ -n "${KEEP:-}" ]]; then
+  mkdir -p "${KEEP}"
+  work="$(cd "${KEEP}" && pwd)"
+else
+  work="$(mktemp -d)"
+fi
 pids=()
 cleanup() {
   for p in "${pids[@]}"; do kill "${p}" 2>/dev/null || true; done
-  rm -rf "${work}"
+  [[ -n "${KEEP:-}" ]] || rm -rf "${work}"
 }
 trap cleanup EXIT
 common=(--batch-size 512 --layers 1024,512,256 --embedding-dim 16 --optimizer adagrad --lr 0.05
   --threads "${threads}" --metrics-port 0 --log-every 0 --eval-examples 100000)
 steps=$((lines / 512))
 payload=136
+
+report() {  # report NAME RSS-FILE JSON-FILE... : one line per finished run, as it ends
+  local name="$1" rss="$2" secs="$3"
+  shift 3
+  python3 - "${name}" "${rss}" "${secs}" "$(cut -d' ' -f1-3 /proc/loadavg)" "$@" <<'PY'
+import json, sys
+name, rss, secs, load, files = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5:]
+parts = []
+for f in files:
+    k = json.load(open(f))
+    e = k.get("embedding", {})
+    rows = e.get("rows", k.get("embedding_rows"))
+    auc = k.get("eval", {}).get("auc")
+    parts.append(f"{k.get('samples_per_second', 0):.0f} samples/s"
+                 + (f", AUC {auc:.4f}" if auc is not None else "") + (f", rows {rows}" if rows else ""))
+mb = ", ".join(f"{int(open(r).read().split()[-1]) * 1024 / 1e6:.0f} MB" for r in rss.split(","))
+print(f"[run] {name}: " + "; ".join(parts) + f"; peak RSS {mb}; {secs} s; load {load}", flush=True)
+PY
+}
 
 for profile in small criteo-kaggle; do
   "${trainer}" --data-dir "${work}/${profile}" --generate-data "${lines}" --generate-eval 100000 \
@@ -38,11 +65,13 @@ for profile in small criteo-kaggle; do
 done
 
 one() {  # one PROFILE ROUND [flags...]
-  local profile="$1" round="$2"
+  local profile="$1" round="$2" t0="${SECONDS}"
   shift 2
   /usr/bin/time -f %M -o "${work}/rss.${profile}.${round}" "${trainer}" --data-dir "${work}/${profile}" \
     --steps "${steps}" --termination-log "${work}/one.${profile}.${round}.json" "${common[@]}" "$@" \
     >"${work}/one.log" 2>&1 || { cat "${work}/one.log" >&2; exit 1; }
+  report "one process, ${profile}, ${round} $*" "${work}/rss.${profile}.${round}" $((SECONDS - t0)) \
+    "${work}/one.${profile}.${round}.json"
 }
 for r in $(seq 1 "${reps}"); do
   one small "${r}"
@@ -50,7 +79,7 @@ for r in $(seq 1 "${reps}"); do
 done
 
 cluster() {  # cluster PROFILE: 2 PS + 2 workers, each worker half the epoch
-  local profile="$1" ports=() procs=()
+  local profile="$1" ports=() procs=() t0="${SECONDS}"
   for _ in 1 2 3 4; do
     ports+=("$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')")
   done
@@ -66,6 +95,8 @@ cluster() {  # cluster PROFILE: 2 PS + 2 workers, each worker half the epoch
   for p in "${procs[@]}"; do
     wait "${p}" || { tail -n 20 "${work}/${profile}".*.log >&2; exit 1; }
   done
+  report "2 PS + 2 workers, ${profile} (workers; PS)" "${work}/rss.${profile}.ps-0,${work}/rss.${profile}.ps-1" \
+    $((SECONDS - t0)) "${work}/${profile}".worker-{0,1}.json "${work}/${profile}".ps-{0,1}.json
 }
 if [[ "${PS:-0}" == 1 ]]; then
   cluster small

@@ -6,6 +6,7 @@
 #include <charconv>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <stdexcept>
 
 #include "trainer/storage/files.h"
@@ -248,6 +249,53 @@ Status LoadShard(ParamShard& shard, const std::string& root, const Checkpoint& c
   KT_RETURN_IF_ERROR(shard.RestoreChain({data.begin(), data.end()}, names));
   shard.NoteRestored(root, checkpoint.step, digest);
   return Status::Ok();
+}
+
+StatusOr<int> PruneCheckpointChains(const std::string& root, int keep_chains) {
+  if (keep_chains < 1) return InvalidArgument("keep at least one checkpoint chain");
+  KT_ASSIGN_OR_RETURN(CheckpointList list, ListCheckpoints(root, kAnyShardCount));
+  // The step of the keep_chains-th newest full checkpoint: nothing before it is needed
+  // unless a kept checkpoint's chain names it.
+  std::optional<int64_t> cut;
+  int fulls = 0;
+  for (auto c = list.committed.rbegin(); c != list.committed.rend() && !cut; ++c) {
+    const bool full = std::all_of(c->shards.begin(), c->shards.end(),
+                                  [](const ShardDigest& d) { return d.chain.empty(); });
+    if (full && ++fulls == keep_chains) cut = c->step;
+  }
+  if (!cut) return 0;
+  std::set<int64_t> needed;
+  for (const Checkpoint& c : list.committed) {
+    if (c.step < *cut) continue;
+    for (const ShardDigest& d : c.shards) {
+      for (const ChainLink& l : d.chain) needed.insert(l.step);
+    }
+  }
+  KT_ASSIGN_OR_RETURN(const std::vector<std::string> names, storage::ListObjects(root));
+  std::vector<std::string> manifests, others;
+  for (const std::string& name : names) {
+    // "ckpt-<step>/<file>": a committed checkpoint's, a corrupt one's or an unfinished save's.
+    constexpr std::string_view kPrefix = "ckpt-";
+    const size_t slash = name.find('/');
+    if (!name.starts_with(kPrefix) || slash == std::string::npos) continue;
+    int64_t step = -1;
+    const auto [at, ec] = std::from_chars(name.data() + kPrefix.size(), name.data() + slash, step);
+    if (ec != std::errc() || at != name.data() + slash || step >= *cut || needed.count(step) != 0)
+      continue;
+    (name.ends_with("/MANIFEST") ? manifests : others).push_back(name);
+  }
+  int deleted = 0;
+  for (const auto* group : {&manifests, &others}) {
+    for (const std::string& name : *group) {
+      KT_RETURN_IF_ERROR(storage::DeleteObject(storage::JoinPath(root, name)));
+      ++deleted;
+    }
+  }
+  if (deleted > 0) {
+    spdlog::info("deleted {} files of checkpoints before step {} in {} (keeping {} chains)",
+                 deleted, *cut, root, keep_chains);
+  }
+  return deleted;
 }
 
 Status WriteFinalMarker(const std::string& root, int64_t step) {

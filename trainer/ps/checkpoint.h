@@ -102,6 +102,17 @@ StatusOr<int64_t> NewestCommittedStep(const std::string& root);
 Status LoadShard(ParamShard& shard, const std::string& root, const Checkpoint& checkpoint, int k,
                  int num_shards);
 
+// Garbage collection of incremental checkpoints (--checkpoint-keep-chains): once the
+// `keep_chains`-th newest full checkpoint (every shard a full snapshot) is committed, every
+// file of a checkpoint before it is deleted (each MANIFEST first, so a crash half-way leaves
+// incomplete checkpoints, never loaded, which the next call deletes), except the files a kept
+// checkpoint's chain names. Kept: the newest `keep_chains` chains whole, so the fallback past
+// a corrupt link (FindCheckpoint) has a complete older chain to go to (keep_chains >= 2);
+// the exactly-once ledger is in every shard file, so it needs nothing older. Returns the
+// number of files deleted. Errors: InvalidArgument for keep_chains < 1; I/O errors as they
+// come (what was deleted before one stays deleted; the rest waits for the next call).
+StatusOr<int> PruneCheckpointChains(const std::string& root, int keep_chains);
+
 // Marks checkpoint `step` (committed) as the run's last one: <root>/FINAL.
 Status WriteFinalMarker(const std::string& root, int64_t step);
 // The step <root>/FINAL names, or nullopt when there is none. Errors: InvalidArgument for a

@@ -264,6 +264,52 @@ TEST_F(CheckpointChainTest, EvictedRowsAreDeletionsInTheDeltaAndStayDeletedOnRes
   EXPECT_EQ(got, Contents(shard));
 }
 
+// A restored row keeps the age the chain dates it to (the update count of the newest file
+// holding it), not "updated at the restore": rows 51..500, last updated 5 updates before the
+// checkpoint, are evicted by the first save after a restore with --embedding-evict-steps of
+// 3 updates. The old restore stamped every row as updated then and kept all 450.
+TEST_F(CheckpointChainTest, RestoredRowsKeepTheirAgeForEviction) {
+  const float init[4] = {0, 0, 0, 0};
+  ParamShard writer(ChainConfig(4), init);
+  PushRange(writer, 1, 501, 0.5f);  // update 1: rows 1..500
+  ASSERT_TRUE(SaveAndCommit(writer, root(), 1).ok());
+  for (int i = 0; i < 5; ++i) PushRange(writer, 1, 51, 0.1f);  // updates 2..6: rows 1..50
+  ASSERT_TRUE(SaveAndCommit(writer, root(), 2).ok());
+
+  ParamShard restored(ChainConfig(4, /*evict_after_updates=*/3), init);
+  auto found = FindCheckpoint(root(), 1);
+  ASSERT_TRUE(found.ok() && found->has_value());
+  ASSERT_TRUE(LoadShard(restored, root(), **found, 0, 1).ok());
+  ASSERT_EQ(restored.num_rows(), 500u);
+  PushRange(restored, 1, 51, 0.1f);  // update 7: rows 1..50 again
+  ASSERT_TRUE(SaveAndCommit(restored, root(), 3).ok());
+  EXPECT_EQ(restored.num_rows(), 50u);
+  EXPECT_EQ(restored.embedding_stats().evicted, 450u);
+}
+
+// The first save after a restore is a delta of the rows changed since (not every restored
+// row), and the chain it ends still restores every row.
+TEST_F(CheckpointChainTest, FirstDeltaAfterARestoreHoldsOnlyTheRowsChangedSince) {
+  const ShardConfig c = ChainConfig(4);
+  const float init[4] = {0, 0, 0, 0};
+  ParamShard writer(c, init);
+  PushRange(writer, 1, 2001, 0.5f);
+  auto full = SaveAndCommit(writer, root(), 1);
+  ASSERT_TRUE(full.ok());
+  ParamShard restored(c, init);
+  auto found = FindCheckpoint(root(), 1);
+  ASSERT_TRUE(found.ok() && found->has_value());
+  ASSERT_TRUE(LoadShard(restored, root(), **found, 0, 1).ok());
+  PushRange(restored, 1, 101, 0.25f);  // 5% of the rows
+  auto d = SaveAndCommit(restored, root(), 2);
+  ASSERT_TRUE(d.ok());
+  ASSERT_EQ(d->chain.size(), 1u);
+  EXPECT_LT(d->bytes, full->bytes / 15);
+  const auto [step, got] = Restored(root(), c);
+  EXPECT_EQ(step, 2);
+  EXPECT_EQ(got, Contents(restored));
+}
+
 TEST_F(CheckpointChainTest, CorruptLinkFallsBackToTheFullSnapshotAndItsGoodDeltas) {
   const ShardConfig c = ChainConfig(10);
   const float init[4] = {0, 0, 0, 0};
@@ -301,6 +347,45 @@ TEST_F(CheckpointChainTest, CorruptLinkFallsBackToTheFullSnapshotAndItsGoodDelta
   const auto [step5, got5] = Restored(root(), c);
   EXPECT_EQ(step5, 5);
   EXPECT_EQ(got5, Contents(replacement));
+}
+
+// --checkpoint-full-every 2, --checkpoint-keep-chains 2: chains {1, 2}, {3, 4}, {5, 6}.
+// Nothing goes while only two full snapshots are committed; once the third is, every file
+// of chain {1, 2} goes (and an unfinished save's before it), chains {3, 4} and {5} stay
+// whole, and a corrupt link of the newest chain still falls back to the one before.
+TEST_F(CheckpointChainTest, PruningDeletesChainsOlderThanTheNewestTwoOnceANewFullIsCommitted) {
+  const ShardConfig c = ChainConfig(2);
+  const float init[4] = {0, 0, 0, 0};
+  ParamShard shard(c, init);
+  namespace fs = std::filesystem;
+  fs::create_directories(root_ / "ckpt-0");
+  std::ofstream(root_ / "ckpt-0" / "shard-0-of-1.bin") << "an unfinished save";
+  std::map<int64_t, std::map<uint64_t, std::vector<float>>> at;
+  for (int64_t step = 1; step <= 5; ++step) {
+    PushRange(shard, static_cast<uint64_t>(step) * 10, static_cast<uint64_t>(step) * 10 + 100,
+              0.1f);
+    auto d = SaveAndCommit(shard, root(), step);
+    ASSERT_TRUE(d.ok()) << d.status().ToString();
+    EXPECT_EQ(d->chain.empty(), step % 2 == 1) << step;
+    at[step] = Contents(shard);
+    auto pruned = PruneCheckpointChains(root(), 2);
+    ASSERT_TRUE(pruned.ok()) << pruned.status().ToString();
+    // Step 3 commits the second full: the unfinished ckpt-0 before the first goes. Step 5
+    // commits the third: chain {1, 2} goes (a MANIFEST and a shard each).
+    EXPECT_EQ(*pruned, step == 3 ? 1 : step == 5 ? 4 : 0) << step;
+  }
+  for (int64_t step = 0; step <= 2; ++step) {
+    EXPECT_FALSE(fs::exists(CheckpointDir(root(), step))) << step;
+  }
+  for (int64_t step = 3; step <= 5; ++step) {
+    EXPECT_TRUE(fs::exists(ManifestPath(root(), step))) << step;
+  }
+  EXPECT_EQ(Restored(root(), c).second, at[5]);
+  std::ofstream(ShardPath(root(), 5, 0, 1), std::ios::trunc) << "damaged";
+  const auto [step, got] = Restored(root(), c);
+  EXPECT_EQ(step, 4);
+  EXPECT_EQ(got, at[4]);
+  EXPECT_FALSE(PruneCheckpointChains(root(), 0).ok());
 }
 
 // One fake for the whole process: the trainer's S3 client is process-wide and configured

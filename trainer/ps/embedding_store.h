@@ -237,7 +237,8 @@ class EmbeddingStore {
   // compared by their distance back from the current one, so the count may wrap; a row not
   // updated for 2^32 calls looks recent again, which only delays its eviction).
   uint32_t tick() const { return tick_.load(std::memory_order_relaxed); }
-  // Sets the tick count (tests of the wrap). Not thread-safe.
+  // Sets the tick count: a restore dates its rows on the saved update count (Insert stamps
+  // the current tick), and tests of the wrap. Not thread-safe.
   void set_tick(uint32_t tick) { tick_.store(tick, std::memory_order_relaxed); }
   uint32_t epoch() const { return epoch_.load(std::memory_order_relaxed); }
   // Later updates stamp their rows with `epoch` (>= 1); the caller excludes Update meanwhile.

@@ -416,6 +416,10 @@ Status ParamShard::RestoreChain(const std::vector<std::string_view>& files,
   }
   EmbeddingStore store(RowStride());
   std::vector<float> dense(dense_size()), state(dense_size() * slots_);
+  // The shard's update count at each file's save: a row's last update is dated by the
+  // newest file that holds it (the store's tick counts updates as this count does, one per
+  // push or step), so rows keep their age across a restore instead of all counting as
+  // updated at it (which kept them from --embedding-evict-steps and the capacity's LRU).
   int64_t updates = 0;
   PushLedger ledger;
   for (size_t f = 0; f < files.size(); ++f) {
@@ -488,6 +492,7 @@ Status ParamShard::RestoreChain(const std::vector<std::string_view>& files,
                  " bytes follow");
     }
     if (f == 0) store.Reserve(rows);
+    store.set_tick(static_cast<uint32_t>(updates));  // modulo 2^32, as the tick counts
     for (uint64_t r = 0; r < rows; ++r) {
       uint64_t id;
       if (!cur.Get(&id)) return bad("truncated row section");
@@ -512,6 +517,7 @@ Status ParamShard::RestoreChain(const std::vector<std::string_view>& files,
   dense_state_ = std::move(state);
   dense_updates_ = updates;
   rows_.Swap(store);
+  rows_.set_tick(static_cast<uint32_t>(updates));  // the rows' dates are on this count
   ledger_ = std::move(ledger);
   saved_.clear();  // a new table: the next checkpoint of any root is full (or NoteRestored)
   return Status::Ok();

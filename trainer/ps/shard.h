@@ -150,9 +150,9 @@ class ParamShard {
   // Writes the shard and its push ledger to `path` (a local file, atomically, or an S3
   // object); returns the size and SHA-256 of what it wrote, for the checkpoint's MANIFEST.
   // Format 2 (magic KTSHARD2): format 1's header, the ledger, then format 1's sections.
-  // A local file is written as the rows are read (through a 1 MiB buffer, hashed on the
-  // way), never holding a copy of the table; an S3 object is built in memory first. Pushes
-  // wait while Save runs; pulls do not.
+  // The file or S3 object is written as the rows are read (storage::ObjectWriter: a 1 MiB
+  // buffer, or a few multipart parts on S3; hashed on the way), never holding a copy of the
+  // table, for a full snapshot and a delta alike. Pushes wait while Save runs; pulls do not.
   // Always a full snapshot; evicts nothing and leaves the incremental bookkeeping alone.
   StatusOr<ShardDigest> Save(const std::string& path) const;
   // Saves checkpoint `step` of `root` as shard `k` of `n` (ShardPath): first evicts the rows
@@ -176,8 +176,11 @@ class ParamShard {
   Status Restore(std::string_view data, const std::string& name);
   // Restores a chain: files[0] a full snapshot, each later one a delta on it (deletions
   // first, then its rows; the dense slice, its state and the ledger from the last file).
-  // Nothing changes unless every file parses. With `root`, the next SaveCheckpoint of
-  // `root` may write a delta on checkpoint `step` (whose shard is the last file, `last`).
+  // Nothing changes unless every file parses. Each row is dated (its tick, for eviction)
+  // by the update count in the header of the newest file holding it, and the store's tick
+  // resumes from the last file's count: rows keep their age. With `root`, the next
+  // SaveCheckpoint of `root` may write a delta on checkpoint `step` (whose shard is the last
+  // file, `last`).
   Status RestoreChain(const std::vector<std::string_view>& files,
                       const std::vector<std::string>& names);
   void NoteRestored(const std::string& root, int64_t step, const ShardDigest& last);

@@ -115,6 +115,7 @@ TrainOptions TrainOptionsFrom(const Config& c, bool checkpoints, TrainingSummari
   if (checkpoints) {
     t.checkpoint_dir = c.checkpoint_dir;
     t.checkpoint_every = c.checkpoint_every;
+    if (c.checkpoint_full_every > 1) t.checkpoint_keep_chains = c.checkpoint_keep_chains;
   }
   t.loss_curve_path = c.loss_curve;
   t.stop = StopRequested;

@@ -106,6 +106,20 @@ StatusOr<bool> ObjectExists(const std::string& path) {
   return fs::is_regular_file(path, ec);
 }
 
+Status DeleteObject(const std::string& path) {
+  if (IsS3Path(path)) {
+    KT_ASSIGN_OR_RETURN(S3Path p, ParseS3Path(path));
+    KT_ASSIGN_OR_RETURN(S3Client * c, DefaultS3Client());
+    return c->Delete(p.bucket, p.key);  // NoSuchKey is OK
+  }
+  std::error_code ec;
+  fs::remove(path, ec);
+  if (ec) return Internal("cannot delete " + path + ": " + ec.message());
+  const fs::path dir = fs::path(path).parent_path();
+  if (!dir.empty() && fs::is_empty(dir, ec) && !ec) fs::remove(dir, ec);  // best effort
+  return Status::Ok();
+}
+
 StatusOr<std::vector<std::string>> ListObjects(const std::string& dir) {
   std::vector<std::string> names;
   if (IsS3Path(dir)) {

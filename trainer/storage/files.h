@@ -44,6 +44,10 @@ Status WriteObject(const std::string& path, std::string_view data,
 
 StatusOr<bool> ObjectExists(const std::string& path);
 
+// Deletes the file or object; one that is not there is not an error. A local file's
+// directory is removed too once it is empty.
+Status DeleteObject(const std::string& path);
+
 // Every file/object below `dir`, as names relative to it ("ckpt-5/MANIFEST"), sorted.
 // A directory or prefix that does not exist has none.
 StatusOr<std::vector<std::string>> ListObjects(const std::string& dir);

@@ -13,6 +13,7 @@
 #include "trainer/data/eval_metrics.h"
 #include "trainer/data/read_ahead.h"
 #include "trainer/metrics/metrics.h"
+#include "trainer/ps/checkpoint.h"
 
 namespace kubetrain::trainer {
 namespace {
@@ -248,6 +249,13 @@ StatusOr<TrainResult> Train(Model& model, StripeReader& reader, ParamClient& par
                            : "",
                    Seconds(Clock::now() - save_start) * 1000);
       live.CheckpointCommitted(step, std::chrono::system_clock::now());
+      if (o.checkpoint_keep_chains > 0) {
+        auto pruned = PruneCheckpointChains(o.checkpoint_dir, o.checkpoint_keep_chains);
+        if (!pruned.ok()) {
+          spdlog::warn("old checkpoints in {} not deleted: {}", o.checkpoint_dir,
+                       pruned.status().ToString());
+        }
+      }
       // SIGTERM during this save: the checkpoint just committed is the step reached.
       stop = stop || (o.stop && o.stop());
     }

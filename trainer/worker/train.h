@@ -19,6 +19,9 @@ struct TrainOptions {
   // Checkpoints (coordinator only; empty dir = none).
   std::string checkpoint_dir;
   int64_t checkpoint_every = 0;
+  // After each checkpoint committed here, delete those of all but the newest N chains
+  // (PruneCheckpointChains; a failure is a warning, never the run's end). 0: keep all.
+  int checkpoint_keep_chains = 0;
   std::string loss_curve_path;  // "step,loss" per step, for tests; empty = none
   // Polled after every step (and before the first). `stop`: this process got SIGTERM
   // (stop/stop.h): with a checkpoint_dir, the step just finished is saved and committed
