@@ -141,7 +141,7 @@ int Serve(const OperatorOptions& f, Manager& m, std::stop_token shutdown) {
 int main(int argc, char** argv) {
   using namespace kubetrain;
   using namespace kubetrain::operator_cli;
-  runtime::TuneMalloc();  // before any thread: two malloc arenas (see memory.h)
+  runtime::TuneMalloc();  // before any thread: two malloc arenas, no fast bins (memory.h)
   OperatorOptions f;
   CLI::App app{"kubetrain-operator: reconciles TrainingJobs into pods, services and a secret"};
   app.set_version_flag("--version", std::string("kubetrain-operator ") + kubetrain::kVersion);

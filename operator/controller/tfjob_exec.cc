@@ -204,7 +204,9 @@ std::string_view StripTFJobKey(std::string_view key) {
 StatusOr<TFJobView> ReadTFJob(const json& tfjob) {
   TFJobView view;
   KT_ASSIGN_OR_RETURN(view.conversion, api::ConvertTFJob(tfjob));
-  json j = view.conversion.job;
+  // The converted job's JSON is read once, here: the view keeps the parsed job.
+  json j = std::move(view.conversion.job);
+  view.conversion.job = json();
   if (const json* meta = Path(tfjob, {"metadata"})) {
     for (const char* k :
          {"uid", "resourceVersion", "creationTimestamp", "deletionTimestamp", "generation"}) {

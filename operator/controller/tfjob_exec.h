@@ -80,6 +80,7 @@ std::string_view StripTFJobKey(std::string_view key);
 
 // A served TFJob as the planner sees it.
 struct TFJobView {
+  // Its `job` JSON is empty: read into `job` below.
   api::TFJobConversion conversion;
   // The converted job: the TFJob's metadata (uid, resourceVersion, ...),
   // serviceMode PerReplica (v1: one Service per replica), status: the planner's
