@@ -1,5 +1,7 @@
 #include "operator/controller/expectations.h"
 
+#include <algorithm>
+
 namespace kubetrain::controller {
 
 using planner::ChildCreate;
@@ -121,15 +123,28 @@ void Expectations::Adjust(const std::string& key, ObservedChildren& observed, ap
 void Expectations::StatusWritten(const std::string& key, std::string from_rv, std::string to_rv,
                                  api::TrainingJobStatus status, std::string via_rv) {
   MutexLock lock(mu_);
-  jobs_[key].status = StatusWrite{std::move(from_rv), std::move(to_rv), std::move(status), false,
-                                  std::move(via_rv)};
+  std::optional<StatusWrite>& slot = jobs_[key].status;
+  std::vector<std::string> earlier;
+  if (slot && !slot->unwritten) {
+    std::vector<std::string> chain = std::move(slot->earlier_rvs);
+    for (std::string* rv : {&slot->from_rv, &slot->via_rv, &slot->to_rv}) {
+      if (!rv->empty()) chain.push_back(std::move(*rv));
+    }
+    // Over a version of the previous chain (the cache lags behind this
+    // controller's own writes): the cache may still show any of it.
+    if (std::find(chain.begin(), chain.end(), from_rv) != chain.end()) earlier = std::move(chain);
+    constexpr size_t kMaxChain = 16;  // bounded: older versions are long gone from the cache
+    if (earlier.size() > kMaxChain) earlier.erase(earlier.begin(), earlier.end() - kMaxChain);
+  }
+  slot = StatusWrite{std::move(from_rv), std::move(to_rv),  std::move(status), false,
+                     std::move(via_rv),  std::move(earlier)};
 }
 
 void Expectations::StatusDeferred(const std::string& key, std::string rv,
                                   api::TrainingJobStatus status) {
   MutexLock lock(mu_);
   std::string to_rv = rv;
-  jobs_[key].status = StatusWrite{std::move(rv), std::move(to_rv), std::move(status), true, {}};
+  jobs_[key].status = StatusWrite{std::move(rv), std::move(to_rv), std::move(status), true, {}, {}};
 }
 
 bool Expectations::HalfWritten(const std::string& key, const std::string& cached_rv) {
@@ -150,8 +165,11 @@ std::optional<Expectations::WrittenStatus> Expectations::LastStatus(const std::s
   MutexLock lock(mu_);
   auto it = jobs_.find(key);
   if (it == jobs_.end() || !it->second.status) return std::nullopt;
-  if (it->second.status->from_rv != cached_rv &&
-      (it->second.status->via_rv.empty() || it->second.status->via_rv != cached_rv)) {
+  const StatusWrite& w = *it->second.status;
+  const bool stale =
+      w.from_rv == cached_rv || (!w.via_rv.empty() && w.via_rv == cached_rv) ||
+      std::find(w.earlier_rvs.begin(), w.earlier_rvs.end(), cached_rv) != w.earlier_rvs.end();
+  if (!stale) {
     it->second.status.reset();
     return std::nullopt;
   }

@@ -66,7 +66,10 @@ class Expectations {
 
   // A status written: resourceVersion `from_rv` (what the cache showed) became `to_rv`,
   // through `via_rv` when the write took two requests (a TFJob's status, then
-  // its annotation: the cache may show the first; "": one request).
+  // its annotation: the cache may show the first; "": one request). When
+  // `from_rv` is a version of the previous write's chain (the cache lagged
+  // and the write went over that write's to_rv), the chain grows: LastStatus
+  // keeps answering while the cache shows any version of it.
   void StatusWritten(const std::string& key, std::string from_rv, std::string to_rv,
                      api::TrainingJobStatus status, std::string via_rv = "");
   // A status planned over resourceVersion `rv` and not written yet (the
@@ -138,6 +141,10 @@ class Expectations {
     api::TrainingJobStatus status;
     bool unwritten = false;
     std::string via_rv;  // also stale (StatusWritten)
+    // This controller's earlier writes in the same chain (each written over
+    // the one before, from_rv first): the cache may still show any of them,
+    // and then `status` at to_rv is still the newest.
+    std::vector<std::string> earlier_rvs;
   };
   struct Job {
     // By kind and name: a replica's Pod and Service share a name.

@@ -118,6 +118,33 @@ TEST(ExpectationsTest, TheWrittenStatusStandsWhileTheCacheShowsTheOldVersion) {
   EXPECT_FALSE(e.LastStatus("ml/tj", "10").has_value());
 }
 
+// Two writes while the cache lagged (the second went over the first's 11
+// while the cache still showed 10): when the cache then shows 11, the second
+// write (12) is still the newest, not the cache's 11, whose version would
+// conflict. The chain grows with each write over one of its versions.
+TEST(ExpectationsTest, TheWrittenStatusStandsWhileTheCacheShowsAnyEarlierWriteOfItsChain) {
+  Expectations e(seconds(60));
+  api::TrainingJobStatus status;
+  status.state = "Running";
+  e.StatusWritten("ml/tj", "10", "11", status);
+  status.state = "Succeeded";
+  e.StatusWritten("ml/tj", "10", "12", status);  // over 11, the cache still at 10
+  auto last = e.LastStatus("ml/tj", "11");
+  ASSERT_TRUE(last.has_value());
+  EXPECT_EQ(last->status.state, "Succeeded");
+  EXPECT_EQ(last->resource_version, "12");
+  e.StatusWritten("ml/tj", "11", "13", status);  // over 12, the cache at 11
+  ASSERT_TRUE(e.LastStatus("ml/tj", "12").has_value());
+  EXPECT_EQ(e.LastStatus("ml/tj", "10")->resource_version, "13");
+  // Caught up: the cache wins from now on.
+  EXPECT_FALSE(e.LastStatus("ml/tj", "13").has_value());
+  EXPECT_FALSE(e.LastStatus("ml/tj", "12").has_value());
+  // A write over a version outside the chain (someone else's) starts anew.
+  e.StatusWritten("ml/tj", "20", "21", status);
+  e.StatusWritten("ml/tj", "30", "31", status);
+  EXPECT_FALSE(e.LastStatus("ml/tj", "20").has_value());
+}
+
 // A TFJob's status goes in two writes (status, then the state annotation):
 // the cache showing the first is half-written, not the version before it,
 // nor the final one, nor after the write failed.

@@ -2,9 +2,11 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 #include <optional>
+#include <vector>
 
 #include "common/mutex.h"
 #include "operator/api/json.h"
@@ -90,6 +92,16 @@ class SweepController::Impl {
   void Start() { scaffold_.Start(); }
 
   void Run(std::stop_token stop) {
+    // Workers start once every cache has synced: a sweep reconciled before its
+    // trials' cache is only requeued a second later on the controller's clock
+    // (a test's fake clock may never get there), and its keys wait queued.
+    constexpr std::chrono::minutes kSyncWarning{1};
+    while (!stop.stop_requested()) {
+      const Status synced = scaffold_.WaitForSync(std::chrono::steady_clock::now() + kSyncWarning,
+                                                  kSyncWarning, stop);
+      if (synced.ok()) break;
+      if (!stop.stop_requested()) spdlog::warn("sweep controller: {}", synced.ToString());
+    }
     scaffold_.Run(stop, options_.workers, [this](const std::string& key) {
       auto result = Reconcile(key);
       if (!result.ok()) {
@@ -110,12 +122,15 @@ class SweepController::Impl {
     runtime::Informer<runtime::GenericObject>* sweeps = nullptr;
     runtime::Informer<CachedTrial>* trials = nullptr;
   };
-  // The last status written: while the cache still shows `from_rv`, the
-  // sweep's status is `status` at resourceVersion `to_rv`.
+  // The last status written: while the cache still shows `from_rv` or one of
+  // `earlier_rvs` (this controller's earlier writes of the same chain, which
+  // a lagging cache may still show), the sweep's status is `status` at
+  // resourceVersion `to_rv`.
   struct StatusWrite {
     std::string from_rv;
     std::string to_rv;
     api::TrainingSweepStatus status;
+    std::vector<std::string> earlier_rvs;
   };
 
   void Forget(const std::string& key) {
@@ -170,7 +185,9 @@ class SweepController::Impl {
       MutexLock lock(mu_);
       auto it = written_.find(key);
       if (it != written_.end()) {
-        if (it->second.from_rv == rv) {
+        const auto& earlier = it->second.earlier_rvs;
+        if (it->second.from_rv == rv ||
+            std::find(earlier.begin(), earlier.end(), rv) != earlier.end()) {
           sweep.status = it->second.status;
           rv = it->second.to_rv;
         } else {
@@ -275,7 +292,20 @@ class SweepController::Impl {
     const std::string to_rv =
         written->value("metadata", json::object()).value("resourceVersion", std::string());
     MutexLock lock(mu_);
-    written_[key] = StatusWrite{cached.meta.resource_version, to_rv, status};
+    std::vector<std::string> earlier;
+    if (auto it = written_.find(key); it != written_.end()) {
+      std::vector<std::string> chain = std::move(it->second.earlier_rvs);
+      chain.push_back(std::move(it->second.from_rv));
+      chain.push_back(std::move(it->second.to_rv));
+      // Written over a version of the previous chain (the cache lags behind
+      // this controller's own writes): the cache may still show any of it.
+      if (std::find(chain.begin(), chain.end(), cached.meta.resource_version) != chain.end()) {
+        earlier = std::move(chain);
+      }
+      constexpr size_t kMaxChain = 16;  // bounded: older versions are long gone from the cache
+      if (earlier.size() > kMaxChain) earlier.erase(earlier.begin(), earlier.end() - kMaxChain);
+    }
+    written_[key] = StatusWrite{cached.meta.resource_version, to_rv, status, std::move(earlier)};
     return Status::Ok();
   }
 

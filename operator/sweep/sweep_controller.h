@@ -23,7 +23,8 @@
 //  - A status write the apiserver refuses (422, 403) is reported on the sweep
 //    (a StatusWriteFailed event) and retried with backoff like any error.
 // Contract: Start() starts the informers and returns at once (the CRD may be
-// installed after the operator); Run() blocks running the workers until `stop`.
+// installed after the operator); Run() blocks until `stop`, starting the
+// workers once every cache has synced (it logs a warning each minute until then).
 // Every API call goes through a runtime::ApiClient (a kube::Client in the
 // operator, a fake apiserver in sweep_controller_test.cc). The client,
 // recorder, metrics and clock must outlive the controller.
