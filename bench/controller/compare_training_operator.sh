@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# kubetrain's operator side by side with Kubeflow training-operator v1.9.3
-# (issue 16). Each run gives every contender a fresh control plane
+# kubetrain's operator side by side with Kubeflow training-operator v1.9.3,
+# the operator it replaces. Each run gives every contender a fresh control plane
 # (tests/cluster/up, 10 kwok nodes, an apiserver audit log of every write)
 # and the same JOBS jobs of 1 PS + 4 workers, created at once with one
 # `kubectl create`; the contenders alternate within a run (their order flips
@@ -29,7 +29,7 @@
 #     operator flags), SPEC_<label> (a YAML line added under the job's spec)
 #     CRD_<label> (the TrainingJob CRD file) and KIND_<label>=tfjob (the
 #     label runs the peer's very TFJobs, with --tfjob=all and v1.9.3's TFJob
-#     CRD, or CRD_<label>: issue 29's figures), e.g.
+#     CRD, or CRD_<label>: the TFJob figures), e.g.
 #     BENCH_CONTENDERS="old new" BIN_old=/tmp/old-operator, or
 #     KIND_kubetrain=tfjob for TFJobs side by side.
 #   BENCH_KEEP_AUDIT=DIR: keep each run's audit log there (audit-LABEL-RUN.log).

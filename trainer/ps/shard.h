@@ -30,7 +30,8 @@
 
 namespace kubetrain::trainer {
 
-// Bounds on the embedding table and how checkpoints are written (issue 30, items 3 and 4).
+// Bounds on the embedding table (admission, capacity, eviction) and how
+// checkpoints are written (full or incremental, chains kept).
 struct EmbeddingOptions {
   StoreLimits limits;  // --embedding-admit-count, --embedding-capacity (EmbeddingStore)
   // Rows not updated by the last evict_after_updates updates of this shard are dropped when
