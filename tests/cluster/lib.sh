@@ -1,4 +1,4 @@
-# Helpers shared by tests/cluster/up and tests/cluster/node-up (sourced).
+# Helpers shared by tests/cluster/up, node-up and down (sourced).
 # Callers set: dir (the cluster dir), timeout_s, and define fail MESSAGE.
 
 start() {  # start NAME CMD...: run in the background, record its PID in DIR/pids.
@@ -24,4 +24,20 @@ for s in socks:
     s.bind(("127.0.0.1", 0))
 print(" ".join(str(s.getsockname()[1]) for s in socks))
 PY
+}
+
+ours() {  # ours NAME PID: true if PID is alive and still runs NAME.
+  # (Read, then searched: `tr | grep -q` under pipefail fails when grep exits at
+  # the first match and tr dies of SIGPIPE, and the process would be left running.)
+  local cmd
+  [[ -r "/proc/$2/cmdline" ]] && cmd="$(tr '\0' ' ' <"/proc/$2/cmdline")" && grep -q -- "$1" <<<"${cmd}"
+}
+
+cluster_alive() {  # cluster_alive DIR: true if any process DIR/pids records still runs.
+  local name pid
+  [[ -f "$1/pids" ]] || return 1
+  while read -r name pid; do
+    [[ -n "${pid:-}" ]] && ours "${name}" "${pid}" && return 0
+  done <"$1/pids"
+  return 1
 }

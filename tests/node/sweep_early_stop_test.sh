@@ -85,11 +85,12 @@ for i in ${diverging}; do
     fail "trial ${i}: stopped at step '${s:-}', want 100 <= step < ${steps} (its last)"
   check "trial ${i}: the median is of the 2 succeeded trials" "${n:-}" 2
   # The rule's own test (best loss above the median), with a margin: at least twice the
-  # median, which is below 0.5. (Not "above 1": lr 1's best per-batch loss was once 0.669,
-  # against a median of 0.133, stopped rightly.)
-  python3 -c 'import sys; v, m = map(float, sys.argv[1:]); sys.exit(0 if v > 2 * m and m < 0.5 else 1)' \
+  # median. (No bound on the median itself: the good trials' loss on this data has been
+  # 0.133 and 0.540 in different runs; nor "above 1": lr 1's best per-batch loss was once
+  # 0.669 against a median of 0.133, stopped rightly.)
+  python3 -c 'import sys; v, m = map(float, sys.argv[1:]); sys.exit(0 if v > 2 * m > 0 else 1)' \
     "${value:-nan}" "${median:-nan}" ||
-    fail "trial ${i}: want a best loss above twice a median below 0.5, got ${value:-} vs ${median:-}"
+    fail "trial ${i}: want a best loss above twice the (positive) median, got ${value:-} vs ${median:-}"
   gone() { ! k get tj "early-$1" >/dev/null 2>&1; }
   wait_until "trial ${i}'s TrainingJob to be deleted" gone "${i}"
 done
