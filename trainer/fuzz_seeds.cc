@@ -9,11 +9,11 @@
 #include <string>
 #include <vector>
 
+#include "common/storage/files.h"
 #include "trainer/export/export.h"
 #include "trainer/ps/checkpoint.h"
 #include "trainer/ps/shard.h"
 #include "trainer/rpc/protocol.h"
-#include "trainer/storage/files.h"
 
 namespace {
 

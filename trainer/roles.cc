@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <memory>
 
+#include "common/storage/files.h"
 #include "common/workload_contract.h"
 #include "kubetrain/version.h"
 #include "trainer/cluster/cluster.h"
@@ -19,7 +20,6 @@
 #include "trainer/observe/summaries.h"
 #include "trainer/roles/role.h"
 #include "trainer/stop/stop.h"
-#include "trainer/storage/files.h"
 
 namespace kubetrain::trainer {
 namespace {

@@ -8,7 +8,7 @@
 #include <sstream>
 #include <string>
 
-#include "trainer/storage/s3_client.h"
+#include "common/storage/s3_client.h"
 
 int main(int argc, char** argv) {
   using namespace kubetrain::storage;

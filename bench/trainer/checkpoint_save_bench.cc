@@ -12,11 +12,11 @@
 #include <string>
 #include <vector>
 
+#include "common/storage/files.h"
+#include "common/storage/s3_client.h"
 #include "trainer/model/model.h"
 #include "trainer/ps/checkpoint.h"
 #include "trainer/ps/shard.h"
-#include "trainer/storage/files.h"
-#include "trainer/storage/s3_client.h"
 #include "trainer/worker/params.h"
 
 namespace kubetrain::trainer {

@@ -19,9 +19,9 @@
 #include <string>
 #include <vector>
 
+#include "common/storage/files.h"
 #include "trainer/observe/log_tail.h"
 #include "trainer/observe/summaries.h"
-#include "trainer/storage/files.h"
 
 namespace {
 

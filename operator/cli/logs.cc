@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
+#include "common/storage/files.h"
 #include "operator/api/types.h"
-#include "trainer/storage/files.h"
 
 namespace kubetrain::cli {
 

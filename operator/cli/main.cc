@@ -20,7 +20,9 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
+#include <memory>
 #include <sstream>
 
 #include "kubetrain/version.h"
@@ -589,6 +591,237 @@ int Render(const std::string& file, const std::string& ns, bool show_secrets, bo
   return 0;
 }
 
+// A subcommand: its CLI11 node (with its flags bound to state the closure owns) and what it
+// runs once the command line is parsed.
+struct Command {
+  CLI::App* cmd = nullptr;
+  std::function<int()> run;
+};
+
+Command AddRun(CLI::App& app) {
+  auto run = std::make_shared<RunFlags>();
+  auto* cmd = app.add_subcommand(
+      "run",
+      "Run every replica of a TrainingJob as a local process, or every trial of a "
+      "TrainingSweep as such a run; exit 0 if it succeeds");
+  cmd->add_option("-f,--filename", run->file, "job file (YAML; - for stdin)")->required();
+  cmd->add_option("--trainer", run->trainer,
+                  "kubetrain-trainer binary (default: $KUBETRAIN_TRAINER, next to kubetrain, "
+                  "or PATH)");
+  cmd->add_option("--work-dir", run->work_dir,
+                  "keep termination messages here (default: a temporary directory)");
+  cmd->add_option("--base-port", run->base_port,
+                  "use consecutive ports from this one (default: free ports)")
+      ->check(CLI::Range(1, 65535));
+  cmd->add_option("--grace-period", run->grace, "seconds between SIGTERM and SIGKILL")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 3600));
+  cmd->add_option("--progress-interval", run->progress_interval,
+                  "seconds between changes of status.progress (a sweep with earlyStopping "
+                  "runs its trials with 0.5)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.1, 3600.0));
+  cmd->add_option("-o,--output", run->output, "format of the final status")
+      ->check(CLI::IsMember({"yaml", "json"}))
+      ->capture_default_str();
+  cmd->add_option("--status-file", run->status_file,
+                  "also write the status as JSON to this file: rewritten (by rename) as it "
+                  "changes, the final status last");
+  cmd->add_option("--color", run->color, "auto, always or never")
+      ->check(CLI::IsMember({"auto", "always", "never"}))
+      ->capture_default_str();
+  return {cmd, [run]() -> int { return Run(*run); }};
+}
+
+Command AddRender(CLI::App& app) {
+  struct Flags {
+    std::string file, ns;
+    bool show_secrets = false;
+    bool network_policy = true;
+  };
+  auto f = std::make_shared<Flags>();
+  auto* cmd = app.add_subcommand(
+      "render",
+      "Print the Pods, Services, Secret and NetworkPolicy the operator would create, as YAML");
+  cmd->add_option("-f,--filename", f->file, "job file (YAML; - for stdin)")->required();
+  cmd->add_option("-n,--namespace", f->ns, "namespace (default: the job's, else none)");
+  cmd->add_flag("--show-secrets", f->show_secrets, "print the Secret's key instead of \"\"");
+  cmd->add_option("--network-policy", f->network_policy,
+                  "include the job's NetworkPolicy, as the operator does unless started "
+                  "with --network-policy=false")
+      ->capture_default_str();
+  return {cmd, [f]() -> int { return Render(f->file, f->ns, f->show_secrets, f->network_policy); }};
+}
+
+Command AddValidate(CLI::App& app) {
+  struct Flags {
+    std::vector<std::string> files;
+    bool recursive = false;
+  };
+  auto f = std::make_shared<Flags>();
+  auto* cmd = app.add_subcommand(
+      "validate",
+      "Check job and sweep files against the CRD's rules (field path and line per error); "
+      "other kinds are skipped with a note");
+  cmd->add_option("-f,--filename", f->files,
+                  "file or directory (its *.yaml, *.yml, *.json); repeat for more; - for stdin")
+      ->required();
+  cmd->add_flag("-R,--recursive", f->recursive, "read directories below -f directories too");
+  return {cmd, [f]() -> int { return Validate(f->files, f->recursive); }};
+}
+
+Command AddConvert(CLI::App& app) {
+  auto f = std::make_shared<ConvertFlags>();
+  auto* cmd = app.add_subcommand(
+      "convert",
+      "Print Kubeflow TFJobs (kubeflow.org/v1) as TrainingJobs, with comments where something "
+      "has no equivalent; other documents unchanged");
+  cmd->add_option("-f,--filename", f->paths,
+                  "files or directories of manifests (YAML or JSON; - for stdin)")
+      ->required();
+  cmd->add_flag("-R,--recursive", f->recursive, "descend into subdirectories");
+  return {cmd, [f]() -> int { return ConvertCommand(*f, std::cout, std::cerr); }};
+}
+
+// The cluster subcommands share kubectl's connection flags; --request-timeout is checked
+// when one of them runs.
+struct ClusterOptions {
+  ClusterFlags flags;
+  std::string request_timeout = "30s";
+
+  void AddTo(CLI::App* cmd) {
+    cmd->add_option("--kubeconfig", flags.kubeconfig,
+                    "kubeconfig file (default: $KUBECONFIG, in-cluster, ~/.kube/config)");
+    cmd->add_option("--context", flags.context, "kubeconfig context (default: current)");
+    cmd->add_option("-n,--namespace", flags.ns, "namespace (default: the context's)");
+    cmd->add_option("--request-timeout", request_timeout,
+                    "bound on each request (not on a watch or a follow)")
+        ->capture_default_str();
+  }
+  // The flags with the parsed timeout; InvalidArgument "--request-timeout: ..." if it is bad.
+  StatusOr<ClusterFlags> Resolved() const {
+    auto timeout = ParseDuration(request_timeout);
+    if (!timeout.ok()) return InvalidArgument("--request-timeout: " + timeout.status().message());
+    if (timeout->count() <= 0) return InvalidArgument("--request-timeout: must be positive");
+    ClusterFlags out = flags;
+    out.request_timeout = *timeout;
+    return out;
+  }
+};
+
+// A cluster subcommand's run: `body` with the resolved cluster flags.
+std::function<int()> WithCluster(std::shared_ptr<ClusterOptions> cluster,
+                                 std::function<int(const ClusterFlags&)> body) {
+  return [cluster = std::move(cluster), body = std::move(body)]() -> int {
+    auto flags = cluster->Resolved();
+    if (!flags.ok()) {
+      std::cerr << "error: " << flags.status().message() << "\n";
+      return kExitUsage;
+    }
+    return body(*flags);
+  };
+}
+
+Command AddGet(CLI::App& app, std::shared_ptr<ClusterOptions> cluster) {
+  struct Flags {
+    std::string name, output;
+    bool all_namespaces = false;
+  };
+  auto f = std::make_shared<Flags>();
+  auto* cmd = app.add_subcommand(
+      "get", "List TrainingJobs and TrainingSweeps (or one) with the CRDs' printer columns");
+  cmd->add_option("name", f->name, "a job or sweep (default: all)");
+  cmd->add_option("-o,--output", f->output, "wide, name or json")
+      ->check(CLI::IsMember({"wide", "name", "json"}));
+  cmd->add_flag("-A,--all-namespaces", f->all_namespaces, "every namespace");
+  cluster->AddTo(cmd);
+  return {cmd, WithCluster(cluster, [f](const ClusterFlags& c) -> int {
+            return GetCommand(c, f->name, f->output, f->all_namespaces);
+          })};
+}
+
+Command AddWait(CLI::App& app, std::shared_ptr<ClusterOptions> cluster) {
+  struct Flags {
+    std::string name, timeout = "0";
+  };
+  auto f = std::make_shared<Flags>();
+  auto* cmd = app.add_subcommand(
+      "wait",
+      "Wait until a job or sweep finishes: exit 0 if it Succeeded, 1 with its reason if "
+      "it Failed, 5 on --timeout");
+  cmd->add_option("name", f->name, "the job or sweep")->required();
+  cmd->add_option("--timeout", f->timeout, "give up after this long (90s, 10m, 2h; 0: never)")
+      ->capture_default_str();
+  cluster->AddTo(cmd);
+  return {cmd, WithCluster(cluster, [f](const ClusterFlags& c) -> int {
+            auto limit = ParseDuration(f->timeout);
+            if (!limit.ok()) {
+              std::cerr << "error: --timeout: " << limit.status().message() << "\n";
+              return kExitUsage;
+            }
+            return WaitCommand(c, f->name, *limit);
+          })};
+}
+
+Command AddLogs(CLI::App& app, std::shared_ptr<ClusterOptions> cluster) {
+  struct Flags {
+    LogsFlags logs;
+    std::string file;
+  };
+  auto f = std::make_shared<Flags>();
+  LogsFlags& logs = f->logs;
+  auto* cmd = app.add_subcommand(
+      "logs",
+      "Print every replica's log, prefixed with its replica; saved tails for replicas "
+      "whose pods are gone");
+  cmd->add_option("name", logs.name, "the job");
+  cmd->add_flag("-f,--follow", logs.follow, "stream the logs of running pods");
+  cmd->add_option("--tail", logs.tail, "lines per replica (default: all)");
+  cmd->add_option("--limit-bytes", logs.limit_bytes,
+                  "bytes per replica (default: 10 MiB without -f, no limit with it)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
+  cmd->add_option("-c,--container", logs.container, "container (default: each pod's first)");
+  cmd->add_option("--output", logs.output,
+                  "the trainer's --output (local or s3://) holding logs/, when the job "
+                  "no longer says (deleted)");
+  cmd->add_option("--file", f->file,
+                  "no cluster: the job file of a local run (`kubetrain run -f FILE`); print "
+                  "the saved logs under its trainer --output");
+  cmd->add_option("--dir", logs.dir,
+                  "no cluster: print the saved logs under DIR/logs/ (a local run's "
+                  "--output; local or s3://)");
+  cluster->AddTo(cmd);
+  return {cmd, WithCluster(cluster, [f](const ClusterFlags& c) -> int {
+            LogsFlags flags = f->logs;
+            if (int(!flags.name.empty()) + int(!flags.dir.empty()) + int(!f->file.empty()) != 1) {
+              std::cerr << "error: logs takes one of a job name, --file or --dir\n";
+              return kExitUsage;
+            }
+            if (!f->file.empty()) {
+              auto dir = OutputOfJobFile(f->file);
+              if (!dir.ok()) {
+                std::cerr << "error: " << dir.status().message() << "\n";
+                return dir.status().code() == StatusCode::kNotFound ? kExitNotFound : kExitUsage;
+              }
+              flags.dir = *dir;
+            }
+            return LogsCommand(c, flags);
+          })};
+}
+
+Command AddSuspend(CLI::App& app, std::shared_ptr<ClusterOptions> cluster, bool suspend) {
+  auto name = std::make_shared<std::string>();
+  auto* cmd = suspend
+                  ? app.add_subcommand(
+                        "suspend", "Suspend a job or sweep: its pods are removed, its state kept")
+                  : app.add_subcommand("resume", "Resume a suspended job or sweep");
+  cmd->add_option("name", *name, "the job or sweep")->required();
+  cluster->AddTo(cmd);
+  return {cmd, WithCluster(cluster, [name, suspend](const ClusterFlags& c) -> int {
+            return SuspendCommand(c, *name, suspend);
+          })};
+}
+
 }  // namespace
 }  // namespace kubetrain::cli
 
@@ -597,188 +830,28 @@ int main(int argc, char** argv) {
   CLI::App app{"kubetrain: run distributed ML training jobs on Kubernetes or locally"};
   app.set_version_flag("--version", std::string("kubetrain ") + kubetrain::kVersion);
   app.require_subcommand(0, 1);
-
-  RunFlags run;
-  auto* run_cmd = app.add_subcommand(
-      "run",
-      "Run every replica of a TrainingJob as a local process, or every trial of a "
-      "TrainingSweep as such a run; exit 0 if it succeeds");
-  run_cmd->add_option("-f,--filename", run.file, "job file (YAML; - for stdin)")->required();
-  run_cmd->add_option("--trainer", run.trainer,
-                      "kubetrain-trainer binary (default: $KUBETRAIN_TRAINER, next to kubetrain, "
-                      "or PATH)");
-  run_cmd->add_option("--work-dir", run.work_dir,
-                      "keep termination messages here (default: a temporary directory)");
-  run_cmd
-      ->add_option("--base-port", run.base_port,
-                   "use consecutive ports from this one (default: free ports)")
-      ->check(CLI::Range(1, 65535));
-  run_cmd->add_option("--grace-period", run.grace, "seconds between SIGTERM and SIGKILL")
-      ->capture_default_str()
-      ->check(CLI::Range(0, 3600));
-  run_cmd
-      ->add_option("--progress-interval", run.progress_interval,
-                   "seconds between changes of status.progress (a sweep with earlyStopping "
-                   "runs its trials with 0.5)")
-      ->capture_default_str()
-      ->check(CLI::Range(0.1, 3600.0));
-  run_cmd->add_option("-o,--output", run.output, "format of the final status")
-      ->check(CLI::IsMember({"yaml", "json"}))
-      ->capture_default_str();
-  run_cmd->add_option("--status-file", run.status_file,
-                      "also write the status as JSON to this file: rewritten (by rename) as it "
-                      "changes, the final status last");
-  run_cmd->add_option("--color", run.color, "auto, always or never")
-      ->check(CLI::IsMember({"auto", "always", "never"}))
-      ->capture_default_str();
-
-  std::string file, ns;
-  bool show_secrets = false;
-  auto* render_cmd = app.add_subcommand(
-      "render",
-      "Print the Pods, Services, Secret and NetworkPolicy the operator would create, as YAML");
-  render_cmd->add_option("-f,--filename", file, "job file (YAML; - for stdin)")->required();
-  render_cmd->add_option("-n,--namespace", ns, "namespace (default: the job's, else none)");
-  render_cmd->add_flag("--show-secrets", show_secrets, "print the Secret's key instead of \"\"");
-  bool network_policy = true;
-  render_cmd
-      ->add_option("--network-policy", network_policy,
-                   "include the job's NetworkPolicy, as the operator does unless started "
-                   "with --network-policy=false")
-      ->capture_default_str();
-
-  std::vector<std::string> validate_files;
-  bool recursive = false;
-  auto* validate_cmd = app.add_subcommand(
-      "validate",
-      "Check job and sweep files against the CRD's rules (field path and line per error); "
-      "other kinds are skipped with a note");
-  validate_cmd
-      ->add_option("-f,--filename", validate_files,
-                   "file or directory (its *.yaml, *.yml, *.json); repeat for more; - for stdin")
-      ->required();
-  validate_cmd->add_flag("-R,--recursive", recursive, "read directories below -f directories too");
-
-  // The cluster subcommands share kubectl's connection flags.
-  ClusterFlags cluster;
-  std::string request_timeout = "30s";
-  auto add_cluster_flags = [&](CLI::App* cmd) {
-    cmd->add_option("--kubeconfig", cluster.kubeconfig,
-                    "kubeconfig file (default: $KUBECONFIG, in-cluster, ~/.kube/config)");
-    cmd->add_option("--context", cluster.context, "kubeconfig context (default: current)");
-    cmd->add_option("-n,--namespace", cluster.ns, "namespace (default: the context's)");
-    cmd->add_option("--request-timeout", request_timeout,
-                    "bound on each request (not on a watch or a follow)")
-        ->capture_default_str();
+  auto cluster = std::make_shared<ClusterOptions>();
+  // In the order `kubetrain --help` lists them.
+  const std::vector<Command> commands = {
+      AddRun(app),
+      AddRender(app),
+      AddValidate(app),
+      AddGet(app, cluster),
+      AddWait(app, cluster),
+      AddLogs(app, cluster),
+      AddSuspend(app, cluster, true),
+      AddSuspend(app, cluster, false),
+      AddConvert(app),
   };
-  std::string name, output;
-  bool all_namespaces = false;
-  auto* get_cmd = app.add_subcommand(
-      "get", "List TrainingJobs and TrainingSweeps (or one) with the CRDs' printer columns");
-  get_cmd->add_option("name", name, "a job or sweep (default: all)");
-  get_cmd->add_option("-o,--output", output, "wide, name or json")
-      ->check(CLI::IsMember({"wide", "name", "json"}));
-  get_cmd->add_flag("-A,--all-namespaces", all_namespaces, "every namespace");
-  add_cluster_flags(get_cmd);
-
-  std::string wait_timeout = "0";
-  auto* wait_cmd = app.add_subcommand(
-      "wait",
-      "Wait until a job or sweep finishes: exit 0 if it Succeeded, 1 with its reason if "
-      "it Failed, 5 on --timeout");
-  wait_cmd->add_option("name", name, "the job or sweep")->required();
-  wait_cmd
-      ->add_option("--timeout", wait_timeout, "give up after this long (90s, 10m, 2h; 0: never)")
-      ->capture_default_str();
-  add_cluster_flags(wait_cmd);
-
-  LogsFlags logs;
-  auto* logs_cmd = app.add_subcommand(
-      "logs",
-      "Print every replica's log, prefixed with its replica; saved tails for replicas "
-      "whose pods are gone");
-  logs_cmd->add_option("name", logs.name, "the job");
-  logs_cmd->add_flag("-f,--follow", logs.follow, "stream the logs of running pods");
-  logs_cmd->add_option("--tail", logs.tail, "lines per replica (default: all)");
-  logs_cmd
-      ->add_option("--limit-bytes", logs.limit_bytes,
-                   "bytes per replica (default: 10 MiB without -f, no limit with it)")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
-  logs_cmd->add_option("-c,--container", logs.container, "container (default: each pod's first)");
-  logs_cmd->add_option("--output", logs.output,
-                       "the trainer's --output (local or s3://) holding logs/, when the job "
-                       "no longer says (deleted)");
-  std::string logs_file;
-  logs_cmd->add_option("--file", logs_file,
-                       "no cluster: the job file of a local run (`kubetrain run -f FILE`); print "
-                       "the saved logs under its trainer --output");
-  logs_cmd->add_option("--dir", logs.dir,
-                       "no cluster: print the saved logs under DIR/logs/ (a local run's "
-                       "--output; local or s3://)");
-  add_cluster_flags(logs_cmd);
-
-  auto* suspend_cmd =
-      app.add_subcommand("suspend", "Suspend a job or sweep: its pods are removed, its state kept");
-  suspend_cmd->add_option("name", name, "the job or sweep")->required();
-  add_cluster_flags(suspend_cmd);
-  auto* resume_cmd = app.add_subcommand("resume", "Resume a suspended job or sweep");
-  resume_cmd->add_option("name", name, "the job or sweep")->required();
-  add_cluster_flags(resume_cmd);
-
-  ConvertFlags convert;
-  auto* convert_cmd = app.add_subcommand(
-      "convert",
-      "Print Kubeflow TFJobs (kubeflow.org/v1) as TrainingJobs, with comments where something "
-      "has no equivalent; other documents unchanged");
-  convert_cmd
-      ->add_option("-f,--filename", convert.paths,
-                   "files or directories of manifests (YAML or JSON; - for stdin)")
-      ->required();
-  convert_cmd->add_flag("-R,--recursive", convert.recursive, "descend into subdirectories");
-
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     const int code = app.exit(e);
     return code == 0 ? 0 : kExitUsage;
   }
-  if (*run_cmd) return Run(run);
-  if (*render_cmd) return Render(file, ns, show_secrets, network_policy);
-  if (*validate_cmd) return Validate(validate_files, recursive);
-  if (*convert_cmd) return ConvertCommand(convert, std::cout, std::cerr);
-  auto timeout = ParseDuration(request_timeout);
-  if (!timeout.ok() || timeout->count() <= 0) {
-    std::cerr << "error: --request-timeout: "
-              << (timeout.ok() ? "must be positive" : timeout.status().message()) << "\n";
-    return kExitUsage;
+  for (const Command& c : commands) {
+    if (*c.cmd) return c.run();
   }
-  cluster.request_timeout = *timeout;
-  if (*get_cmd) return GetCommand(cluster, name, output, all_namespaces);
-  if (*wait_cmd) {
-    auto limit = ParseDuration(wait_timeout);
-    if (!limit.ok()) {
-      std::cerr << "error: --timeout: " << limit.status().message() << "\n";
-      return kExitUsage;
-    }
-    return WaitCommand(cluster, name, *limit);
-  }
-  if (*logs_cmd) {
-    if (int(!logs.name.empty()) + int(!logs.dir.empty()) + int(!logs_file.empty()) != 1) {
-      std::cerr << "error: logs takes one of a job name, --file or --dir\n";
-      return kExitUsage;
-    }
-    if (!logs_file.empty()) {
-      auto dir = OutputOfJobFile(logs_file);
-      if (!dir.ok()) {
-        std::cerr << "error: " << dir.status().message() << "\n";
-        return dir.status().code() == kubetrain::StatusCode::kNotFound ? kExitNotFound : kExitUsage;
-      }
-      logs.dir = *dir;
-    }
-    return LogsCommand(cluster, logs);
-  }
-  if (*suspend_cmd) return SuspendCommand(cluster, name, true);
-  if (*resume_cmd) return SuspendCommand(cluster, name, false);
   std::cout << app.help();
   return 0;
 }

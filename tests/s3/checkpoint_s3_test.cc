@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "common/storage/files.h"
 #include "tests/s3/s3_env.h"
 #include "trainer/ps/checkpoint.h"
-#include "trainer/storage/files.h"
 
 // The largest single allocation while `g_track` is set: a shard built in memory is one
 // string of the object's size; a streamed one allocates parts of the client's part size.

@@ -1,6 +1,6 @@
 // The S3 client against a real S3 server (versitygw, which checks SigV4 signatures and
 // payload hashes), started by the `s3` ctest fixture.
-#include "trainer/storage/s3_client.h"
+#include "common/storage/s3_client.h"
 
 #include <gtest/gtest.h>
 
@@ -12,11 +12,11 @@
 #include <sstream>
 #include <thread>
 
+#include "common/storage/files.h"
+#include "common/storage/sigv4.h"
+#include "common/storage/stream.h"
+#include "common/storage/writer.h"
 #include "tests/s3/s3_env.h"
-#include "trainer/storage/files.h"
-#include "trainer/storage/sigv4.h"
-#include "trainer/storage/stream.h"
-#include "trainer/storage/writer.h"
 
 namespace kubetrain::storage {
 namespace {

@@ -8,13 +8,13 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 
+#include "common/storage/files.h"
+#include "common/storage/s3_client.h"
 #include "tests/s3/s3_env.h"
 #include "tests/tools/process.h"
 #include "tests/tools/trainer_run.h"
 #include "trainer/data/generator.h"
 #include "trainer/observe/tfevents.h"
-#include "trainer/storage/files.h"
-#include "trainer/storage/s3_client.h"
 
 namespace kubetrain::trainer {
 namespace {

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <filesystem>
 
-#include "trainer/storage/files.h"
+#include "common/storage/files.h"
 
 namespace kubetrain::trainer {
 namespace {

@@ -6,7 +6,7 @@
 //   dense_csv   label,f1,...,fn               (label = class index; for the MLP classifier;
 //                                               a non-numeric first line is a header)
 // Files are local paths or s3://bucket/key objects (streamed with ranged GETs and
-// read-ahead, see trainer/storage/stream.h).
+// read-ahead, see common/storage/stream.h).
 // Each worker reads its own stripe: counting lines over all files in order, line i belongs
 // to worker i % num_workers. With stripe_by_file and at least as many files as workers,
 // worker w takes whole files instead (file i to worker i % num_workers), so no file is
@@ -24,8 +24,8 @@
 #include <vector>
 
 #include "common/status.h"
+#include "common/storage/stream.h"
 #include "trainer/model/batch.h"
-#include "trainer/storage/stream.h"
 
 namespace kubetrain::trainer {
 

@@ -8,12 +8,12 @@
 #include <numeric>
 #include <ostream>
 
+#include "common/storage/files.h"
+#include "common/storage/writer.h"
 #include "kubetrain/version.h"
 #include "trainer/export/onnx.h"
 #include "trainer/ps/checkpoint.h"
 #include "trainer/ps/shard.h"
-#include "trainer/storage/files.h"
-#include "trainer/storage/writer.h"
 
 namespace kubetrain::trainer {
 namespace {

@@ -12,11 +12,11 @@
 #include <string>
 #include <string_view>
 
+#include "common/storage/files.h"
+#include "common/storage/fuzz_temp_dir.h"
 #include "spdlog/spdlog.h"
 #include "trainer/export/export.h"
 #include "trainer/ps/checkpoint.h"
-#include "trainer/storage/files.h"
-#include "trainer/storage/fuzz_temp_dir.h"
 
 namespace {
 

@@ -126,7 +126,7 @@ std::string TrainerMetrics::Render(WallClock::time_point now) const {
            static_cast<double>(duplicate));
   }
   {
-    std::lock_guard<std::mutex> lock(embedding_mu_);
+    MutexLock lock(embedding_mu_);
     if (embedding_source_) {
       const std::array<uint64_t, 5> e = embedding_source_();
       Family(out, "kubetrain_trainer_embedding_rows", "gauge", "Embedding rows held.",
@@ -148,7 +148,7 @@ std::string TrainerMetrics::Render(WallClock::time_point now) const {
 }
 
 void TrainerMetrics::SetEmbeddingSource(std::function<std::array<uint64_t, 5>()> source) {
-  std::lock_guard<std::mutex> lock(embedding_mu_);
+  MutexLock lock(embedding_mu_);
   embedding_source_ = std::move(source);
 }
 

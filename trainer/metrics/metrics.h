@@ -21,6 +21,7 @@
 #include <mutex>
 #include <string>
 
+#include "common/mutex.h"
 #include "common/status.h"
 
 namespace kubetrain::trainer {
@@ -78,8 +79,8 @@ class TrainerMetrics {
   std::atomic<double> eval_accuracy_{0};
   std::atomic<double> eval_examples_per_second_{0};
   std::atomic<uint64_t> eval_checkpoints_{0};
-  mutable std::mutex embedding_mu_;
-  std::function<std::array<uint64_t, 5>()> embedding_source_;  // guarded by embedding_mu_
+  mutable Mutex embedding_mu_;
+  std::function<std::array<uint64_t, 5>()> embedding_source_ GUARDED_BY(embedding_mu_);
 };
 
 // GET /metrics -> metrics->Render(now) and kubetrain_trainer_http_connections_total

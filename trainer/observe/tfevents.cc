@@ -8,9 +8,9 @@
 #include <cstring>
 #include <filesystem>
 
+#include "common/storage/files.h"
 #include "trainer/export/protobuf.h"
 #include "trainer/observe/crc32c.h"
-#include "trainer/storage/files.h"
 
 namespace kubetrain::trainer::observe {
 namespace {

@@ -9,7 +9,7 @@
 #include <set>
 #include <stdexcept>
 
-#include "trainer/storage/files.h"
+#include "common/storage/files.h"
 
 namespace kubetrain::trainer {
 

@@ -32,7 +32,7 @@
 // Assumptions: every PS and the coordinator see the same root: a shared volume, or an S3
 //   prefix (root "s3://bucket/prefix/": each PS uploads its shard object, the MANIFEST is
 //   written with If-None-Match: * so it is created once and never replaced; S3 is strongly
-//   consistent, so a listed MANIFEST's shards are readable). See trainer/storage/files.h.
+//   consistent, so a listed MANIFEST's shards are readable). See common/storage/files.h.
 //   A MANIFEST written before checksums (no "shards") is trusted as it is.
 // The end of a run: once the coordinator has committed the run's last checkpoint it writes
 //   <dir>/FINAL ({"step": N}), so an evaluator knows checkpoint N is the final one. A later

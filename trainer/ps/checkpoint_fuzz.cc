@@ -12,11 +12,11 @@
 #include <string_view>
 #include <vector>
 
+#include "common/storage/files.h"
+#include "common/storage/fuzz_temp_dir.h"
 #include "spdlog/spdlog.h"
 #include "trainer/ps/checkpoint.h"
 #include "trainer/ps/shard.h"
-#include "trainer/storage/files.h"
-#include "trainer/storage/fuzz_temp_dir.h"
 
 namespace {
 

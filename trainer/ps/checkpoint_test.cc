@@ -20,7 +20,7 @@
 #include <thread>
 
 #include "common/mutex.h"
-#include "trainer/storage/sigv4.h"
+#include "common/storage/sigv4.h"
 
 namespace kubetrain::trainer {
 namespace {

@@ -7,12 +7,12 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/storage/files.h"
+#include "common/storage/sigv4.h"
+#include "common/storage/writer.h"
 #include "trainer/model/model.h"
 #include "trainer/model/parallel.h"
 #include "trainer/ps/checkpoint.h"
-#include "trainer/storage/files.h"
-#include "trainer/storage/sigv4.h"
-#include "trainer/storage/writer.h"
 
 namespace kubetrain::trainer {
 namespace {

@@ -5,10 +5,10 @@
 #include <chrono>
 #include <optional>
 
+#include "common/storage/files.h"
 #include "trainer/metrics/metrics.h"
 #include "trainer/ps/checkpoint.h"
 #include "trainer/roles/role.h"
-#include "trainer/storage/files.h"
 
 namespace kubetrain::trainer::roles {
 

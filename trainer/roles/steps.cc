@@ -3,10 +3,10 @@
 #include <chrono>
 #include <optional>
 
+#include "common/storage/files.h"
 #include "trainer/ps/checkpoint.h"
 #include "trainer/roles/role.h"
 #include "trainer/stop/stop.h"
-#include "trainer/storage/files.h"
 #include "trainer/worker/evaluator.h"
 
 namespace kubetrain::trainer::roles {

@@ -5,10 +5,10 @@
 
 #include <algorithm>
 
+#include "common/storage/files.h"
 #include "trainer/metrics/metrics.h"
 #include "trainer/ps/checkpoint.h"
 #include "trainer/rpc/protocol.h"
-#include "trainer/storage/files.h"
 
 namespace kubetrain::trainer {
 

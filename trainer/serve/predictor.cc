@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "trainer/storage/files.h"
+#include "common/storage/files.h"
 
 namespace kubetrain::trainer::serve {
 

@@ -12,8 +12,8 @@
 #include <thread>
 
 #include "common/http_test_client.h"
+#include "common/storage/files.h"
 #include "trainer/data/reader.h"
-#include "trainer/storage/files.h"
 #include "trainer/worker/params.h"
 
 namespace kubetrain::trainer::serve {

@@ -7,7 +7,7 @@
 #include <fstream>
 #include <utility>
 
-#include "trainer/storage/files.h"
+#include "common/storage/files.h"
 
 namespace kubetrain::trainer {
 namespace {

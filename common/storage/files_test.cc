@@ -1,4 +1,4 @@
-#include "trainer/storage/files.h"
+#include "common/storage/files.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

@@ -39,7 +39,7 @@
 #include <vector>
 
 #include "common/status.h"
-#include "trainer/storage/sigv4.h"
+#include "common/storage/sigv4.h"
 
 namespace kubetrain::storage {
 

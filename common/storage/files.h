@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "common/status.h"
-#include "trainer/storage/s3_client.h"
+#include "common/storage/s3_client.h"
 
 namespace kubetrain::storage {
 

@@ -1,7 +1,7 @@
 // Unit tests of the S3 client's configuration and retry logic. The retry test uses a tiny
 // local HTTP server that answers 503 SlowDown / 500 on purpose (a real S3 server cannot be
 // made to); everything else is tested against a real S3 server in tests/s3.
-#include "trainer/storage/s3_client.h"
+#include "common/storage/s3_client.h"
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>

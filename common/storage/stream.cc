@@ -1,4 +1,4 @@
-#include "trainer/storage/stream.h"
+#include "common/storage/stream.h"
 
 #include <unistd.h>
 
@@ -10,7 +10,7 @@
 #include <thread>
 
 #include "common/mutex.h"
-#include "trainer/storage/files.h"
+#include "common/storage/files.h"
 
 namespace kubetrain::storage {
 

@@ -1,4 +1,4 @@
-#include "trainer/storage/xml.h"
+#include "common/storage/xml.h"
 
 #include <cctype>
 #include <cstdint>

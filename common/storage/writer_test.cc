@@ -1,5 +1,5 @@
 // ObjectWriter on local files (the S3 side is tested against a real server in tests/s3).
-#include "trainer/storage/writer.h"
+#include "common/storage/writer.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -8,7 +8,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "trainer/storage/sigv4.h"
+#include "common/storage/sigv4.h"
 
 namespace kubetrain::storage {
 namespace {

@@ -1,4 +1,4 @@
-#include "trainer/storage/sigv4.h"
+#include "common/storage/sigv4.h"
 
 #include <openssl/evp.h>
 #include <openssl/hmac.h>

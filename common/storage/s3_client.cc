@@ -1,4 +1,4 @@
-#include "trainer/storage/s3_client.h"
+#include "common/storage/s3_client.h"
 
 #include <curl/curl.h>
 
@@ -11,7 +11,7 @@
 #include <thread>
 
 #include "common/mutex.h"
-#include "trainer/storage/xml.h"
+#include "common/storage/xml.h"
 
 namespace kubetrain::storage {
 

@@ -5,7 +5,7 @@
 #include <string>
 #include <string_view>
 
-#include "trainer/storage/xml.h"
+#include "common/storage/xml.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace kubetrain::storage;

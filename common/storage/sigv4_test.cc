@@ -11,7 +11,7 @@
 //    Header: Transferring Payload in a Single Chunk", docs.aws.amazon.com/AmazonS3/latest/
 //    API/sig-v4-header-based-auth.html): AKIAIOSFODNN7EXAMPLE /
 //    wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY, 2013-05-24T00:00:00Z, bucket examplebucket.
-#include "trainer/storage/sigv4.h"
+#include "common/storage/sigv4.h"
 
 #include <gtest/gtest.h>
 

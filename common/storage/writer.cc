@@ -1,4 +1,4 @@
-#include "trainer/storage/writer.h"
+#include "common/storage/writer.h"
 
 #include <fcntl.h>
 #include <openssl/evp.h>
@@ -12,8 +12,8 @@
 #include <future>
 #include <vector>
 
-#include "trainer/storage/files.h"
-#include "trainer/storage/sigv4.h"
+#include "common/storage/files.h"
+#include "common/storage/sigv4.h"
 
 namespace kubetrain::storage {
 namespace {
