@@ -11,7 +11,8 @@
 #   server (kserve.ModelServer, bench/serve/kserve_venv) with onnxruntime running the
 #   exported model.onnx (intra_op_num_threads = the same threads); and onnxruntime
 #   in-process (no HTTP, no JSON; same venv) on the same threads. Every figure is the
-#   median of KT_BENCH_ROUNDS rounds (default 3); a round measures every server in turn,
+#   median of KT_BENCH_ROUNDS rounds (default 3); a round measures every server in turn
+#   and then onnxruntime in-process,
 #   so a busy machine slows all columns alike. kubetrain-serve's batch-256 throughput also
 #   with the v2 binary tensor data extension (binary inputs and output). Beside the throughput: CPU milliseconds per
 #   1,000 examples at batch 256 (the server's process and its children, from /proc; with
@@ -141,6 +142,52 @@ echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 load_before="$(cut -d' ' -f1-3 /proc/loadavg)"
 impls=(after unfolded kserve)
 [[ -n ${before} ]] && impls=(after unfolded before kserve)
+# One round of onnxruntime in-process (sessions made afresh), appended to the figures: run
+# inside each round, beside the servers, so that its column sees the same load as theirs.
+ort_round() {
+  "${kpython}" - "${work}" "${requests}" "${batches}" 1 <<'PY' >>"${work}/figures"
+import json, sys, time
+import numpy as np
+import onnxruntime as ort
+w, requests, batches, rounds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+rows = [json.loads(l) for l in open(w + "/inputs.jsonl")]
+dense = np.array([r["dense"] for r in rows], np.float32)
+cat = np.array([r["cat_ids"] for r in rows], np.int64)
+want = np.array([r["probs"] for r in rows], np.float32)
+sessions = {}
+for threads in (1, 2):
+    o = ort.SessionOptions()
+    o.intra_op_num_threads = threads
+    o.inter_op_num_threads = 1
+    o.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    s = ort.InferenceSession(w + "/out/model.onnx", o, providers=["CPUExecutionProvider"])
+    got = s.run(["probability"], {"dense": dense, "cat_ids": cat})[0]
+    assert np.max(np.abs(got - want)) < 1e-5, np.max(np.abs(got - want))
+    sessions[threads] = s
+for _ in range(rounds):
+    for threads, s in sessions.items():
+        if threads == 1:
+            lat = []
+            for i in range(100 + requests):
+                t0 = time.perf_counter()
+                s.run(["probability"], {"dense": dense[i % 256:i % 256 + 1], "cat_ids": cat[i % 256:i % 256 + 1]})
+                if i >= 100:
+                    lat.append((time.perf_counter() - t0) * 1e3)
+            lat.sort()
+            print(f"ort 1 p50 {lat[len(lat) // 2]:.3f}")
+            print(f"ort 1 p99 {lat[int(0.99 * len(lat))]:.3f}")
+        for _ in range(10):
+            s.run(["probability"], {"dense": dense, "cat_ids": cat})
+        t0, c0 = time.perf_counter(), time.process_time()
+        for _ in range(batches):
+            s.run(["probability"], {"dense": dense, "cat_ids": cat})
+        t1, c1 = time.perf_counter(), time.process_time()
+        print(f"ort {threads} tput {batches * 256 / (t1 - t0):.0f}")
+        print(f"ort {threads} cpu {(c1 - c0) * 1e6 / (batches * 256):.3f}")
+        print(f"ort {threads} cpuall {(c1 - c0) * 1e6 / (batches * 256):.3f}")
+PY
+}
+
 for round in $(seq 1 "${rounds}"); do
   for threads in 1 2; do
     for impl in "${impls[@]}"; do
@@ -193,49 +240,9 @@ for round in $(seq 1 "${rounds}"); do
       stop_server
     done
   done
+  ort_round
 done
 
-"${kpython}" - "${work}" "${requests}" "${batches}" "${rounds}" <<'PY' >>"${work}/figures"
-import json, sys, time
-import numpy as np
-import onnxruntime as ort
-w, requests, batches, rounds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
-rows = [json.loads(l) for l in open(w + "/inputs.jsonl")]
-dense = np.array([r["dense"] for r in rows], np.float32)
-cat = np.array([r["cat_ids"] for r in rows], np.int64)
-want = np.array([r["probs"] for r in rows], np.float32)
-sessions = {}
-for threads in (1, 2):
-    o = ort.SessionOptions()
-    o.intra_op_num_threads = threads
-    o.inter_op_num_threads = 1
-    o.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    s = ort.InferenceSession(w + "/out/model.onnx", o, providers=["CPUExecutionProvider"])
-    got = s.run(["probability"], {"dense": dense, "cat_ids": cat})[0]
-    assert np.max(np.abs(got - want)) < 1e-5, np.max(np.abs(got - want))
-    sessions[threads] = s
-for _ in range(rounds):
-    for threads, s in sessions.items():
-        if threads == 1:
-            lat = []
-            for i in range(100 + requests):
-                t0 = time.perf_counter()
-                s.run(["probability"], {"dense": dense[i % 256:i % 256 + 1], "cat_ids": cat[i % 256:i % 256 + 1]})
-                if i >= 100:
-                    lat.append((time.perf_counter() - t0) * 1e3)
-            lat.sort()
-            print(f"ort 1 p50 {lat[len(lat) // 2]:.3f}")
-            print(f"ort 1 p99 {lat[int(0.99 * len(lat))]:.3f}")
-        for _ in range(10):
-            s.run(["probability"], {"dense": dense, "cat_ids": cat})
-        t0, c0 = time.perf_counter(), time.process_time()
-        for _ in range(batches):
-            s.run(["probability"], {"dense": dense, "cat_ids": cat})
-        t1, c1 = time.perf_counter(), time.process_time()
-        print(f"ort {threads} tput {batches * 256 / (t1 - t0):.0f}")
-        print(f"ort {threads} cpu {(c1 - c0) * 1e6 / (batches * 256):.3f}")
-        print(f"ort {threads} cpuall {(c1 - c0) * 1e6 / (batches * 256):.3f}")
-PY
 
 sed 's/^/figure: /' "${work}/figures" >&2  # the rounds, for the record
 "${kpython}" - "${work}" "${rounds}" "$(nproc)" \
