@@ -145,11 +145,11 @@ impls=(after unfolded kserve)
 # One round of onnxruntime in-process (sessions made afresh), appended to the figures: run
 # inside each round, beside the servers, so that its column sees the same load as theirs.
 ort_round() {
-  "${kpython}" - "${work}" "${requests}" "${batches}" 1 <<'PY' >>"${work}/figures"
+  "${kpython}" - "${work}" "${requests}" "${batches}" <<'PY' >>"${work}/figures"
 import json, sys, time
 import numpy as np
 import onnxruntime as ort
-w, requests, batches, rounds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+w, requests, batches = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 rows = [json.loads(l) for l in open(w + "/inputs.jsonl")]
 dense = np.array([r["dense"] for r in rows], np.float32)
 cat = np.array([r["cat_ids"] for r in rows], np.int64)
@@ -164,27 +164,26 @@ for threads in (1, 2):
     got = s.run(["probability"], {"dense": dense, "cat_ids": cat})[0]
     assert np.max(np.abs(got - want)) < 1e-5, np.max(np.abs(got - want))
     sessions[threads] = s
-for _ in range(rounds):
-    for threads, s in sessions.items():
-        if threads == 1:
-            lat = []
-            for i in range(100 + requests):
-                t0 = time.perf_counter()
-                s.run(["probability"], {"dense": dense[i % 256:i % 256 + 1], "cat_ids": cat[i % 256:i % 256 + 1]})
-                if i >= 100:
-                    lat.append((time.perf_counter() - t0) * 1e3)
-            lat.sort()
-            print(f"ort 1 p50 {lat[len(lat) // 2]:.3f}")
-            print(f"ort 1 p99 {lat[int(0.99 * len(lat))]:.3f}")
-        for _ in range(10):
-            s.run(["probability"], {"dense": dense, "cat_ids": cat})
-        t0, c0 = time.perf_counter(), time.process_time()
-        for _ in range(batches):
-            s.run(["probability"], {"dense": dense, "cat_ids": cat})
-        t1, c1 = time.perf_counter(), time.process_time()
-        print(f"ort {threads} tput {batches * 256 / (t1 - t0):.0f}")
-        print(f"ort {threads} cpu {(c1 - c0) * 1e6 / (batches * 256):.3f}")
-        print(f"ort {threads} cpuall {(c1 - c0) * 1e6 / (batches * 256):.3f}")
+for threads, s in sessions.items():
+    if threads == 1:
+        lat = []
+        for i in range(100 + requests):
+            t0 = time.perf_counter()
+            s.run(["probability"], {"dense": dense[i % 256:i % 256 + 1], "cat_ids": cat[i % 256:i % 256 + 1]})
+            if i >= 100:
+                lat.append((time.perf_counter() - t0) * 1e3)
+        lat.sort()
+        print(f"ort 1 p50 {lat[len(lat) // 2]:.3f}")
+        print(f"ort 1 p99 {lat[int(0.99 * len(lat))]:.3f}")
+    for _ in range(10):
+        s.run(["probability"], {"dense": dense, "cat_ids": cat})
+    t0, c0 = time.perf_counter(), time.process_time()
+    for _ in range(batches):
+        s.run(["probability"], {"dense": dense, "cat_ids": cat})
+    t1, c1 = time.perf_counter(), time.process_time()
+    print(f"ort {threads} tput {batches * 256 / (t1 - t0):.0f}")
+    print(f"ort {threads} cpu {(c1 - c0) * 1e6 / (batches * 256):.3f}")
+    print(f"ort {threads} cpuall {(c1 - c0) * 1e6 / (batches * 256):.3f}")
 PY
 }
 
