@@ -142,6 +142,8 @@ struct S3Client::Request {
   bool has_body = false;
   // Streams a 2xx response body here instead of into Response::body.
   std::function<Status(std::string_view)> sink;
+  // The bytes a GET asks for (its range; 0: none or unknown), for the request's deadline.
+  int64_t expect_bytes = 0;
 };
 
 struct S3Client::Response {
@@ -208,11 +210,20 @@ struct Transfer {
   S3Client::Response* response = nullptr;
   const std::function<Status(std::string_view)>* sink = nullptr;
   Status sink_status;
+  Status limit;             // a response bound passed (ResourceExhausted)
+  size_t header_bytes = 0;  // all responses' header lines so far (redirects, 100 Continue)
 };
 
 size_t OnHeader(char* data, size_t size, size_t n, void* user) {
   auto* t = static_cast<Transfer*>(user);
   const std::string_view line(data, size * n);
+  t->header_bytes += line.size();
+  if (t->header_bytes > S3Client::kMaxHeaderBytes) {
+    t->limit = Status(
+        StatusCode::kResourceExhausted,
+        "response headers longer than " + std::to_string(S3Client::kMaxHeaderBytes) + " bytes");
+    return 0;  // aborts the transfer
+  }
   if (line.rfind("HTTP/", 0) == 0) {
     t->response->headers.clear();  // a new response (after 100 Continue or a redirect)
   } else if (const size_t colon = line.find(':'); colon != std::string_view::npos) {
@@ -232,6 +243,12 @@ size_t OnWrite(char* data, size_t size, size_t n, void* user) {
       return 0;  // aborts the transfer
     }
   } else {
+    if (t->response->body.size() + size * n > S3Client::kMaxBufferedBody) {
+      t->limit = Status(StatusCode::kResourceExhausted,
+                        "response body longer than " + std::to_string(S3Client::kMaxBufferedBody) +
+                            " bytes (HTTP " + std::to_string(status) + ")");
+      return 0;
+    }
     t->response->body.append(data, size * n);
   }
   return size * n;
@@ -283,7 +300,7 @@ StatusOr<S3Client::Response> S3Client::SendOnce(const Request& r) {
 
   Response resp;
   CURL* h = pool_->Acquire();
-  Transfer t{h, &resp, &r.sink, Status::Ok()};
+  Transfer t{h, &resp, &r.sink, Status::Ok(), Status::Ok()};
   char errbuf[CURL_ERROR_SIZE] = {0};
   curl_easy_setopt(h, CURLOPT_URL, url.c_str());
   curl_easy_setopt(h, CURLOPT_HTTPHEADER, list);
@@ -294,6 +311,14 @@ StatusOr<S3Client::Response> S3Client::SendOnce(const Request& r) {
                    static_cast<long>(config_.connect_timeout.count()));
   curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1024L);
   curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, static_cast<long>(config_.stall_timeout.count()));
+  {
+    const int64_t bytes =
+        std::max<int64_t>(r.expect_bytes, r.has_body ? static_cast<int64_t>(r.body.size()) : 0);
+    const int64_t rate = std::max<int64_t>(1, config_.min_transfer_rate);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS,
+                     static_cast<long>(config_.request_timeout.count() + bytes / rate * 1000 +
+                                       (bytes % rate) * 1000 / rate));
+  }
   curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, &OnHeader);
   curl_easy_setopt(h, CURLOPT_HEADERDATA, &t);
   curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, &OnWrite);
@@ -316,6 +341,9 @@ StatusOr<S3Client::Response> S3Client::SendOnce(const Request& r) {
   curl_easy_setopt(h, CURLOPT_ERRORBUFFER, nullptr);
   curl_slist_free_all(list);
   pool_->Release(h);
+  if (!t.limit.ok()) {
+    return Status(t.limit.code(), scheme_ + "://" + host + ": " + t.limit.message());
+  }
   if (!t.sink_status.ok()) return t.sink_status;
   if (rc != CURLE_OK) {
     return Unavailable(scheme_ + "://" + host + ": " +
@@ -381,6 +409,9 @@ StatusOr<S3Client::Response> S3Client::Send(const Request& r) {
     auto resp = SendOnce(r);
     const bool last = attempt >= config_.max_attempts;
     if (!resp.ok()) {
+      if (resp.status().code() == StatusCode::kResourceExhausted) {
+        return Status(resp.status().code(), what + ": " + resp.status().message());
+      }
       if (resp.status().code() != StatusCode::kUnavailable) return resp.status();
       if (last) {
         return Unavailable(what + ": " + resp.status().message() + " (after " +
@@ -445,7 +476,13 @@ Status S3Client::GetRange(std::string_view bucket, std::string_view key, int64_t
                                         (length < 0 ? "" : std::to_string(offset + length - 1)));
     if (!if_match.empty()) r.headers.emplace_back("If-Match", "\"" + std::string(if_match) + "\"");
     int64_t this_attempt = 0;
+    if (length > 0) r.expect_bytes = length - received;
     r.sink = [&](std::string_view chunk) {
+      if (length >= 0 && received + static_cast<int64_t>(chunk.size()) > length) {
+        return Status(StatusCode::kResourceExhausted, name + ": the server sent more than the " +
+                                                          std::to_string(length) +
+                                                          " bytes asked for");
+      }
       this_attempt += static_cast<int64_t>(chunk.size());
       received += static_cast<int64_t>(chunk.size());
       return sink(chunk);
@@ -482,6 +519,10 @@ Status S3Client::GetRange(std::string_view bucket, std::string_view key, int64_t
     } else if (resp.ok() && (!RetryableStatus(*resp) || last)) {
       return ResponseError(*resp, name);
     } else if (!resp.ok()) {
+      if (resp.status().code() == StatusCode::kResourceExhausted &&
+          resp.status().message().rfind(name, 0) != 0) {
+        return Status(resp.status().code(), name + ": " + resp.status().message());
+      }
       if (resp.status().code() != StatusCode::kUnavailable) return resp.status();
       if (last) {
         return Unavailable(name + ": " + resp.status().message() + " (after " +
@@ -506,7 +547,8 @@ StatusOr<std::string> S3Client::GetOnce(std::string_view bucket, std::string_vie
   }
   const std::string etag = Unquote(head->Header("etag"));
   std::string data;
-  data.reserve(static_cast<size_t>(size));
+  // Reserved up to 64 MiB: the rest grows as bytes arrive (a HEAD's length is the server's word).
+  data.reserve(static_cast<size_t>(std::min<int64_t>(size, int64_t{64} << 20)));
   KT_RETURN_IF_ERROR(GetRange(
       bucket, key, 0, size,
       [&](std::string_view chunk) {

@@ -21,6 +21,11 @@
 // Corrupt versus transient (the checkpoint code falls back past corrupt objects only):
 // a checksum or length that does not match what was recorded at upload is DataLoss, after
 // one more read of the whole object; everything transient above stays Unavailable.
+// Bounds (the endpoint is another party's server): a request's total time (S3Config::
+// request_timeout plus its bytes at min_transfer_rate), response headers (kMaxHeaderBytes in
+// all) and a response body held in memory (kMaxBufferedBody: listings, errors, multipart
+// replies; an object's bytes go to its reader, never more than the range asked for). A
+// response past a size bound is ResourceExhausted, not retried.
 // Errors name the object as s3://bucket/key and map to Status codes: 403 PermissionDenied,
 // 404 NotFound, 412 (conditional PUT lost) AlreadyExists, other 4xx InvalidArgument,
 // 5xx / transport errors after the last retry Unavailable, checksum or length mismatch
@@ -55,6 +60,11 @@ struct S3Config {
   std::chrono::milliseconds connect_timeout{10000};
   // A transfer slower than 1 KiB/s for this long is aborted (and retried).
   std::chrono::seconds stall_timeout{60};
+  // A request's total time, connect to last byte: request_timeout plus its body's (sent or
+  // asked for) bytes at min_transfer_rate bytes/s; past it the request is aborted (and
+  // retried), so a server that trickles just above the stall rate cannot hold it forever.
+  std::chrono::milliseconds request_timeout{120000};
+  int64_t min_transfer_rate = 256 << 10;
   size_t part_size = 16u << 20;  // multipart upload above this size, in parts of this size
   int upload_parallelism = 4;
   std::string ca_bundle;  // PEM file; empty: the system's
@@ -93,6 +103,10 @@ std::string S3Name(std::string_view bucket, std::string_view key);
 
 class S3Client {
  public:
+  // Response bounds (see the header comment).
+  static constexpr size_t kMaxHeaderBytes = 64 << 10;
+  static constexpr size_t kMaxBufferedBody = 8 << 20;
+
   explicit S3Client(S3Config config);
   ~S3Client();
   S3Client(const S3Client&) = delete;

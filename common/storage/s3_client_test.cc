@@ -1,6 +1,7 @@
-// Unit tests of the S3 client's configuration and retry logic. The retry test uses a tiny
-// local HTTP server that answers 503 SlowDown / 500 on purpose (a real S3 server cannot be
-// made to); everything else is tested against a real S3 server in tests/s3.
+// Unit tests of the S3 client's configuration, retry logic and response bounds. The retry
+// tests use a tiny local HTTP server that answers 503 SlowDown / 500 on purpose, the bounds
+// tests a raw socket server that misbehaves on purpose (a real S3 server cannot be made to);
+// everything else is tested against a real S3 server in tests/s3.
 #include "common/storage/s3_client.h"
 
 #include <arpa/inet.h>
@@ -11,7 +12,9 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <functional>
 #include <map>
+#include <string>
 #include <thread>
 
 namespace kubetrain::storage {
@@ -192,6 +195,176 @@ TEST(S3ClientRetry, UnreachableEndpointIsUnavailableNamingTheObject) {
   EXPECT_EQ(got.status().code(), StatusCode::kUnavailable);
   EXPECT_NE(got.status().message().find("s3://bkt/k"), std::string::npos) << got.status().message();
   EXPECT_NE(got.status().message().find("after 2 attempts"), std::string::npos);
+}
+
+// A server that reads each request's head and answers with `respond(fd)`, whatever bytes it
+// writes, then closes the connection: for responses no S3 server sends.
+class RawServer {
+ public:
+  explicit RawServer(std::function<void(int)> respond) : respond_(std::move(respond)) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(addr);
+    EXPECT_EQ(::bind(fd_, reinterpret_cast<sockaddr*>(&addr), len), 0);
+    EXPECT_EQ(::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+    EXPECT_EQ(::listen(fd_, 8), 0);
+    port_ = ntohs(addr.sin_port);
+    thread_ = std::thread([this] {
+      for (;;) {
+        const int c = ::accept(fd_, nullptr, nullptr);
+        if (c < 0) return;  // the listening socket was shut down
+        std::string head;
+        char buf[4096];
+        while (head.find("\r\n\r\n") == std::string::npos) {
+          const ssize_t n = ::recv(c, buf, sizeof buf, 0);
+          if (n <= 0) break;
+          head.append(buf, static_cast<size_t>(n));
+        }
+        ++requests_;
+        respond_(c);
+        ::close(c);
+      }
+    });
+  }
+  ~RawServer() {
+    ::shutdown(fd_, SHUT_RDWR);
+    thread_.join();
+    ::close(fd_);
+  }
+  S3Config Config() const {
+    S3Config c;
+    c.endpoint = "http://127.0.0.1:" + std::to_string(port_);
+    c.path_style = true;
+    c.credentials = {"ak", "sk", ""};
+    c.retry_base = std::chrono::milliseconds(1);
+    c.max_attempts = 2;
+    return c;
+  }
+  int requests() const { return requests_; }
+
+ private:
+  std::function<void(int)> respond_;
+  int fd_ = -1;
+  int port_ = 0;
+  std::atomic<int> requests_{0};
+  std::thread thread_;
+};
+
+// Writes all of `s`; false once the client has gone.
+bool Send(int fd, std::string_view s) {
+  while (!s.empty()) {
+    const ssize_t n = ::send(fd, s.data(), s.size(), MSG_NOSIGNAL);
+    if (n <= 0) return false;
+    s.remove_prefix(static_cast<size_t>(n));
+  }
+  return true;
+}
+
+TEST(S3ClientBounds, AListingBodyPastTheBoundIsResourceExhaustedAndNotRetried) {
+  RawServer server([](int fd) {
+    if (!Send(fd, "HTTP/1.1 200 OK\r\nContent-Type: application/xml\r\nContent-Length: " +
+                      std::to_string(64 << 20) + "\r\n\r\n<ListBucketResult>"))
+      return;
+    const std::string chunk(1 << 16, 'x');
+    for (size_t sent = 0; sent < (64u << 20) && Send(fd, chunk); sent += chunk.size()) {
+    }
+  });
+  S3Client client(server.Config());
+  Status s = client.List("bkt", "p/", "").status();
+  EXPECT_EQ(s.code(), StatusCode::kResourceExhausted) << s.ToString();
+  EXPECT_NE(s.message().find("s3://bkt"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("longer than " + std::to_string(S3Client::kMaxBufferedBody)),
+            std::string::npos)
+      << s.message();
+  EXPECT_EQ(server.requests(), 1);
+}
+
+TEST(S3ClientBounds, ResponseHeadersPastTheBoundAreResourceExhausted) {
+  RawServer server([](int fd) {
+    std::string head = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n";
+    for (int i = 0; head.size() <= S3Client::kMaxHeaderBytes; ++i)
+      head += "x-amz-meta-k" + std::to_string(i) + ": " + std::string(100, 'v') + "\r\n";
+    (void)Send(fd, head + "\r\n");
+  });
+  S3Client client(server.Config());
+  auto info = client.Head("bkt", "k");
+  ASSERT_FALSE(info.ok());
+  EXPECT_EQ(info.status().code(), StatusCode::kResourceExhausted) << info.status().ToString();
+  EXPECT_NE(info.status().message().find("s3://bkt/k"), std::string::npos);
+  EXPECT_NE(info.status().message().find("headers longer than"), std::string::npos);
+}
+
+TEST(S3ClientBounds, ARangedGetNeverPassesOnMoreThanItsRange) {
+  RawServer server([](int fd) {
+    (void)Send(fd,
+               "HTTP/1.1 206 Partial Content\r\nContent-Range: bytes 0-4/5\r\n"
+               "Content-Length: 1048576\r\n\r\n" +
+                   std::string(1 << 20, 'y'));
+  });
+  S3Client client(server.Config());
+  size_t passed = 0;
+  Status s = client.GetRange("bkt", "k", 0, 5, [&](std::string_view d) {
+    passed += d.size();
+    return Status::Ok();
+  });
+  EXPECT_EQ(s.code(), StatusCode::kResourceExhausted) << s.ToString();
+  EXPECT_NE(s.message().find("more than the 5 bytes asked for"), std::string::npos) << s.message();
+  EXPECT_LE(passed, 5u);
+  EXPECT_EQ(server.requests(), 1);
+}
+
+// A server that trickles a body at 50 bytes/s (under the 1 KiB/s stall rate, but the stall
+// bound is a minute) is cut at the request's total time and the request retried.
+TEST(S3ClientBounds, ATricklingServerIsCutAtTheRequestsTotalTime) {
+  std::atomic<bool> done{false};
+  RawServer server([&](int fd) {
+    if (!Send(fd,
+              "HTTP/1.1 206 Partial Content\r\nContent-Range: bytes 0-99/100\r\n"
+              "Content-Length: 100\r\n\r\n"))
+      return;
+    for (int i = 0; i < 100 && !done && Send(fd, "z"); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the trickle itself
+  });
+  S3Config c = server.Config();
+  c.request_timeout = std::chrono::milliseconds(300);
+  S3Client client(c);
+  std::string got;
+  Status s = client.GetRange("bkt", "k", 0, 100, [&](std::string_view d) {
+    got.append(d);
+    return Status::Ok();
+  });
+  done = true;
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s.ToString();
+  EXPECT_NE(s.message().find("after 2 attempts"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("timed out"), std::string::npos) << s.message();
+  EXPECT_LT(got.size(), 100u);
+  EXPECT_EQ(server.requests(), 2);
+}
+
+TEST(S3ClientBounds, TheTotalTimeGrowsWithTheBytesAskedFor) {
+  // 20 bytes, one per 20 ms: past the 300 ms base, well within it plus 20 bytes at 1 byte/s.
+  RawServer server([](int fd) {
+    if (!Send(fd,
+              "HTTP/1.1 206 Partial Content\r\nContent-Range: bytes 0-19/20\r\n"
+              "Content-Length: 20\r\n\r\n"))
+      return;
+    for (int i = 0; i < 20 && Send(fd, "z"); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  });
+  S3Config c = server.Config();
+  c.request_timeout = std::chrono::milliseconds(300);
+  c.min_transfer_rate = 1;
+  S3Client client(c);
+  std::string got;
+  Status s = client.GetRange("bkt", "k", 0, 20, [&](std::string_view d) {
+    got.append(d);
+    return Status::Ok();
+  });
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(got, std::string(20, 'z'));
+  EXPECT_EQ(server.requests(), 1);
 }
 
 }  // namespace
