@@ -274,4 +274,16 @@ void Expectations::PodGroupWritten(const std::string& key, std::string spec) {
   jobs_[key].pod_group_spec = std::move(spec);
 }
 
+bool Expectations::NetworkPolicyHolds(const std::string& key, uint64_t spec_hash, bool created) {
+  MutexLock lock(mu_);
+  uint64_t& known = jobs_[key].network_policy_spec;
+  if (created) known = spec_hash;
+  return known == spec_hash;
+}
+
+void Expectations::NetworkPolicyWritten(const std::string& key, uint64_t spec_hash) {
+  MutexLock lock(mu_);
+  jobs_[key].network_policy_spec = spec_hash;
+}
+
 }  // namespace kubetrain::controller

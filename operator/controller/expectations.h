@@ -124,6 +124,10 @@ class Expectations {
   // The same for the job's PodGroup and its spec (compact JSON).
   bool PodGroupHolds(const std::string& key, const std::string& spec, bool created);
   void PodGroupWritten(const std::string& key, std::string spec);
+  // The same for the job's NetworkPolicy, by a hash of its spec (compact JSON): a policy
+  // an older operator wrote is replaced once per process.
+  bool NetworkPolicyHolds(const std::string& key, uint64_t spec_hash, bool created);
+  void NetworkPolicyWritten(const std::string& key, uint64_t spec_hash);
 
  private:
   struct Create {
@@ -159,7 +163,8 @@ class Expectations {
     // The cluster JSON the job's ConfigMap is known to hold (written or
     // created by this process); empty: unknown, replace it when it exists.
     std::string config_map_data;
-    std::string pod_group_spec;  // likewise for the PodGroup's spec
+    std::string pod_group_spec;        // likewise for the PodGroup's spec
+    uint64_t network_policy_spec = 0;  // and the NetworkPolicy's, hashed (0: unknown)
     // ChildExists: the job (UID) and when each kind was last seen to exist.
     std::string known_uid;
     std::map<planner::ChildRef::Kind, Clock::time_point> known;

@@ -1020,6 +1020,46 @@ class JobController::Impl {
                             " was missing while the job's pods ran (deleted, or the operator "
                             "ran without --network-policy): created again");
     }
+    EnsureNetworkPolicy(p, (*p.creates)[i], p.results[i].ok());
+  }
+
+  // The NetworkPolicy `create` was created (`created`) or already existed: once per
+  // process, an existing one is read and, if its spec is not the plan's, the spec is
+  // replaced (a JSON patch of /spec), so a job started under an older operator, whose
+  // policy admitted more (every port, or every pod), gets this one's. Never holds the job
+  // up: a refused read or patch leaves the policy as it is, says so in a Warning event, and
+  // is tried again at the next recheck (network_policy_recheck).
+  void EnsureNetworkPolicy(Pass& p, const ChildCreate& create, bool created) {
+    const json& spec = create.object["spec"];
+    const uint64_t hash = std::hash<std::string>{}(spec.dump()) | 1;  // never 0 (unknown)
+    if (expectations_.NetworkPolicyHolds(p.key, hash, created)) return;
+    auto served = client_->GetObject(kube::kNetworkPolicies, p.ns, create.ref.name);
+    metrics_->CountRequest("get", StatusCodeName(served.status().code()));
+    if (served.ok() && served->value("spec", json()) == spec) {
+      expectations_.NetworkPolicyWritten(p.key, hash);
+      return;
+    }
+    Status s = served.status();
+    if (served.ok()) {
+      const json patch = json::array({{{"op", "replace"}, {"path", "/spec"}, {"value", spec}}});
+      auto patched = client_->Patch(kube::kNetworkPolicies, p.ns, create.ref.name,
+                                    kube::PatchType::kJson, patch);
+      metrics_->CountRequest("patch", StatusCodeName(patched.status().code()));
+      s = patched.status();
+    }
+    if (IsNotFound(s)) return;  // deleted meanwhile: the next create makes it
+    if (!s.ok()) {
+      recorder_->Record(p.regarding, "Warning", "NetworkPolicyNotUpdated", "Update",
+                        "cannot bring NetworkPolicy " + create.ref.name +
+                            " to this operator's spec (it may admit more than the job needs): " +
+                            SanitizeApiMessage(s.message()));
+      return;
+    }
+    expectations_.NetworkPolicyWritten(p.key, hash);
+    recorder_->Record(p.regarding, "Normal", "NetworkPolicyUpdated", "Update",
+                      "NetworkPolicy " + create.ref.name +
+                          " held another spec (written by an older operator, or edited): "
+                          "replaced with this operator's");
   }
 
   // A Pod or Service created, or already this job's.

@@ -780,6 +780,65 @@ TEST(JobControllerReplacementTest, APodGoneBeforeTheCacheSawItIsReplacedAtOnce) 
   EXPECT_TRUE(api.Get(kube::kPods, "ml", "tj-worker-1").has_value());
 }
 
+// A policy an older operator wrote (here: every port open to every pod) is brought to this
+// operator's spec once per process: at the job's first pods, and for a job whose pods all
+// run when the operator restarts (an upgrade), without waiting for a pod to be replaced.
+json WidePolicy() {
+  return {{"apiVersion", "networking.k8s.io/v1"},
+          {"kind", "NetworkPolicy"},
+          {"metadata",
+           {{"name", "tj-training-job-uid"},
+            {"namespace", "ml"},
+            {"labels", {{"kubetrain.io/job-name", "tj"}}},
+            {"ownerReferences", {{{"kind", "TrainingJob"}, {"name", "tj"}, {"uid", "job-uid"}}}}}},
+          {"spec",
+           {{"podSelector", {{"matchLabels", {{"kubetrain.io/job-name", "tj"}}}}},
+            {"policyTypes", {"Ingress"}},
+            {"ingress", json::array({json::object()})}}}};
+}
+
+bool PolicyIsNarrow(FakeApi& api) {
+  auto np = api.Get(kube::kNetworkPolicies, "ml", "tj-training-job-uid");
+  if (!np) return false;
+  const json& ingress = (*np)["spec"].value("ingress", json::array());
+  if (ingress.size() != 2) return false;
+  for (const json& rule : ingress) {
+    if (!rule.contains("ports") || !rule.contains("from")) return false;
+  }
+  return true;
+}
+
+TEST(JobControllerTest, AnOlderOperatorsWiderPolicyIsReplacedAtTheJobsFirstPods) {
+  FakeApi api;
+  api.Seed(kTrainingJobs, Job());
+  api.Seed(kube::kNetworkPolicies, WidePolicy());
+  Running controller(&api);
+  ASSERT_TRUE(
+      Eventually([&] { return Count(api.calls(), "create", "pods", StatusCode::kOk) == 2; }));
+  ASSERT_TRUE(Eventually([&] { return PolicyIsNarrow(api); }))
+      << api.Get(kube::kNetworkPolicies, "ml", "tj-training-job-uid")->dump();
+  EXPECT_EQ(Count(api.calls(), "patch", "networkpolicies", StatusCode::kOk), 1u);
+}
+
+TEST(JobControllerTest, ARunningJobsWiderPolicyIsReplacedWhenANewOperatorStarts) {
+  FakeApi api;
+  api.Seed(kTrainingJobs, Job());
+  {
+    Running controller(&api, Uncoalesced());
+    ASSERT_TRUE(
+        Eventually([&] { return Count(api.calls(), "create", "pods", StatusCode::kOk) == 2; }));
+    BringUp(api);
+  }
+  ASSERT_TRUE(PolicyIsNarrow(api));
+  EXPECT_EQ(Count(api.calls(), "patch", "networkpolicies", StatusCode::kOk), 0u);
+  api.Seed(kube::kNetworkPolicies, WidePolicy());  // as an older operator left it
+  Running controller(&api, Uncoalesced());
+  ASSERT_TRUE(Eventually([&] { return PolicyIsNarrow(api); }))
+      << api.Get(kube::kNetworkPolicies, "ml", "tj-training-job-uid")->dump();
+  EXPECT_EQ(Count(api.calls(), "create", "pods", StatusCode::kOk), 2u);  // no pod replaced
+  EXPECT_EQ(Count(api.calls(), "patch", "networkpolicies", StatusCode::kOk), 1u);
+}
+
 // A policy deleted behind the job's back comes back with the job's next pod
 // once it is due to be checked again (network_policy_recheck; 0: every pod).
 TEST(JobControllerReplacementTest, ADeletedPolicyComesBackWithTheNextPodOnceDue) {

@@ -699,6 +699,20 @@ void Planner::CreateMissing(std::optional<ReplicaType> only) {
                    "restartPolicy");
     }
   }
+  // No pod to create, but pods live and the policy is not known to be there (a new operator
+  // process, or the recheck is due): sent alone, so a policy deleted behind the job's back
+  // comes back, and one an older operator wrote is brought to this one's spec (the executor
+  // replaces an existing policy's spec), without waiting for a pod to be replaced.
+  if (pods_created == 0 && !only && input_.network_policy && !observed_.network_policy_exists &&
+      std::any_of(slots_.begin(), slots_.end(), [](const Slot& slot) {
+        return slot.pod != nullptr && !slot.pod->deletion_timestamp &&
+               slot.pod->phase != PodPhase::kSucceeded && slot.pod->phase != PodPhase::kFailed;
+      })) {
+    plan_.creates.insert(plan_.creates.begin(),
+                         Child(ChildRef::Kind::kNetworkPolicy,
+                               NetworkPolicyName(job_.metadata.name, job_.metadata.uid),
+                               builder_.NetworkPolicy(input_.metrics_ingress)));
+  }
 }
 
 void Planner::UpdateRunning(bool restarted) {

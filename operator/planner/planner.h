@@ -290,9 +290,10 @@ struct Plan {
   // the ConfigMap: an existing one must be updated to this spec (it changes
   // when the spec was reshaped or minAvailable changed).
   // The NetworkPolicy (with input.network_policy) is in every plan that creates
-  // pods unless observed.network_policy_exists; AlreadyExists means it is
-  // there. The Secret is in the plan only when pods are
-  // (and observed.secret_exists is false): an executor that cannot observe
+  // pods unless observed.network_policy_exists, and alone in a plan of a job
+  // whose pods live while it is not known to exist; AlreadyExists means it is
+  // there (the executor brings an existing one's spec to the plan's). The Secret is in the plan
+  // only when pods are (and observed.secret_exists is false): an executor that cannot observe
   // Secrets creates it before any pod, and AlreadyExists tells it the Secret is
   // there; it holds the cluster as well as the key, and an existing one is left
   // as it is. The ConfigMap, when the pods read it, is in every plan that

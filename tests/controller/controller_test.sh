@@ -510,6 +510,24 @@ case_network_policy() {
     '[{"namespaceSelector":{"matchLabels":{"kubernetes.io/metadata.name":"kubetrain-system"}},"podSelector":{"matchLabels":{"app.kubernetes.io/name":"kubetrain-operator"}}}]|TCP:metrics-,|rule,rule,'
   check "policy controlled by the job" \
     "$(jpath "${np}" '{.metadata.ownerReferences[0].kind},{.metadata.ownerReferences[0].controller}')" "TrainingJob,true"
+  # An older operator's wider policy (every port open to everyone) on a job whose pods all
+  # run: a new operator process brings it to its spec, no pod replaced; the next process
+  # finds it right (the served spec equals its own) and only reads it.
+  local want pods_before
+  want="$(jpath "${np}" '{.spec}')"
+  pods_before="$(k get pods -o jsonpath='{range .items[*]}{.metadata.uid},{end}')"
+  k patch "${np}" --type=json -p '[{"op":"replace","path":"/spec/ingress","value":[{}]}]' >/dev/null
+  check "the policy made wide" "$(jpath "${np}" '{.spec.ingress}')" '[{}]'
+  stop_operator
+  start_operator
+  wait_until "policy back to the operator's spec" bash -c "[[ \"\$(kubectl -n ${ns} get ${np} -o jsonpath='{.spec}')\" == '${want}' ]]"
+  wait_until "NetworkPolicyUpdated event" bash -c "[[ -n \$(kubectl -n ${ns} get events.events.k8s.io --field-selector reason=NetworkPolicyUpdated -o name) ]]"
+  check "no pod replaced" "$(k get pods -o jsonpath='{range .items[*]}{.metadata.uid},{end}')" "${pods_before}"
+  stop_operator
+  start_operator
+  wait_until "the new process read the policy" bash -c "curl -s 127.0.0.1:${metrics_port}/metrics | grep -q '^kubetrain_api_requests_total{.*verb=\"get\".*} [1-9]'"
+  check "a policy already right is not written again" \
+    "$(k get events.events.k8s.io --field-selector reason=NetworkPolicyUpdated -o name | wc -l)/$(curl -s "127.0.0.1:${metrics_port}/metrics" | grep -c '^kubetrain_api_requests_total{.*verb="patch".*} [1-9]')" "1/0"
   k delete tj j --wait=false >/dev/null
   wait_until "policy collected with the job" bash -c "[[ -z \$(kubectl -n ${ns} get networkpolicies -o name) ]]"
   # --network-policy=false: no policy.

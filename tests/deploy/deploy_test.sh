@@ -211,6 +211,8 @@ for sa in "${ns}:kt-kubetrain" "kubetrain-system:kubetrain-operator"; do
   check "no list configmaps anywhere" "$(can "${sa}" list configmaps -A)" no
   check "create networkpolicies (one per job)" \
     "$(can "${sa}" create networkpolicies.networking.k8s.io team-a)" yes
+  check "get and patch networkpolicies (an older operator's brought to this one's spec)" \
+    "$(can "${sa}" get networkpolicies.networking.k8s.io team-a)/$(can "${sa}" patch networkpolicies.networking.k8s.io team-a)" yes/yes
   check "no update or list networkpolicies" \
     "$(can "${sa}" update networkpolicies.networking.k8s.io team-a)/$(can "${sa}" list networkpolicies.networking.k8s.io -A)" no/no
   check "update trainingjobs/finalizers (blockOwnerDeletion)" \
