@@ -80,6 +80,17 @@ TEST(S3Config, MissingCredentialsAndWebIdentityAreClearErrors) {
   EXPECT_FALSE(style.ok());
 }
 
+// A client's configuration for a test server on 127.0.0.1:`port`: path-style, fast retries.
+S3Config LocalConfig(int port, int max_attempts) {
+  S3Config c;
+  c.endpoint = "http://127.0.0.1:" + std::to_string(port);
+  c.path_style = true;
+  c.credentials = {"ak", "sk", ""};
+  c.retry_base = std::chrono::milliseconds(1);
+  c.max_attempts = max_attempts;
+  return c;
+}
+
 // A local HTTP server that fails the first `failures` requests.
 class FlakyServer {
  public:
@@ -109,15 +120,7 @@ class FlakyServer {
     server_.stop();
     thread_.join();
   }
-  S3Config Config() const {
-    S3Config c;
-    c.endpoint = "http://127.0.0.1:" + std::to_string(port_);
-    c.path_style = true;
-    c.credentials = {"ak", "sk", ""};
-    c.retry_base = std::chrono::milliseconds(1);
-    c.max_attempts = 4;
-    return c;
-  }
+  S3Config Config() const { return LocalConfig(port_, 4); }
   int calls() const { return calls_; }
   std::string last_path_, last_auth_;
 
@@ -233,15 +236,7 @@ class RawServer {
     thread_.join();
     ::close(fd_);
   }
-  S3Config Config() const {
-    S3Config c;
-    c.endpoint = "http://127.0.0.1:" + std::to_string(port_);
-    c.path_style = true;
-    c.credentials = {"ak", "sk", ""};
-    c.retry_base = std::chrono::milliseconds(1);
-    c.max_attempts = 2;
-    return c;
-  }
+  S3Config Config() const { return LocalConfig(port_, 2); }
   int requests() const { return requests_; }
 
  private:
