@@ -15,7 +15,9 @@
 # Peak RSS is /usr/bin/time's maximum resident set size. The last lines are the figures.
 # Each run also prints one line as it ends (its samples/s, AUC, rows, peak RSS, seconds and
 # the load average then), so a long run that is stopped early still leaves figures; with
-# KEEP=DIR the data and the runs' outputs stay in DIR instead of a removed temporary one.
+# KEEP=DIR the data and the runs' outputs stay in DIR instead of a removed temporary one, and
+# a re-run with the same KEEP resumes: data already generated for these lines and runs whose
+# termination message and peak RSS are there are not done again (a long set can span sittings).
 # Usage: criteo_kaggle_bench.sh <kubetrain-trainer> [lines=2000000] [reps=3] [threads=1]
 set -euo pipefail
 trainer="$1"
@@ -58,15 +60,30 @@ print(f"[run] {name}: " + "; ".join(parts) + f"; peak RSS {mb}; {secs} s; load {
 PY
 }
 
+# done FILE...: with KEEP, every FILE is there and not empty, and no termination message among
+# them is a stopped run's (that part of the set is done).
+done_already() {
+  [[ -n "${KEEP:-}" ]] || return 1
+  local f
+  for f in "$@"; do
+    [[ -s "${f}" ]] || return 1
+    [[ "${f}" != *.json ]] || ! grep -q '"stopped"' "${f}" || return 1
+  done
+  echo "[kept] $(basename "$1") and the rest from ${work}" >&2
+}
+
 for profile in small criteo-kaggle; do
+  done_already "${work}/${profile}/.generated-${lines}" && continue
   "${trainer}" --data-dir "${work}/${profile}" --generate-data "${lines}" --generate-eval 100000 \
     --generate-profile "${profile}" --steps 0 --no-eval --termination-log /dev/null \
     "${common[@]}" >"${work}/gen.log" 2>&1 || { cat "${work}/gen.log" >&2; exit 1; }
+  echo "${lines}" >"${work}/${profile}/.generated-${lines}"
 done
 
 one() {  # one PROFILE ROUND [flags...]
   local profile="$1" round="$2" t0="${SECONDS}"
   shift 2
+  done_already "${work}/one.${profile}.${round}.json" "${work}/rss.${profile}.${round}" && return 0
   /usr/bin/time -f %M -o "${work}/rss.${profile}.${round}" "${trainer}" --data-dir "${work}/${profile}" \
     --steps "${steps}" --termination-log "${work}/one.${profile}.${round}.json" "${common[@]}" "$@" \
     >"${work}/one.log" 2>&1 || { cat "${work}/one.log" >&2; exit 1; }
@@ -80,6 +97,7 @@ done
 
 cluster() {  # cluster PROFILE: 2 PS + 2 workers, each worker half the epoch
   local profile="$1" ports=() procs=() t0="${SECONDS}"
+  done_already "${work}/${profile}".{worker,ps}-{0,1}.json "${work}/rss.${profile}".ps-{0,1} && return 0
   for _ in 1 2 3 4; do
     ports+=("$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')")
   done
