@@ -479,9 +479,9 @@ Status S3Client::GetRange(std::string_view bucket, std::string_view key, int64_t
     if (length > 0) r.expect_bytes = length - received;
     r.sink = [&](std::string_view chunk) {
       if (length >= 0 && received + static_cast<int64_t>(chunk.size()) > length) {
-        return Status(StatusCode::kResourceExhausted, name + ": the server sent more than the " +
-                                                          std::to_string(length) +
-                                                          " bytes asked for");
+        return Status(
+            StatusCode::kResourceExhausted,
+            "the server sent more than the " + std::to_string(length) + " bytes asked for");
       }
       this_attempt += static_cast<int64_t>(chunk.size());
       received += static_cast<int64_t>(chunk.size());
@@ -519,8 +519,7 @@ Status S3Client::GetRange(std::string_view bucket, std::string_view key, int64_t
     } else if (resp.ok() && (!RetryableStatus(*resp) || last)) {
       return ResponseError(*resp, name);
     } else if (!resp.ok()) {
-      if (resp.status().code() == StatusCode::kResourceExhausted &&
-          resp.status().message().rfind(name, 0) != 0) {
+      if (resp.status().code() == StatusCode::kResourceExhausted) {
         return Status(resp.status().code(), name + ": " + resp.status().message());
       }
       if (resp.status().code() != StatusCode::kUnavailable) return resp.status();

@@ -131,12 +131,17 @@ class FlakyServer {
   std::atomic<int> calls_{0};
 };
 
-std::string ReadAll(S3Client& c, Status* s) {
-  std::string out;
-  *s = c.GetRange("bkt", "dir/a b", 0, 5, [&](std::string_view d) {
-    out.append(d);
+// Bytes [0, length) of `key` into *out.
+Status ReadRange(S3Client& c, std::string_view key, int64_t length, std::string* out) {
+  return c.GetRange("bkt", key, 0, length, [out](std::string_view d) {
+    out->append(d);
     return Status::Ok();
   });
+}
+
+std::string ReadAll(S3Client& c, Status* s) {
+  std::string out;
+  *s = ReadRange(c, "dir/a b", 5, &out);
   return out;
 }
 
@@ -326,10 +331,7 @@ TEST(S3ClientBounds, ATricklingServerIsCutAtTheRequestsTotalTime) {
   c.request_timeout = std::chrono::milliseconds(300);
   S3Client client(c);
   std::string got;
-  Status s = client.GetRange("bkt", "k", 0, 100, [&](std::string_view d) {
-    got.append(d);
-    return Status::Ok();
-  });
+  Status s = ReadRange(client, "k", 100, &got);
   done = true;
   EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s.ToString();
   EXPECT_NE(s.message().find("after 2 attempts"), std::string::npos) << s.message();
@@ -353,10 +355,7 @@ TEST(S3ClientBounds, TheTotalTimeGrowsWithTheBytesAskedFor) {
   c.min_transfer_rate = 1;
   S3Client client(c);
   std::string got;
-  Status s = client.GetRange("bkt", "k", 0, 20, [&](std::string_view d) {
-    got.append(d);
-    return Status::Ok();
-  });
+  Status s = ReadRange(client, "k", 20, &got);
   EXPECT_TRUE(s.ok()) << s.ToString();
   EXPECT_EQ(got, std::string(20, 'z'));
   EXPECT_EQ(server.requests(), 1);

@@ -703,6 +703,14 @@ JobControllerOptions Uncoalesced() {
   return o;
 }
 
+// An operator process that creates the job's pods, sees them run, and stops.
+void RunUntilUpThenStop(FakeApi& api) {
+  Running first(&api, Uncoalesced());
+  ASSERT_TRUE(
+      Eventually([&] { return Count(api.calls(), "create", "pods", StatusCode::kOk) == 2; }));
+  BringUp(api);
+}
+
 // Deletes tj-worker-1 and waits for its replacement (the `n`th pod created);
 // returns the creates made from the delete on. Secret creates are held until
 // a pod create comes (FakeApi::HoldSecretCreatesUntilAPodCreate).
@@ -745,12 +753,7 @@ TEST(JobControllerReplacementTest, GoesOutWithTheSecretAndWithoutAKnownPolicy) {
 TEST(JobControllerReplacementTest, AfterARestartThePolicyIsSentOnceAlongsideThePod) {
   FakeApi api;
   api.Seed(kTrainingJobs, Job());
-  {
-    Running first(&api, Uncoalesced());
-    ASSERT_TRUE(
-        Eventually([&] { return Count(api.calls(), "create", "pods", StatusCode::kOk) == 2; }));
-    BringUp(api);
-  }
+  ASSERT_NO_FATAL_FAILURE(RunUntilUpThenStop(api));
   FakeClock clock(TestWallStart());
   Running controller(&api, OnClock(&clock, Uncoalesced()));
   EXPECT_EQ(ReplaceWorker1(clock, api, controller, 3),
@@ -823,12 +826,7 @@ TEST(JobControllerTest, AnOlderOperatorsWiderPolicyIsReplacedAtTheJobsFirstPods)
 TEST(JobControllerTest, ARunningJobsWiderPolicyIsReplacedWhenANewOperatorStarts) {
   FakeApi api;
   api.Seed(kTrainingJobs, Job());
-  {
-    Running controller(&api, Uncoalesced());
-    ASSERT_TRUE(
-        Eventually([&] { return Count(api.calls(), "create", "pods", StatusCode::kOk) == 2; }));
-    BringUp(api);
-  }
+  ASSERT_NO_FATAL_FAILURE(RunUntilUpThenStop(api));
   ASSERT_TRUE(PolicyIsNarrow(api));
   EXPECT_EQ(Count(api.calls(), "patch", "networkpolicies", StatusCode::kOk), 0u);
   api.Seed(kube::kNetworkPolicies, WidePolicy());  // as an older operator left it

@@ -165,6 +165,8 @@ class Planner {
   bool JobServiceDue(std::optional<ReplicaType> only);
   // Creates the missing Services and Pods (of `only` this role, if set).
   void CreateMissing(std::optional<ReplicaType> only = std::nullopt);
+  // The job's NetworkPolicy, as a create.
+  ChildCreate NetworkPolicyChild() const;
   void UpdateRunning(bool restarted);
   // Live Pending pods whose `why` (ObservedPod::unschedulable or
   // cannot_start) is set: how many, and the first in slot order.
@@ -625,6 +627,12 @@ bool Planner::JobServiceDue(std::optional<ReplicaType> only) {
   return false;
 }
 
+ChildCreate Planner::NetworkPolicyChild() const {
+  return Child(ChildRef::Kind::kNetworkPolicy,
+               NetworkPolicyName(job_.metadata.name, job_.metadata.uid),
+               builder_.NetworkPolicy(input_.metrics_ingress));
+}
+
 void Planner::CreateMissing(std::optional<ReplicaType> only) {
   std::set<std::string> services;
   for (const ObservedService& s : observed_.services) services.insert(s.name);
@@ -661,9 +669,7 @@ void Planner::CreateMissing(std::optional<ReplicaType> only) {
                               builder_.Secret(input_.auth_key, cluster_config_)));
       }
       if (input_.network_policy && !observed_.network_policy_exists) {
-        first.push_back(Child(ChildRef::Kind::kNetworkPolicy,
-                              NetworkPolicyName(job, job_.metadata.uid),
-                              builder_.NetworkPolicy(input_.metrics_ingress)));
+        first.push_back(NetworkPolicyChild());
       }
       if (!config_in_secret_) {
         first.push_back(Child(ChildRef::Kind::kConfigMap, ClusterConfigMapName(job),
@@ -708,10 +714,7 @@ void Planner::CreateMissing(std::optional<ReplicaType> only) {
         return slot.pod != nullptr && !slot.pod->deletion_timestamp &&
                slot.pod->phase != PodPhase::kSucceeded && slot.pod->phase != PodPhase::kFailed;
       })) {
-    plan_.creates.insert(plan_.creates.begin(),
-                         Child(ChildRef::Kind::kNetworkPolicy,
-                               NetworkPolicyName(job_.metadata.name, job_.metadata.uid),
-                               builder_.NetworkPolicy(input_.metrics_ingress)));
+    plan_.creates.insert(plan_.creates.begin(), NetworkPolicyChild());
   }
 }
 
