@@ -40,6 +40,26 @@ wait_until() {
     sleep 0.2
   done
 }
+# wait_progressing WHAT PROGRESS_CMD DONE_CMD...: waits until DONE_CMD succeeds while
+# PROGRESS_CMD's output keeps changing; fails when it has not changed for STALL_SECONDS
+# (default 120). For long waits whose speed depends on the machine (a starved operator is slow,
+# not stuck), where a fixed deadline either fails a slow run or waits long on a stuck one; the
+# test's ctest TIMEOUT still bounds the whole.
+wait_progressing() {
+  local what="$1" progress="$2"; shift 2
+  local seen last now
+  seen="$(bash -c "${progress}" 2>/dev/null)" last=${SECONDS}
+  until "$@" >/dev/null 2>&1; do
+    now="$(bash -c "${progress}" 2>/dev/null)"
+    if [[ "${now}" != "${seen}" ]]; then
+      seen="${now}" last=${SECONDS}
+    elif ((SECONDS - last > ${STALL_SECONDS:-120})); then
+      fail "timed out waiting for ${what}: no progress for ${STALL_SECONDS:-120} s (at: ${seen})"
+      return 1
+    fi
+    sleep 1
+  done
+}
 run_cases() {
   local c before t0
   for c in "$@"; do
