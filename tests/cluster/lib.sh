@@ -30,7 +30,7 @@ ours() {  # ours NAME PID: true if PID is alive and still runs NAME.
   # (Read, then searched: `tr | grep -q` under pipefail fails when grep exits at
   # the first match and tr dies of SIGPIPE, and the process would be left running.)
   local cmd
-  [[ -r "/proc/$2/cmdline" ]] && cmd="$(tr '\0' ' ' <"/proc/$2/cmdline")" && grep -q -- "$1" <<<"${cmd}"
+  [[ -r "/proc/$2/cmdline" ]] && cmd="$(tr '\0' ' ' <"/proc/$2/cmdline" 2>/dev/null)" && grep -q -- "$1" <<<"${cmd}"
 }
 
 cluster_alive() {  # cluster_alive DIR: true if any process DIR/pids records still runs.
