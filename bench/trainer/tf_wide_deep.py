@@ -94,7 +94,8 @@ class Batches:
                 self.pos = 0
                 for f, _ in self.files:
                     f.seek(0)
-        label, dense, cat = (np.concatenate(c) for c in zip(*parts))
+        # Joined only when the batch wrapped past the end (once per epoch, not per batch).
+        label, dense, cat = parts[0] if len(parts) == 1 else (np.concatenate(c) for c in zip(*parts))
         return dense, cat, label[:, 0]
 
     def all(self):
